@@ -1,0 +1,1 @@
+//! Loads the probes and turns kernel events into trace rows.

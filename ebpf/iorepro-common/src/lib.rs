@@ -1,0 +1,2 @@
+//! `#[repr(C)]` structs shared by the kernel-side programs and the collector.
+#![no_std]

@@ -1,0 +1,1 @@
+//! Plans, prepares and executes a scaled replay of a trace.

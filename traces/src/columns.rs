@@ -1,0 +1,130 @@
+//! Typed access to a batch of the canonical schema. The reader guarantees the
+//! types, so accessors downcast without checks that could fail at run time.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    Array, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampNanosecondArray,
+};
+
+use crate::schema::{idx, Op};
+
+/// One batch of trace rows in the canonical schema.
+#[derive(Debug, Clone)]
+pub struct Events {
+    batch: RecordBatch,
+}
+
+impl Events {
+    /// Wraps a batch that has the canonical schema (from the reader or the builder).
+    pub fn new(batch: RecordBatch) -> Self {
+        debug_assert_eq!(batch.num_columns(), crate::schema::COLUMNS.len());
+        Events { batch }
+    }
+
+    pub fn batch(&self) -> &RecordBatch {
+        &self.batch
+    }
+
+    pub fn into_batch(self) -> RecordBatch {
+        self.batch
+    }
+
+    pub fn len(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batch.num_rows() == 0
+    }
+
+    pub fn ts(&self) -> &TimestampNanosecondArray {
+        self.batch.column(idx::TS).as_primitive()
+    }
+    pub fn dur_ns(&self) -> &Int64Array {
+        self.batch.column(idx::DUR_NS).as_primitive()
+    }
+    pub fn host(&self) -> &DictionaryArray<Int32Type> {
+        self.batch.column(idx::HOST).as_dictionary()
+    }
+    pub fn pid(&self) -> &Int32Array {
+        self.batch.column(idx::PID).as_primitive()
+    }
+    pub fn tid(&self) -> &Int32Array {
+        self.batch.column(idx::TID).as_primitive()
+    }
+    pub fn rank(&self) -> &Int32Array {
+        self.batch.column(idx::RANK).as_primitive()
+    }
+    pub fn comm(&self) -> &StringArray {
+        self.batch.column(idx::COMM).as_string()
+    }
+    pub fn op_dict(&self) -> &DictionaryArray<Int32Type> {
+        self.batch.column(idx::OP).as_dictionary()
+    }
+    pub fn path(&self) -> &StringArray {
+        self.batch.column(idx::PATH).as_string()
+    }
+    pub fn fd(&self) -> &Int32Array {
+        self.batch.column(idx::FD).as_primitive()
+    }
+    pub fn offset(&self) -> &Int64Array {
+        self.batch.column(idx::OFFSET).as_primitive()
+    }
+    pub fn size(&self) -> &Int64Array {
+        self.batch.column(idx::SIZE).as_primitive()
+    }
+    pub fn ret(&self) -> &Int64Array {
+        self.batch.column(idx::RET).as_primitive()
+    }
+    pub fn flags(&self) -> &Int32Array {
+        self.batch.column(idx::FLAGS).as_primitive()
+    }
+
+    /// The op of every row, decoded once per dictionary value rather than per row.
+    pub fn ops(&self) -> Vec<Op> {
+        let dict = self.op_dict();
+        let names: &StringArray = dict.values().as_string();
+        let table: Vec<Op> = (0..names.len())
+            .map(|i| Op::parse(names.value(i)))
+            .collect();
+        dict.keys()
+            .values()
+            .iter()
+            .map(|&k| table[k as usize])
+            .collect()
+    }
+
+    pub fn op(&self, row: usize) -> Op {
+        let dict = self.op_dict();
+        let names: &StringArray = dict.values().as_string();
+        Op::parse(names.value(dict.keys().value(row) as usize))
+    }
+
+    /// The host of one row.
+    pub fn host_at(&self, row: usize) -> &str {
+        let dict = self.host();
+        let names: &StringArray = dict.values().as_string();
+        names.value(dict.keys().value(row) as usize)
+    }
+
+    /// Distinct host names in this batch's dictionary.
+    pub fn host_values(&self) -> impl Iterator<Item = &str> {
+        let names: &StringArray = self.host().values().as_string();
+        (0..names.len()).filter(|&i| names.is_valid(i)).map(move |i| names.value(i))
+    }
+
+    pub fn opt_i32(a: &Int32Array, row: usize) -> Option<i32> {
+        a.is_valid(row).then(|| a.value(row))
+    }
+
+    pub fn opt_i64(a: &Int64Array, row: usize) -> Option<i64> {
+        a.is_valid(row).then(|| a.value(row))
+    }
+
+    pub fn path_at(&self, row: usize) -> Option<&str> {
+        let p = self.path();
+        p.is_valid(row).then(|| p.value(row))
+    }
+}

@@ -1,0 +1,133 @@
+//! One trace row as Rust values, and the builder that turns rows into
+//! canonical Arrow batches with typed per-column builders.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    Int32Builder, Int64Builder, StringBuilder, StringDictionaryBuilder, TimestampNanosecondBuilder,
+};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, RecordBatch};
+
+use crate::schema::{trace_schema, Op};
+
+/// A row borrowed from its producer (collector, synth, importer): no allocation per row.
+#[derive(Debug, Clone, Copy)]
+pub struct EventRow<'a> {
+    pub ts_ns: i64,
+    pub dur_ns: i64,
+    pub host: &'a str,
+    pub pid: i32,
+    pub tid: i32,
+    pub rank: Option<i32>,
+    pub comm: &'a str,
+    pub op: Op,
+    pub path: Option<&'a str>,
+    pub fd: Option<i32>,
+    pub offset: Option<i64>,
+    pub size: Option<i64>,
+    pub ret: i64,
+    pub flags: Option<i32>,
+}
+
+/// Accumulates rows into one Arrow batch of the canonical schema.
+pub struct EventBatchBuilder {
+    ts: TimestampNanosecondBuilder,
+    dur_ns: Int64Builder,
+    host: StringDictionaryBuilder<Int32Type>,
+    pid: Int32Builder,
+    tid: Int32Builder,
+    rank: Int32Builder,
+    comm: StringBuilder,
+    op: StringDictionaryBuilder<Int32Type>,
+    path: StringBuilder,
+    fd: Int32Builder,
+    offset: Int64Builder,
+    size: Int64Builder,
+    ret: Int64Builder,
+    flags: Int32Builder,
+    rows: usize,
+    sorted: bool,
+    last_ts: i64,
+}
+
+impl EventBatchBuilder {
+    pub fn with_capacity(rows: usize) -> Self {
+        EventBatchBuilder {
+            ts: TimestampNanosecondBuilder::with_capacity(rows).with_timezone("UTC"),
+            dur_ns: Int64Builder::with_capacity(rows),
+            host: StringDictionaryBuilder::new(),
+            pid: Int32Builder::with_capacity(rows),
+            tid: Int32Builder::with_capacity(rows),
+            rank: Int32Builder::with_capacity(rows),
+            comm: StringBuilder::with_capacity(rows, rows * 8),
+            op: StringDictionaryBuilder::new(),
+            path: StringBuilder::with_capacity(rows, rows * 32),
+            fd: Int32Builder::with_capacity(rows),
+            offset: Int64Builder::with_capacity(rows),
+            size: Int64Builder::with_capacity(rows),
+            ret: Int64Builder::with_capacity(rows),
+            flags: Int32Builder::with_capacity(rows),
+            rows: 0,
+            sorted: true,
+            last_ts: i64::MIN,
+        }
+    }
+
+    pub fn push(&mut self, e: &EventRow<'_>) {
+        self.ts.append_value(e.ts_ns);
+        self.dur_ns.append_value(e.dur_ns);
+        self.host.append_value(e.host);
+        self.pid.append_value(e.pid);
+        self.tid.append_value(e.tid);
+        self.rank.append_option(e.rank);
+        self.comm.append_value(e.comm);
+        self.op.append_value(e.op.as_str());
+        self.path.append_option(e.path);
+        self.fd.append_option(e.fd);
+        self.offset.append_option(e.offset);
+        self.size.append_option(e.size);
+        self.ret.append_value(e.ret);
+        self.flags.append_option(e.flags);
+        self.rows += 1;
+        self.sorted &= e.ts_ns >= self.last_ts;
+        self.last_ts = e.ts_ns;
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// True while the rows pushed since the last `finish` are in `ts` order.
+    pub fn is_sorted(&self) -> bool {
+        self.sorted
+    }
+
+    /// Takes the rows pushed so far as a batch and starts over.
+    pub fn finish(&mut self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.ts.finish()),
+            Arc::new(self.dur_ns.finish()),
+            Arc::new(self.host.finish()),
+            Arc::new(self.pid.finish()),
+            Arc::new(self.tid.finish()),
+            Arc::new(self.rank.finish()),
+            Arc::new(self.comm.finish()),
+            Arc::new(self.op.finish()),
+            Arc::new(self.path.finish()),
+            Arc::new(self.fd.finish()),
+            Arc::new(self.offset.finish()),
+            Arc::new(self.size.finish()),
+            Arc::new(self.ret.finish()),
+            Arc::new(self.flags.finish()),
+        ];
+        self.rows = 0;
+        self.sorted = true;
+        self.last_ts = i64::MIN;
+        RecordBatch::try_new(trace_schema(), columns).expect("builder columns match the schema")
+    }
+}

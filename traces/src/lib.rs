@@ -1,0 +1,31 @@
+//! The iorepro trace format and everything that works on traces offline.
+//!
+//! A trace is a directory holding `manifest.json` and Parquet segment files.
+//! [`schema`] names the columns and builds the one Arrow schema; [`event`]
+//! turns rows into Arrow batches; [`writer`] streams batches into rotating,
+//! always-complete segments and keeps the [`manifest`] current; [`reader`]
+//! streams them back in time order, accepting traces written by other tools and
+//! normalising them to the canonical schema, which [`columns`] then exposes as
+//! typed columns. [`synth`] makes traces from a workload description and
+//! [`summary`] aggregates a trace in one streaming pass.
+
+pub mod cli;
+pub mod columns;
+pub mod error;
+pub mod event;
+pub mod manifest;
+pub mod reader;
+pub mod schema;
+pub mod summary;
+pub mod synth;
+pub mod units;
+pub mod validate;
+pub mod writer;
+
+pub use columns::Events;
+pub use error::{TraceError, TraceResult};
+pub use event::{EventBatchBuilder, EventRow};
+pub use manifest::{Manifest, Source};
+pub use reader::TraceReader;
+pub use schema::{trace_schema, Op, SCHEMA_VERSION};
+pub use writer::{TraceWriter, WriterOptions};

@@ -1,0 +1,133 @@
+//! `manifest.json`: what a trace is, where it came from, what it holds and what
+//! was lost. The writer rewrites it atomically after every finished segment, so
+//! a trace whose writer was killed is still readable up to its last segment.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{one_line, TraceError, TraceResult};
+use crate::schema::{FORMAT_NAME, SCHEMA_VERSION};
+
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Ebpf,
+    Synth,
+    Replay,
+    Import,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub schema_version: u64,
+    pub tool_version: String,
+    pub source: Source,
+    pub hosts: Vec<String>,
+    pub start_unix_ns: i64,
+    pub end_unix_ns: i64,
+    pub events: u64,
+    /// Events the kernel side could not deliver (ring buffer full, …): counted, never silent.
+    pub dropped_events: u64,
+    pub segments: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// False while a writer is still appending (or was killed before closing).
+    #[serde(default = "default_true")]
+    pub complete: bool,
+    /// Keys written by other versions or tools, kept on rewrite.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Manifest {
+    pub fn new(source: Source) -> Self {
+        Manifest {
+            format: FORMAT_NAME.to_string(),
+            schema_version: SCHEMA_VERSION as u64,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            source,
+            hosts: Vec::new(),
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+            events: 0,
+            dropped_events: 0,
+            segments: Vec::new(),
+            command: None,
+            complete: false,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// Reads and checks a manifest: the right format, a schema version this
+    /// library understands, and segment names that stay inside the trace.
+    pub fn load(dir: &Path) -> TraceResult<Self> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(TraceError::MissingManifest {
+                    dir: dir.to_path_buf(),
+                })
+            }
+            Err(e) => return Err(TraceError::io(&path, e)),
+        };
+        let bad = |problem: String| TraceError::BadManifest {
+            path: path.clone(),
+            problem,
+        };
+        // Check the version before the full shape, so a newer trace gets the
+        // "upgrade" message rather than a confusing missing-key one.
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(one_line(&e.to_string())))?;
+        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
+            return Err(bad(format!("`format` is not \"{FORMAT_NAME}\"")));
+        }
+        match value.get("schema_version").and_then(|v| v.as_u64()) {
+            Some(v) if v > SCHEMA_VERSION as u64 => {
+                return Err(TraceError::NewerSchema {
+                    path,
+                    found: v,
+                    supported: SCHEMA_VERSION,
+                })
+            }
+            Some(0) | None => return Err(bad("`schema_version` missing or not a positive integer".into())),
+            Some(_) => {}
+        }
+        let m: Manifest =
+            serde_json::from_value(value).map_err(|e| bad(one_line(&e.to_string())))?;
+        for seg in &m.segments {
+            let p = Path::new(seg);
+            let plain = p.components().count() == 1
+                && matches!(p.components().next(), Some(std::path::Component::Normal(_)));
+            if !plain || !seg.ends_with(".parquet") {
+                return Err(bad(format!(
+                    "segment `{seg}` is not a .parquet file name inside the trace directory"
+                )));
+            }
+        }
+        Ok(m)
+    }
+
+    /// Writes the manifest atomically (temp file + rename): a reader never sees half of it.
+    pub fn store(&self, dir: &Path) -> TraceResult<()> {
+        let path = dir.join(MANIFEST_FILE);
+        let tmp = dir.join(".manifest.json.tmp");
+        let text = serde_json::to_string_pretty(self).expect("manifest serializes");
+        crate::writer::write_private_file(&tmp, text.as_bytes())?;
+        std::fs::rename(&tmp, &path).map_err(|e| TraceError::io(&path, e))
+    }
+
+    pub fn duration_s(&self) -> f64 {
+        (self.end_unix_ns - self.start_unix_ns).max(0) as f64 / 1e9
+    }
+}

@@ -1,0 +1,481 @@
+//! Streams a trace back as canonical batches in time order, with bounded memory.
+//!
+//! Accepts our own traces and foreign ones (pyarrow, DuckDB, pandas): strings as
+//! Utf8, LargeUtf8, Utf8View or dictionaries; `ts` as a timestamp of any unit or
+//! Int64 nanoseconds; integer columns of any width. Everything is normalised to
+//! [`crate::trace_schema`], so analysis code sees one set of types. Segments
+//! that do not overlap in time are read one after another; overlapping ones
+//! (merged captures, foreign writers) are k-way merged by `ts`.
+
+use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
+use arrow_cast::{cast_with_options, CastOptions};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_select::interleave::interleave_record_batch;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ProjectionMask;
+use parquet::file::statistics::Statistics;
+
+use crate::columns::Events;
+use crate::error::{TraceError, TraceResult};
+use crate::manifest::{Manifest, MANIFEST_FILE};
+use crate::schema::{
+    trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
+};
+
+/// Rows per batch handed to consumers.
+pub const READ_BATCH_ROWS: usize = 64 * 1024;
+
+/// An opened trace: its manifest (synthesised for a lone Parquet file) and segments.
+pub struct TraceReader {
+    root: PathBuf,
+    manifest: Manifest,
+    segments: Vec<SegmentInfo>,
+    projection: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SegmentInfo {
+    pub path: PathBuf,
+    pub rows: u64,
+    /// `ts` range from Parquet statistics, in the file's own unit, when present.
+    pub ts_range: Option<(i64, i64)>,
+}
+
+impl TraceReader {
+    /// Opens a trace directory (with `manifest.json`) or a single `.parquet` file.
+    /// Every segment's footer and schema are checked here, so bad input fails
+    /// before any work is done.
+    pub fn open(path: &Path) -> TraceResult<Self> {
+        let meta = std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
+        let (manifest, files) = if meta.is_dir() {
+            let m = Manifest::load(path)?;
+            let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
+            (m, files)
+        } else {
+            let mut m = Manifest::new(crate::manifest::Source::Import);
+            m.complete = true;
+            m.segments = vec![path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()];
+            (m, vec![path.to_path_buf()])
+        };
+        let mut segments = Vec::with_capacity(files.len());
+        for f in files {
+            segments.push(inspect_segment(&f)?);
+        }
+        let mut r = TraceReader {
+            root: path.to_path_buf(),
+            manifest,
+            segments,
+            projection: None,
+        };
+        if !meta.is_dir() {
+            r.manifest.events = r.segments.iter().map(|s| s.rows).sum();
+        }
+        Ok(r)
+    }
+
+    /// Reads only these columns; the others come back as all-null columns of
+    /// the canonical type (so [`Events`] accessors still work), which saves
+    /// decoding time for analyses that need a few columns.
+    pub fn with_columns(mut self, columns: &[&str]) -> Self {
+        let mut idx: Vec<usize> = columns
+            .iter()
+            .filter_map(|c| COLUMNS.iter().position(|k| k == c))
+            .collect();
+        if !idx.contains(&0) {
+            idx.push(0); // ts is always needed for ordering
+        }
+        idx.sort_unstable();
+        idx.dedup();
+        self.projection = Some(idx);
+        self
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn segments(&self) -> &[SegmentInfo] {
+        &self.segments
+    }
+
+    /// Total rows according to the segment footers.
+    pub fn rows(&self) -> u64 {
+        self.segments.iter().map(|s| s.rows).sum()
+    }
+
+    /// All batches in `ts` order.
+    pub fn batches(&self) -> TraceResult<Box<dyn Iterator<Item = TraceResult<RecordBatch>> + Send>> {
+        let mut order: Vec<&SegmentInfo> = self.segments.iter().collect();
+        let disjoint = order.iter().all(|s| s.ts_range.is_some()) && {
+            order.sort_by_key(|s| s.ts_range.map(|r| r.0));
+            order
+                .windows(2)
+                .all(|w| w[0].ts_range.unwrap().1 <= w[1].ts_range.unwrap().0)
+        };
+        let proj = self.projection.clone();
+        if disjoint || order.len() <= 1 {
+            let paths: Vec<PathBuf> = order.iter().map(|s| s.path.clone()).collect();
+            Ok(Box::new(SequentialBatches::new(paths, proj)))
+        } else {
+            let streams = order
+                .iter()
+                .map(|s| {
+                    Ok(Box::new(SegmentBatches::open(&s.path, proj.clone())?)
+                        as Box<dyn Iterator<Item = TraceResult<RecordBatch>> + Send>)
+                })
+                .collect::<TraceResult<Vec<_>>>()?;
+            Ok(Box::new(MergeByTs::new(streams)))
+        }
+    }
+
+    /// All rows as typed [`Events`] batches, in `ts` order.
+    pub fn events(&self) -> TraceResult<impl Iterator<Item = TraceResult<Events>> + Send> {
+        Ok(self.batches()?.map(|b| b.map(Events::new)))
+    }
+}
+
+/// Reads a segment's footer: row count, `ts` statistics, and a schema check.
+fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| TraceError::parquet(path, e))?;
+    let meta = builder.metadata().clone();
+    if let Some(kv) = meta.file_metadata().key_value_metadata() {
+        for entry in kv {
+            if entry.key == PARQUET_VERSION_KEY {
+                let v: u64 = entry.value.as_deref().unwrap_or("0").parse().unwrap_or(0);
+                if v > SCHEMA_VERSION as u64 {
+                    return Err(TraceError::NewerSchema {
+                        path: path.to_path_buf(),
+                        found: v,
+                        supported: SCHEMA_VERSION,
+                    });
+                }
+            }
+        }
+    }
+    plan_columns(path, builder.schema())?;
+    let ts_col = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == COL_TS);
+    let mut range: Option<(i64, i64)> = None;
+    let mut have_stats = ts_col.is_some();
+    for rg in meta.row_groups() {
+        let stats = ts_col.and_then(|c| rg.column(c).statistics());
+        match stats {
+            Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
+                (Some(&lo), Some(&hi)) => {
+                    range = Some(match range {
+                        None => (lo, hi),
+                        Some((a, b)) => (a.min(lo), b.max(hi)),
+                    })
+                }
+                _ => have_stats &= rg.num_rows() == 0,
+            },
+            _ => have_stats = false,
+        }
+    }
+    let rows = meta.file_metadata().num_rows().max(0) as u64;
+    Ok(SegmentInfo {
+        path: path.to_path_buf(),
+        rows,
+        ts_range: if have_stats { range.or(Some((0, 0))) } else { None },
+    })
+}
+
+/// For each canonical column, where it is in the file and what it must be cast
+/// from; errors name the column and the problem.
+fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<usize>> {
+    let canon = trace_schema();
+    let mut positions = Vec::with_capacity(COLUMNS.len());
+    for field in canon.fields() {
+        let name = field.name();
+        let Ok(pos) = schema.index_of(name) else {
+            return Err(TraceError::column(path, name, "missing (required by trace format v1)"));
+        };
+        let found = schema.field(pos).data_type();
+        if !castable(found, field.data_type()) {
+            return Err(TraceError::column(
+                path,
+                name,
+                format!("has type {found}, expected {}", describe(field.data_type())),
+            ));
+        }
+        positions.push(pos);
+    }
+    Ok(positions)
+}
+
+fn is_string(t: &DataType) -> bool {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(k, v) => k.is_integer() && is_string(v),
+        _ => false,
+    }
+}
+
+fn castable(from: &DataType, to: &DataType) -> bool {
+    match to {
+        DataType::Timestamp(..) => matches!(from, DataType::Timestamp(..) | DataType::Int64),
+        DataType::Int64 | DataType::Int32 => from.is_integer(),
+        DataType::Utf8 | DataType::Dictionary(..) => is_string(from),
+        _ => false,
+    }
+}
+
+fn describe(t: &DataType) -> &'static str {
+    match t {
+        DataType::Timestamp(..) => "a timestamp (any unit) or Int64 nanoseconds",
+        DataType::Int64 | DataType::Int32 => "an integer",
+        _ => "a string (Utf8 or dictionary)",
+    }
+}
+
+fn normalise(path: &Path, batch: &RecordBatch, projection: Option<&[usize]>) -> TraceResult<RecordBatch> {
+    let canon = trace_schema();
+    let opts = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let n = batch.num_rows();
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(COLUMNS.len());
+    let mut fields: Vec<Field> = Vec::with_capacity(COLUMNS.len());
+    for (i, field) in canon.fields().iter().enumerate() {
+        let wanted = projection.is_none_or(|p| p.contains(&i));
+        if !wanted {
+            cols.push(new_null_array(field.data_type(), n));
+            fields.push(field.as_ref().clone().with_nullable(true));
+            continue;
+        }
+        let name = field.name();
+        let src = batch
+            .column_by_name(name)
+            .ok_or_else(|| TraceError::column(path, name, "missing (required by trace format v1)"))?;
+        let arr = if src.data_type() == field.data_type() {
+            src.clone()
+        } else {
+            let src = match (src.data_type(), field.data_type()) {
+                // Int64 is nanoseconds; a timestamp in another zone or unit is the same instant.
+                (DataType::Int64, DataType::Timestamp(..)) => cast_with_options(
+                    src,
+                    &DataType::Timestamp(TimeUnit::Nanosecond, None),
+                    &opts,
+                )
+                .map_err(|e| TraceError::column(path, name, e.to_string()))?,
+                _ => src.clone(),
+            };
+            cast_with_options(&src, field.data_type(), &opts)
+                .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
+        };
+        if !field.is_nullable() && arr.null_count() > 0 {
+            return Err(TraceError::column(path, name, "has null values but is required"));
+        }
+        cols.push(arr);
+        fields.push(field.as_ref().clone().with_nullable(projection.is_some() || field.is_nullable()));
+    }
+    let schema = if projection.is_some() {
+        Arc::new(Schema::new(fields))
+    } else {
+        canon
+    };
+    RecordBatch::try_new(schema, cols).map_err(|e| TraceError::invalid(path, e.to_string()))
+}
+
+/// Batches of one segment, normalised.
+pub struct SegmentBatches {
+    path: PathBuf,
+    inner: ParquetRecordBatchReader,
+    projection: Option<Vec<usize>>,
+}
+
+impl SegmentBatches {
+    pub fn open(path: &Path, projection: Option<Vec<usize>>) -> TraceResult<Self> {
+        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(|e| TraceError::parquet(path, e))?;
+        let positions = plan_columns(path, builder.schema())?;
+        let wanted: Vec<usize> = match &projection {
+            Some(p) => p.iter().map(|&i| positions[i]).collect(),
+            None => positions,
+        };
+        let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+        let inner = builder
+            .with_projection(mask)
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(|e| TraceError::parquet(path, e))?;
+        Ok(SegmentBatches {
+            path: path.to_path_buf(),
+            inner,
+            projection,
+        })
+    }
+}
+
+impl Iterator for SegmentBatches {
+    type Item = TraceResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = match self.inner.next()? {
+            Ok(b) => b,
+            Err(e) => return Some(Err(TraceError::parquet(&self.path, e))),
+        };
+        Some(normalise(&self.path, &batch, self.projection.as_deref()))
+    }
+}
+
+/// Segments one after another, each opened only when the previous one is done.
+struct SequentialBatches {
+    pending: std::vec::IntoIter<PathBuf>,
+    current: Option<SegmentBatches>,
+    projection: Option<Vec<usize>>,
+}
+
+impl SequentialBatches {
+    fn new(paths: Vec<PathBuf>, projection: Option<Vec<usize>>) -> Self {
+        SequentialBatches {
+            pending: paths.into_iter(),
+            current: None,
+            projection,
+        }
+    }
+}
+
+impl Iterator for SequentialBatches {
+    type Item = TraceResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(cur) = &mut self.current {
+                match cur.next() {
+                    Some(item) => return Some(item),
+                    None => self.current = None,
+                }
+            }
+            let path = self.pending.next()?;
+            match SegmentBatches::open(&path, self.projection.clone()) {
+                Ok(s) => self.current = Some(s),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+type BatchStream = Box<dyn Iterator<Item = TraceResult<RecordBatch>> + Send>;
+
+/// K-way merge of time-ordered streams: holds one batch per stream, so memory
+/// is bounded by the number of streams, not the trace size.
+pub struct MergeByTs {
+    streams: Vec<BatchStream>,
+    current: Vec<Option<(RecordBatch, usize)>>,
+    heap: BinaryHeap<Reverse<(i64, usize)>>,
+    started: bool,
+    failed: bool,
+}
+
+impl MergeByTs {
+    pub fn new(streams: Vec<BatchStream>) -> Self {
+        let n = streams.len();
+        MergeByTs {
+            streams,
+            current: vec![None; n],
+            heap: BinaryHeap::new(),
+            started: false,
+            failed: false,
+        }
+    }
+
+    /// Loads the next non-empty batch of stream `s` and queues its first row.
+    fn refill(&mut self, s: usize) -> TraceResult<()> {
+        loop {
+            match self.streams[s].next() {
+                None => {
+                    self.current[s] = None;
+                    return Ok(());
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(b)) if b.num_rows() == 0 => continue,
+                Some(Ok(b)) => {
+                    let ts = Events::new(b.clone()).ts().value(0);
+                    self.current[s] = Some((b, 0));
+                    self.heap.push(Reverse((ts, s)));
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for MergeByTs {
+    type Item = TraceResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            for s in 0..self.streams.len() {
+                if let Err(e) = self.refill(s) {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        // Indices into the batches held while this output batch is built; a
+        // stream's batch is kept alive in `held` even after it is refilled.
+        let mut held: Vec<RecordBatch> = Vec::new();
+        let mut held_of: Vec<Option<usize>> = vec![None; self.streams.len()];
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(READ_BATCH_ROWS);
+        while picks.len() < READ_BATCH_ROWS {
+            let Some(Reverse((_, s))) = self.heap.pop() else {
+                break;
+            };
+            let (batch, row) = self.current[s].clone().expect("queued stream has a batch");
+            let h = match held_of[s] {
+                Some(h) if held[h].num_rows() == batch.num_rows() && Arc::ptr_eq(held[h].column(0), batch.column(0)) => h,
+                _ => {
+                    held.push(batch.clone());
+                    held_of[s] = Some(held.len() - 1);
+                    held.len() - 1
+                }
+            };
+            picks.push((h, row));
+            if row + 1 < batch.num_rows() {
+                let ts = Events::new(batch.clone()).ts().value(row + 1);
+                self.current[s] = Some((batch, row + 1));
+                self.heap.push(Reverse((ts, s)));
+            } else if let Err(e) = self.refill(s) {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+        if picks.is_empty() {
+            return None;
+        }
+        let refs: Vec<&RecordBatch> = held.iter().collect();
+        Some(interleave_record_batch(&refs, &picks).map_err(|e| TraceError::invalid("merge", e.to_string())))
+    }
+}
+
+/// Whether a path names something [`TraceReader::open`] may accept (for CLIs that
+/// want to say "not a trace" before trying).
+pub fn looks_like_trace(path: &Path) -> bool {
+    path.join(MANIFEST_FILE).exists() || path.extension().is_some_and(|e| e == "parquet")
+}

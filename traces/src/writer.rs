@@ -1,0 +1,300 @@
+//! Streams rows into a trace directory as a sequence of complete Parquet
+//! segments. A segment is written under a `.partial` name and renamed when its
+//! footer is on disk, and the manifest is rewritten after each one, so a writer
+//! killed at any moment leaves a readable trace of every finished segment.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+use arrow_ord::sort::sort_to_indices;
+use arrow_select::take::take_record_batch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::schema::types::ColumnPath;
+
+use crate::columns::Events;
+use crate::error::{TraceError, TraceResult};
+use crate::event::{EventBatchBuilder, EventRow};
+use crate::manifest::{Manifest, Source};
+use crate::schema::{
+    trace_schema, COL_DUR_NS, COL_OFFSET, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
+};
+
+/// Trace files hold paths and command lines of someone's job: not world-readable.
+pub const TRACE_FILE_MODE: u32 = 0o640;
+
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    pub source: Source,
+    /// Rows per segment: the most a killed writer can lose.
+    pub segment_rows: usize,
+    /// Rows buffered before a batch is handed to the Parquet encoder.
+    pub batch_rows: usize,
+    pub zstd_level: i32,
+    pub command: Option<Vec<String>>,
+}
+
+impl WriterOptions {
+    pub fn new(source: Source) -> Self {
+        WriterOptions {
+            source,
+            segment_rows: 1 << 20,
+            batch_rows: 64 * 1024,
+            zstd_level: 3,
+            command: None,
+        }
+    }
+}
+
+/// The one place Parquet writer settings live: zstd, dictionary-encoded strings
+/// (Parquet's default for byte arrays), delta-encoded timestamps, offsets and
+/// durations, one row group per segment.
+pub fn writer_properties(opts: &WriterOptions) -> WriterProperties {
+    let level = ZstdLevel::try_new(opts.zstd_level).unwrap_or_default();
+    let mut b = WriterProperties::builder()
+        .set_writer_version(WriterVersion::PARQUET_2_0)
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(Some(opts.segment_rows.max(1)))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            PARQUET_VERSION_KEY.to_string(),
+            SCHEMA_VERSION.to_string(),
+        )]));
+    for col in [COL_TS, COL_OFFSET, COL_DUR_NS] {
+        let path = ColumnPath::from(col);
+        b = b
+            .set_column_dictionary_enabled(path.clone(), false)
+            .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+    }
+    b.build()
+}
+
+struct OpenSegment {
+    name: String,
+    partial: PathBuf,
+    writer: ArrowWriter<File>,
+    rows: usize,
+}
+
+pub struct TraceWriter {
+    dir: PathBuf,
+    opts: WriterOptions,
+    props: WriterProperties,
+    builder: EventBatchBuilder,
+    segment: Option<OpenSegment>,
+    manifest: Manifest,
+    last_ts: i64,
+    out_of_order_batches: u64,
+}
+
+impl TraceWriter {
+    /// Creates the trace directory. An existing non-empty directory is refused,
+    /// so a capture never mixes with (or overwrites) an older one.
+    pub fn create(dir: &Path, opts: WriterOptions) -> TraceResult<Self> {
+        if dir.exists() {
+            let mut entries = std::fs::read_dir(dir).map_err(|e| TraceError::io(dir, e))?;
+            if entries.next().is_some() {
+                return Err(TraceError::invalid(
+                    dir,
+                    "output directory exists and is not empty; choose a new one",
+                ));
+            }
+        } else {
+            std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+        }
+        let mut manifest = Manifest::new(opts.source);
+        manifest.command = opts.command.clone();
+        manifest.start_unix_ns = i64::MAX;
+        manifest.end_unix_ns = i64::MIN;
+        let w = TraceWriter {
+            dir: dir.to_path_buf(),
+            props: writer_properties(&opts),
+            builder: EventBatchBuilder::with_capacity(opts.batch_rows),
+            opts,
+            segment: None,
+            manifest,
+            last_ts: i64::MIN,
+            out_of_order_batches: 0,
+        };
+        w.store_manifest()?;
+        Ok(w)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn push(&mut self, row: &EventRow<'_>) -> TraceResult<()> {
+        if !self.manifest.hosts.iter().any(|h| h == row.host) {
+            self.manifest.hosts.push(row.host.to_string());
+        }
+        self.builder.push(row);
+        if self.builder.len() >= self.opts.batch_rows {
+            self.flush_rows()?;
+        }
+        Ok(())
+    }
+
+    /// Appends a batch of the canonical schema (as produced by
+    /// [`EventBatchBuilder`] or [`crate::TraceReader`]).
+    pub fn write_batch(&mut self, batch: &RecordBatch) -> TraceResult<()> {
+        self.flush_rows()?;
+        self.write_sorted(batch.clone())
+    }
+
+    /// Events the kernel side could not deliver; written to the manifest.
+    pub fn set_dropped_events(&mut self, n: u64) {
+        self.manifest.dropped_events = n;
+    }
+
+    /// Extra manifest keys (e.g. the collector's probe description).
+    pub fn set_extra(&mut self, key: &str, value: serde_json::Value) {
+        self.manifest.extra.insert(key.to_string(), value);
+    }
+
+    pub fn events_written(&self) -> u64 {
+        self.manifest.events + self.builder.len() as u64
+    }
+
+    /// Finishes the open segment and writes the final manifest.
+    pub fn finish(mut self) -> TraceResult<Manifest> {
+        self.flush_rows()?;
+        self.close_segment()?;
+        if self.manifest.events == 0 {
+            self.manifest.start_unix_ns = 0;
+            self.manifest.end_unix_ns = 0;
+        }
+        if self.out_of_order_batches > 0 {
+            self.manifest.extra.insert(
+                "unordered_batches".into(),
+                serde_json::json!(self.out_of_order_batches),
+            );
+        }
+        self.manifest.complete = true;
+        self.store_manifest()?;
+        Ok(self.manifest.clone())
+    }
+
+    fn flush_rows(&mut self) -> TraceResult<()> {
+        if self.builder.is_empty() {
+            return Ok(());
+        }
+        let batch = self.builder.finish();
+        self.write_sorted(batch)
+    }
+
+    fn write_sorted(&mut self, batch: RecordBatch) -> TraceResult<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let batch = sort_by_ts(batch);
+        let ev = Events::new(batch.clone());
+        let ts = ev.ts();
+        let (first, last) = (ts.value(0), ts.value(ts.len() - 1));
+        if first < self.last_ts {
+            // Producers keep a reorder window; a late row still gets written, and
+            // `validate` reports the segment as unordered rather than hiding it.
+            self.out_of_order_batches += 1;
+        }
+        self.last_ts = self.last_ts.max(last);
+        self.manifest.start_unix_ns = self.manifest.start_unix_ns.min(first);
+        self.manifest.end_unix_ns = self.manifest.end_unix_ns.max(last);
+        for host in ev.host_values() {
+            if !self.manifest.hosts.iter().any(|h| h == host) {
+                self.manifest.hosts.push(host.to_string());
+            }
+        }
+        let mut rest = batch;
+        let segment_rows = self.opts.segment_rows;
+        while rest.num_rows() > 0 {
+            let seg = self.open_segment()?;
+            let room = segment_rows - seg.rows;
+            let n = room.min(rest.num_rows());
+            let part = rest.slice(0, n);
+            seg.writer
+                .write(&part)
+                .map_err(|e| TraceError::parquet(&seg.partial, e))?;
+            seg.rows += n;
+            let full = seg.rows >= segment_rows;
+            self.manifest.events += n as u64;
+            rest = rest.slice(n, rest.num_rows() - n);
+            if full {
+                self.close_segment()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open_segment(&mut self) -> TraceResult<&mut OpenSegment> {
+        if self.segment.is_none() {
+            let name = format!("seg-{:06}.parquet", self.manifest.segments.len());
+            let partial = self.dir.join(format!("{name}.partial"));
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(TRACE_FILE_MODE)
+                .open(&partial)
+                .map_err(|e| TraceError::io(&partial, e))?;
+            let writer = ArrowWriter::try_new(file, trace_schema(), Some(self.props.clone()))
+                .map_err(|e| TraceError::parquet(&partial, e))?;
+            self.segment = Some(OpenSegment {
+                name,
+                partial,
+                writer,
+                rows: 0,
+            });
+        }
+        Ok(self.segment.as_mut().expect("segment just opened"))
+    }
+
+    fn close_segment(&mut self) -> TraceResult<()> {
+        let Some(seg) = self.segment.take() else {
+            return Ok(());
+        };
+        let file = seg
+            .writer
+            .into_inner()
+            .map_err(|e| TraceError::parquet(&seg.partial, e))?;
+        file.sync_data().map_err(|e| TraceError::io(&seg.partial, e))?;
+        let done = self.dir.join(&seg.name);
+        std::fs::rename(&seg.partial, &done).map_err(|e| TraceError::io(&done, e))?;
+        self.manifest.segments.push(seg.name);
+        self.store_manifest()
+    }
+
+    fn store_manifest(&self) -> TraceResult<()> {
+        let mut m = self.manifest.clone();
+        if m.events == 0 {
+            m.start_unix_ns = 0;
+            m.end_unix_ns = 0;
+        }
+        m.store(&self.dir)
+    }
+}
+
+fn sort_by_ts(batch: RecordBatch) -> RecordBatch {
+    let ev = Events::new(batch.clone());
+    let ts = ev.ts().values();
+    if ts.windows(2).all(|w| w[0] <= w[1]) {
+        return batch;
+    }
+    let idx = sort_to_indices(ev.ts(), None, None).expect("timestamps sort");
+    take_record_batch(&batch, &idx).expect("take by sort indices")
+}
+
+/// Creates (or truncates) a file readable by owner and group only.
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> TraceResult<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(TRACE_FILE_MODE)
+        .open(path)
+        .map_err(|e| TraceError::io(path, e))?;
+    f.write_all(bytes).map_err(|e| TraceError::io(path, e))?;
+    f.sync_data().map_err(|e| TraceError::io(path, e))
+}
