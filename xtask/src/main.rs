@@ -1,1 +1,134 @@
-fn main() {}
+//! Project automation: `cargo xtask setup | test | build-ebpf | demo | bench`.
+//!
+//! `setup` installs, idempotently, what a fresh machine lacks (the eBPF
+//! toolchain, fio, Open MPI, the Python test partners); `test` runs setup and
+//! then every test, the root-only eBPF ones included; `bench` prints the
+//! side-by-side benchmark lines; `demo` is the README's tour in one command.
+
+mod bench;
+mod demo;
+mod setup;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  setup              install what the project needs on this machine (idempotent)
+  test [--no-setup] [--fuzz SECONDS]
+                     run setup, format and lint checks, and every test
+  build-ebpf         build the kernel-side programs (via the collector's build script)
+  demo               capture (or take a sample), analyze, replay at 8 ranks, plot
+  bench [--quick]    side-by-side benchmarks, one line each";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("Error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    std::env::set_current_dir(&root)?;
+    match args.first().map(String::as_str) {
+        Some("setup") => setup::run(&root),
+        Some("test") => test(&root, &args[1..]),
+        Some("build-ebpf") => cargo(&["build", "-p", "iorepro-collector"]),
+        Some("demo") => demo::run(&root),
+        Some("bench") => bench_cmd(&root, &args[1..]),
+        Some("-h") | Some("--help") | None => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => bail!("unknown command `{other}`\n{USAGE}"),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs cargo with the toolchain environment set up (bpf-linker on PATH).
+pub fn cargo(args: &[&str]) -> Result<()> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .env("PATH", setup::tool_path())
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn test(root: &Path, args: &[String]) -> Result<()> {
+    let mut fuzz: Option<u64> = None;
+    let mut do_setup = true;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--no-setup" => do_setup = false,
+            "--fuzz" => {
+                fuzz = Some(
+                    it.next()
+                        .context("--fuzz takes a number of seconds")?
+                        .parse()
+                        .context("--fuzz takes a number of seconds")?,
+                )
+            }
+            other => bail!("test: unknown option `{other}`"),
+        }
+    }
+    if do_setup {
+        setup::run(root)?;
+    }
+    if !setup::is_root() {
+        eprintln!("note: not root: the eBPF capture tests will say so and skip; run as root for the full suite");
+    }
+    cargo(&["fmt", "--all", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    cargo(&["test", "--workspace", "--no-fail-fast"])?;
+    if let Some(secs) = fuzz {
+        setup::fuzz(root, secs)?;
+    }
+    Ok(())
+}
+
+fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
+    let quick = args.iter().any(|a| a == "--quick");
+    cargo(&["build", "--release", "--workspace", "--bins", "--examples"])?;
+    let scratch = bench_scratch()?;
+    let ctx = bench::Ctx {
+        root: root.to_path_buf(),
+        bin_dir: root.join("target/release"),
+        scratch: scratch.path().to_path_buf(),
+        quick,
+    };
+    bench::run_all(&ctx)
+}
+
+/// Benchmarks need a disk-backed directory (O_DIRECT, realistic page cache),
+/// so not a tmpfs /tmp.
+fn bench_scratch() -> Result<tempfile::TempDir> {
+    for base in ["/var/tmp", "/tmp"] {
+        if let Ok(d) = tempfile::Builder::new().prefix("iorepro-bench-").tempdir_in(base) {
+            return Ok(d);
+        }
+    }
+    bail!("no writable scratch directory in /var/tmp or /tmp")
+}

@@ -1,0 +1,110 @@
+//! Measures the trace writer on a capture-like mix of rows: rows/s on one core
+//! and bytes per event, next to the same rows as gzip'd JSON lines.
+//! Used by `cargo xtask bench`; prints one JSON object.
+//!
+//! usage: write_rate OUT_DIR [ROWS]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use flate2::write::GzEncoder;
+use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Rows as a data-loading capture produces them: 8 ranks with 2 loader workers
+/// each, reading shards of a 2,000-file dataset in 128 KiB..1 MiB sequential
+/// chunks between opens and closes, with occasional checkpoint writes.
+fn rows(n: usize) -> Vec<(i64, i64, i32, i32, Op, u32, i64, i64, i64)> {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut out = Vec::with_capacity(n);
+    let mut ts = 1_767_225_600_000_000_000i64;
+    let mut cursor = [(0u32, 0i64); 16];
+    while out.len() < n {
+        let w = rng.random_range(0..16usize);
+        let pid = 4000 + w as i32;
+        ts += rng.random_range(200..4_000);
+        let (file, off) = &mut cursor[w];
+        if *off == 0 {
+            *file = rng.random_range(0..2000);
+            out.push((ts, rng.random_range(3_000..9_000), pid, w as i32, Op::Open, *file, -1, -1, 12));
+        }
+        let size = [131_072i64, 262_144, 1_048_576][rng.random_range(0..3)];
+        let dur = (size / 2) + rng.random_range(0..20_000);
+        out.push((ts, dur, pid, w as i32, Op::Read, *file, *off, size, size));
+        *off += size;
+        if *off >= 64 << 20 {
+            out.push((ts + dur, rng.random_range(1_000..3_000), pid, w as i32, Op::Close, *file, -1, -1, 0));
+            *off = 0;
+        }
+    }
+    out.truncate(n);
+    out
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = PathBuf::from(args.get(1).ok_or_else(|| anyhow::anyhow!("usage: write_rate OUT_DIR [ROWS]"))?);
+    let n: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(5_000_000);
+    let data = rows(n);
+    let paths: Vec<String> = (0..2000).map(|i| format!("/data/imagenet/train/shard-{i:05}.tar")).collect();
+    let comms = ["pt_data_worker", "python"];
+    let row = |r: &(i64, i64, i32, i32, Op, u32, i64, i64, i64)| EventRow {
+        ts_ns: r.0,
+        dur_ns: r.1,
+        host: "node0",
+        pid: r.2,
+        tid: r.2,
+        rank: Some(r.3 / 2),
+        comm: comms[(r.3 % 2) as usize],
+        op: r.4,
+        path: Some(&paths[r.5 as usize]),
+        fd: Some(12),
+        offset: (r.6 >= 0).then_some(r.6),
+        size: (r.7 >= 0).then_some(r.7),
+        ret: r.8,
+        flags: (r.4 == Op::Open).then_some(0),
+    };
+
+    let start = Instant::now();
+    let mut w = TraceWriter::create(&dir, WriterOptions::new(Source::Synth))?;
+    for r in &data {
+        w.push(&row(r))?;
+    }
+    let m = w.finish()?;
+    let secs = start.elapsed().as_secs_f64();
+    let bytes: u64 = m
+        .segments
+        .iter()
+        .map(|s| std::fs::metadata(dir.join(s)).map(|x| x.len()).unwrap_or(0))
+        .sum();
+
+    // The same rows as JSON lines, gzip'd (what ad-hoc tracers commonly emit).
+    let json_rows = n.min(1_000_000);
+    let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for r in &data[..json_rows] {
+        let e = row(r);
+        serde_json::to_writer(
+            &mut gz,
+            &serde_json::json!({
+                "ts": e.ts_ns, "dur_ns": e.dur_ns, "host": e.host, "pid": e.pid, "tid": e.tid,
+                "rank": e.rank, "comm": e.comm, "op": e.op.as_str(), "path": e.path, "fd": e.fd,
+                "offset": e.offset, "size": e.size, "ret": e.ret, "flags": e.flags,
+            }),
+        )?;
+        gz.write_all(b"\n")?;
+    }
+    let gz_bytes = gz.finish()?.len();
+    println!(
+        "{}",
+        serde_json::json!({
+            "rows": n,
+            "seconds": secs,
+            "rows_per_s": n as f64 / secs,
+            "parquet_bytes_per_event": bytes as f64 / n as f64,
+            "jsonl_gz_bytes_per_event": gz_bytes as f64 / json_rows as f64,
+        })
+    );
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! Phase detection finds what a workload was built to have: exactly K
+//! checkpoint spikes, one load burst at the start, steady reading between —
+//! also with a log writer adding small writes all along, and on a real job
+//! captured with strace.
+
+mod analysis_util;
+
+use std::path::Path;
+
+use analysis_util::*;
+use iorepro_traces::{EventRow, Op, Source, TraceReader, TraceWriter, WriterOptions};
+
+fn phases(trace: &Path) -> serde_json::Value {
+    json(&["phases", trace.to_str().unwrap(), "--json"])
+}
+
+#[test]
+fn finds_exactly_k_checkpoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (ranks, k, every) in [(4, 1, 10), (4, 3, 12), (8, 5, 6), (2, 2, 40)] {
+        let trace = synth(tmp.path(), &format!("k{k}r{ranks}"), &workload(ranks, k, every, "sequential"));
+        let p = phases(&trace);
+        assert_eq!(count_kind(&p, "checkpoint"), k as usize, "ranks {ranks}, K {k}: {p:#}");
+        assert_eq!(count_kind(&p, "load"), 1, "one load burst: {p:#}");
+        let list = p["phases"].as_array().unwrap();
+        assert_eq!(list[0]["kind"], "load", "{p:#}");
+        // Every checkpoint involves all ranks writing together.
+        for c in list.iter().filter(|c| c["kind"] == "checkpoint") {
+            assert_eq!(c["max_writers"], ranks, "{c}");
+            assert_eq!(c["write_bytes"].as_u64().unwrap(), ranks as u64 * (64 << 20));
+        }
+    }
+}
+
+/// Copies a trace, adding what a real job has between checkpoints: a logger
+/// appending a line every 20 ms and a metrics file flushed now and then.
+fn with_log_noise(src: &Path, dst: &Path) {
+    let reader = TraceReader::open(src).unwrap();
+    let (start, end) = (reader.manifest().start_unix_ns, reader.manifest().end_unix_ns);
+    let mut w = TraceWriter::create(dst, WriterOptions::new(Source::Synth)).unwrap();
+    for b in reader.batches().unwrap() {
+        w.write_batch(&b.unwrap()).unwrap();
+    }
+    let mut t = start;
+    let mut off = 0i64;
+    let mut n = 0;
+    while t < end {
+        let size = if n % 50 == 0 { 256 << 10 } else { 200 };
+        w.push(&EventRow {
+            ts_ns: t,
+            dur_ns: 2_000,
+            host: "node0",
+            pid: 1000,
+            tid: 1001,
+            rank: Some(0),
+            comm: "python",
+            op: Op::Write,
+            path: Some("/logs/train.log"),
+            fd: Some(3),
+            offset: Some(off),
+            size: Some(size),
+            ret: size,
+            flags: None,
+        })
+        .unwrap();
+        off += size;
+        t += 20_000_000;
+        n += 1;
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn log_writes_between_checkpoints_are_not_checkpoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = synth(tmp.path(), "clean", &workload(4, 3, 12, "sequential"));
+    let noisy = tmp.path().join("noisy");
+    with_log_noise(&clean, &noisy);
+    let p = phases(&noisy);
+    assert_eq!(count_kind(&p, "checkpoint"), 3, "{p:#}");
+    assert_eq!(count_kind(&p, "load"), 1, "{p:#}");
+}
+
+#[test]
+fn no_checkpoint_no_spike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = workload(4, 1, 10, "random").replace("[checkpoint]", "[unused]");
+    let toml: String = toml.split("[unused]").next().unwrap().to_string();
+    let trace = synth(tmp.path(), "nock", &toml);
+    let noisy = tmp.path().join("noisy");
+    with_log_noise(&trace, &noisy);
+    let p = phases(&noisy);
+    assert_eq!(count_kind(&p, "checkpoint"), 0, "{p:#}");
+    assert!(count_kind(&p, "read") >= 1, "{p:#}");
+}
+
+/// A small training-like Python job: loads "weights", reads a dataset in
+/// steps with compute in between, logs every step, and saves K checkpoints
+/// (write + fsync), then idles. Captured with strace and imported.
+const JOB: &str = r#"
+import os, sys, time
+d = sys.argv[1]; k = int(sys.argv[2])
+blob = os.urandom(1 << 20)
+with open(f"{d}/weights.bin", "wb") as f:
+    for _ in range(48): f.write(blob)
+with open(f"{d}/data.bin", "wb") as f:
+    for _ in range(8): f.write(blob)
+time.sleep(1.5)
+with open(f"{d}/weights.bin", "rb") as f:
+    while f.read(4 << 20): pass
+log = open(f"{d}/train.log", "a")
+for ck in range(k):
+    for step in range(12):
+        with open(f"{d}/data.bin", "rb") as f:
+            f.seek((step % 8) << 20)
+            f.read(256 << 10)
+        log.write(f"step {step} loss 0.1\n"); log.flush()
+        time.sleep(0.04)
+    with open(f"{d}/ckpt-{ck}.pt", "wb") as f:
+        for _ in range(32): f.write(blob)
+        f.flush(); os.fsync(f.fileno())
+for step in range(6):
+    with open(f"{d}/data.bin", "rb") as f:
+        f.read(256 << 10)
+    time.sleep(0.04)
+"#;
+
+#[test]
+fn finds_checkpoints_in_a_captured_job() {
+    if std::process::Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("strace is not installed: cannot capture a job here; skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("job");
+    std::fs::create_dir(&data).unwrap();
+    let log = tmp.path().join("strace.txt");
+    let k = 3;
+    let st = std::process::Command::new("strace")
+        .args(["-f", "-ttt", "-T", "-y", "-e", "trace=%file,%desc", "-o"])
+        .arg(&log)
+        .args(["python3", "-c", JOB, data.to_str().unwrap(), &k.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trace = tmp.path().join("captured");
+    let out = trace_cmd()
+        .args(["import", "--strace", log.to_str().unwrap(), "-o", trace.to_str().unwrap(), "--rank", "0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = json(&["summary", trace.to_str().unwrap(), "--json"]);
+    // The job wrote 48 + 8 MiB of inputs and K checkpoints of 32 MiB, plus its log.
+    let w = s["write_bytes"].as_u64().unwrap();
+    assert!(w >= (56 + 32 * k) << 20 && w < (57 + 32 * k) << 20, "write bytes {w}");
+    let p = phases(&trace);
+    // The dataset files written at the start are one more write burst.
+    assert_eq!(count_kind(&p, "checkpoint"), k as usize + 1, "{p:#}");
+    assert_eq!(count_kind(&p, "load"), 1, "{p:#}");
+    assert!(count_kind(&p, "idle") >= 1, "the 1.5 s pause is idle: {p:#}");
+}

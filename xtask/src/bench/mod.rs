@@ -1,0 +1,99 @@
+//! `cargo xtask bench`: side-by-side benchmarks, one printed line each, as
+//! ratios against the tool a user would otherwise reach for, measured in the
+//! same run (absolute times on these machines are too noisy to compare).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+pub mod trace_format;
+
+/// What every benchmark gets: where the release binaries are and a scratch
+/// directory that is removed afterwards.
+pub struct Ctx {
+    pub root: PathBuf,
+    pub bin_dir: PathBuf,
+    pub scratch: PathBuf,
+    /// Smaller inputs, for a smoke run of the benchmarks themselves.
+    pub quick: bool,
+}
+
+impl Ctx {
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    /// A fresh directory under the scratch area.
+    pub fn dir(&self, name: &str) -> Result<PathBuf> {
+        let d = self.scratch.join(name);
+        if d.exists() {
+            std::fs::remove_dir_all(&d)?;
+        }
+        std::fs::create_dir_all(&d)?;
+        Ok(d)
+    }
+
+    /// Prints one result line: `bench <name>: <text>`.
+    pub fn line(&self, name: &str, text: impl AsRef<str>) {
+        println!("bench {name}: {}", text.as_ref());
+    }
+}
+
+/// Runs a command to completion and returns its wall time; a failure is an error with its stderr.
+pub fn time_cmd(cmd: &mut std::process::Command) -> Result<Duration> {
+    let start = Instant::now();
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {cmd:?}"))?;
+    let took = start.elapsed();
+    if !out.status.success() {
+        anyhow::bail!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(took)
+}
+
+/// Median of `n` timings of the same command (the machine is noisy).
+pub fn median_time(n: usize, mut make: impl FnMut() -> std::process::Command) -> Result<Duration> {
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(time_cmd(&mut make())?);
+    }
+    v.sort();
+    Ok(v[v.len() / 2])
+}
+
+pub fn file_size(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+pub fn dir_size(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Every benchmark, in order; one failing is reported and the others still run.
+pub fn run_all(ctx: &Ctx) -> Result<()> {
+    let benches: Vec<(&str, fn(&Ctx) -> Result<()>)> = vec![("trace-format", trace_format::run)];
+    let mut failed = Vec::new();
+    for (name, f) in benches {
+        if let Err(e) = f(ctx) {
+            println!("bench {name}: FAILED: {e:#}");
+            failed.push(name);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("benchmarks failed: {}", failed.join(", "))
+    }
+}

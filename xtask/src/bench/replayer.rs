@@ -1,0 +1,242 @@
+//! Replayer against fio on the same files of the same target directory, in
+//! one run: sequential 1 MiB O_DIRECT reads (2 ranks vs 2 fio jobs), 4 KiB
+//! random O_DIRECT reads with psync and with io_uring (IOPS), the small-op
+//! rate of one process from the page cache, and the peak RSS of replaying a
+//! large synthetic trace (memory must not grow with the trace).
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use iorepro_traces::synth::Workload;
+use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+
+use super::Ctx;
+
+const MIB: u64 = 1 << 20;
+
+/// A trace of `ranks` ranks, each reading its own file `/bench/r{rank}.bin`
+/// of `file_size` bytes with `ops` reads of `bs` bytes, sequential or random.
+fn read_trace(dir: &Path, ranks: i32, file_size: u64, bs: u64, ops: u64, random: bool) -> Result<PathBuf> {
+    let out = dir.join("trace");
+    let mut w = TraceWriter::create(&out, WriterOptions::new(Source::Synth))?;
+    let slots = file_size / bs;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut ts = 1_000_000_000i64;
+    for rank in 0..ranks {
+        let path = format!("/bench/r{rank}.bin");
+        let row = |op, offset: Option<i64>, size: Option<i64>, ret: i64, ts: i64| EventRow {
+            ts_ns: ts,
+            dur_ns: 1_000,
+            host: "bench",
+            pid: 100 + rank,
+            tid: 100 + rank,
+            rank: Some(rank),
+            comm: "bench",
+            op,
+            path: Some(&path),
+            fd: Some(5),
+            offset,
+            size,
+            ret,
+            flags: None,
+        };
+        w.push(&row(Op::Open, None, None, 5, ts))?;
+        for i in 0..ops {
+            let slot = if random {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % slots
+            } else {
+                i % slots
+            };
+            ts += 1_000;
+            w.push(&row(Op::Read, Some((slot * bs) as i64), Some(bs as i64), bs as i64, ts))?;
+        }
+        w.push(&row(Op::Close, None, None, 0, ts + 1_000))?;
+    }
+    w.finish()?;
+    Ok(out)
+}
+
+fn replay_json(ctx: &Ctx, trace: &Path, target: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    let out = Command::new(ctx.bin("iorepro-replay"))
+        .arg(trace)
+        .arg("--target")
+        .arg(target)
+        .arg("--json")
+        .args(args)
+        .output()
+        .context("running iorepro-replay")?;
+    if !out.status.success() {
+        bail!("iorepro-replay {args:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// fio over the files the replayer prepared: one job per file.
+fn fio(files: &[PathBuf], rw: &str, bs: &str, engine: &str, direct: bool, size: u64, ios: Option<u64>) -> Result<(f64, f64)> {
+    let mut cmd = Command::new("fio");
+    cmd.args(["--output-format=json", "--group_reporting", "--thread"])
+        .arg(format!("--rw={rw}"))
+        .arg(format!("--bs={bs}"))
+        .arg(format!("--ioengine={engine}"))
+        .arg(format!("--direct={}", direct as u8))
+        .arg("--iodepth=1")
+        .arg(format!("--size={size}"))
+        .arg("--invalidate=1");
+    if let Some(n) = ios {
+        cmd.arg(format!("--number_ios={n}"));
+    }
+    for (i, f) in files.iter().enumerate() {
+        cmd.arg(format!("--name=j{i}")).arg(format!("--filename={}", f.display()));
+    }
+    let out = cmd.output().context("running fio (apt install fio)")?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("fio JSON")?;
+    let read = &v["jobs"][0]["read"];
+    Ok((read["bw_bytes"].as_f64().unwrap_or(0.0), read["iops"].as_f64().unwrap_or(0.0)))
+}
+
+fn supports_direct(dir: &Path) -> bool {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc_o_direct())
+        .open(dir.join(".direct-probe"))
+        .is_ok()
+}
+
+/// O_DIRECT's value differs between architectures (xtask does not link libc).
+const fn libc_o_direct() -> i32 {
+    if cfg!(any(target_arch = "aarch64", target_arch = "arm")) {
+        0o200000
+    } else {
+        0o40000
+    }
+}
+
+/// Peak resident memory of a child, sampled from /proc while it runs.
+fn run_peak_rss(cmd: &mut Command) -> Result<(Duration, u64)> {
+    let start = Instant::now();
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&status_path) {
+            for line in s.lines() {
+                if let Some(v) = line.strip_prefix("VmHWM:") {
+                    let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                    peak = peak.max(kb * 1024);
+                }
+            }
+        }
+        if let Some(st) = child.try_wait()? {
+            if !st.success() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                bail!("replay failed: {}", err.trim());
+            }
+            return Ok((start.elapsed(), peak));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn run(ctx: &Ctx) -> Result<()> {
+    let base = ctx.dir("replayer")?;
+    if !supports_direct(&base) {
+        ctx.line("replayer", format!("{} refuses O_DIRECT (tmpfs?); run the benchmark from a disk-backed directory", base.display()));
+        return Ok(());
+    }
+    let target = base.join("target");
+    let data = |r: usize| target.join(format!("data/rep-0000/bench/r{r}.bin"));
+    let files = [data(0), data(1)];
+
+    // Sequential 1 MiB O_DIRECT reads, 2 ranks vs fio psync numjobs=2.
+    let size = if ctx.quick { 128 * MIB } else { 1024 * MIB };
+    let seq = read_trace(&ctx.dir("replayer-seq")?, 2, size, MIB, size / MIB, false)?;
+    replay_json(ctx, &seq, &target, &["--prepare", "only"]).ok();
+    let r = replay_json(ctx, &seq, &target, &["--direct", "--prepare", "skip"])?;
+    let replay_bw = r["read_gib_s"].as_f64().unwrap_or(0.0);
+    let (fio_bw, _) = fio(&files, "read", "1m", "psync", true, size, None)?;
+    let fio_gib = fio_bw / (1u64 << 30) as f64;
+    ctx.line(
+        "replayer-seq-1MiB-direct-2ranks",
+        format!("replay {replay_bw:.3} GiB/s, fio psync {fio_gib:.3} GiB/s, ratio {:.2}x (aim >= 1.0x)", replay_bw / fio_gib),
+    );
+
+    // 4 KiB random O_DIRECT reads, 2 ranks, psync and io_uring vs fio's same engines.
+    let ops = if ctx.quick { 5_000 } else { 40_000 };
+    let rnd = read_trace(&ctx.dir("replayer-rand")?, 2, size, 4096, ops, true)?;
+    for (engine, fio_engine) in [("psync", "psync"), ("io_uring", "io_uring")] {
+        let r = replay_json(ctx, &rnd, &target, &["--direct", "--prepare", "skip", "--engine", engine])?;
+        let iops = r["ops"]["read"]["iops"].as_f64().unwrap_or(0.0);
+        let (_, fio_iops) = fio(&files, "randread", "4k", fio_engine, true, size, Some(ops))?;
+        ctx.line(
+            &format!("replayer-rand-4KiB-direct-{engine}"),
+            format!("replay {iops:.0} IOPS, fio {fio_engine} {fio_iops:.0} IOPS, ratio {:.2}x", iops / fio_iops),
+        );
+    }
+
+    // Small ops of one process from the page cache (4 KiB buffered reads of a cached file).
+    let cached = if ctx.quick { 200_000 } else { 2_000_000 };
+    let small = read_trace(&ctx.dir("replayer-small")?, 1, 64 * MIB, 4096, cached, true)?;
+    let small_target = base.join("small-target");
+    replay_json(ctx, &small, &small_target, &["--prepare", "only"]).ok();
+    let cached_file = small_target.join("data/rep-0000/bench/r0.bin");
+    let _ = std::fs::read(&cached_file); // into the page cache
+    let r = replay_json(ctx, &small, &small_target, &["--prepare", "skip"])?;
+    let rate = r["ops"]["read"]["count"].as_f64().unwrap_or(0.0) / r["duration_s"].as_f64().unwrap_or(1.0);
+    let mut fio_cmd = Command::new("fio");
+    fio_cmd
+        .args(["--output-format=json", "--name=c", "--rw=randread", "--bs=4k", "--ioengine=psync", "--direct=0", "--invalidate=0"])
+        .arg(format!("--filename={}", cached_file.display()))
+        .arg(format!("--size={}", 64 * MIB))
+        .arg(format!("--number_ios={cached}"));
+    let out = fio_cmd.output()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("fio JSON")?;
+    let fio_iops = v["jobs"][0]["read"]["iops"].as_f64().unwrap_or(0.0);
+    ctx.line(
+        "replayer-small-ops-page-cache",
+        format!("replay {rate:.0} ops/s on one rank, fio psync {fio_iops:.0} IOPS, ratio {:.2}x", rate / fio_iops),
+    );
+
+    // Peak RSS while replaying a large synthetic trace (3 events per read: open, read, close).
+    let events: u64 = if ctx.quick { 3_000_000 } else { 100_000_000 };
+    let ranks = 4u64;
+    let reads_per_step = 1_000u64;
+    let steps = events / (3 * ranks * reads_per_step);
+    let workload = format!(
+        "name = \"rss\"\nranks = {ranks}\n[dataset]\ndir = \"/d\"\nfiles = 8\nfile_size = \"1MiB\"\nread_size = \"4KiB\"\npattern = \"random\"\n\
+         [training]\nsteps = {steps}\ncompute_time = \"1us\"\nreads_per_step = {reads_per_step}\n"
+    );
+    let big_dir = ctx.dir("replayer-rss")?;
+    let big = big_dir.join("trace");
+    let t = Instant::now();
+    Workload::parse(&workload).map_err(anyhow::Error::msg)?.write_trace(&big, WriterOptions::new(Source::Synth))?;
+    let synth_s = t.elapsed().as_secs_f64();
+    let (took, peak) = run_peak_rss(
+        Command::new(ctx.bin("iorepro-replay")).arg(&big).arg("--target").arg(base.join("rss-target")).arg("--json"),
+    )?;
+    let n = steps * 3 * ranks * reads_per_step;
+    ctx.line(
+        "replayer-rss",
+        format!(
+            "{n} events, {ranks} ranks: peak RSS {:.0} MiB (limit 1024 MiB for 100 M events), replay {:.1} s ({:.2} M events/s), trace synthesis {synth_s:.1} s",
+            peak as f64 / MIB as f64,
+            took.as_secs_f64(),
+            n as f64 / took.as_secs_f64() / 1e6
+        ),
+    );
+    Ok(())
+}
