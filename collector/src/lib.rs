@@ -1,1 +1,59 @@
-//! Loads the probes and turns kernel events into trace rows.
+//! The collector: loads iorepro's eBPF programs, follows a job's process tree,
+//! and turns the kernel's records into rows of an iorepro trace.
+//!
+//! Pipeline: [`probes`] loads the kernel side (with structure offsets from
+//! [`btf`]) → the kernel writes small fixed records into a ring buffer →
+//! [`capture`] drains it every few milliseconds → [`files`] names the file of
+//! each record and [`procs`] its rank → [`rows`] maps it onto the trace's op
+//! vocabulary and reorders by time → `iorepro_traces::TraceWriter`.
+//! [`spawn`] starts the job held until it is traced; [`cli`] is the command line.
+//!
+//! # Why these hooks
+//!
+//! - **Raw tracepoints `sys_enter`/`sys_exit`**, not per-syscall tracepoints:
+//!   one cheap program per direction, no perf record building. The first test
+//!   is the syscall number (a register compare), the second the traced set, so
+//!   untraced processes pay almost nothing. Entry stores only a timestamp per
+//!   thread; the exit reads the arguments back from the saved user registers.
+//!   fentry/fexit and kprobes are not needed (and not available everywhere).
+//! - **Exact offsets for plain `read`/`write`/`readv`** come from the kernel,
+//!   not from replaying descriptor state in user space: at syscall exit the
+//!   program reads `f_pos` of the open file (`task->files->fdt->fd[fd]`), and
+//!   the call started at `f_pos - ret`. This is right across `lseek`, `dup`,
+//!   descriptions shared by fork, `O_APPEND` and descriptors opened before the
+//!   capture began, which a user-space model would each have to get right.
+//!   Positional calls take their offset argument.
+//! - **Files are named by (device, inode)**, read from the descriptor at the
+//!   call, so dup/dup2/dup3, fork, exec, descriptor reuse and descriptors
+//!   passed over sockets need no tracking; `open` records teach the path.
+//!   Relative paths are joined to the inode of their start directory (dirfd or
+//!   cwd), which the kernel side reports too.
+//! - **Regular files only** is decided in the kernel (`S_ISREG` of the inode),
+//!   so pipes and sockets cost no ring-buffer space.
+//! - **Process tree in the kernel** (`tp_btf` fork/exec/exit): a child is in
+//!   the traced set before it runs. The job itself is forked held on a pipe
+//!   until its pid is traced.
+//! - **Polling instead of wake-ups**: records are submitted with
+//!   `BPF_RB_NO_WAKEUP`; a wake-up per record costs more than the record.
+//!   A full buffer is counted per CPU and reported, never silent.
+//! - **Page faults under mmap** come from `filemap:mm_filemap_fault` and
+//!   `mm_filemap_map_pages`, which name the (device, inode) and page range.
+//!
+//! Limits: x86_64 syscall numbers; path arguments are cut at 255 bytes; a
+//! vectored call's size counts its first 64 iovecs; failed opens are not
+//! recorded; a rename row's `path` is the old name.
+
+pub mod btf;
+pub mod capture;
+pub mod cli;
+pub mod error;
+pub mod files;
+pub mod probes;
+pub mod procs;
+pub mod rows;
+pub mod signals;
+pub mod spawn;
+
+pub use capture::{run, Outcome};
+pub use cli::{CaptureOptions, Opts, Target};
+pub use error::{CollectError, CollectResult};

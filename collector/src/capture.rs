@@ -1,0 +1,377 @@
+//! One capture from start to finish: load the probes, start or find the job,
+//! drain the ring buffers on a short poll interval, turn records into rows,
+//! and close the trace when the job ends, on a signal, or after `--duration`.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use iorepro_common::{proc_kind, IoEvent, PathEvent, ProcEvent, IO_EVENT_SIZE, PATH_EVENT_SIZE};
+use iorepro_traces::{Manifest, Op, Source, TraceWriter, WriterOptions};
+
+use crate::cli::{CaptureOptions, Target};
+use crate::error::{CollectError, CollectResult};
+use crate::files::{user_dev, FileTable};
+use crate::probes::{check_privileges, ProbeConfig, Probes, HOOKS};
+use crate::procs::{self, ProcTable};
+use crate::rows::{c_str, op_of, raw_paths, Reorder, Row};
+use crate::signals;
+use crate::spawn::spawn_gated;
+
+/// How often the ring buffers are drained (the kernel side never wakes us).
+const POLL: Duration = Duration::from_millis(2);
+/// How long a row waits for earlier-starting syscalls that finish later.
+const REORDER_WINDOW_NS: i64 = 500_000_000;
+/// How long the job gets to exit after a forwarded stop signal.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+pub struct Outcome {
+    /// What `iorepro-collect` exits with: the job's status, or 0.
+    pub exit_code: i32,
+    pub manifest: Manifest,
+}
+
+/// Everything needed to turn records into rows.
+struct Session {
+    files: FileTable,
+    procs: ProcTable,
+    rows: Reorder,
+    prefixes: Vec<String>,
+    all_files: bool,
+    wall_offset_ns: i64,
+}
+
+pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
+    check_privileges(opts.user.is_some())?;
+    let cgroup = match &opts.target {
+        Target::Cgroup(p) => Some(cgroup_id(p)?),
+        _ => None,
+    };
+    if let Target::Pid(pid) = opts.target {
+        if !procs::alive(pid) {
+            return Err(CollectError::Usage(format!("--pid {pid}: no such process")));
+        }
+    }
+    let mut wopts = WriterOptions::new(Source::Ebpf);
+    wopts.segment_rows = opts.segment_events;
+    wopts.batch_rows = wopts.batch_rows.min(opts.segment_events);
+    wopts.command = match &opts.target {
+        Target::Command(c) => Some(c.clone()),
+        _ => None,
+    };
+    let mut writer = TraceWriter::create(&opts.out, wopts)?;
+    writer.set_extra(
+        "collector",
+        serde_json::json!({ "hooks": HOOKS, "target": format!("{:?}", opts.target) }),
+    );
+    let mut probes = Probes::load(&ProbeConfig {
+        ring_buffer_bytes: opts.ring_buffer_bytes,
+        cgroup: cgroup.as_ref().map(|(id, level, _)| (*id, *level)),
+        all_files: opts.all_files,
+    })?;
+    signals::install();
+
+    let mut session = Session {
+        files: FileTable::default(),
+        procs: ProcTable::default(),
+        rows: Reorder::new(hostname()),
+        prefixes: opts.path_prefixes.clone(),
+        all_files: opts.all_files,
+        wall_offset_ns: wall_offset_ns(),
+    };
+    let mut job = match &opts.target {
+        Target::Command(cmd) => {
+            let mut job = spawn_gated(cmd, opts.user.as_deref())?;
+            probes.trace(job.pid)?;
+            session.procs.set_rank(job.pid, rank_of_own_env());
+            session.files.scan_process(job.pid);
+            job.release(&cmd[0])?;
+            Some(job)
+        }
+        Target::Pid(pid) => {
+            // Trace the tree, then look again for children forked meanwhile.
+            for _ in 0..2 {
+                for tgid in procs::descendants(*pid) {
+                    probes.trace(tgid)?;
+                    session.adopt(tgid);
+                }
+            }
+            None
+        }
+        Target::Cgroup(_) => {
+            for tgid in cgroup.as_ref().map(|c| c.2.clone()).unwrap_or_default() {
+                session.adopt(tgid);
+            }
+            None
+        }
+    };
+
+    let start = Instant::now();
+    let mut stop_deadline: Option<Instant> = None;
+    let mut last_sweep = Instant::now();
+    let mut exit_code = 0;
+    loop {
+        let drained = session.drain(&mut probes)?;
+        if let Some(j) = job.as_mut() {
+            if let Some(status) = j.try_wait() {
+                exit_code = status;
+                break;
+            }
+        }
+        if let (Some(sig), None) = (signals::received(), stop_deadline) {
+            match job.as_ref() {
+                Some(j) => {
+                    j.signal(sig);
+                    stop_deadline = Some(Instant::now() + STOP_GRACE);
+                }
+                None => break,
+            }
+        }
+        if stop_deadline.is_some_and(|d| Instant::now() >= d) {
+            exit_code = 128 + signals::received().unwrap_or(libc::SIGTERM);
+            break;
+        }
+        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+        if last_sweep.elapsed() >= Duration::from_secs(1) {
+            last_sweep = Instant::now();
+            if cgroup.is_none() && sweep(&mut probes) == 0 && job.is_none() {
+                break; // every process of an attached tree has exited
+            }
+        }
+        let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
+        session.rows.release(Some(watermark), &mut writer)?;
+        if drained == 0 {
+            std::thread::sleep(POLL);
+        }
+    }
+    session.drain(&mut probes)?;
+    session.rows.release(None, &mut writer)?;
+    let (dropped_io, dropped_proc) = probes.dropped();
+    drop(probes);
+    writer.set_dropped_events(dropped_io);
+    if dropped_proc > 0 {
+        writer.set_extra("dropped_process_events", serde_json::json!(dropped_proc));
+    }
+    if let Some(sig) = signals::received() {
+        writer.set_extra("stopped_by_signal", serde_json::json!(sig));
+    }
+    let manifest = writer.finish()?;
+    if dropped_io > 0 || dropped_proc > 0 {
+        eprintln!(
+            "warning: {} I/O events and {} process events were lost (ring buffer full); \
+             the trace is incomplete: raise --ring-buffer-bytes",
+            dropped_io, dropped_proc
+        );
+    }
+    Ok(Outcome {
+        exit_code,
+        manifest,
+    })
+}
+
+/// Drops tgids that no longer exist from the traced set; returns how many remain.
+fn sweep(probes: &mut Probes) -> usize {
+    let mut live = 0;
+    for tgid in probes.traced() {
+        if Path::new(&format!("/proc/{tgid}")).exists() {
+            live += procs::alive(tgid) as usize;
+        } else {
+            probes.untrace(tgid);
+        }
+    }
+    live
+}
+
+impl Session {
+    fn adopt(&mut self, tgid: u32) {
+        let parent = procs::parent_of(tgid).and_then(|p| self.procs_rank_known(p));
+        self.procs.adopt(tgid, parent);
+        self.files.scan_process(tgid);
+    }
+
+    fn procs_rank_known(&mut self, tgid: u32) -> Option<i32> {
+        self.procs.rank(tgid)
+    }
+
+    /// Reads everything the kernel has handed over; process records first, so
+    /// a child's rank is known before its I/O.
+    fn drain(&mut self, probes: &mut Probes) -> CollectResult<usize> {
+        let mut n = 0;
+        while let Some(item) = probes.proc_events.next() {
+            if item.len() >= std::mem::size_of::<ProcEvent>() {
+                // SAFETY: the kernel wrote a ProcEvent of this size.
+                let ev: ProcEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.on_proc(&ev);
+            }
+            n += 1;
+        }
+        while let Some(item) = probes.events.next() {
+            match item.len() {
+                IO_EVENT_SIZE => {
+                    // SAFETY: the kernel wrote an IoEvent of this size.
+                    let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                    self.on_io(&ev);
+                }
+                PATH_EVENT_SIZE => {
+                    // SAFETY: the kernel wrote a PathEvent of this size.
+                    let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                    self.on_path(&ev);
+                }
+                _ => {}
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn on_proc(&mut self, ev: &ProcEvent) {
+        match ev.kind {
+            proc_kind::FORK => self.procs.on_fork(ev.tgid, ev.parent_tgid),
+            proc_kind::EXEC => self.procs.on_exec(ev.tgid),
+            // Ranks are kept: the process's last records may still be queued.
+            _ => {}
+        }
+    }
+
+    fn on_io(&mut self, ev: &IoEvent) {
+        let Some(op) = op_of(ev.kind) else { return };
+        let tgid = (ev.pid_tgid >> 32) as u32;
+        let key = (user_dev(ev.dev), ev.ino);
+        let path = self
+            .files
+            .path_of(key, tgid, if op == Op::Fault { -1 } else { ev.fd });
+        self.keep(ev, op, path);
+    }
+
+    fn on_path(&mut self, ev: &PathEvent) {
+        let Some(op) = op_of(ev.io.kind) else { return };
+        let tgid = (ev.io.pid_tgid >> 32) as u32;
+        let (raw, raw2) = raw_paths(ev);
+        let path = self
+            .files
+            .resolve(raw, (user_dev(ev.dir_dev), ev.dir_ino), tgid);
+        let path = match op {
+            Op::Open => {
+                let key = (user_dev(ev.io.dev), ev.io.ino);
+                let p = self.files.learn(key, &path);
+                // Directories are only remembered, as starts of relative paths.
+                const S_IFMT: u32 = 0o170000;
+                const S_IFDIR: u32 = 0o040000;
+                if ev.mode & S_IFMT == S_IFDIR {
+                    return;
+                }
+                p
+            }
+            Op::Rename => {
+                let to = self
+                    .files
+                    .resolve(raw2, (user_dev(ev.dir2_dev), ev.dir2_ino), tgid);
+                if ev.io.ret == 0 {
+                    self.files.rename(&path, &to);
+                }
+                path.into()
+            }
+            _ => path.into(),
+        };
+        self.keep(&ev.io, op, Some(path));
+    }
+
+    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<std::sync::Arc<str>>) {
+        if !self.wanted(path.as_deref()) {
+            return;
+        }
+        let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
+        self.rows
+            .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
+    }
+
+    /// Regular files outside the kernel's pseudo file systems, under a prefix if given.
+    fn wanted(&self, path: Option<&str>) -> bool {
+        let Some(p) = path else {
+            return self.prefixes.is_empty();
+        };
+        if !self.all_files && ["/proc", "/sys", "/dev"].iter().any(|d| under(p, d)) {
+            return false;
+        }
+        self.prefixes.is_empty() || self.prefixes.iter().any(|d| under(p, d))
+    }
+}
+
+/// `path` is `dir` or inside it.
+fn under(path: &str, dir: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')) || dir.is_empty()
+}
+
+fn rank_of_own_env() -> Option<i32> {
+    crate::procs::RANK_VARS
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// `(cgroup id, level below the root, processes in it and below)` of a cgroup v2 directory.
+fn cgroup_id(path: &Path) -> CollectResult<(u64, u32, Vec<u32>)> {
+    let root = Path::new("/sys/fs/cgroup");
+    let full: PathBuf = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    };
+    let meta = std::fs::metadata(&full).map_err(|e| CollectError::io(&full, e))?;
+    let rel = full.strip_prefix(root).map_err(|_| {
+        CollectError::Usage(format!(
+            "--cgroup {}: not under /sys/fs/cgroup",
+            full.display()
+        ))
+    })?;
+    let level = rel.components().count() as u32;
+    let mut pids = Vec::new();
+    let mut stack = vec![full.clone()];
+    while let Some(dir) = stack.pop() {
+        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            pids.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            stack.extend(rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()));
+        }
+    }
+    Ok((meta.ino(), level, pids))
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into a local timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// `bpf_ktime_get_ns` counts CLOCK_MONOTONIC.
+fn monotonic_ns() -> i64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Wall clock minus monotonic clock, taken as the tightest of a few samples.
+fn wall_offset_ns() -> i64 {
+    (0..5)
+        .map(|_| {
+            let a = monotonic_ns();
+            let w = clock_ns(libc::CLOCK_REALTIME);
+            let b = monotonic_ns();
+            (b - a, w - (a + (b - a) / 2))
+        })
+        .min()
+        .map(|(_, off)| off)
+        .unwrap_or(0)
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: writes at most buf.len() bytes.
+    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    c_str(&buf).to_string()
+}

@@ -1,0 +1,124 @@
+//! Command-line options of `iorepro-collect`, and their validation into what
+//! to trace ([`Target`]) and how ([`CaptureOptions`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::error::{CollectError, CollectResult};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "iorepro-collect",
+    version,
+    about = "Capture the file I/O of a job (and all its descendants) with eBPF into an iorepro trace",
+    after_help = "Needs root, or CAP_BPF + CAP_PERFMON (+ CAP_SETUID/CAP_SETGID for --user).\n\
+                  Examples:\n  iorepro-collect --out trace -- python train.py\n  \
+                  iorepro-collect --out trace --pid 4242 --duration 10m"
+)]
+pub struct Opts {
+    /// Trace directory to create (must not exist or be empty).
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+    /// Keep only files under this prefix (repeatable).
+    #[arg(long = "path-prefix", value_name = "P")]
+    pub path_prefix: Vec<String>,
+    /// Attach to a running process and its descendants.
+    #[arg(long, conflicts_with = "cgroup")]
+    pub pid: Option<u32>,
+    /// Trace every process of a cgroup (v2) and its sub-cgroups, e.g. a Slurm step or a pod.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Stop after this long (e.g. 90s, 10m).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Rows per trace segment (the most a killed collector can lose).
+    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    pub segment_events: usize,
+    /// Run COMMAND as this user (default under sudo: $SUDO_USER).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Size of the kernel-to-collector ring buffer (power of two, >= 4096).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    pub ring_buffer_bytes: u32,
+    /// Record every file type and path (pipes, sockets, /proc, /sys, /dev too).
+    #[arg(long)]
+    pub all_files: bool,
+    /// The job to run and trace.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// What is traced.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Command(Vec<String>),
+    Pid(u32),
+    Cgroup(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct CaptureOptions {
+    pub out: PathBuf,
+    pub target: Target,
+    pub path_prefixes: Vec<String>,
+    pub duration: Option<Duration>,
+    pub segment_events: usize,
+    pub user: Option<String>,
+    pub ring_buffer_bytes: u32,
+    pub all_files: bool,
+}
+
+impl Opts {
+    pub fn validate(self) -> CollectResult<CaptureOptions> {
+        let usage = |m: &str| Err(CollectError::Usage(m.to_string()));
+        let target = match (self.command.is_empty(), self.pid, self.cgroup) {
+            (false, None, None) => Target::Command(self.command),
+            (true, Some(pid), None) => Target::Pid(pid),
+            (true, None, Some(cg)) => Target::Cgroup(cg),
+            (true, None, None) => {
+                return usage("nothing to trace: give -- COMMAND, --pid PID or --cgroup PATH")
+            }
+            _ => return usage("give exactly one of -- COMMAND, --pid PID, --cgroup PATH"),
+        };
+        if self.user.is_some() && !matches!(target, Target::Command(_)) {
+            return usage("--user applies to -- COMMAND only");
+        }
+        let rb = self.ring_buffer_bytes;
+        if rb < 4096 || !rb.is_power_of_two() {
+            return usage("--ring-buffer-bytes must be a power of two of at least 4096");
+        }
+        if self.segment_events == 0 {
+            return usage("--segment-events must be at least 1");
+        }
+        for p in &self.path_prefix {
+            if !p.starts_with('/') {
+                return Err(CollectError::Usage(format!(
+                    "--path-prefix {p}: must be an absolute path"
+                )));
+            }
+        }
+        let user = match (&target, self.user) {
+            (Target::Command(_), Some(u)) => Some(u),
+            // Under sudo the job runs as the user who asked for it.
+            (Target::Command(_), None) if is_root() => std::env::var("SUDO_USER").ok(),
+            _ => None,
+        };
+        Ok(CaptureOptions {
+            out: self.out,
+            target,
+            path_prefixes: self.path_prefix,
+            duration: self.duration,
+            segment_events: self.segment_events,
+            user,
+            ring_buffer_bytes: rb,
+            all_files: self.all_files,
+        })
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,17 @@
+use clap::Parser;
+use iorepro_collector::{run, Opts};
+
+fn main() {
+    let opts = Opts::parse();
+    let result = opts
+        .validate()
+        .map_err(anyhow::Error::from)
+        .and_then(|o| run(o).map_err(anyhow::Error::from));
+    match result {
+        Ok(outcome) => std::process::exit(outcome.exit_code),
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Loading and attaching the kernel-side programs, and the maps user space
+//! shares with them: the traced-process set, the two ring buffers and the
+//! per-CPU drop counters.
+
+use std::path::Path;
+
+use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::{BtfTracePoint, RawTracePoint, TracePoint};
+use aya::{Btf as AyaBtf, Ebpf, EbpfLoader};
+use iorepro_common::{globals, DROPPED_IO, DROPPED_PROC};
+
+use crate::btf::{kernel_offsets, Btf};
+use crate::error::{CollectError, CollectResult};
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iorepro"));
+
+/// How the programs are set up before loading.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    pub ring_buffer_bytes: u32,
+    /// `(cgroup id, level)`: trace a cgroup subtree instead of a tgid set.
+    pub cgroup: Option<(u64, u32)>,
+    pub all_files: bool,
+}
+
+/// The loaded, attached programs; dropping it detaches everything.
+pub struct Probes {
+    _ebpf: Ebpf,
+    pub events: RingBuf<MapData>,
+    pub proc_events: RingBuf<MapData>,
+    traced: HashMap<MapData, u32, u8>,
+    dropped: PerCpuArray<MapData, u64>,
+}
+
+/// Where each program hooks in, recorded in the manifest.
+pub const HOOKS: &[&str] = &[
+    "raw_tracepoint:sys_enter",
+    "raw_tracepoint:sys_exit",
+    "tp_btf:sched_process_fork",
+    "tp_btf:sched_process_exec",
+    "tp_btf:sched_process_exit",
+    "tracepoint:filemap:mm_filemap_fault",
+    "tracepoint:filemap:mm_filemap_map_pages",
+];
+
+fn kernel_err(what: &str) -> impl Fn(aya::EbpfError) -> CollectError + '_ {
+    move |e| CollectError::Kernel(format!("{what}: {e}"))
+}
+
+fn prog_err(what: &str) -> impl Fn(aya::programs::ProgramError) -> CollectError + '_ {
+    move |e| CollectError::Kernel(format!("{what}: {e:#}"))
+}
+
+fn map_err(what: &str) -> impl Fn(aya::maps::MapError) -> CollectError + '_ {
+    move |e| CollectError::Kernel(format!("map {what}: {e}"))
+}
+
+impl Probes {
+    /// Loads and attaches every program. Nothing is traced until a tgid is
+    /// added with [`Probes::trace`] (or, for a cgroup, at once).
+    pub fn load(cfg: &ProbeConfig) -> CollectResult<Probes> {
+        ensure_tracefs()?;
+        raise_memlock();
+        let offsets = kernel_offsets(&Btf::from_sys_fs()?)?;
+        let btf = AyaBtf::from_sys_fs()
+            .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")))?;
+        let (cg_id, cg_level) = cfg.cgroup.unwrap_or((0, 0));
+        let cg_level = cg_level as u64;
+        let all_files = cfg.all_files as u64;
+        let mut loader = EbpfLoader::new();
+        loader.btf(Some(&btf));
+        for (name, value) in &offsets {
+            loader.override_global(name, value, true);
+        }
+        loader
+            .override_global(globals::CGROUP_ID, &cg_id, true)
+            .override_global(globals::CGROUP_LEVEL, &cg_level, true)
+            .override_global(globals::ALL_FILES, &all_files, true)
+            .map_max_entries("EVENTS", cfg.ring_buffer_bytes);
+        let mut ebpf = loader
+            .load(OBJECT)
+            .map_err(kernel_err("loading the eBPF object"))?;
+
+        for (name, tp) in [("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")] {
+            let p: &mut RawTracePoint = program(&mut ebpf, name)?;
+            p.load().map_err(prog_err(name))?;
+            p.attach(tp).map_err(prog_err(name))?;
+        }
+        for name in [
+            "sched_process_fork",
+            "sched_process_exec",
+            "sched_process_exit",
+        ] {
+            let p: &mut BtfTracePoint = program(&mut ebpf, name)?;
+            p.load(name, &btf).map_err(prog_err(name))?;
+            p.attach().map_err(prog_err(name))?;
+        }
+        for (name, tp) in [
+            ("filemap_fault", "mm_filemap_fault"),
+            ("filemap_map_pages", "mm_filemap_map_pages"),
+        ] {
+            let p: &mut TracePoint = program(&mut ebpf, name)?;
+            p.load().map_err(prog_err(name))?;
+            p.attach("filemap", tp).map_err(prog_err(name))?;
+        }
+
+        let events =
+            RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?).map_err(map_err("EVENTS"))?;
+        let proc_events = RingBuf::try_from(take_map(&mut ebpf, "PROC_EVENTS")?)
+            .map_err(map_err("PROC_EVENTS"))?;
+        let traced =
+            HashMap::try_from(take_map(&mut ebpf, "TRACED")?).map_err(map_err("TRACED"))?;
+        let dropped =
+            PerCpuArray::try_from(take_map(&mut ebpf, "DROPPED")?).map_err(map_err("DROPPED"))?;
+        Ok(Probes {
+            _ebpf: ebpf,
+            events,
+            proc_events,
+            traced,
+            dropped,
+        })
+    }
+
+    pub fn trace(&mut self, tgid: u32) -> CollectResult<()> {
+        self.traced.insert(tgid, 1, 0).map_err(map_err("TRACED"))
+    }
+
+    pub fn untrace(&mut self, tgid: u32) {
+        let _ = self.traced.remove(&tgid);
+    }
+
+    pub fn traced(&self) -> Vec<u32> {
+        self.traced.keys().filter_map(Result::ok).collect()
+    }
+
+    /// `(I/O records, process records)` lost to a full ring buffer so far.
+    pub fn dropped(&self) -> (u64, u64) {
+        let sum = |slot: u32| {
+            self.dropped
+                .get(&slot, 0)
+                .map(|v| v.iter().sum::<u64>())
+                .unwrap_or(0)
+        };
+        (sum(DROPPED_IO), sum(DROPPED_PROC))
+    }
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> CollectResult<&'a mut T>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let p = ebpf
+        .program_mut(name)
+        .ok_or_else(|| CollectError::Kernel(format!("eBPF object has no program {name}")))?;
+    p.try_into().map_err(prog_err(name))
+}
+
+fn take_map(ebpf: &mut Ebpf, name: &str) -> CollectResult<aya::maps::Map> {
+    ebpf.take_map(name)
+        .ok_or_else(|| CollectError::Kernel(format!("eBPF object has no map {name}")))
+}
+
+/// Tracepoints are found through tracefs, which a minimal system may not mount.
+fn ensure_tracefs() -> CollectResult<()> {
+    let root = Path::new("/sys/kernel/tracing");
+    if root.join("events").exists() || Path::new("/sys/kernel/debug/tracing/events").exists() {
+        return Ok(());
+    }
+    let r = unsafe {
+        // SAFETY: constant NUL-terminated strings.
+        libc::mount(
+            c"nodev".as_ptr(),
+            c"/sys/kernel/tracing".as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(CollectError::io(root, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
+fn raise_memlock() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: a plain struct argument; failure only matters on old kernels.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+}
+
+/// Refuses to start without the capabilities loading needs, naming the missing ones.
+pub fn check_privileges(need_setuid: bool) -> CollectResult<()> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| eff & (1u64 << bit) != 0;
+    const CAP_SETGID: u32 = 6;
+    const CAP_SETUID: u32 = 7;
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let mut missing = Vec::new();
+    if !has(CAP_SYS_ADMIN) {
+        if !has(CAP_BPF) {
+            missing.push("CAP_BPF");
+        }
+        if !has(CAP_PERFMON) {
+            missing.push("CAP_PERFMON");
+        }
+    }
+    if need_setuid {
+        if !has(CAP_SETUID) {
+            missing.push("CAP_SETUID");
+        }
+        if !has(CAP_SETGID) {
+            missing.push("CAP_SETGID");
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CollectError::Privilege(format!(
+            "iorepro-collect needs root or CAP_BPF + CAP_PERFMON{}; this process lacks {}",
+            if need_setuid {
+                " + CAP_SETUID + CAP_SETGID (for --user)"
+            } else {
+                ""
+            },
+            missing.join(", ")
+        )))
+    }
+}

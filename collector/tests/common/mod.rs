@@ -1,0 +1,115 @@
+//! Shared by the collector's integration tests: running `iorepro-collect` on
+//! a real job and reading back what it wrote.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use iorepro_traces::{Events, Manifest, Op, TraceReader};
+
+/// The tests load eBPF programs: root and a kernel with BTF are required. On
+/// a machine without them a test says so and returns.
+pub fn can_trace() -> bool {
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the collector tests need root (CAP_BPF + CAP_PERFMON)");
+        return false;
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        eprintln!("skipped: this kernel has no BTF (/sys/kernel/btf/vmlinux)");
+        return false;
+    }
+    true
+}
+
+pub fn have(tool: &str) -> bool {
+    let ok = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: {tool} is not installed");
+    }
+    ok
+}
+
+pub fn collector() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_iorepro-collect"))
+}
+
+/// Runs `iorepro-collect --out OUT [extra...] -- job...` to completion.
+pub fn collect(out: &Path, extra: &[&str], job: &[&str]) -> Output {
+    let mut c = collector();
+    c.arg("--out").arg(out).args(extra).arg("--").args(job);
+    let o = c.output().expect("run iorepro-collect");
+    if !o.status.success() {
+        eprintln!("collector stderr: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    o
+}
+
+/// One trace row, owned, for assertions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub ts: i64,
+    pub pid: i32,
+    pub tid: i32,
+    pub rank: Option<i32>,
+    pub comm: String,
+    pub op: Op,
+    pub path: Option<String>,
+    pub fd: Option<i32>,
+    pub offset: Option<i64>,
+    pub size: Option<i64>,
+    pub ret: i64,
+    pub flags: Option<i32>,
+}
+
+pub fn read_rows(trace: &Path) -> (Manifest, Vec<Row>) {
+    let reader = TraceReader::open(trace).expect("open trace");
+    let mut rows = Vec::new();
+    for ev in reader.events().expect("read trace") {
+        let ev: Events = ev.expect("batch");
+        let ops = ev.ops();
+        for i in 0..ev.len() {
+            rows.push(Row {
+                ts: ev.ts().value(i),
+                pid: ev.pid().value(i),
+                tid: ev.tid().value(i),
+                rank: Events::opt_i32(ev.rank(), i),
+                comm: ev.comm().value(i).to_string(),
+                op: ops[i],
+                path: ev.path_at(i).map(str::to_string),
+                fd: Events::opt_i32(ev.fd(), i),
+                offset: Events::opt_i64(ev.offset(), i),
+                size: Events::opt_i64(ev.size(), i),
+                ret: ev.ret().value(i),
+                flags: Events::opt_i32(ev.flags(), i),
+            });
+        }
+    }
+    (reader.manifest().clone(), rows)
+}
+
+pub fn rows_for<'a>(rows: &'a [Row], path: &Path) -> Vec<&'a Row> {
+    let p = path.to_str().unwrap();
+    rows.iter()
+        .filter(|r| r.path.as_deref() == Some(p))
+        .collect()
+}
+
+/// A scratch directory on a real disk file system (not tmpfs: page-cache
+/// behaviour and inode numbers should be those of a data directory).
+pub fn scratch() -> tempfile::TempDir {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::Builder::new()
+        .prefix("collect-")
+        .tempdir_in(base)
+        .unwrap()
+}
+
+pub fn write_file(path: &Path, bytes: usize) {
+    let data: Vec<u8> = (0..bytes).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(path, data).unwrap();
+}

@@ -1,0 +1,210 @@
+//! The collector's own life: the job's exit status is its own, a stop signal
+//! closes the trace cleanly, a SIGKILL leaves finished segments readable, and
+//! a flood that overflows the ring buffer is counted exactly.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use iorepro_traces::{Op, TraceReader};
+
+#[test]
+fn a_failing_job_keeps_its_exit_status_and_a_complete_trace() {
+    if !can_trace() {
+        return;
+    }
+    let dir = scratch();
+    let f = dir.path().join("in.dat");
+    write_file(&f, 10000);
+    let out = dir.path().join("trace");
+    let o = collect(
+        &out,
+        &[],
+        &[
+            "sh",
+            "-c",
+            &format!("cat {} > /dev/null; exit 7", f.display()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(7));
+    let (manifest, rows) = read_rows(&out);
+    assert!(manifest.complete);
+    let read: i64 = rows_for(&rows, &f)
+        .iter()
+        .filter(|r| r.op == Op::Read)
+        .map(|r| r.ret)
+        .sum();
+    assert_eq!(read, 10000);
+    let o = collect(&dir.path().join("t2"), &[], &["/nonexistent/program"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/program"));
+}
+
+/// A job that reads `f` in a loop until killed, writing its pid to `pidfile`.
+fn reader_loop(f: &std::path::Path, pidfile: &std::path::Path) -> Vec<String> {
+    let py = format!(
+        "import os,time\nopen('{}','w').write(str(os.getpid()))\nfd=os.open('{}',os.O_RDONLY)\n\
+         while True:\n    [os.pread(fd,512,i*512) for i in range(200)]\n    time.sleep(0.01)\n",
+        pidfile.display(),
+        f.display()
+    );
+    vec!["python3".into(), "-c".into(), py]
+}
+
+fn wait_for_pid(pidfile: &std::path::Path) -> i32 {
+    let start = Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "job did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_stops_the_job_and_closes_the_trace() {
+    if !can_trace() || !have("python3") {
+        return;
+    }
+    let dir = scratch();
+    let (f, pidfile, out) = (
+        dir.path().join("d.dat"),
+        dir.path().join("pid"),
+        dir.path().join("trace"),
+    );
+    write_file(&f, 200 * 512);
+    let mut child = collector()
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .args(reader_loop(&f, &pidfile))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_pid(&pidfile);
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: signals the collector we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + libc::SIGTERM),
+        "the job died of the forwarded SIGTERM"
+    );
+    let (manifest, rows) = read_rows(&out);
+    assert!(manifest.complete);
+    assert!(
+        rows_for(&rows, &f).len() >= 200,
+        "reads before the signal are in the trace"
+    );
+}
+
+#[test]
+fn sigkill_leaves_finished_segments_readable() {
+    if !can_trace() || !have("python3") {
+        return;
+    }
+    let dir = scratch();
+    let (f, pidfile, out) = (
+        dir.path().join("d.dat"),
+        dir.path().join("pid"),
+        dir.path().join("trace"),
+    );
+    write_file(&f, 200 * 512);
+    let mut child = collector()
+        .arg("--out")
+        .arg(&out)
+        .args(["--segment-events", "500", "--"])
+        .args(reader_loop(&f, &pidfile))
+        .spawn()
+        .unwrap();
+    let job = wait_for_pid(&pidfile);
+    std::thread::sleep(Duration::from_millis(2000));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // SAFETY: the orphaned job we started.
+    unsafe { libc::kill(job, libc::SIGKILL) };
+    let reader = TraceReader::open(&out).expect("a killed collector leaves a readable trace");
+    assert!(!reader.manifest().complete);
+    assert!(
+        reader.segments().len() >= 2,
+        "segments of 500 rows were finished"
+    );
+    let rows = reader.rows();
+    assert!(rows >= 1000, "{rows} rows readable");
+    let (_, all) = read_rows(&out);
+    assert_eq!(all.len() as u64, rows);
+}
+
+const FLOOD_C: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char b[1];
+    long n = atol(argv[2]);
+    struct timespec pause = {0, 200000000};
+    int fd = open(argv[1], O_RDONLY);
+    for (long i = 0; i < 1000; i++) pread(fd, b, 1, 0); /* warm up before the flood */
+    nanosleep(&pause, 0);
+    for (long i = 0; i < n; i++) pread(fd, b, 1, i & 4095);
+    nanosleep(&pause, 0); /* let the collector drain before exit */
+    close(fd);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_flood_past_the_ring_buffer_is_counted_exactly() {
+    if !can_trace() || !have("cc") {
+        return;
+    }
+    let dir = scratch();
+    let src = dir.path().join("flood.c");
+    let bin = dir.path().join("flood");
+    std::fs::write(&src, FLOOD_C).unwrap();
+    let cc = Command::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let f = dir.path().join("d.dat");
+    write_file(&f, 4096);
+    let n: i64 = 300_000;
+    let out = dir.path().join("trace");
+    let o = collect(
+        &out,
+        &["--ring-buffer-bytes", "16384"],
+        &[bin.to_str().unwrap(), f.to_str().unwrap(), &n.to_string()],
+    );
+    assert!(o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("warning"),
+        "drops are announced"
+    );
+    let (manifest, rows) = read_rows(&out);
+    let data = rows_for(&rows, &f);
+    let expected = n + 1000 + 2; // reads, warm-up, open, close
+    assert!(
+        manifest.dropped_events > 0,
+        "a 16 KiB buffer cannot hold the flood"
+    );
+    assert_eq!(
+        data.len() as i64 + manifest.dropped_events as i64,
+        expected,
+        "captured + dropped = issued"
+    );
+}
