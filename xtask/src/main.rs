@@ -102,6 +102,8 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
         "-D",
         "warnings",
     ])?;
+    // End-to-end tests run the binaries of other packages; build them first.
+    cargo(&["build", "--workspace", "--bins"])?;
     cargo(&["test", "--workspace", "--no-fail-fast"])?;
     if let Some(secs) = fuzz {
         setup::fuzz(root, secs)?;
@@ -126,7 +128,10 @@ fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
 /// so not a tmpfs /tmp.
 fn bench_scratch() -> Result<tempfile::TempDir> {
     for base in ["/var/tmp", "/tmp"] {
-        if let Ok(d) = tempfile::Builder::new().prefix("iorepro-bench-").tempdir_in(base) {
+        if let Ok(d) = tempfile::Builder::new()
+            .prefix("iorepro-bench-")
+            .tempdir_in(base)
+        {
             return Ok(d);
         }
     }

@@ -20,8 +20,15 @@ const APT_PACKAGES: &[&str] = &[
     "gzip",
 ];
 
-/// Python test partners: DuckDB and pyarrow read our Parquet; numpy drives the mmap tests.
-const PY_PACKAGES: &[&str] = &["duckdb", "pyarrow", "numpy"];
+/// Python test partners: DuckDB and pyarrow read our Parquet; numpy drives the
+/// mmap tests; PyTorch (CPU) runs the real training job of the end-to-end tests.
+/// (import name, pip requirement)
+const PY_PACKAGES: &[(&str, &str)] = &[
+    ("duckdb", "duckdb"),
+    ("pyarrow", "pyarrow"),
+    ("numpy", "numpy"),
+    ("torch", "torch==2.15.0"),
+];
 
 const BPF_LINKER_VERSION: &str = "0.13";
 
@@ -33,7 +40,10 @@ pub fn is_root() -> bool {
 /// PATH with cargo's bin dir and LLVM 22 first, for bpf-linker and its build.
 pub fn tool_path() -> String {
     let home = std::env::var("CARGO_HOME").unwrap_or_else(|_| {
-        format!("{}/.cargo", std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+        format!(
+            "{}/.cargo",
+            std::env::var("HOME").unwrap_or_else(|_| "/root".into())
+        )
     });
     let old = std::env::var("PATH").unwrap_or_default();
     format!("{home}/bin:/usr/lib/llvm-22/bin:{old}")
@@ -107,8 +117,20 @@ fn rust_toolchain() -> Result<()> {
         .unwrap_or(false);
     if !has_src {
         println!("setup: installing nightly rust-src (eBPF programs build core from source)");
-        sh(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
-        sh(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        sh(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ]))?;
+        sh(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
     }
     Ok(())
 }
@@ -137,14 +159,23 @@ fn bpf_linker() -> Result<()> {
 }
 
 fn python() -> Result<()> {
-    let probe = format!("import {}", PY_PACKAGES.join(", "));
-    if succeeds(Command::new("python3").args(["-c", &probe])) {
+    let missing: Vec<&str> = PY_PACKAGES
+        .iter()
+        .filter(|(module, _)| {
+            !succeeds(Command::new("python3").args(["-c", &format!("import {module}")]))
+        })
+        .map(|(_, req)| *req)
+        .collect();
+    if missing.is_empty() {
         return Ok(());
     }
-    println!("setup: installing Python packages {}", PY_PACKAGES.join(" "));
+    println!(
+        "setup: installing Python packages {} (PyTorch is large: minutes)",
+        missing.join(" ")
+    );
     sh(Command::new("python3")
         .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-        .args(PY_PACKAGES))
+        .args(&missing))
 }
 
 /// The collector needs tracefs for tracepoint ids; mount it if it is absent.
@@ -178,7 +209,14 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
         }
         println!("fuzz: {t} for {secs} s");
         sh(Command::new("cargo")
-            .args(["+nightly", "fuzz", "run", t, "--", &format!("-max_total_time={secs}")])
+            .args([
+                "+nightly",
+                "fuzz",
+                "run",
+                t,
+                "--",
+                &format!("-max_total_time={secs}"),
+            ])
             .current_dir(root))?;
     }
     Ok(())

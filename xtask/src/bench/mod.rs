@@ -43,9 +43,7 @@ impl Ctx {
 /// Runs a command to completion and returns its wall time; a failure is an error with its stderr.
 pub fn time_cmd(cmd: &mut std::process::Command) -> Result<Duration> {
     let start = Instant::now();
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {cmd:?}"))?;
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     let took = start.elapsed();
     if !out.status.success() {
         anyhow::bail!(

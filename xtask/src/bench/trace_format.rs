@@ -16,7 +16,10 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         .output()
         .context("running the write_rate example")?;
     if !out.status.success() {
-        anyhow::bail!("write_rate failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        anyhow::bail!(
+            "write_rate failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
