@@ -35,6 +35,71 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Load bursts, steady reading, checkpoint spikes and idle time, found from the data.
+    Phases {
+        trace: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read vs write GiB/s over time with the phases shaded, as an SVG.
+    Plot {
+        trace: PathBuf,
+        #[arg(short, long)]
+        out: PathBuf,
+    },
+    /// Two traces (or a trace and a replay's --record-ops trace): relative errors (B - A) / A.
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// fio iologs (v3), one per rank, replayable with `fio --read_iolog` (or `fio job.fio` in DIR).
+    Export {
+        trace: PathBuf,
+        #[arg(long = "fio-iolog", value_name = "DIR")]
+        fio_iolog: PathBuf,
+        /// Do the I/O under this directory instead of at the trace's own paths.
+        #[arg(long)]
+        target: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A trace from fio iologs (v2/v3) or from `strace -f -ttt -T -y` output.
+    #[command(group(clap::ArgGroup::new("input").required(true).args(["fio_iolog", "strace"])))]
+    Import {
+        /// An iolog file, or a directory of them (one per rank).
+        #[arg(long = "fio-iolog", value_name = "PATH")]
+        fio_iolog: Option<PathBuf>,
+        /// strace output: one file (strace -f -o FILE), or a directory of strace -ff files.
+        #[arg(long, value_name = "PATH")]
+        strace: Option<PathBuf>,
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Host name recorded in the rows.
+        #[arg(long, default_value = "imported")]
+        host: String,
+        /// strace: rank recorded in every row (strace does not know ranks).
+        #[arg(long)]
+        rank: Option<i32>,
+        /// strace -tt: the capture's date (UTC), YYYY-MM-DD; default: the file's modification date.
+        #[arg(long)]
+        date: Option<String>,
+        /// fio iolog: wall-clock time (Unix ns) of the log's time 0; default: the log's modification time.
+        #[arg(long)]
+        start_unix_ns: Option<i64>,
+        #[arg(long, default_value_t = 1 << 20)]
+        segment_events: usize,
+    },
+    /// Per-node captures into one trace, rows in wall-clock order.
+    Merge {
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        #[arg(short, long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 1 << 20)]
+        segment_events: usize,
+    },
     /// Make a synthetic trace from a workload description (TOML).
     Synth {
         workload: PathBuf,
@@ -66,6 +131,112 @@ pub fn run(cli: Cli) -> Result<()> {
             } else {
                 write!(out, "{}", s.render())?;
             }
+        }
+        Cmd::Phases { trace, json } => {
+            let reader = TraceReader::open(&trace)?;
+            let s = Summary::compute(&reader)?;
+            if json {
+                let v = serde_json::json!({ "duration_s": s.duration_s, "phases": s.phases });
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            } else {
+                write!(out, "{}", crate::analysis::phases::render(&s.phases))?;
+            }
+        }
+        Cmd::Plot { trace, out: file } => {
+            let reader = TraceReader::open(&trace)?;
+            let s = Summary::compute(&reader)?;
+            let title = trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            crate::plot::plot_svg(&s.timeline, &s.phases, &title, &file)?;
+            writeln!(out, "{}: {} phases over {:.3} s", file.display(), s.phases.len(), s.duration_s)?;
+        }
+        Cmd::Compare { a, b, json } => {
+            let sa = Summary::compute(&TraceReader::open(&a)?)?;
+            let sb = Summary::compute(&TraceReader::open(&b)?)?;
+            let c = crate::compare::compare(&a.display().to_string(), &sa, &b.display().to_string(), &sb);
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?;
+            } else {
+                write!(out, "{}", c.render())?;
+            }
+        }
+        Cmd::Export {
+            trace,
+            fio_iolog,
+            target,
+            json,
+        } => {
+            let r = crate::export_fio::export(&trace, &fio_iolog, target.as_deref())?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "{}: {} iologs, {} I/Os, read {} B, write {} B ({} rows skipped); replay: cd {} && fio {}",
+                    fio_iolog.display(),
+                    r.logs.len(),
+                    r.ios,
+                    r.read_bytes,
+                    r.write_bytes,
+                    r.skipped,
+                    fio_iolog.display(),
+                    crate::export_fio::JOB_FILE
+                )?;
+            }
+        }
+        Cmd::Import {
+            fio_iolog,
+            strace,
+            out: dir,
+            host,
+            rank,
+            date,
+            start_unix_ns,
+            segment_events,
+        } => {
+            let m = if let Some(log) = fio_iolog {
+                let start = match start_unix_ns {
+                    Some(s) => s,
+                    None => file_mtime_ns(&log)?,
+                };
+                let opts = crate::import_fio::ImportOptions {
+                    host,
+                    start_unix_ns: start,
+                    segment_rows: segment_events,
+                };
+                crate::import_fio::import(&log, &dir, &opts)?
+            } else {
+                let input = strace.expect("clap requires one input");
+                let date_days = match date {
+                    None => None,
+                    Some(d) => Some(crate::import_strace::parse_date(&d).ok_or_else(|| {
+                        TraceError::invalid(&input, format!("--date `{d}` is not YYYY-MM-DD"))
+                    })?),
+                };
+                let opts = crate::import_strace::StraceOptions {
+                    host,
+                    rank,
+                    date_days,
+                    segment_rows: segment_events,
+                };
+                crate::import_strace::import(&input, &dir, &opts)?
+            };
+            writeln!(out, "{}: {} events, {:.3} s", dir.display(), m.events, m.duration_s())?;
+        }
+        Cmd::Merge {
+            traces,
+            out: dir,
+            segment_events,
+        } => {
+            let m = crate::merge::merge(&traces, &dir, segment_events)?;
+            writeln!(
+                out,
+                "{}: {} events from {} traces, hosts {}, {} dropped at capture",
+                dir.display(),
+                m.events,
+                traces.len(),
+                m.hosts.join(","),
+                m.dropped_events
+            )?;
         }
         Cmd::Validate { trace, json } => {
             let v = crate::validate::validate(&trace)?;
@@ -106,4 +277,10 @@ pub fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn file_mtime_ns(path: &std::path::Path) -> Result<i64, TraceError> {
+    let meta = std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
+    let t = meta.modified().map_err(|e| TraceError::io(path, e))?;
+    Ok(t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64))
 }

@@ -7,13 +7,24 @@
 //! streams them back in time order, accepting traces written by other tools and
 //! normalising them to the canonical schema, which [`columns`] then exposes as
 //! typed columns. [`synth`] makes traces from a workload description and
-//! [`summary`] aggregates a trace in one streaming pass.
+//! [`summary`] aggregates a trace in one streaming pass, building the
+//! [`analysis`] timeline that phase detection, [`plot`] and [`compare`] share.
+//! Converters move traces in and out of other tools' formats:
+//! [`export_fio`] writes fio iologs, [`import_fio`] and [`import_strace`] read
+//! fio iologs and strace output, and [`merge`] joins per-node captures.
 
+pub mod analysis;
 pub mod cli;
+pub mod compare;
 pub mod columns;
 pub mod error;
 pub mod event;
+pub mod export_fio;
+pub mod import_fio;
+pub mod import_strace;
 pub mod manifest;
+pub mod merge;
+pub mod plot;
 pub mod reader;
 pub mod schema;
 pub mod summary;

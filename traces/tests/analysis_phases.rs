@@ -113,7 +113,7 @@ for ck in range(k):
     for step in range(12):
         with open(f"{d}/data.bin", "rb") as f:
             f.seek((step % 8) << 20)
-            f.read(256 << 10)
+            f.read(1 << 20)
         log.write(f"step {step} loss 0.1\n"); log.flush()
         time.sleep(0.04)
     with open(f"{d}/ckpt-{ck}.pt", "wb") as f:
@@ -121,7 +121,7 @@ for ck in range(k):
         f.flush(); os.fsync(f.fileno())
 for step in range(6):
     with open(f"{d}/data.bin", "rb") as f:
-        f.read(256 << 10)
+        f.read(1 << 20)
     time.sleep(0.04)
 "#;
 

@@ -1,0 +1,141 @@
+//! Two traces side by side — a capture and its replay's `--record-ops` trace,
+//! or two captures — as relative errors `(B − A) / A`, overall and per phase.
+//! Phases of A are matched in order to the next phase of the same kind in B,
+//! so an extra idle stretch in B does not shift every later match.
+
+use serde::Serialize;
+
+use crate::analysis::phases::{Phase, PhaseKind};
+use crate::summary::Summary;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseComparison {
+    pub kind: PhaseKind,
+    /// Position of the phase in A's list, and of its match in B's (None when B has none).
+    pub a_index: usize,
+    pub b_index: Option<usize>,
+    pub a_duration_s: f64,
+    pub b_duration_s: Option<f64>,
+    pub a_gib_s: f64,
+    pub b_gib_s: Option<f64>,
+    pub duration_error: Option<f64>,
+    pub gib_s_error: Option<f64>,
+    pub read_bytes_error: Option<f64>,
+    pub write_bytes_error: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub a_duration_s: f64,
+    pub b_duration_s: f64,
+    /// Relative, signed: (B − A) / A; null where A is 0 and B is not.
+    pub duration_error: Option<f64>,
+    pub read_bytes_error: Option<f64>,
+    pub write_bytes_error: Option<f64>,
+    pub events_error: Option<f64>,
+    pub peak_read_gib_s_error: Option<f64>,
+    pub peak_write_gib_s_error: Option<f64>,
+    pub phases: Vec<PhaseComparison>,
+    /// Phases of B that no phase of A was matched to.
+    pub unmatched_b_phases: usize,
+}
+
+/// `(b − a) / a`; 0 when both are 0, None when only `a` is.
+pub fn relative_error(a: f64, b: f64) -> Option<f64> {
+    if a == 0.0 {
+        (b == 0.0).then_some(0.0)
+    } else {
+        Some((b - a) / a)
+    }
+}
+
+fn match_phases(a: &[Phase], b: &[Phase]) -> (Vec<PhaseComparison>, usize) {
+    let mut out = Vec::with_capacity(a.len());
+    let mut cursor = 0;
+    let mut matched = 0;
+    for (ai, pa) in a.iter().enumerate() {
+        let found = (cursor..b.len()).find(|&j| b[j].kind == pa.kind);
+        let pb = found.map(|j| &b[j]);
+        if let Some(j) = found {
+            cursor = j + 1;
+            matched += 1;
+        }
+        let err = |f: fn(&Phase) -> f64| pb.and_then(|pb| relative_error(f(pa), f(pb)));
+        out.push(PhaseComparison {
+            kind: pa.kind,
+            a_index: ai,
+            b_index: found,
+            a_duration_s: pa.duration_s(),
+            b_duration_s: pb.map(Phase::duration_s),
+            a_gib_s: pa.gib_s(),
+            b_gib_s: pb.map(Phase::gib_s),
+            duration_error: err(Phase::duration_s),
+            gib_s_error: err(Phase::gib_s),
+            read_bytes_error: err(|p| p.read_bytes as f64),
+            write_bytes_error: err(|p| p.write_bytes as f64),
+        });
+    }
+    (out, b.len() - matched)
+}
+
+pub fn compare(a_name: &str, a: &Summary, b_name: &str, b: &Summary) -> Comparison {
+    let (phases, unmatched_b_phases) = match_phases(&a.phases, &b.phases);
+    Comparison {
+        a: a_name.to_string(),
+        b: b_name.to_string(),
+        a_duration_s: a.duration_s,
+        b_duration_s: b.duration_s,
+        duration_error: relative_error(a.duration_s, b.duration_s),
+        read_bytes_error: relative_error(a.read_bytes as f64, b.read_bytes as f64),
+        write_bytes_error: relative_error(a.write_bytes as f64, b.write_bytes as f64),
+        events_error: relative_error(a.events as f64, b.events as f64),
+        peak_read_gib_s_error: relative_error(a.peak_read_gib_s, b.peak_read_gib_s),
+        peak_write_gib_s_error: relative_error(a.peak_write_gib_s, b.peak_write_gib_s),
+        phases,
+        unmatched_b_phases,
+    }
+}
+
+fn pct(e: Option<f64>) -> String {
+    match e {
+        Some(v) => format!("{:+.1} %", v * 100.0),
+        None => "n/a".to_string(),
+    }
+}
+
+impl Comparison {
+    pub fn render(&self) -> String {
+        let mut s = format!("A = {}\nB = {}\n", self.a, self.b);
+        s.push_str(&format!(
+            "duration {:.3} s -> {:.3} s ({})   read bytes {}   write bytes {}\n",
+            self.a_duration_s,
+            self.b_duration_s,
+            pct(self.duration_error),
+            pct(self.read_bytes_error),
+            pct(self.write_bytes_error)
+        ));
+        s.push_str(&format!(
+            "\n{:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+            "phase", "A dur s", "B dur s", "dur err", "A GiB/s", "B GiB/s", "GiB/s err"
+        ));
+        for p in &self.phases {
+            let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+            s.push_str(&format!(
+                "{:<11} {:>10.3} {:>10} {:>10} {:>10.3} {:>10} {:>10}\n",
+                p.kind.as_str(),
+                p.a_duration_s,
+                opt(p.b_duration_s, 3),
+                pct(p.duration_error),
+                p.a_gib_s,
+                opt(p.b_gib_s, 3),
+                pct(p.gib_s_error)
+            ));
+        }
+        if self.unmatched_b_phases > 0 {
+            s.push_str(&format!("{} phases of B have no counterpart in A\n", self.unmatched_b_phases));
+        }
+        s
+    }
+}
