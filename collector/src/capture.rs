@@ -148,9 +148,20 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     }
     session.drain(&mut probes)?;
     session.rows.release(None, &mut writer)?;
-    let (dropped_io, dropped_proc) = probes.dropped();
+    let (dropped_by_kind, dropped_proc) = probes.dropped();
     drop(probes);
+    let dropped_io: u64 = dropped_by_kind.iter().map(|(_, n)| n).sum();
     writer.set_dropped_events(dropped_io);
+    if dropped_io > 0 {
+        let by_op: serde_json::Map<String, serde_json::Value> = dropped_by_kind
+            .iter()
+            .map(|(k, n)| {
+                let op = op_of(*k).map_or("unknown", |o| o.as_str());
+                (op.to_string(), serde_json::json!(n))
+            })
+            .collect();
+        writer.set_extra("dropped_by_op", serde_json::Value::Object(by_op));
+    }
     if dropped_proc > 0 {
         writer.set_extra("dropped_process_events", serde_json::json!(dropped_proc));
     }
@@ -229,7 +240,10 @@ impl Session {
     fn on_proc(&mut self, ev: &ProcEvent) {
         match ev.kind {
             proc_kind::FORK => self.procs.on_fork(ev.tgid, ev.parent_tgid),
-            proc_kind::EXEC => self.procs.on_exec(ev.tgid),
+            proc_kind::EXEC => {
+                self.procs.on_exec(ev.tgid);
+                self.files.learn_exe(ev.tgid);
+            }
             // Ranks are kept: the process's last records may still be queued.
             _ => {}
         }

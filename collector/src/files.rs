@@ -103,6 +103,11 @@ impl FileTable {
         }
     }
 
+    /// The program a process just exec'd (its pages fault in without an open).
+    pub fn learn_exe(&mut self, tgid: u32) {
+        self.learn_link(&PathBuf::from(format!("/proc/{tgid}/exe")));
+    }
+
     fn learn_link(&mut self, link: &Path) {
         let (Ok(target), Ok(meta)) = (std::fs::read_link(link), std::fs::metadata(link)) else {
             return;

@@ -36,8 +36,12 @@
 //! - **Polling instead of wake-ups**: records are submitted with
 //!   `BPF_RB_NO_WAKEUP`; a wake-up per record costs more than the record.
 //!   A full buffer is counted per CPU and reported, never silent.
-//! - **Page faults under mmap** come from `filemap:mm_filemap_fault` and
-//!   `mm_filemap_map_pages`, which name the (device, inode) and page range.
+//! - **Page faults under mmap**: a `fault` row is a page-cache fill (a read
+//!   from storage, with its exact folio range) made while no recorded syscall
+//!   was running, i.e. by a fault under a file mapping and the readahead it
+//!   started (`filemap:mm_filemap_add_to_page_cache`). Pages already cached
+//!   cost no I/O and make no row; the mapping tracepoints were not used
+//!   because they under-report large folios.
 //!
 //! Limits: x86_64 syscall numbers; path arguments are cut at 255 bytes; a
 //! vectored call's size counts its first 64 iovecs; failed opens are not

@@ -7,7 +7,7 @@ use std::path::Path;
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{BtfTracePoint, RawTracePoint, TracePoint};
 use aya::{Btf as AyaBtf, Ebpf, EbpfLoader};
-use iorepro_common::{globals, DROPPED_IO, DROPPED_PROC};
+use iorepro_common::{globals, DROPPED_PROC};
 
 use crate::btf::{kernel_offsets, Btf};
 use crate::error::{CollectError, CollectResult};
@@ -39,8 +39,7 @@ pub const HOOKS: &[&str] = &[
     "tp_btf:sched_process_fork",
     "tp_btf:sched_process_exec",
     "tp_btf:sched_process_exit",
-    "tracepoint:filemap:mm_filemap_fault",
-    "tracepoint:filemap:mm_filemap_map_pages",
+    "tracepoint:filemap:mm_filemap_add_to_page_cache",
 ];
 
 fn kernel_err(what: &str) -> impl Fn(aya::EbpfError) -> CollectError + '_ {
@@ -95,10 +94,7 @@ impl Probes {
             p.load(name, &btf).map_err(prog_err(name))?;
             p.attach().map_err(prog_err(name))?;
         }
-        for (name, tp) in [
-            ("filemap_fault", "mm_filemap_fault"),
-            ("filemap_map_pages", "mm_filemap_map_pages"),
-        ] {
+        for (name, tp) in [("filemap_add", "mm_filemap_add_to_page_cache")] {
             let p: &mut TracePoint = program(&mut ebpf, name)?;
             p.load().map_err(prog_err(name))?;
             p.attach("filemap", tp).map_err(prog_err(name))?;
@@ -133,15 +129,20 @@ impl Probes {
         self.traced.keys().filter_map(Result::ok).collect()
     }
 
-    /// `(I/O records, process records)` lost to a full ring buffer so far.
-    pub fn dropped(&self) -> (u64, u64) {
+    /// Records lost to a full ring buffer so far: I/O records by kind, and
+    /// process records.
+    pub fn dropped(&self) -> (Vec<(u32, u64)>, u64) {
         let sum = |slot: u32| {
             self.dropped
                 .get(&slot, 0)
                 .map(|v| v.iter().sum::<u64>())
                 .unwrap_or(0)
         };
-        (sum(DROPPED_IO), sum(DROPPED_PROC))
+        let io = (0..DROPPED_PROC)
+            .map(|k| (k, sum(k)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        (io, sum(DROPPED_PROC))
     }
 }
 

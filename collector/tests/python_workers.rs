@@ -40,7 +40,7 @@ fn forked_and_spawned_workers_are_traced_with_the_inherited_rank() {
     let script = dir.path().join("job.py");
     std::fs::write(&script, WORKER_SCRIPT).unwrap();
     let mut files = Vec::new();
-    for i in 0..4 {
+    for i in 0..4usize {
         let f = dir.path().join(format!("shard{i}.bin"));
         write_file(&f, 300000 + i.saturating_sub(2));
         files.push(f);

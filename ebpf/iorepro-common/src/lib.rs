@@ -24,7 +24,7 @@ pub mod kind {
     pub const UNLINK: u32 = 9;
     pub const RENAME: u32 = 10;
     pub const MMAP: u32 = 11;
-    /// Page-cache pages mapped under a file mapping (`offset`/`size` in bytes).
+    /// A page-cache fill under a file mapping (`offset`/`size` in bytes).
     pub const FAULT: u32 = 12;
 }
 
@@ -41,9 +41,11 @@ pub mod proc_kind {
 pub const PATH_LEN: usize = 256;
 pub const COMM_LEN: usize = 16;
 
-/// Indexes of the per-CPU `DROPPED` counter array.
-pub const DROPPED_IO: u32 = 0;
-pub const DROPPED_PROC: u32 = 1;
+/// Slots of the per-CPU `DROPPED` counter array: I/O records are counted
+/// under their [`kind`] (so a report can say which ops were lost), process
+/// records under `DROPPED_PROC`.
+pub const DROPPED_PROC: u32 = 15;
+pub const DROPPED_SLOTS: u32 = 16;
 
 /// One syscall (or one fault) of a traced process.
 #[repr(C)]

@@ -9,8 +9,8 @@
 //!   saved user registers, so nothing but a timestamp is kept per thread.
 //! - BTF tracepoints `sched_process_fork` / `exec` / `exit`: the tree is
 //!   followed in the kernel, so a child is traced from its first instruction.
-//! - tracepoints `filemap:mm_filemap_fault` / `mm_filemap_map_pages`: file
-//!   pages mapped under an mmap.
+//! - tracepoint `filemap:mm_filemap_add_to_page_cache`: page-cache fills
+//!   (reads from storage) caused by faults under a file mapping.
 //!
 //! Each data op carries the file's (dev, inode) and, for plain `read`/`write`,
 //! the exact offset, read from the open file at syscall exit
@@ -29,7 +29,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
 };
-use iorepro_common::{kind, proc_kind, IoEvent, ProcEvent, DROPPED_IO, DROPPED_PROC};
+use iorepro_common::{kind, proc_kind, IoEvent, ProcEvent, DROPPED_PROC, DROPPED_SLOTS};
 
 use crate::kernel::{current_comm, is_traced, task_ids};
 
@@ -49,9 +49,9 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
 #[map]
 static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 << 10, 0);
 
-/// Records that found the ring buffer full, per CPU: [`DROPPED_IO`], [`DROPPED_PROC`].
+/// Records that found the ring buffer full, per CPU, by record kind.
 #[map]
-static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
+static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROPPED_SLOTS, 0);
 
 /// `nr` once the exit has been handled: a stale entry is never reused.
 const CONSUMED: u32 = u32::MAX;
@@ -135,10 +135,10 @@ pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
 }
 
 /// Reserves room for `T` in the I/O ring buffer, counting a failure as a drop.
-pub fn reserve_io<T: 'static>() -> Option<aya_ebpf::maps::ring_buf::RingBufEntry<T>> {
+pub fn reserve_io<T: 'static>(kind: u32) -> Option<aya_ebpf::maps::ring_buf::RingBufEntry<T>> {
     let entry = EVENTS.reserve::<T>(0);
     if entry.is_none() {
-        count_drop(DROPPED_IO);
+        count_drop(kind);
     }
     entry
 }
@@ -150,7 +150,7 @@ pub fn submit_io<T: 'static>(entry: aya_ebpf::maps::ring_buf::RingBufEntry<T>) {
 /// Sends a fixed-size record, counting a full buffer as a drop.
 pub fn output_io(event: &IoEvent) {
     if EVENTS.output::<IoEvent>(event, NO_WAKEUP).is_err() {
-        count_drop(DROPPED_IO);
+        count_drop(event.kind);
     }
 }
 
@@ -218,51 +218,50 @@ pub fn sched_process_exit(_ctx: BtfTracePointContext) -> u32 {
     0
 }
 
-#[tracepoint(category = "filemap", name = "mm_filemap_fault")]
-pub fn filemap_fault(ctx: TracePointContext) -> u32 {
-    fault(&ctx, false);
-    0
-}
-
-#[tracepoint(category = "filemap", name = "mm_filemap_map_pages")]
-pub fn filemap_map_pages(ctx: TracePointContext) -> u32 {
-    fault(&ctx, true);
+/// A folio added to the page cache: a read from storage. Fills made inside a
+/// recorded syscall belong to that call's row; the others were caused by a
+/// fault under a mapping (including the readahead it triggered).
+#[tracepoint(category = "filemap", name = "mm_filemap_add_to_page_cache")]
+pub fn filemap_add(ctx: TracePointContext) -> u32 {
+    page_cache_fill(&ctx);
     0
 }
 
 const PAGE_SHIFT: u32 = 12;
 
-/// Field offsets of the filemap tracepoints (stable since the fields were added).
-const TP_INO: usize = 8;
-const TP_DEV: usize = 16;
+/// Field offsets of `mm_filemap_add_to_page_cache` (see its format file).
+const TP_INO: usize = 16;
 const TP_INDEX: usize = 24;
-const TP_LAST_INDEX: usize = 32;
+const TP_DEV: usize = 32;
+const TP_ORDER: usize = 36;
 
-fn fault(ctx: &TracePointContext, range: bool) {
+fn page_cache_fill(ctx: &TracePointContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !is_traced(pid_tgid) {
         return;
     }
-    // SAFETY: offsets inside the tracepoint record (see its format file).
-    let (ino, dev, first, last) = unsafe {
-        let ino = ctx.read_at::<u64>(TP_INO).unwrap_or(0);
-        let dev = ctx.read_at::<u32>(TP_DEV).unwrap_or(0);
-        let first = ctx.read_at::<u64>(TP_INDEX).unwrap_or(0);
-        let last = if range {
-            ctx.read_at::<u64>(TP_LAST_INDEX).unwrap_or(first)
-        } else {
-            first
-        };
-        (ino, dev, first, last)
+    if let Some(state) = INFLIGHT.get_ptr(pid_tgid as u32) {
+        // SAFETY: the entry belongs to this thread.
+        if unsafe { (*state).nr } != CONSUMED {
+            return;
+        }
+    }
+    // SAFETY: offsets inside the tracepoint record.
+    let (ino, dev, index, order) = unsafe {
+        (
+            ctx.read_at::<u64>(TP_INO).unwrap_or(0),
+            ctx.read_at::<u32>(TP_DEV).unwrap_or(0),
+            ctx.read_at::<u64>(TP_INDEX).unwrap_or(0),
+            ctx.read_at::<u8>(TP_ORDER).unwrap_or(0) & 31,
+        )
     };
-    let pages = last.wrapping_sub(first).wrapping_add(1);
     let ev = IoEvent {
         ts_ns: unsafe { bpf_ktime_get_ns() },
         dur_ns: 0,
         pid_tgid,
         ret: 0,
-        offset: (first << PAGE_SHIFT) as i64,
-        size: pages << PAGE_SHIFT,
+        offset: (index << PAGE_SHIFT) as i64,
+        size: 1u64 << (PAGE_SHIFT + order as u32),
         ino,
         dev,
         fd: -1,

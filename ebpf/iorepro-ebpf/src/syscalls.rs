@@ -255,7 +255,7 @@ fn open_op(path: u64, dirfd: i32, flags: u32, mut io: IoEvent) {
     io.flags = flags;
     io.ino = f.ino;
     io.dev = f.dev;
-    let Some(mut entry) = reserve_io::<PathEvent>() else {
+    let Some(mut entry) = reserve_io::<PathEvent>(io.kind) else {
         return;
     };
     // SAFETY: the reserved record is written field by field, then submitted.
@@ -275,7 +275,7 @@ fn open_op(path: u64, dirfd: i32, flags: u32, mut io: IoEvent) {
 fn path_op(op: u32, first: (i32, u64), second: Option<(i32, u64)>, flags: u32, mut io: IoEvent) {
     io.kind = op;
     io.flags = flags;
-    let Some(mut entry) = reserve_io::<PathEvent>() else {
+    let Some(mut entry) = reserve_io::<PathEvent>(io.kind) else {
         return;
     };
     // SAFETY: the reserved record is written field by field, then submitted.
