@@ -1,1 +1,37 @@
-//! Plans, prepares and executes a scaled replay of a trace.
+//! Replays the file I/O of a trace, scaled to N ranks on M nodes, against a
+//! target directory, and reports how the storage kept up.
+//!
+//! The pipeline: [`survey`] reads the trace once for its ranks, files and
+//! [`phases`] (checkpoint bursts are where all ranks meet); [`remap`] decides
+//! which source rank each target rank replays and where its paths land under
+//! the target, all resolved through [`confine`] so nothing outside it is
+//! touched; [`prepare`] creates the data files the replay reads; [`plan`]
+//! streams the trace a second time into bounded per-rank channels; each rank
+//! runs an [`execute::Worker`] issuing the calls through an [`engine`] on the
+//! schedule of [`timing`], keeping [`stats`]; ranks meet through
+//! [`rendezvous`] (threads of one process, or processes of a [`launcher`]);
+//! [`report`] merges the ranks' results, [`record`] writes what was done as a
+//! trace, and [`run`] ties the steps together for the [`cli`].
+
+pub mod cli;
+pub mod confine;
+pub mod engine;
+pub mod error;
+pub mod execute;
+pub mod launcher;
+pub mod phases;
+pub mod plan;
+pub mod prepare;
+pub mod progress;
+pub mod record;
+pub mod remap;
+pub mod rendezvous;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod survey;
+pub mod timing;
+
+pub use error::{ReplayError, ReplayResult};
+pub use report::Report;
+pub use run::{run, Options, Outcome};

@@ -1,0 +1,143 @@
+//! The `iorepro-replay` command line: raw arguments (clap), checked into
+//! [`crate::run::Options`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::engine::EngineKind;
+use crate::error::{ReplayError, ReplayResult};
+use crate::phases::PhaseKind;
+use crate::prepare::PrepareMode;
+use crate::run::Options;
+use crate::timing::Timing;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "iorepro-replay",
+    version,
+    about = "Replay a trace's file I/O scaled to N ranks against a target directory",
+    after_help = "Under srun, mpirun or torchrun each process is one rank (identity from the launcher's environment); \
+                  without a launcher, --ranks N runs N ranks as threads of this process."
+)]
+pub struct Cli {
+    /// Trace directory (or a single .parquet file).
+    pub trace: PathBuf,
+    /// Directory to replay into; nothing outside it is touched.
+    #[arg(long)]
+    pub target: PathBuf,
+    /// Ranks to replay (default: the trace's rank count, or the launcher's world size).
+    #[arg(long)]
+    pub ranks: Option<u32>,
+    /// Nodes the ranks are spread over (for reports when ranks run as threads).
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    #[arg(long)]
+    pub ranks_per_node: Option<u32>,
+    /// afap, original, or a scale factor on compute gaps (0.5 = half the compute time).
+    #[arg(long, default_value = "afap")]
+    pub timing: String,
+    /// O_DIRECT for aligned data ops.
+    #[arg(long)]
+    pub direct: bool,
+    /// psync or io_uring.
+    #[arg(long, default_value = "psync")]
+    pub engine: String,
+    /// Only these phase kinds (load, read, checkpoint, idle), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub phases: Option<Vec<String>>,
+    /// auto (create missing data files), only (create them and stop), skip.
+    #[arg(long, default_value = "auto")]
+    pub prepare: String,
+    /// All replicas read one copy of the data (page-cache hits between them become possible).
+    #[arg(long)]
+    pub shared_data: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write what the replay did as a trace into this directory.
+    #[arg(long)]
+    pub record_ops: Option<PathBuf>,
+    /// Longest any rank waits for the others (barriers, gathering), e.g. 600s, 10m.
+    #[arg(long, default_value = "600s")]
+    pub timeout: String,
+    /// Names the rendezvous directory of a multi-process run when the launcher gives no job id.
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// Files prepared at a time by each process.
+    #[arg(long, default_value_t = 4)]
+    pub prepare_threads: usize,
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, "s"), |i| s.split_at(i));
+    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (like 90s, 10m, 1h)"))?;
+    let secs = match unit {
+        "ms" => v / 1e3,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (ms, s, m, h)")),
+    };
+    if secs <= 0.0 || !secs.is_finite() {
+        return Err(format!("`{s}`: a timeout must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl Cli {
+    pub fn into_options(self) -> ReplayResult<Options> {
+        let usage = ReplayError::Usage;
+        let phases = match self.phases {
+            None => None,
+            Some(v) => Some(
+                v.iter()
+                    .map(|p| PhaseKind::parse(p.trim()).ok_or_else(|| usage(format!("--phases: `{p}` is not a phase kind (load, read, checkpoint, idle)"))))
+                    .collect::<ReplayResult<Vec<_>>>()?,
+            ),
+        };
+        if self.ranks == Some(0) || self.nodes == Some(0) || self.ranks_per_node == Some(0) {
+            return Err(usage("--ranks, --nodes and --ranks-per-node must be positive".into()));
+        }
+        Ok(Options {
+            trace: self.trace,
+            target: self.target,
+            ranks: self.ranks,
+            nodes: self.nodes,
+            ranks_per_node: self.ranks_per_node,
+            timing: self.timing.parse::<Timing>().map_err(|e| usage(format!("--timing: {e}")))?,
+            direct: self.direct,
+            engine: self.engine.parse::<EngineKind>().map_err(|e| usage(format!("--engine: {e}")))?,
+            phases,
+            prepare: self.prepare.parse::<PrepareMode>().map_err(|e| usage(format!("--prepare: {e}")))?,
+            shared_data: self.shared_data,
+            json: self.json,
+            record_ops: self.record_ops,
+            timeout: parse_timeout(&self.timeout).map_err(|e| usage(format!("--timeout: {e}")))?,
+            run_id: self.run_id,
+            prepare_threads: self.prepare_threads.max(1),
+            show_progress: true,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked() {
+        let o = Cli::parse_from(["x", "t", "--target", "d", "--timing", "0.5", "--phases", "load,checkpoint", "--engine", "io_uring", "--timeout", "2m"])
+            .into_options()
+            .unwrap();
+        assert_eq!(o.timing, Timing::Scaled(0.5));
+        assert_eq!(o.phases, Some(vec![PhaseKind::Load, PhaseKind::Checkpoint]));
+        assert_eq!(o.engine, EngineKind::IoUring);
+        assert_eq!(o.timeout, Duration::from_secs(120));
+        for bad in [["--phases", "train"], ["--timing", "slow"], ["--engine", "aio"], ["--prepare", "maybe"], ["--timeout", "5 parsecs"]] {
+            let args = ["x", "t", "--target", "d", bad[0], bad[1]];
+            assert!(Cli::parse_from(args).into_options().is_err(), "{bad:?}");
+        }
+    }
+}

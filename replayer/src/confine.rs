@@ -1,0 +1,211 @@
+//! Every filesystem call the replayer makes under `--target` goes through
+//! [`Confined`]: paths are resolved by the kernel with `openat2(2)` and
+//! `RESOLVE_BENEATH`, so `..` and symlinks planted inside the target cannot
+//! lead outside it (the kernel answers EXDEV, reported as a refusal), and
+//! directory-changing calls (`mkdirat`, `unlinkat`, `renameat`) act on a
+//! parent directory opened that way, never on a path string.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// `struct open_how` of openat2(2).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// A directory handle that every replay path is resolved beneath.
+#[derive(Debug)]
+pub struct Confined {
+    root: OwnedFd,
+    root_path: PathBuf,
+}
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+impl Confined {
+    /// Opens the target directory itself (the one path the user named).
+    pub fn open_root(path: &Path) -> io::Result<Self> {
+        let c = cstr(path)?;
+        // SAFETY: c is a valid NUL-terminated string for the duration of the call.
+        let fd = check(unsafe {
+            libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        })?;
+        // SAFETY: fd was just returned by open and is owned by nobody else.
+        let root = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Confined {
+            root,
+            root_path: path.to_path_buf(),
+        })
+    }
+
+    pub fn root_path(&self) -> &Path {
+        &self.root_path
+    }
+
+    /// The absolute path a relative one stands for (for messages and records only).
+    pub fn display(&self, rel: &Path) -> PathBuf {
+        self.root_path.join(rel)
+    }
+
+    fn openat2(dir: RawFd, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+        let c = cstr(rel)?;
+        let how = OpenHow {
+            flags: (flags | libc::O_CLOEXEC) as u32 as u64,
+            mode: if flags & libc::O_CREAT != 0 { mode as u64 } else { 0 },
+            resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: arguments follow openat2(2): a directory fd, a C string, a
+        // pointer to an initialised open_how and its size.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir,
+                c.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a non-negative return of openat2 is a new descriptor we own.
+        Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+    }
+
+    /// Opens `rel` (relative, already normalised) beneath the root.
+    pub fn open(&self, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+        Self::openat2(self.root.as_raw_fd(), rel, flags, mode)
+    }
+
+    fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
+        if rel.as_os_str().is_empty() {
+            return Self::openat2(self.root.as_raw_fd(), Path::new("."), libc::O_PATH | libc::O_DIRECTORY, 0);
+        }
+        self.open(rel, libc::O_PATH | libc::O_DIRECTORY, 0)
+    }
+
+    /// `mkdir -p` beneath the root, one component at a time, each created in
+    /// a parent opened beneath the root (a planted symlink is never followed out).
+    pub fn create_dirs(&self, rel_dir: &Path) -> io::Result<()> {
+        if self.open_dir(rel_dir).is_ok() {
+            return Ok(());
+        }
+        let mut so_far = PathBuf::new();
+        for comp in rel_dir.components() {
+            let Component::Normal(name) = comp else {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "path is not normalised"));
+            };
+            let parent = self.open_dir(&so_far)?;
+            let c = cstr(Path::new(name))?;
+            // SAFETY: parent is an open directory fd and c a valid C string.
+            let r = unsafe { libc::mkdirat(parent.as_raw_fd(), c.as_ptr(), 0o755) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EEXIST) {
+                    return Err(e);
+                }
+            }
+            so_far.push(name);
+        }
+        // Prove the result is a directory reachable beneath the root.
+        self.open_dir(rel_dir).map(drop)
+    }
+
+    fn split(rel: &Path) -> io::Result<(&Path, CString)> {
+        let name = rel
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+        Ok((rel.parent().unwrap_or(Path::new("")), cstr(Path::new(name))?))
+    }
+
+    /// Removes a file; `unlinkat` does not follow a final symlink, and the
+    /// parent is resolved beneath the root.
+    pub fn unlink(&self, rel: &Path) -> io::Result<()> {
+        let (parent, name) = Self::split(rel)?;
+        let dir = self.open_dir(parent)?;
+        // SAFETY: dir is an open directory fd and name a valid C string.
+        check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) }).map(drop)
+    }
+
+    pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (fp, fname) = Self::split(from)?;
+        let (tp, tname) = Self::split(to)?;
+        let fdir = self.open_dir(fp)?;
+        let tdir = self.open_dir(tp)?;
+        // SAFETY: both directory fds are open and both names valid C strings.
+        check(unsafe {
+            libc::renameat(fdir.as_raw_fd(), fname.as_ptr(), tdir.as_raw_fd(), tname.as_ptr())
+        })
+        .map(drop)
+    }
+
+    /// Size of a regular file beneath the root, `None` when it does not exist.
+    pub fn file_size(&self, rel: &Path) -> io::Result<Option<u64>> {
+        match self.open(rel, libc::O_PATH, 0) {
+            Ok(fd) => {
+                // SAFETY: fstat on an open fd into a zeroed stat buffer.
+                let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+                Ok(Some(st.st_size as u64))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Turns a path from a trace into a relative path confined to the target:
+/// the root is dropped, `.` ignored, and `..` can climb no higher than the
+/// target itself. `None` for an empty result or a NUL byte.
+pub fn normalise(trace_path: &str) -> Option<PathBuf> {
+    if trace_path.contains('\0') {
+        return None;
+    }
+    let mut out = PathBuf::new();
+    for comp in Path::new(trace_path).components() {
+        match comp {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalise_clamps_at_the_target() {
+        assert_eq!(normalise("/data/a.bin").unwrap(), PathBuf::from("data/a.bin"));
+        assert_eq!(normalise("/../../etc/passwd").unwrap(), PathBuf::from("etc/passwd"));
+        assert_eq!(normalise("/data/../../x/./y").unwrap(), PathBuf::from("x/y"));
+        assert_eq!(normalise("rel/p").unwrap(), PathBuf::from("rel/p"));
+        assert!(normalise("/").is_none());
+        assert!(normalise("/..").is_none());
+        assert!(normalise("/a\0b").is_none());
+    }
+}

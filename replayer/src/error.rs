@@ -1,0 +1,53 @@
+//! Errors of the replayer. Each one says what was being done, to which file,
+//! and why it failed, so a storage engineer can act on the one line printed.
+
+use std::path::PathBuf;
+
+use iorepro_traces::TraceError;
+
+pub type ReplayResult<T> = Result<T, ReplayError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The trace cannot be used (missing, corrupt, wrong schema).
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// Options that contradict each other or the environment.
+    #[error("{0}")]
+    Usage(String),
+    /// A replayed or preparing operation failed on the target.
+    #[error("{what} {path}: {err}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        err: std::io::Error,
+    },
+    /// A path from the trace that would leave the target (symlink planted there).
+    #[error("refused {path}: it resolves outside the target (a symlink or mount point inside the target leads out)")]
+    Escape { path: PathBuf },
+    /// A rendezvous wait that did not complete in time, naming who was missing.
+    #[error("{0}")]
+    Rendezvous(String),
+    /// Another rank failed, so this one stopped.
+    #[error("stopped because another rank failed: {0}")]
+    Aborted(String),
+}
+
+impl ReplayError {
+    pub fn io(what: &'static str, path: impl Into<PathBuf>, err: std::io::Error) -> Self {
+        let path = path.into();
+        // RESOLVE_BENEATH reports an escape as EXDEV; name it for what it is.
+        if err.raw_os_error() == Some(libc::EXDEV) {
+            return ReplayError::Escape { path };
+        }
+        ReplayError::Io { what, path, err }
+    }
+
+    /// Bad input exits 2 (as in `iorepro-trace`); a failed replay 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ReplayError::Trace(_) | ReplayError::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}

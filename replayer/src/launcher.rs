@@ -1,0 +1,100 @@
+//! Who this process is: its rank and the world size, from the environment a
+//! launcher (Slurm, Open MPI, MPICH/PMI, torchrun) sets, or none when the
+//! replayer runs all ranks itself as threads.
+
+use crate::error::{ReplayError, ReplayResult};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchedRank {
+    pub launcher: &'static str,
+    pub rank: u32,
+    pub size: u32,
+    /// Node index when the launcher says (Slurm, torchrun); otherwise derived from host names.
+    pub node: Option<u32>,
+    pub local_rank: Option<u32>,
+    /// Identifies this job, so concurrent or stale runs do not share rendezvous files.
+    pub job_id: Option<String>,
+}
+
+/// Reads the launcher's variables through `get` (the process environment in
+/// production, a map in tests). A half-set environment is an error.
+pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<LaunchedRank>> {
+    let num = |k: &str| -> ReplayResult<Option<u32>> {
+        match get(k) {
+            None => Ok(None),
+            Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                ReplayError::Usage(format!("environment variable {k}={v:?} is not a number"))
+            }),
+        }
+    };
+    // (launcher, rank var, size var, local rank var, node var, job id vars)
+    let kinds: [(&str, &str, &str, &str, Option<&str>, &[&str]); 4] = [
+        ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", Some("SLURM_NODEID"), &["SLURM_JOB_ID", "SLURM_STEP_ID"]),
+        ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", None, &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"]),
+        ("pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", None, &["PMI_KVSNAME", "PMIX_NAMESPACE"]),
+        ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", Some("GROUP_RANK"), &["TORCHELASTIC_RUN_ID", "MASTER_PORT"]),
+    ];
+    for (launcher, rank_var, size_var, local_var, node_var, job_vars) in kinds {
+        let (rank, size) = (num(rank_var)?, num(size_var)?);
+        let (rank, size) = match (rank, size) {
+            (None, None) => continue,
+            (Some(r), Some(s)) => (r, s),
+            _ => {
+                return Err(ReplayError::Usage(format!(
+                    "{launcher} environment is incomplete: need both {rank_var} and {size_var}"
+                )))
+            }
+        };
+        if size == 0 || rank >= size {
+            return Err(ReplayError::Usage(format!(
+                "{launcher} environment: {rank_var}={rank} is not below {size_var}={size}"
+            )));
+        }
+        let job: Vec<String> = job_vars.iter().filter_map(|k| get(k)).collect();
+        return Ok(Some(LaunchedRank {
+            launcher,
+            rank,
+            size,
+            node: node_var.map(&num).transpose()?.flatten(),
+            local_rank: num(local_var)?,
+            job_id: (!job.is_empty()).then(|| job.join(".")),
+        }));
+    }
+    Ok(None)
+}
+
+pub fn detect() -> ReplayResult<Option<LaunchedRank>> {
+    detect_with(|k| std::env::var(k).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn each_launcher_is_recognised() {
+        let s = detect_with(env(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "8"), ("SLURM_NODEID", "1"), ("SLURM_LOCALID", "1"), ("SLURM_JOB_ID", "77"), ("SLURM_STEP_ID", "0")])).unwrap().unwrap();
+        assert_eq!((s.launcher, s.rank, s.size, s.node, s.local_rank), ("slurm", 3, 8, Some(1), Some(1)));
+        assert_eq!(s.job_id.as_deref(), Some("77.0"));
+        let o = detect_with(env(&[("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "4"), ("OMPI_COMM_WORLD_LOCAL_RANK", "2")])).unwrap().unwrap();
+        assert_eq!((o.launcher, o.rank, o.size, o.local_rank), ("openmpi", 2, 4, Some(2)));
+        let p = detect_with(env(&[("PMI_RANK", "1"), ("PMI_SIZE", "2")])).unwrap().unwrap();
+        assert_eq!((p.launcher, p.rank, p.size), ("pmi", 1, 2));
+        let t = detect_with(env(&[("RANK", "5"), ("WORLD_SIZE", "16"), ("LOCAL_RANK", "1"), ("GROUP_RANK", "2")])).unwrap().unwrap();
+        assert_eq!((t.launcher, t.rank, t.size, t.node), ("torchrun", 5, 16, Some(2)));
+        assert_eq!(detect_with(env(&[])).unwrap(), None);
+    }
+
+    #[test]
+    fn inconsistent_environments_are_errors() {
+        assert!(detect_with(env(&[("RANK", "5")])).is_err());
+        assert!(detect_with(env(&[("RANK", "5"), ("WORLD_SIZE", "4")])).is_err());
+        assert!(detect_with(env(&[("PMI_RANK", "x"), ("PMI_SIZE", "4")])).is_err());
+    }
+}

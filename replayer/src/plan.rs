@@ -1,0 +1,127 @@
+//! The second pass over the trace: each row becomes a compact [`PlannedOp`]
+//! tagged with its phase and sent to every local target rank that replays its
+//! source rank, through bounded channels.
+//!
+//! One reader feeds all local ranks, in `ts` order. That order is what makes
+//! bounded channels safe with barriers: when the reader blocks on a rank's
+//! full channel, every rank already holds all its ops up to that instant, so
+//! the ranks a barrier waits for can always reach it. Memory stays at
+//! `CHUNK * CHANNEL_CHUNKS` ops per rank however long the trace is.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc::SyncSender;
+
+use iorepro_traces::{Events, Op};
+
+use crate::error::ReplayResult;
+use crate::remap::RankMap;
+use crate::survey::{open_reader, rank_or_zero, Survey};
+
+/// Ops per message.
+pub const CHUNK: usize = 1024;
+/// Messages a rank's channel holds before the reader waits for it.
+pub const CHANNEL_CHUNKS: usize = 16;
+pub const NO_PATH: u32 = u32::MAX;
+
+/// One operation to replay, as small as a row can be made.
+#[derive(Debug, Clone, Copy)]
+pub struct PlannedOp {
+    pub ts: i64,
+    pub dur: i64,
+    /// File offset of a data op, or -1 to use the descriptor's position.
+    pub offset: i64,
+    /// Bytes to move (data ops) or the new length (truncate).
+    pub bytes: i64,
+    pub pid: i32,
+    /// Trace descriptor (for open: the one it returned), -1 when absent.
+    pub fd: i32,
+    pub path: u32,
+    pub flags: Option<i32>,
+    pub op: Op,
+    pub phase: u16,
+}
+
+/// Ops the replayer issues; the others (lseek, mmap, unknown) move no data.
+pub fn replayable(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Open | Op::Close | Op::Read | Op::Write | Op::Fault | Op::Fsync | Op::Fdatasync | Op::Truncate | Op::Unlink | Op::Rename
+    )
+}
+
+/// Streams the trace to the local target ranks. A rank whose receiver is gone
+/// (it failed) is skipped; the others still get all their ops.
+pub fn dispatch(
+    trace: &Path,
+    survey: &Survey,
+    map: &RankMap,
+    phase_selected: &[bool],
+    targets: Vec<(u32, SyncSender<Vec<PlannedOp>>)>,
+) -> ReplayResult<()> {
+    let reader = open_reader(trace)?;
+    let mut by_source: HashMap<i32, Vec<usize>> = HashMap::new();
+    for (i, (t, _)) in targets.iter().enumerate() {
+        by_source.entry(map.source_rank(*t)).or_default().push(i);
+    }
+    let mut pending: Vec<Vec<PlannedOp>> = targets.iter().map(|_| Vec::with_capacity(CHUNK)).collect();
+    let mut alive = vec![true; targets.len()];
+    let mut phase = 0usize;
+    let phases = &survey.phases;
+    for ev in reader.events()? {
+        let ev = ev?;
+        let ops = ev.ops();
+        let (ts, dur, ret, pid) = (ev.ts(), ev.dur_ns(), ev.ret(), ev.pid());
+        for (row, &op) in ops.iter().enumerate() {
+            let t = ts.value(row);
+            while phase + 1 < phases.len() && phases[phase + 1].start_ns <= t {
+                phase += 1;
+            }
+            let r = ret.value(row);
+            if r < 0 || !replayable(op) || !phase_selected[phase] {
+                continue;
+            }
+            let Some(dest) = by_source.get(&rank_or_zero(&ev, row)) else { continue };
+            let path = ev.path_at(row).and_then(|p| survey.path_ids.get(p).copied()).unwrap_or(NO_PATH);
+            let offset = Events::opt_i64(ev.offset(), row);
+            let size = Events::opt_i64(ev.size(), row);
+            let (bytes, fd) = match op {
+                Op::Read | Op::Write | Op::Fault => (r, Events::opt_i32(ev.fd(), row)),
+                Op::Truncate => (size.or(offset).unwrap_or(0), Events::opt_i32(ev.fd(), row)),
+                Op::Open => (0, Some(r as i32)),
+                _ => (0, Events::opt_i32(ev.fd(), row)),
+            };
+            if matches!(op, Op::Read | Op::Write | Op::Fault) && bytes == 0 {
+                continue;
+            }
+            let planned = PlannedOp {
+                ts: t,
+                dur: dur.value(row).max(0),
+                offset: if matches!(op, Op::Truncate) { -1 } else { offset.unwrap_or(-1) },
+                bytes,
+                pid: pid.value(row),
+                fd: fd.unwrap_or(-1),
+                path,
+                flags: Events::opt_i32(ev.flags(), row),
+                op,
+                phase: phase as u16,
+            };
+            for &i in dest {
+                if !alive[i] {
+                    continue;
+                }
+                pending[i].push(planned);
+                if pending[i].len() >= CHUNK {
+                    let chunk = std::mem::replace(&mut pending[i], Vec::with_capacity(CHUNK));
+                    alive[i] = targets[i].1.send(chunk).is_ok();
+                }
+            }
+        }
+    }
+    for (i, chunk) in pending.into_iter().enumerate() {
+        if alive[i] && !chunk.is_empty() {
+            let _ = targets[i].1.send(chunk);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! `--record-ops`: what the replay did, written as a trace (source `replay`)
+//! so `iorepro-trace compare` can measure how faithful the replay was. Each
+//! rank builds its own Arrow batches; one writer thread owns the trace.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow_array::RecordBatch;
+use iorepro_traces::{EventBatchBuilder, EventRow, Manifest, Op, Source, TraceResult, TraceWriter, WriterOptions};
+
+use crate::plan::PlannedOp;
+
+const RECORD_BATCH_ROWS: usize = 16 * 1024;
+
+/// Shared by the ranks of one process; cloned into each rank's [`RankRecorder`].
+#[derive(Clone)]
+pub struct Recorder {
+    tx: SyncSender<RecordBatch>,
+    host: String,
+    base: Instant,
+    base_unix_ns: i64,
+}
+
+pub struct RecordSink {
+    handle: JoinHandle<TraceResult<Manifest>>,
+}
+
+impl RecordSink {
+    /// Waits for the writer (call after every [`Recorder`] is dropped).
+    pub fn finish(self) -> TraceResult<Manifest> {
+        self.handle.join().expect("record writer thread")
+    }
+}
+
+pub fn start(dir: &Path, host: &str, command: Vec<String>) -> TraceResult<(Recorder, RecordSink)> {
+    let mut opts = WriterOptions::new(Source::Replay);
+    opts.command = Some(command);
+    let mut w = TraceWriter::create(dir, opts)?;
+    let (tx, rx) = sync_channel::<RecordBatch>(8);
+    let handle = std::thread::spawn(move || {
+        for b in rx {
+            w.write_batch(&b)?;
+        }
+        w.finish()
+    });
+    let base_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos() as i64;
+    Ok((Recorder { tx, host: host.to_string(), base: Instant::now(), base_unix_ns }, RecordSink { handle }))
+}
+
+/// Where a process's record goes: the directory itself for one process, a
+/// per-rank subdirectory when a launcher started one process per rank.
+pub fn record_dir(dir: &Path, launched_rank: Option<u32>) -> PathBuf {
+    match launched_rank {
+        Some(r) => dir.join(format!("rank-{r:05}")),
+        None => dir.to_path_buf(),
+    }
+}
+
+impl Recorder {
+    /// Call on the rank's own thread (its id goes into the `tid` column).
+    pub fn for_rank(&self, rank: u32) -> RankRecorder {
+        RankRecorder {
+            shared: self.clone(),
+            rank: rank as i32,
+            pid: std::process::id() as i32,
+            // SAFETY: gettid has no preconditions.
+            tid: unsafe { libc::gettid() },
+            builder: EventBatchBuilder::with_capacity(RECORD_BATCH_ROWS),
+        }
+    }
+}
+
+pub struct RankRecorder {
+    shared: Recorder,
+    rank: i32,
+    pid: i32,
+    tid: i32,
+    builder: EventBatchBuilder,
+}
+
+impl RankRecorder {
+    pub fn push(&mut self, op: &PlannedOp, start: Instant, took: Duration, bytes: u64, path: Option<&Path>, fd: Option<i32>) {
+        let ts = self.shared.base_unix_ns + start.saturating_duration_since(self.shared.base).as_nanos() as i64;
+        let path = path.map(|p| p.to_string_lossy());
+        let data = matches!(op.op, Op::Read | Op::Write | Op::Fault);
+        self.builder.push(&EventRow {
+            ts_ns: ts,
+            dur_ns: took.as_nanos() as i64,
+            host: &self.shared.host,
+            pid: self.pid,
+            tid: self.tid,
+            rank: Some(self.rank),
+            comm: "iorepro-replay",
+            op: op.op,
+            path: path.as_deref(),
+            fd,
+            offset: (data && op.offset >= 0).then_some(op.offset),
+            size: (data || op.op == Op::Truncate).then_some(op.bytes),
+            ret: if op.op == Op::Open { fd.unwrap_or(0) as i64 } else { bytes as i64 },
+            flags: op.flags,
+        });
+        if self.builder.len() >= RECORD_BATCH_ROWS {
+            let _ = self.shared.tx.send(self.builder.finish());
+        }
+    }
+
+    pub fn finish(mut self) {
+        if !self.builder.is_empty() {
+            let _ = self.shared.tx.send(self.builder.finish());
+        }
+    }
+}

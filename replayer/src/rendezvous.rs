@@ -1,0 +1,254 @@
+//! Where ranks meet: barriers (run start, checkpoint start and end) and the
+//! gathering of results. Threads of one process meet in memory; processes
+//! started by a launcher meet through files in a directory on the target
+//! (created and polled through [`Confined`]). Every wait has a timeout whose
+//! error names the ranks that never arrived, and a rank that fails leaves an
+//! abort note that stops the others at their next wait instead of letting
+//! them hang.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::confine::Confined;
+use crate::error::{ReplayError, ReplayResult};
+use crate::stats::RankResult;
+
+pub trait Rendezvous: Send + Sync {
+    /// Waits until every rank has reached barrier number `seq`; `what` names it in errors.
+    fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()>;
+    /// Tells every other rank to stop at its next wait.
+    fn abort(&self, rank: u32, message: &str);
+}
+
+fn missing_list(missing: &[u32]) -> String {
+    let shown: Vec<String> = missing.iter().take(16).map(|r| r.to_string()).collect();
+    let more = missing.len().saturating_sub(16);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+#[derive(Default)]
+struct ThreadState {
+    arrived: BTreeMap<u64, BTreeSet<u32>>,
+    aborted: Option<String>,
+}
+
+/// Barriers between the rank threads of one process.
+pub struct ThreadRendezvous {
+    ranks: Vec<u32>,
+    timeout: Duration,
+    state: Mutex<ThreadState>,
+    cv: Condvar,
+}
+
+impl ThreadRendezvous {
+    pub fn new(ranks: Vec<u32>, timeout: Duration) -> Self {
+        ThreadRendezvous { ranks, timeout, state: Mutex::default(), cv: Condvar::new() }
+    }
+}
+
+impl Rendezvous for ThreadRendezvous {
+    fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()> {
+        let n = self.ranks.len();
+        let mut st = self.state.lock().expect("rendezvous lock");
+        st.arrived.entry(seq).or_default().insert(rank);
+        if st.arrived[&seq].len() >= n {
+            self.cv.notify_all();
+        }
+        let (st, res) = self
+            .cv
+            .wait_timeout_while(st, self.timeout, |s| s.aborted.is_none() && s.arrived[&seq].len() < n)
+            .expect("rendezvous lock");
+        if let Some(m) = &st.aborted {
+            return Err(ReplayError::Aborted(m.clone()));
+        }
+        if res.timed_out() {
+            let missing: Vec<u32> = self.ranks.iter().copied().filter(|r| !st.arrived[&seq].contains(r)).collect();
+            return Err(ReplayError::Rendezvous(format!(
+                "barrier `{what}` timed out after {:?} waiting for ranks {}",
+                self.timeout,
+                missing_list(&missing)
+            )));
+        }
+        Ok(())
+    }
+
+    fn abort(&self, _rank: u32, message: &str) {
+        let mut st = self.state.lock().expect("rendezvous lock");
+        st.aborted.get_or_insert_with(|| message.to_string());
+        self.cv.notify_all();
+    }
+}
+
+/// Barriers and gathering between processes through files under
+/// `<target>/.iorepro-rendezvous/<job>/`.
+pub struct DirRendezvous {
+    conf: Arc<Confined>,
+    dir: PathBuf,
+    world: u32,
+    timeout: Duration,
+}
+
+const ABORT_FILE: &str = "abort";
+
+impl DirRendezvous {
+    pub fn new(conf: Arc<Confined>, dir: PathBuf, world: u32, timeout: Duration) -> ReplayResult<Self> {
+        conf.create_dirs(&dir).map_err(|e| ReplayError::io("creating rendezvous directory", conf.display(&dir), e))?;
+        Ok(DirRendezvous { conf, dir, world, timeout })
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        matches!(self.conf.file_size(&self.dir.join(name)), Ok(Some(_)))
+    }
+
+    fn write_file(&self, name: &str, body: &[u8]) -> ReplayResult<()> {
+        // Written under a temporary name and renamed, so readers never see half a file.
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let fin = self.dir.join(name);
+        let io = |e| ReplayError::io("writing rendezvous file", self.conf.display(&fin), e);
+        let fd = self.conf.open(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644).map_err(io)?;
+        std::fs::File::from(fd).write_all(body).map_err(io)?;
+        self.conf.rename(&tmp, &fin).map_err(io)
+    }
+
+    fn read_file(&self, name: &str) -> std::io::Result<String> {
+        let fd = self.conf.open(&self.dir.join(name), libc::O_RDONLY, 0)?;
+        let mut s = String::new();
+        std::fs::File::from(fd).read_to_string(&mut s)?;
+        Ok(s)
+    }
+
+    fn abort_message(&self) -> Option<String> {
+        self.exists(ABORT_FILE).then(|| self.read_file(ABORT_FILE).unwrap_or_else(|_| "a rank failed".into()))
+    }
+
+    /// Polls until `name(r)` exists for every rank, or the abort note, or the timeout.
+    fn wait_all(&self, name: impl Fn(u32) -> String, honour_abort: bool) -> Result<(), Vec<u32>> {
+        let start = Instant::now();
+        let mut missing: Vec<u32> = (0..self.world).collect();
+        let mut pause = Duration::from_micros(500);
+        loop {
+            missing.retain(|&r| !self.exists(&name(r)));
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if honour_abort && self.exists(ABORT_FILE) {
+                return Err(Vec::new());
+            }
+            if start.elapsed() > self.timeout {
+                return Err(missing);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Publishes this rank's result (every rank, success or not).
+    pub fn publish(&self, result: &RankResult) -> ReplayResult<()> {
+        self.write_file(&format!("report.r{}.json", result.rank), result.to_json().as_bytes())
+    }
+
+    /// Rank 0 collects every rank's result; ranks that never published are
+    /// named in the returned error line, and what was gathered is still returned.
+    pub fn gather(&self) -> (Vec<RankResult>, Option<String>) {
+        let waited = self.wait_all(|r| format!("report.r{r}.json"), false);
+        let mut results = Vec::new();
+        let mut problems = Vec::new();
+        for r in 0..self.world {
+            let text = self.read_file(&format!("report.r{r}.json")).map_err(|e| e.to_string());
+            if let Ok(res) = text.and_then(|t| RankResult::from_json(&t)) {
+                results.push(res);
+            }
+        }
+        if let Err(missing) = waited {
+            problems.push(format!(
+                "gathering results timed out after {:?}: no report from ranks {}",
+                self.timeout,
+                missing_list(&missing)
+            ));
+        } else {
+            self.cleanup();
+        }
+        (results, problems.pop())
+    }
+
+    /// Removes the rendezvous directory once every rank has published (so
+    /// none is still polling it).
+    fn cleanup(&self) {
+        let Ok(dir) = self.conf.open(&self.dir, libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return };
+        let listing = Path::new("/proc/self/fd").join(dir.as_raw_fd().to_string());
+        if let Ok(entries) = std::fs::read_dir(&listing) {
+            for e in entries.flatten() {
+                let _ = self.conf.unlink(&self.dir.join(e.file_name()));
+            }
+        }
+        if let Some(parent) = self.dir.parent() {
+            if let (Ok(pfd), Some(name)) = (self.conf.open(parent, libc::O_PATH | libc::O_DIRECTORY, 0), self.dir.file_name()) {
+                if let Ok(c) = std::ffi::CString::new(name.as_encoded_bytes()) {
+                    // SAFETY: an open directory fd and a valid C string.
+                    unsafe { libc::unlinkat(pfd.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
+                }
+            }
+        }
+    }
+}
+
+impl Rendezvous for DirRendezvous {
+    fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()> {
+        self.write_file(&format!("b{seq}.r{rank}"), b"")?;
+        match self.wait_all(|r| format!("b{seq}.r{r}"), true) {
+            Ok(()) => Ok(()),
+            Err(missing) if missing.is_empty() => {
+                Err(ReplayError::Aborted(self.abort_message().unwrap_or_default()))
+            }
+            Err(missing) => Err(ReplayError::Rendezvous(format!(
+                "barrier `{what}` timed out after {:?} waiting for ranks {} (rendezvous directory {})",
+                self.timeout,
+                missing_list(&missing),
+                self.conf.display(&self.dir).display()
+            ))),
+        }
+    }
+
+    fn abort(&self, _rank: u32, message: &str) {
+        if !self.exists(ABORT_FILE) {
+            let _ = self.write_file(ABORT_FILE, message.as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_barrier_times_out_naming_the_missing() {
+        let r = ThreadRendezvous::new(vec![0, 1, 2], Duration::from_millis(50));
+        let err = r.barrier(1, 0, "start").unwrap_err().to_string();
+        assert!(err.contains("ranks 0, 2"), "{err}");
+    }
+
+    #[test]
+    fn dir_barrier_releases_and_times_out() {
+        let d = tempfile::tempdir().unwrap();
+        let conf = Arc::new(Confined::open_root(d.path()).unwrap());
+        let rdv = Arc::new(DirRendezvous::new(conf, PathBuf::from("rdv/job"), 2, Duration::from_secs(5)).unwrap());
+        let other = rdv.clone();
+        let t = std::thread::spawn(move || other.barrier(1, 0, "start"));
+        rdv.barrier(0, 0, "start").unwrap();
+        t.join().unwrap().unwrap();
+        let short = DirRendezvous::new(rdv.conf.clone(), PathBuf::from("rdv/job2"), 3, Duration::from_millis(30)).unwrap();
+        let err = short.barrier(0, 0, "checkpoint 1 start").unwrap_err().to_string();
+        assert!(err.contains("ranks 1, 2"), "{err}");
+        short.abort(0, "rank 0: disk full");
+        let err = short.barrier(1, 1, "x").unwrap_err().to_string();
+        assert!(err.contains("disk full"), "{err}");
+    }
+}

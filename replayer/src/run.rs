@@ -1,0 +1,243 @@
+//! One replay from start to end: who am I (launcher), survey the trace, open
+//! the target, prepare data, run the ranks with the reader feeding them,
+//! gather the results and build the report.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::confine::Confined;
+use crate::engine::EngineKind;
+use crate::error::{ReplayError, ReplayResult};
+use crate::execute::{Shared, Worker};
+use crate::launcher::{self, LaunchedRank};
+use crate::phases::{PhaseKind, WriteBurstDetector};
+use crate::plan::{dispatch, CHANNEL_CHUNKS};
+use crate::prepare::{self, PrepareMode, PrepareStats};
+use crate::record;
+use crate::remap::{RankMap, RENDEZVOUS_DIR};
+use crate::rendezvous::{DirRendezvous, Rendezvous, ThreadRendezvous};
+use crate::report::{Report, RunInfo};
+use crate::stats::RankResult;
+use crate::survey::Survey;
+use crate::timing::Timing;
+
+/// Checked options of one replay.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub trace: PathBuf,
+    pub target: PathBuf,
+    pub ranks: Option<u32>,
+    pub nodes: Option<u32>,
+    pub ranks_per_node: Option<u32>,
+    pub timing: Timing,
+    pub direct: bool,
+    pub engine: EngineKind,
+    pub phases: Option<Vec<PhaseKind>>,
+    pub prepare: PrepareMode,
+    pub shared_data: bool,
+    pub json: bool,
+    pub record_ops: Option<PathBuf>,
+    pub timeout: Duration,
+    pub run_id: Option<String>,
+    pub prepare_threads: usize,
+    pub show_progress: bool,
+}
+
+/// What a process has to show: the report on the process that prints it
+/// (`None` on the other ranks of a launched run), and whether the run failed.
+#[derive(Debug)]
+pub struct Outcome {
+    pub report: Option<Report>,
+    pub prepare: Option<PrepareStats>,
+    pub prepare_only: bool,
+    pub failed: bool,
+    /// This process's own errors (printed by every rank, not only the reporting one).
+    pub local_errors: Vec<String>,
+}
+
+/// Barrier number of "all data prepared", apart from the replay's own barriers.
+const PREPARED_BARRIER: u64 = 1 << 40;
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+}
+
+fn safe_id(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' { c } else { '_' }).collect()
+}
+
+/// The ranks this process runs, the world size, and each local rank's node.
+struct Layout {
+    world: u32,
+    local: Vec<(u32, u32)>,
+    nodes: u32,
+}
+
+fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> ReplayResult<Layout> {
+    if let Some(l) = launched {
+        if let Some(n) = opts.ranks.filter(|&n| n != l.size) {
+            return Err(ReplayError::Usage(format!(
+                "--ranks {n} contradicts the {} launcher's world size {}; under a launcher each process is one rank",
+                l.launcher, l.size
+            )));
+        }
+        let node = l.node.unwrap_or(0);
+        // 0 = count the distinct hosts the gathered results come from.
+        return Ok(Layout { world: l.size, local: vec![(l.rank, node)], nodes: opts.nodes.unwrap_or(0) });
+    }
+    let world = opts.ranks.unwrap_or(sources);
+    let (nodes, per_node) = match (opts.nodes, opts.ranks_per_node) {
+        (Some(m), Some(k)) => {
+            if m * k < world {
+                return Err(ReplayError::Usage(format!("--nodes {m} x --ranks-per-node {k} holds fewer than {world} ranks")));
+            }
+            (m, k)
+        }
+        (Some(m), None) => (m, world.div_ceil(m)),
+        (None, Some(k)) => (world.div_ceil(k), k),
+        (None, None) => (1, world),
+    };
+    Ok(Layout { world, local: (0..world).map(|t| (t, t / per_node.max(1))).collect(), nodes })
+}
+
+pub fn run(opts: &Options) -> ReplayResult<Outcome> {
+    let launched = launcher::detect()?;
+    let survey = Arc::new(Survey::run(&opts.trace, &mut WriteBurstDetector::default())?);
+    let map = RankMap { sources: survey.sources.clone(), shared_data: opts.shared_data };
+    let lay = layout(opts, &launched, map.source_count())?;
+    let reporting = launched.as_ref().is_none_or(|l| l.rank == 0);
+
+    std::fs::create_dir_all(&opts.target).map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
+    let conf = Arc::new(Confined::open_root(&opts.target).map_err(|e| ReplayError::io("opening target", &opts.target, e))?);
+    let dir_rdv = match &launched {
+        Some(l) => {
+            let id = l.job_id.clone().or_else(|| opts.run_id.clone()).unwrap_or_else(|| "default".into());
+            let dir = PathBuf::from(RENDEZVOUS_DIR).join(safe_id(&id));
+            Some(Arc::new(DirRendezvous::new(conf.clone(), dir, l.size, opts.timeout)?))
+        }
+        None => None,
+    };
+    let rendezvous: Arc<dyn Rendezvous> = match &dir_rdv {
+        Some(d) => d.clone(),
+        None => Arc::new(ThreadRendezvous::new(lay.local.iter().map(|l| l.0).collect(), opts.timeout)),
+    };
+    let my_rank = lay.local[0].0;
+
+    let mut prepared = None;
+    if opts.prepare != PrepareMode::Skip {
+        let tasks = prepare::tasks(&survey, &map, lay.world);
+        let share = launched.as_ref().map_or((0, 1), |l| (l.rank, l.size));
+        match prepare::prepare(&conf, &tasks, share, opts.prepare_threads) {
+            Ok(p) => prepared = Some(p),
+            Err(e) => {
+                rendezvous.abort(my_rank, &format!("rank {my_rank}: {e}"));
+                return Err(e);
+            }
+        }
+        if launched.is_some() {
+            rendezvous.barrier(my_rank, PREPARED_BARRIER, "data prepared")?;
+        }
+    }
+    if opts.prepare == PrepareMode::Only {
+        return Ok(Outcome { report: None, prepare: prepared, prepare_only: true, failed: false, local_errors: Vec::new() });
+    }
+
+    let phase_selected: Vec<bool> =
+        survey.phases.iter().map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind))).collect();
+    let host = hostname();
+    let recording = match &opts.record_ops {
+        Some(dir) => {
+            let dir = record::record_dir(dir, launched.as_ref().map(|l| l.rank));
+            Some(record::start(&dir, &host, std::env::args().collect())?)
+        }
+        None => None,
+    };
+    let progress = Arc::new(AtomicU64::new(0));
+    let total: u64 = lay.local.iter().map(|(t, _)| survey.ops_per_source.get(&map.source_rank(*t)).copied().unwrap_or(0)).sum();
+    let bar = crate::progress::start(total, progress.clone(), opts.show_progress && reporting && !opts.json);
+    let (recorder, sink) = match recording {
+        Some((r, s)) => (Some(r), Some(s)),
+        None => (None, None),
+    };
+    let shared = Shared {
+        conf: conf.clone(),
+        survey: survey.clone(),
+        map: map.clone(),
+        phase_selected: phase_selected.clone(),
+        timing: opts.timing,
+        direct: opts.direct,
+        engine: opts.engine,
+        rendezvous: rendezvous.clone(),
+        progress,
+        recorder,
+        host,
+    };
+    let mut extra_errors = Vec::new();
+    let results: Vec<RankResult> = std::thread::scope(|s| {
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for &(rank, node) in &lay.local {
+            let (tx, rx) = sync_channel(CHANNEL_CHUNKS);
+            senders.push((rank, tx));
+            let shared = &shared;
+            handles.push(s.spawn(move || match Worker::new(shared, rank, node) {
+                Ok(w) => w.run(rx),
+                Err(e) => {
+                    let msg = format!("rank {rank}: {e}");
+                    shared.rendezvous.abort(rank, &msg);
+                    RankResult { rank, node, host: shared.host.clone(), errors: vec![msg], ..Default::default() }
+                }
+            }));
+        }
+        if let Err(e) = dispatch(&opts.trace, &survey, &map, &phase_selected, senders) {
+            let msg = format!("reading the trace: {e}");
+            shared.rendezvous.abort(my_rank, &msg);
+            extra_errors.push(msg);
+        }
+        handles.into_iter().map(|h| h.join().expect("rank thread")).collect()
+    });
+    drop(bar);
+    drop(shared);
+    if let Some(sink) = sink {
+        if let Err(e) = sink.finish() {
+            extra_errors.push(format!("recording ops: {e}"));
+        }
+    }
+    let local_errors: Vec<String> = results.iter().flat_map(|r| r.errors.clone()).chain(extra_errors.clone()).collect();
+
+    let (all, gather_error) = match &dir_rdv {
+        None => (results, None),
+        Some(d) => {
+            let mut mine = results.into_iter().next().expect("one rank per launched process");
+            mine.errors.extend(extra_errors.drain(..));
+            d.publish(&mine)?;
+            if !reporting {
+                return Ok(Outcome { report: None, prepare: prepared, prepare_only: false, failed: !local_errors.is_empty(), local_errors });
+            }
+            d.gather()
+        }
+    };
+    extra_errors.extend(gather_error);
+    let info = RunInfo {
+        ranks: lay.world,
+        nodes: lay.nodes,
+        timing: match opts.timing {
+            Timing::Afap => "afap".into(),
+            Timing::Scaled(f) if f == 1.0 => "original".into(),
+            Timing::Scaled(f) => format!("x{f}"),
+        },
+        afap: opts.timing == Timing::Afap,
+        engine: match opts.engine {
+            EngineKind::Psync => "psync".into(),
+            EngineKind::IoUring => "io_uring".into(),
+        },
+        direct: opts.direct,
+        phase_selected,
+    };
+    let report = Report::build(&info, &survey, &all, prepared.clone(), extra_errors);
+    let failed = !report.errors.is_empty();
+    Ok(Outcome { report: Some(report), prepare: prepared, prepare_only: false, failed, local_errors })
+}

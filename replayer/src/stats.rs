@@ -1,0 +1,183 @@
+//! What each rank measured: per-op counts, bytes and latency histograms, and
+//! per-phase time and bytes. Workers keep their own and the report merges
+//! them; across processes they travel as JSON (histograms as value/count
+//! pairs, which re-record exactly).
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Latencies in nanoseconds, 1 ns to 1 hour, 2 significant digits (1 %):
+/// small enough to keep one per op kind per rank for thousands of ranks.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 2).expect("valid histogram bounds")
+}
+
+#[derive(Debug, Clone)]
+pub struct OpStats {
+    pub count: u64,
+    pub bytes: u64,
+    pub latency_ns: Histogram<u64>,
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        OpStats { count: 0, bytes: 0, latency_ns: new_histogram() }
+    }
+}
+
+impl OpStats {
+    pub fn record(&mut self, bytes: u64, latency_ns: u64) {
+        self.count += 1;
+        self.bytes += bytes;
+        self.latency_ns.saturating_record(latency_ns.max(1));
+    }
+
+    pub fn merge(&mut self, other: &OpStats) {
+        self.count += other.count;
+        self.bytes += other.bytes;
+        self.latency_ns.add(&other.latency_ns).expect("histograms share bounds");
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PhaseStats {
+    /// Time this rank spent in the phase (for checkpoints: from the barrier to its last op).
+    pub duration_ns: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub ops: u64,
+}
+
+/// Everything one target rank reports.
+#[derive(Debug, Clone, Default)]
+pub struct RankResult {
+    pub rank: u32,
+    pub source_rank: i32,
+    pub node: u32,
+    pub host: String,
+    pub elapsed_ns: u64,
+    /// Time the rank would have taken had every op run as fast as in the trace.
+    pub ideal_ns: u64,
+    /// Compute time kept from the trace's gaps (0 with `afap`).
+    pub compute_ns: u64,
+    pub ops: BTreeMap<String, OpStats>,
+    pub phases: Vec<PhaseStats>,
+    /// Ops that failed in a way the replay tolerates (an unlink of a file never made).
+    pub tolerated_errors: u64,
+    pub errors: Vec<String>,
+}
+
+impl RankResult {
+    pub fn read_bytes(&self) -> u64 {
+        self.ops.get("read").map_or(0, |o| o.bytes)
+    }
+    pub fn write_bytes(&self) -> u64 {
+        self.ops.get("write").map_or(0, |o| o.bytes)
+    }
+    pub fn stall_ns(&self) -> u64 {
+        self.elapsed_ns.saturating_sub(self.ideal_ns)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireOp {
+    count: u64,
+    bytes: u64,
+    /// (latency ns, count) for every recorded bucket.
+    latency_ns: Vec<(u64, u64)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireRank {
+    rank: u32,
+    source_rank: i32,
+    node: u32,
+    host: String,
+    elapsed_ns: u64,
+    ideal_ns: u64,
+    compute_ns: u64,
+    ops: BTreeMap<String, WireOp>,
+    phases: Vec<PhaseStats>,
+    tolerated_errors: u64,
+    errors: Vec<String>,
+}
+
+impl RankResult {
+    pub fn to_json(&self) -> String {
+        let ops = self
+            .ops
+            .iter()
+            .map(|(k, o)| {
+                let lat = o
+                    .latency_ns
+                    .iter_recorded()
+                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                    .collect();
+                (k.clone(), WireOp { count: o.count, bytes: o.bytes, latency_ns: lat })
+            })
+            .collect();
+        let w = WireRank {
+            rank: self.rank,
+            source_rank: self.source_rank,
+            node: self.node,
+            host: self.host.clone(),
+            elapsed_ns: self.elapsed_ns,
+            ideal_ns: self.ideal_ns,
+            compute_ns: self.compute_ns,
+            ops,
+            phases: self.phases.clone(),
+            tolerated_errors: self.tolerated_errors,
+            errors: self.errors.clone(),
+        };
+        serde_json::to_string(&w).expect("rank result serialises")
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let w: WireRank = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let ops = w
+            .ops
+            .into_iter()
+            .map(|(k, o)| {
+                let mut h = new_histogram();
+                for (v, c) in o.latency_ns {
+                    h.saturating_record_n(v.max(1), c);
+                }
+                (k, OpStats { count: o.count, bytes: o.bytes, latency_ns: h })
+            })
+            .collect();
+        Ok(RankResult {
+            rank: w.rank,
+            source_rank: w.source_rank,
+            node: w.node,
+            host: w.host,
+            elapsed_ns: w.elapsed_ns,
+            ideal_ns: w.ideal_ns,
+            compute_ns: w.compute_ns,
+            ops,
+            phases: w.phases,
+            tolerated_errors: w.tolerated_errors,
+            errors: w.errors,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_survive_the_wire() {
+        let mut r = RankResult { rank: 3, host: "h".into(), ..Default::default() };
+        let op = r.ops.entry("read".into()).or_default();
+        for i in 1..1000u64 {
+            op.record(4096, i * 1000);
+        }
+        let back = RankResult::from_json(&r.to_json()).unwrap();
+        let (a, b) = (&r.ops["read"], &back.ops["read"]);
+        assert_eq!((a.count, a.bytes), (b.count, b.bytes));
+        assert_eq!(a.latency_ns.len(), b.latency_ns.len());
+        assert_eq!(a.latency_ns.value_at_quantile(0.99), b.latency_ns.value_at_quantile(0.99));
+    }
+}

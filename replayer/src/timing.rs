@@ -1,0 +1,117 @@
+//! When each op should start. `afap` issues ops back to back; `original` and
+//! a scale factor keep each rank's compute gaps from the trace (scaled), so
+//! slow I/O pushes the rank behind the schedule it would have kept on the
+//! traced storage. Latency is measured from the intended start, so time an op
+//! waited because the rank was behind counts against the storage (no
+//! coordinated omission).
+
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Timing {
+    Afap,
+    /// Compute gaps multiplied by this factor (1.0 = original).
+    Scaled(f64),
+}
+
+impl std::str::FromStr for Timing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "afap" => Ok(Timing::Afap),
+            "original" => Ok(Timing::Scaled(1.0)),
+            _ => match s.parse::<f64>() {
+                Ok(f) if f.is_finite() && f >= 0.0 => Ok(Timing::Scaled(f)),
+                _ => Err(format!("`{s}` is not a timing (afap, original, or a non-negative scale factor like 0.5)")),
+            },
+        }
+    }
+}
+
+/// One rank's clock against the trace.
+#[derive(Debug)]
+pub struct Schedule {
+    timing: Timing,
+    /// End of the previous op in trace time.
+    prev_trace_end: Option<i64>,
+    /// When the previous op (or barrier) ended in the replay.
+    prev_end: Instant,
+    pub compute_ns: u64,
+    pub ideal_ns: u64,
+}
+
+impl Schedule {
+    pub fn new(timing: Timing, now: Instant) -> Self {
+        Schedule { timing, prev_trace_end: None, prev_end: now, compute_ns: 0, ideal_ns: 0 }
+    }
+
+    /// After a barrier the rank resumes from `now`; the trace gap counts from
+    /// the phase start, since waiting at the barrier was not compute.
+    pub fn resume(&mut self, now: Instant, phase_start_ns: i64) {
+        self.prev_end = now;
+        self.prev_trace_end = Some(self.prev_trace_end.map_or(phase_start_ns, |p| p.max(phase_start_ns)));
+    }
+
+    /// The intended start of an op at trace time `ts` lasting `dur` in the
+    /// trace; waits until then (returns at once when behind).
+    pub fn start(&mut self, ts: i64, dur: i64) -> Instant {
+        self.ideal_ns += dur.max(0) as u64;
+        let Timing::Scaled(f) = self.timing else {
+            return Instant::now();
+        };
+        let gap = self.prev_trace_end.map_or(0, |p| (ts - p).max(0));
+        let gap = (gap as f64 * f) as u64;
+        self.compute_ns += gap;
+        self.ideal_ns += gap;
+        self.prev_trace_end = Some(self.prev_trace_end.map_or(ts + dur, |p| p.max(ts + dur)));
+        let intended = self.prev_end + Duration::from_nanos(gap);
+        wait_until(intended);
+        intended
+    }
+
+    pub fn finished(&mut self, end: Instant) {
+        self.prev_end = end;
+    }
+}
+
+/// Sleeps most of the way, then yields, so ops start within microseconds of plan.
+fn wait_until(t: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= t {
+            return;
+        }
+        let left = t - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_timings() {
+        assert_eq!("afap".parse::<Timing>().unwrap(), Timing::Afap);
+        assert_eq!("original".parse::<Timing>().unwrap(), Timing::Scaled(1.0));
+        assert_eq!("0.5".parse::<Timing>().unwrap(), Timing::Scaled(0.5));
+        assert!("-1".parse::<Timing>().is_err());
+        assert!("fast".parse::<Timing>().is_err());
+    }
+
+    #[test]
+    fn original_timing_keeps_gaps() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0);
+        s.start(0, 1_000);
+        s.finished(Instant::now());
+        let intended = s.start(20_001_000, 1_000); // 20 ms compute gap
+        assert!(intended.duration_since(t0) >= Duration::from_millis(20));
+        assert!(Instant::now() >= intended);
+        assert_eq!(s.compute_ns, 20_000_000);
+    }
+}

@@ -1,0 +1,108 @@
+//! Shared by the integration tests: synthetic traces and running the binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use iorepro_traces::synth::Workload;
+use iorepro_traces::{Source, WriterOptions};
+
+/// Two ranks: a load burst, 8 steps of reads with 20 ms compute, a
+/// checkpoint every 4 steps.
+pub const TWO_RANKS: &str = r#"
+name = "two-ranks"
+ranks = 2
+seed = 7
+[load]
+bytes_per_rank = "2MiB"
+read_size = "1MiB"
+path = "/models/pretrained.bin"
+[dataset]
+dir = "/data/train"
+files = 4
+file_size = "4MiB"
+read_size = "1MiB"
+[training]
+steps = 8
+compute_time = "20ms"
+reads_per_step = 2
+[checkpoint]
+every = 4
+bytes_per_rank = "2MiB"
+write_size = "1MiB"
+dir = "/checkpoints"
+"#;
+
+pub fn synth(dir: &Path, workload: &str) -> PathBuf {
+    let out = dir.join("trace");
+    Workload::parse(workload).unwrap().write_trace(&out, WriterOptions::new(Source::Synth)).unwrap();
+    out
+}
+
+pub fn replay() -> Command {
+    Command::cargo_bin("iorepro-replay").unwrap()
+}
+
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON report ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Every file and directory under `dir`, relative, sorted.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(root: &Path, d: &Path, out: &mut Vec<String>) {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            for e in rd.flatten() {
+                let p = e.path();
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+                if e.file_type().unwrap().is_dir() {
+                    walk(root, &p, out);
+                }
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// One hand-written trace row: (rank, op, path, fd, offset, bytes, flags).
+pub type Row<'a> = (i32, iorepro_traces::Op, &'a str, i32, Option<i64>, i64, Option<i32>);
+
+/// Writes rows 1 ms apart as a trace.
+pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
+    let out = dir.join("trace");
+    let mut w = iorepro_traces::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
+    for (i, &(rank, op, path, fd, offset, bytes, flags)) in rows.iter().enumerate() {
+        let data = matches!(op, iorepro_traces::Op::Read | iorepro_traces::Op::Write);
+        w.push(&iorepro_traces::EventRow {
+            ts_ns: 1_000_000_000 + i as i64 * 1_000_000,
+            dur_ns: 10_000,
+            host: "h",
+            pid: 100 + rank,
+            tid: 100 + rank,
+            rank: Some(rank),
+            comm: "python",
+            op,
+            path: Some(path),
+            fd: Some(fd),
+            offset,
+            size: data.then_some(bytes),
+            ret: if op == iorepro_traces::Op::Open { fd as i64 } else { bytes },
+            flags,
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+    out
+}
+
+pub const O_WRITE_CREATE: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;

@@ -1,0 +1,159 @@
+//! Scaling a trace: target rank t replays source rank t mod R, so N ranks
+//! move exactly N/R times the trace's bytes, data replicas stay distinct and
+//! written files stay each rank's own.
+
+mod common;
+
+use common::*;
+
+fn trace_bytes(trace: &std::path::Path) -> (u64, u64) {
+    let r = iorepro_traces::TraceReader::open(trace).unwrap();
+    let mut read = 0;
+    let mut write = 0;
+    for ev in r.events().unwrap() {
+        let ev = ev.unwrap();
+        for (i, op) in ev.ops().iter().enumerate() {
+            let ret = ev.ret().value(i);
+            if ret > 0 && op.is_read_data() {
+                read += ret as u64;
+            }
+            if ret > 0 && op.is_write_data() {
+                write += ret as u64;
+            }
+        }
+    }
+    (read, write)
+}
+
+#[test]
+fn eight_ranks_from_two_move_four_times_the_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), TWO_RANKS);
+    let (read, write) = trace_bytes(&trace);
+    assert!(read > 0 && write > 0);
+    let target = tmp.path().join("target");
+    let out = replay().arg(&trace).arg("--target").arg(&target).args(["--ranks", "8", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&out);
+    assert_eq!(r["ranks"], 8);
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), 4 * read);
+    assert_eq!(r["write_bytes"].as_u64().unwrap(), 4 * write);
+    assert_eq!(r["ops"]["read"]["bytes"].as_u64().unwrap(), 4 * read);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0);
+    for k in ["duration_s", "read_gib_s", "write_gib_s", "stall_s", "nodes"] {
+        assert!(r[k].is_number(), "missing {k}");
+    }
+    for k in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(r["ops"]["read"]["lat_us"][k].as_f64().unwrap() > 0.0);
+    }
+    let kinds: Vec<&str> = r["phases"].as_array().unwrap().iter().map(|p| p["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "checkpoint").count(), 2, "{kinds:?}");
+    assert_eq!(kinds[0], "load", "{kinds:?}");
+    let ckpt_bytes: u64 = r["phases"].as_array().unwrap().iter().filter(|p| p["kind"] == "checkpoint").map(|p| p["write_bytes"].as_u64().unwrap()).sum();
+    assert_eq!(ckpt_bytes, 4 * write, "all writes fall in checkpoint phases");
+
+    // Four replicas of the data, each a distinct copy; each rank writes its own checkpoints.
+    let files = listing(&target);
+    for rep in 0..4 {
+        assert!(files.contains(&format!("data/rep-{rep:04}/data/train/shard-00000.bin")), "{files:?}");
+    }
+    let a = std::fs::read(target.join("data/rep-0000/data/train/shard-00000.bin")).unwrap();
+    let b = std::fs::read(target.join("data/rep-0001/data/train/shard-00000.bin")).unwrap();
+    assert_eq!(a.len(), b.len());
+    assert_ne!(a, b, "replicas hold different bytes");
+    for t in 0..8 {
+        let src = t % 2;
+        let ck = target.join(format!("ranks/rank-{t:05}/checkpoints/step-000004/rank-{src:05}.pt"));
+        assert_eq!(std::fs::metadata(&ck).unwrap().len(), write / 4, "{}", ck.display());
+    }
+    assert!(!files.iter().any(|f| f.starts_with(".iorepro-rendezvous/")), "threads leave no rendezvous files");
+
+    // A second run finds the data prepared and reuses it.
+    let again = replay().arg(&trace).arg("--target").arg(&target).args(["--ranks", "8", "--json"]).output().unwrap();
+    let r2 = json(&again);
+    assert_eq!(r2["prepare"]["files_created"], 0);
+    assert!(r2["prepare"]["files_present"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn shared_data_reads_one_copy_and_phase_filter_replays_checkpoints_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), TWO_RANKS);
+    let (_, write) = trace_bytes(&trace);
+    let target = tmp.path().join("target");
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .args(["--ranks", "4", "--shared-data", "--phases", "checkpoint", "--json", "--engine", "io_uring"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&out);
+    assert_eq!(r["read_bytes"], 0);
+    assert_eq!(r["write_bytes"].as_u64().unwrap(), 2 * write);
+    let files = listing(&target);
+    assert!(!files.iter().any(|f| f.starts_with("data/rep-0001")), "{files:?}");
+    assert!(r["phases"].as_array().unwrap().iter().any(|p| p["replayed"] == false));
+}
+
+#[test]
+fn original_timing_keeps_compute_gaps_and_reports_stall() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), TWO_RANKS);
+    let target = tmp.path().join("target");
+    let out = replay().arg(&trace).arg("--target").arg(&target).args(["--timing", "original", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&out);
+    // 8 steps of 20 ms compute per rank are kept.
+    assert!(r["duration_s"].as_f64().unwrap() >= 0.16, "{}", r["duration_s"]);
+    let busy = r["gpu_busy"].as_f64().unwrap();
+    assert!(busy > 0.3 && busy <= 1.0, "gpu_busy {busy}");
+    assert!(r["stall_s"].as_f64().unwrap() >= 0.0);
+    let afap = replay().arg(&trace).arg("--target").arg(&target).args(["--json"]).output().unwrap();
+    let a = json(&afap);
+    assert!(a["gpu_busy"].is_null());
+    assert!(a["duration_s"].as_f64().unwrap() < r["duration_s"].as_f64().unwrap());
+}
+
+#[test]
+fn record_ops_writes_a_replay_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), TWO_RANKS);
+    let target = tmp.path().join("target");
+    let rec = tmp.path().join("rec");
+    let out = replay().arg(&trace).arg("--target").arg(&target).arg("--record-ops").arg(&rec).args(["--ranks", "4", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&out);
+    let reader = iorepro_traces::TraceReader::open(&rec).unwrap();
+    assert_eq!(reader.manifest().source, iorepro_traces::Source::Replay);
+    let replayed: u64 = r["ops"].as_object().unwrap().values().map(|o| o["count"].as_u64().unwrap()).sum();
+    assert_eq!(reader.rows(), replayed);
+    let (read, write) = trace_bytes(&rec);
+    assert_eq!(read, r["read_bytes"].as_u64().unwrap());
+    assert_eq!(write, r["write_bytes"].as_u64().unwrap());
+    let mut ranks = std::collections::BTreeSet::new();
+    for ev in reader.events().unwrap() {
+        let ev = ev.unwrap();
+        for i in 0..ev.len() {
+            ranks.insert(ev.rank().value(i));
+            assert!(ev.path_at(i).unwrap().starts_with(target.to_str().unwrap()));
+        }
+    }
+    assert_eq!(ranks.into_iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn table_report_and_bad_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), TWO_RANKS);
+    let out = replay().arg(&trace).arg("--target").arg(tmp.path().join("t")).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in ["checkpoint", "p99 us", "GiB/s", "rank"] {
+        assert!(text.contains(needle), "{needle} missing in\n{text}");
+    }
+    let bad = replay().arg(tmp.path().join("nope")).arg("--target").arg(tmp.path().join("t")).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).starts_with("Error: "));
+}
