@@ -1,1 +1,15 @@
-//! End-to-end tests across crates.
+//! Helpers for iorepro's end-to-end tests, which drive the real binaries
+//! (`iorepro-collect`, `iorepro-trace`, `iorepro-replay`) over real workloads.
+//!
+//! [`bins`] finds the workspace and its built binaries and runs them;
+//! [`job`] generates a training dataset and launches the PyTorch job in
+//! `tests/jobs/` under torchrun; [`capture`] says whether this machine can
+//! load the probes and runs a job under the collector; [`rows`] reads a
+//! trace back into plain rows so tests can total bytes by path, process and
+//! rank; [`samples`] names the bundled traces in `traces/samples/`.
+
+pub mod bins;
+pub mod capture;
+pub mod job;
+pub mod rows;
+pub mod samples;

@@ -1,0 +1,129 @@
+"""A small but real distributed training job, used as the workload whose file
+I/O the end-to-end tests capture.
+
+Launched with `torchrun --standalone --nproc_per_node=2`; gloo on CPU. Each
+rank reads its share of the sample files through a DataLoader with forked
+worker processes (a Dataset whose __getitem__ opens and reads one file), trains
+a small MLP wrapped in DistributedDataParallel, and saves a
+torch.distributed.checkpoint (DCP) every --ckpt-every steps. A short sleep per
+step stands in for accelerator compute, so reading is paced the way a real
+job's is and checkpoints stand apart from the reading around them.
+
+On success rank 0 writes a JSON line to --report with what the job did (files,
+epochs, checkpoints saved), which the tests compare with the trace.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+FEATURES = 256
+
+
+class FileSamples(Dataset):
+    """One sample per file; the whole file is read on every access."""
+
+    def __init__(self, root):
+        self.paths = sorted(os.path.join(root, n) for n in os.listdir(root))
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        with open(self.paths[index], "rb") as f:
+            raw = f.read()
+        data = torch.frombuffer(bytearray(raw), dtype=torch.uint8).float()
+        # Fold the file into a fixed-size feature vector; the label is a
+        # cheap function of the content so the model has something to fit.
+        usable = data[: (data.numel() // FEATURES) * FEATURES]
+        x = usable.view(-1, FEATURES).mean(dim=0) / 255.0
+        y = x[:8].sum().unsqueeze(0)
+        return x, y
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", required=True)
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--prefetch", type=int, default=4, help="batches each worker loads ahead")
+    p.add_argument("--ckpt-every", type=int, default=10)
+    p.add_argument("--compute-s", type=float, default=0.15)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--report")
+    args = p.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+
+    dataset = FileSamples(args.data)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch,
+        sampler=sampler,
+        num_workers=2,
+        multiprocessing_context="fork",
+        persistent_workers=True,
+        prefetch_factor=args.prefetch,
+    )
+
+    model = nn.Sequential(
+        nn.Linear(FEATURES, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, 1),
+    )
+    ddp = DistributedDataParallel(model)
+    opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    loss_fn = nn.MSELoss()
+
+    step, saves = 0, []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            opt.zero_grad()
+            loss = loss_fn(ddp(x), y)
+            loss.backward()
+            opt.step()
+            time.sleep(args.compute_s)
+            step += 1
+            if step % args.ckpt_every == 0:
+                state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step}
+                ckpt_id = os.path.join(args.ckpt, f"step_{step:05d}")
+                dcp.save(state, checkpoint_id=ckpt_id)
+                saves.append(ckpt_id)
+                dist.barrier()
+                # Compute resumes after the checkpoint, as in a real job.
+                time.sleep(args.compute_s)
+
+    dist.barrier()
+    if rank == 0 and args.report:
+        with open(args.report, "w") as f:
+            json.dump(
+                {
+                    "world": world,
+                    "files": len(dataset),
+                    "epochs": args.epochs,
+                    "steps_per_rank": step,
+                    "checkpoints": saves,
+                },
+                f,
+            )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+//! The workspace and the binaries the tests drive.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The workspace root (the parent of this package).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives inside the workspace")
+        .to_path_buf()
+}
+
+/// A built binary of the workspace; panics with the command that builds it
+/// when it is missing, because a test without it would prove nothing.
+pub fn bin(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let p = target.join("debug").join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+/// Runs a command to completion; panics with its output when it fails.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs a command that prints JSON on stdout and parses it.
+pub fn run_json(cmd: &mut Command) -> serde_json::Value {
+    let out = run_ok(cmd);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{cmd:?} printed no JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// A clean scratch directory for one test under the system temp dir (kept
+/// after the run, so a failure can be inspected; cleared by the next run).
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join("iorepro-tests").join(name);
+    if d.exists() {
+        std::fs::remove_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    }
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    d
+}

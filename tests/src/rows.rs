@@ -1,0 +1,65 @@
+//! A trace read back as plain rows, for totals by path, process and rank.
+
+use std::path::Path;
+
+use iorepro_traces::schema::Op;
+use iorepro_traces::{Events, TraceReader};
+
+/// One trace row, owned.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub ts_ns: i64,
+    pub pid: i32,
+    pub tid: i32,
+    pub rank: Option<i32>,
+    pub comm: String,
+    pub op: Op,
+    pub path: Option<String>,
+    pub size: Option<i64>,
+    pub ret: i64,
+}
+
+impl Row {
+    /// Bytes a read or write moved (its positive return value).
+    pub fn moved(&self) -> u64 {
+        self.ret.max(0) as u64
+    }
+
+    pub fn under(&self, dir: &Path) -> bool {
+        self.path
+            .as_deref()
+            .is_some_and(|p| Path::new(p).starts_with(dir))
+    }
+}
+
+/// Every row of a (small) trace, in `ts` order.
+pub fn load(trace: &Path) -> Vec<Row> {
+    let reader = TraceReader::open(trace).unwrap_or_else(|e| panic!("{e}"));
+    let mut rows = Vec::new();
+    for batch in reader.events().unwrap_or_else(|e| panic!("{e}")) {
+        let ev = batch.unwrap_or_else(|e| panic!("{e}"));
+        let ops = ev.ops();
+        for (i, op) in ops.into_iter().enumerate() {
+            rows.push(Row {
+                ts_ns: ev.ts().value(i),
+                pid: ev.pid().value(i),
+                tid: ev.tid().value(i),
+                rank: Events::opt_i32(ev.rank(), i),
+                comm: ev.comm().value(i).to_string(),
+                op,
+                path: ev.path_at(i).map(str::to_string),
+                size: Events::opt_i64(ev.size(), i),
+                ret: ev.ret().value(i),
+            });
+        }
+    }
+    rows
+}
+
+/// Sum of bytes moved by `op` rows under `dir`.
+pub fn bytes_under(rows: &[Row], op: Op, dir: &Path) -> u64 {
+    rows.iter()
+        .filter(|r| r.op == op && r.under(dir))
+        .map(Row::moved)
+        .sum()
+}
