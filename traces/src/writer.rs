@@ -52,8 +52,11 @@ impl WriterOptions {
 }
 
 /// The one place Parquet writer settings live: zstd, dictionary-encoded strings
-/// (Parquet's default for byte arrays), delta-encoded timestamps, offsets and
-/// durations, one row group per segment.
+/// and small-domain integers (Parquet's default), delta-encoded timestamps, and
+/// byte-stream-split durations and offsets. Measured on a capture-like mix of
+/// interleaved loader streams, byte-stream-split beat delta encoding for both
+/// (durations are not monotonic, and interleaved streams make offset deltas
+/// large): 2.3 vs 2.6 and 1.3 vs 2.0 bytes per row. One row group per segment.
 pub fn writer_properties(opts: &WriterOptions) -> WriterProperties {
     let level = ZstdLevel::try_new(opts.zstd_level).unwrap_or_default();
     let mut b = WriterProperties::builder()
@@ -64,11 +67,15 @@ pub fn writer_properties(opts: &WriterOptions) -> WriterProperties {
             PARQUET_VERSION_KEY.to_string(),
             SCHEMA_VERSION.to_string(),
         )]));
-    for col in [COL_TS, COL_OFFSET, COL_DUR_NS] {
+    for (col, encoding) in [
+        (COL_TS, Encoding::DELTA_BINARY_PACKED),
+        (COL_DUR_NS, Encoding::BYTE_STREAM_SPLIT),
+        (COL_OFFSET, Encoding::BYTE_STREAM_SPLIT),
+    ] {
         let path = ColumnPath::from(col);
         b = b
             .set_column_dictionary_enabled(path.clone(), false)
-            .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+            .set_column_encoding(path, encoding);
     }
     b.build()
 }
