@@ -17,7 +17,11 @@ pub fn torch_python() -> Result<PathBuf, String> {
     if !out.status.success() {
         return Err(format!(
             "python3 cannot import torch (install it: pip install torch): {}",
-            String::from_utf8_lossy(&out.stderr).trim().lines().last().unwrap_or("")
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("")
         ));
     }
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))

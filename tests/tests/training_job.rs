@@ -52,8 +52,15 @@ fn run_capture() -> Result<Captured, String> {
     let trace = root.join("trace");
     let started = Instant::now();
     let out = capture(&trace, &[&job.data, &job.ckpt], &job.command(&python));
-    eprintln!("captured the training job in {:.1} s", started.elapsed().as_secs_f64());
-    let rows = if trace.join("manifest.json").exists() { load(&trace) } else { Vec::new() };
+    eprintln!(
+        "captured the training job in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let rows = if trace.join("manifest.json").exists() {
+        load(&trace)
+    } else {
+        Vec::new()
+    };
     Ok(Captured {
         job,
         trace,
@@ -67,11 +74,23 @@ fn run_capture() -> Result<Captured, String> {
 #[test]
 fn the_job_succeeds_and_its_trace_is_valid() {
     let Some(c) = captured() else { return };
-    assert!(c.status.success(), "job under the collector failed ({}):\n{}", c.status, c.stderr);
-    run_ok(Command::new(bin("iorepro-trace")).arg("validate").arg(&c.trace));
+    assert!(
+        c.status.success(),
+        "job under the collector failed ({}):\n{}",
+        c.status,
+        c.stderr
+    );
+    run_ok(
+        Command::new(bin("iorepro-trace"))
+            .arg("validate")
+            .arg(&c.trace),
+    );
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(c.trace.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["dropped_events"], 0, "events were lost: {manifest}");
+    assert_eq!(
+        manifest["dropped_events"], 0,
+        "events were lost: {manifest}"
+    );
     assert_eq!(manifest["source"], "ebpf");
 }
 
@@ -81,11 +100,19 @@ fn phases_show_the_load_and_one_checkpoint_per_save() {
     assert!(c.status.success(), "job failed: {}", c.stderr);
     let saves = c.job.report()["checkpoints"].as_array().unwrap().len();
     assert_eq!(saves, 3, "the job is shaped to save three checkpoints");
-    let v = run_json(Command::new(bin("iorepro-trace")).arg("phases").arg(&c.trace).arg("--json"));
+    let v = run_json(
+        Command::new(bin("iorepro-trace"))
+            .arg("phases")
+            .arg(&c.trace)
+            .arg("--json"),
+    );
     let phases = v["phases"].as_array().expect("phases list");
     let kinds: Vec<&str> = phases.iter().map(|p| p["kind"].as_str().unwrap()).collect();
     let checkpoints = kinds.iter().filter(|k| **k == "checkpoint").count();
-    assert_eq!(checkpoints, saves, "checkpoint phases vs saves; phases: {kinds:?}");
+    assert_eq!(
+        checkpoints, saves,
+        "checkpoint phases vs saves; phases: {kinds:?}"
+    );
     let first_load = kinds.iter().position(|k| *k == "load");
     let first_ckpt = kinds.iter().position(|k| *k == "checkpoint");
     assert!(
@@ -93,7 +120,10 @@ fn phases_show_the_load_and_one_checkpoint_per_save() {
         "a load phase must come before the first checkpoint; phases: {kinds:?}"
     );
     for p in phases.iter().filter(|p| p["kind"] == "checkpoint") {
-        assert!(p["write_bytes"].as_u64().unwrap() > 0, "checkpoint without writes: {p}");
+        assert!(
+            p["write_bytes"].as_u64().unwrap() > 0,
+            "checkpoint without writes: {p}"
+        );
     }
 }
 
@@ -108,7 +138,10 @@ fn loader_worker_io_is_attributed_to_the_ranks() {
         .collect();
     assert!(!reads.is_empty(), "no dataset reads captured");
     let unranked: Vec<_> = reads.iter().filter(|r| r.rank.is_none()).take(5).collect();
-    assert!(unranked.is_empty(), "dataset reads without a rank, e.g. {unranked:?}");
+    assert!(
+        unranked.is_empty(),
+        "dataset reads without a rank, e.g. {unranked:?}"
+    );
     // The rank processes write the checkpoints; the DataLoader workers (two
     // forked per rank) do all the dataset reading.
     let writers: std::collections::BTreeSet<i32> = c
@@ -118,8 +151,11 @@ fn loader_worker_io_is_attributed_to_the_ranks() {
         .map(|r| r.pid)
         .collect();
     for rank in 0..c.job.ranks as i32 {
-        let readers: std::collections::BTreeSet<i32> =
-            reads.iter().filter(|r| r.rank == Some(rank)).map(|r| r.pid).collect();
+        let readers: std::collections::BTreeSet<i32> = reads
+            .iter()
+            .filter(|r| r.rank == Some(rank))
+            .map(|r| r.pid)
+            .collect();
         assert_eq!(
             readers.len(),
             2,
@@ -131,7 +167,11 @@ fn loader_worker_io_is_attributed_to_the_ranks() {
         );
     }
     let ranks: std::collections::BTreeSet<i32> = reads.iter().filter_map(|r| r.rank).collect();
-    assert_eq!(ranks, (0..c.job.ranks as i32).collect(), "ranks seen on dataset reads");
+    assert_eq!(
+        ranks,
+        (0..c.job.ranks as i32).collect(),
+        "ranks seen on dataset reads"
+    );
 }
 
 #[test]
@@ -143,7 +183,8 @@ fn checkpoint_bytes_written_equal_the_files_on_disk() {
     let disk_bytes: u64 = on_disk.iter().map(|f| f.1).sum();
     let written = bytes_under(&c.rows, Op::Write, &c.job.ckpt);
     assert_eq!(
-        written, disk_bytes,
+        written,
+        disk_bytes,
         "bytes written under {} vs files on disk {on_disk:?}",
         c.job.ckpt.display()
     );
@@ -161,7 +202,11 @@ fn dataset_bytes_read_equal_what_the_loader_must_read() {
     assert!(c.status.success(), "job failed: {}", c.stderr);
     let epochs = u64::from(c.job.epochs);
     let read = bytes_under(&c.rows, Op::Read, &c.job.data);
-    assert_eq!(read, epochs * c.dataset_bytes, "every sample file read fully, once per epoch");
+    assert_eq!(
+        read,
+        epochs * c.dataset_bytes,
+        "every sample file read fully, once per epoch"
+    );
     // File by file: each sample read fully once per epoch, by one rank.
     for (path, size) in files_under(&c.job.data) {
         let per_file: u64 = c
