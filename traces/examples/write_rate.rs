@@ -28,14 +28,34 @@ fn rows(n: usize) -> Vec<(i64, i64, i32, i32, Op, u32, i64, i64, i64)> {
         let (file, off) = &mut cursor[w];
         if *off == 0 {
             *file = rng.random_range(0..2000);
-            out.push((ts, rng.random_range(3_000..9_000), pid, w as i32, Op::Open, *file, -1, -1, 12));
+            out.push((
+                ts,
+                rng.random_range(3_000..9_000),
+                pid,
+                w as i32,
+                Op::Open,
+                *file,
+                -1,
+                -1,
+                12,
+            ));
         }
         let size = [131_072i64, 262_144, 1_048_576][rng.random_range(0..3)];
         let dur = (size / 2) + rng.random_range(0..20_000);
         out.push((ts, dur, pid, w as i32, Op::Read, *file, *off, size, size));
         *off += size;
         if *off >= 64 << 20 {
-            out.push((ts + dur, rng.random_range(1_000..3_000), pid, w as i32, Op::Close, *file, -1, -1, 0));
+            out.push((
+                ts + dur,
+                rng.random_range(1_000..3_000),
+                pid,
+                w as i32,
+                Op::Close,
+                *file,
+                -1,
+                -1,
+                0,
+            ));
             *off = 0;
         }
     }
@@ -55,10 +75,19 @@ fn cpu_seconds() -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let dir = PathBuf::from(args.get(1).ok_or_else(|| anyhow::anyhow!("usage: write_rate OUT_DIR [ROWS]"))?);
-    let n: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(5_000_000);
+    let dir = PathBuf::from(
+        args.get(1)
+            .ok_or_else(|| anyhow::anyhow!("usage: write_rate OUT_DIR [ROWS]"))?,
+    );
+    let n: usize = args
+        .get(2)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(5_000_000);
     let data = rows(n);
-    let paths: Vec<String> = (0..2000).map(|i| format!("/data/imagenet/train/shard-{i:05}.tar")).collect();
+    let paths: Vec<String> = (0..2000)
+        .map(|i| format!("/data/imagenet/train/shard-{i:05}.tar"))
+        .collect();
     let comms = ["pt_data_worker", "python"];
     let row = |r: &(i64, i64, i32, i32, Op, u32, i64, i64, i64)| EventRow {
         ts_ns: r.0,

@@ -112,7 +112,9 @@ impl Events {
     /// Distinct host names in this batch's dictionary.
     pub fn host_values(&self) -> impl Iterator<Item = &str> {
         let names: &StringArray = self.host().values().as_string();
-        (0..names.len()).filter(|&i| names.is_valid(i)).map(move |i| names.value(i))
+        (0..names.len())
+            .filter(|&i| names.is_valid(i))
+            .map(move |i| names.value(i))
     }
 
     pub fn opt_i32(a: &Int32Array, row: usize) -> Option<i32> {

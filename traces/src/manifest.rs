@@ -100,7 +100,11 @@ impl Manifest {
                     supported: SCHEMA_VERSION,
                 })
             }
-            Some(0) | None => return Err(bad("`schema_version` missing or not a positive integer".into())),
+            Some(0) | None => {
+                return Err(bad(
+                    "`schema_version` missing or not a positive integer".into()
+                ))
+            }
             Some(_) => {}
         }
         let m: Manifest =

@@ -7,8 +7,8 @@
 //! that do not overlap in time are read one after another; overlapping ones
 //! (merged captures, foreign writers) are k-way merged by `ts`.
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,9 +24,7 @@ use parquet::file::statistics::Statistics;
 use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
 use crate::manifest::{Manifest, MANIFEST_FILE};
-use crate::schema::{
-    trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
-};
+use crate::schema::{trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
@@ -117,7 +115,9 @@ impl TraceReader {
     }
 
     /// All batches in `ts` order.
-    pub fn batches(&self) -> TraceResult<Box<dyn Iterator<Item = TraceResult<RecordBatch>> + Send>> {
+    pub fn batches(
+        &self,
+    ) -> TraceResult<Box<dyn Iterator<Item = TraceResult<RecordBatch>> + Send>> {
         let mut order: Vec<&SegmentInfo> = self.segments.iter().collect();
         let disjoint = order.iter().all(|s| s.ts_range.is_some()) && {
             order.sort_by_key(|s| s.ts_range.map(|r| r.0));
@@ -134,7 +134,9 @@ impl TraceReader {
                 .iter()
                 .map(|s| {
                     Ok(Box::new(SegmentBatches::open(&s.path, proj.clone())?)
-                        as Box<dyn Iterator<Item = TraceResult<RecordBatch>> + Send>)
+                        as Box<
+                            dyn Iterator<Item = TraceResult<RecordBatch>> + Send,
+                        >)
                 })
                 .collect::<TraceResult<Vec<_>>>()?;
             Ok(Box::new(MergeByTs::new(streams)))
@@ -150,8 +152,8 @@ impl TraceReader {
 /// Reads a segment's footer: row count, `ts` statistics, and a schema check.
 fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
     let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| TraceError::parquet(path, e))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| TraceError::parquet(path, e))?;
     let meta = builder.metadata().clone();
     if let Some(kv) = meta.file_metadata().key_value_metadata() {
         for entry in kv {
@@ -195,7 +197,11 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
     Ok(SegmentInfo {
         path: path.to_path_buf(),
         rows,
-        ts_range: if have_stats { range.or(Some((0, 0))) } else { None },
+        ts_range: if have_stats {
+            range.or(Some((0, 0)))
+        } else {
+            None
+        },
     })
 }
 
@@ -207,7 +213,11 @@ fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<usize>> {
     for field in canon.fields() {
         let name = field.name();
         let Ok(pos) = schema.index_of(name) else {
-            return Err(TraceError::column(path, name, "missing (required by trace format v1)"));
+            return Err(TraceError::column(
+                path,
+                name,
+                "missing (required by trace format v1)",
+            ));
         };
         let found = schema.field(pos).data_type();
         if !castable(found, field.data_type()) {
@@ -247,7 +257,11 @@ fn describe(t: &DataType) -> &'static str {
     }
 }
 
-fn normalise(path: &Path, batch: &RecordBatch, projection: Option<&[usize]>) -> TraceResult<RecordBatch> {
+fn normalise(
+    path: &Path,
+    batch: &RecordBatch,
+    projection: Option<&[usize]>,
+) -> TraceResult<RecordBatch> {
     let canon = trace_schema();
     let opts = CastOptions {
         safe: false,
@@ -264,30 +278,37 @@ fn normalise(path: &Path, batch: &RecordBatch, projection: Option<&[usize]>) -> 
             continue;
         }
         let name = field.name();
-        let src = batch
-            .column_by_name(name)
-            .ok_or_else(|| TraceError::column(path, name, "missing (required by trace format v1)"))?;
+        let src = batch.column_by_name(name).ok_or_else(|| {
+            TraceError::column(path, name, "missing (required by trace format v1)")
+        })?;
         let arr = if src.data_type() == field.data_type() {
             src.clone()
         } else {
             let src = match (src.data_type(), field.data_type()) {
                 // Int64 is nanoseconds; a timestamp in another zone or unit is the same instant.
-                (DataType::Int64, DataType::Timestamp(..)) => cast_with_options(
-                    src,
-                    &DataType::Timestamp(TimeUnit::Nanosecond, None),
-                    &opts,
-                )
-                .map_err(|e| TraceError::column(path, name, e.to_string()))?,
+                (DataType::Int64, DataType::Timestamp(..)) => {
+                    cast_with_options(src, &DataType::Timestamp(TimeUnit::Nanosecond, None), &opts)
+                        .map_err(|e| TraceError::column(path, name, e.to_string()))?
+                }
                 _ => src.clone(),
             };
             cast_with_options(&src, field.data_type(), &opts)
                 .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
         };
         if !field.is_nullable() && arr.null_count() > 0 {
-            return Err(TraceError::column(path, name, "has null values but is required"));
+            return Err(TraceError::column(
+                path,
+                name,
+                "has null values but is required",
+            ));
         }
         cols.push(arr);
-        fields.push(field.as_ref().clone().with_nullable(projection.is_some() || field.is_nullable()));
+        fields.push(
+            field
+                .as_ref()
+                .clone()
+                .with_nullable(projection.is_some() || field.is_nullable()),
+        );
     }
     let schema = if projection.is_some() {
         Arc::new(Schema::new(fields))
@@ -449,7 +470,12 @@ impl Iterator for MergeByTs {
             };
             let (batch, row) = self.current[s].clone().expect("queued stream has a batch");
             let h = match held_of[s] {
-                Some(h) if held[h].num_rows() == batch.num_rows() && Arc::ptr_eq(held[h].column(0), batch.column(0)) => h,
+                Some(h)
+                    if held[h].num_rows() == batch.num_rows()
+                        && Arc::ptr_eq(held[h].column(0), batch.column(0)) =>
+                {
+                    h
+                }
                 _ => {
                     held.push(batch.clone());
                     held_of[s] = Some(held.len() - 1);
@@ -470,7 +496,10 @@ impl Iterator for MergeByTs {
             return None;
         }
         let refs: Vec<&RecordBatch> = held.iter().collect();
-        Some(interleave_record_batch(&refs, &picks).map_err(|e| TraceError::invalid("merge", e.to_string())))
+        Some(
+            interleave_record_batch(&refs, &picks)
+                .map_err(|e| TraceError::invalid("merge", e.to_string())),
+        )
     }
 }
 

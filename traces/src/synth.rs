@@ -204,7 +204,11 @@ impl Workload {
             random: match f.dataset.pattern.as_str() {
                 "sequential" => false,
                 "random" => true,
-                p => return Err(format!("dataset.pattern: `{p}` is not `sequential` or `random`")),
+                p => {
+                    return Err(format!(
+                        "dataset.pattern: `{p}` is not `sequential` or `random`"
+                    ))
+                }
             },
             loader_workers: f.dataset.loader_workers,
             steps: f.training.steps,
@@ -256,7 +260,9 @@ impl Workload {
         }
         if let Some(c) = &self.checkpoint {
             if c.every == 0 || c.write_size == 0 || c.bytes_per_rank == 0 {
-                return Err("checkpoint.every, bytes_per_rank and write_size must be positive".into());
+                return Err(
+                    "checkpoint.every, bytes_per_rank and write_size must be positive".into(),
+                );
             }
         }
         if let Some((bytes, rs, _)) = &self.load {
@@ -397,7 +403,21 @@ impl<'w> Generator<'w> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn row(&mut self, rank: usize, pid: i32, comm: &'static str, ts: i64, dur: i64, op: Op, path: &str, fd: i32, offset: Option<i64>, size: Option<i64>, ret: i64, flags: Option<i32>) {
+    fn row(
+        &mut self,
+        rank: usize,
+        pid: i32,
+        comm: &'static str,
+        ts: i64,
+        dur: i64,
+        op: Op,
+        path: &str,
+        fd: i32,
+        offset: Option<i64>,
+        size: Option<i64>,
+        ret: i64,
+        flags: Option<i32>,
+    ) {
         self.step_rows.push(Row {
             ts,
             dur,
@@ -418,17 +438,56 @@ impl<'w> Generator<'w> {
     fn load_rank(&mut self, r: usize, mut t: i64, bytes: u64, rs: u64, path: &str) -> i64 {
         let pid = self.ranks[r].pid;
         let fd = 5;
-        self.row(r, pid, "python", t, 20_000, Op::Open, path, fd, None, None, fd as i64, Some(O_RDONLY));
+        self.row(
+            r,
+            pid,
+            "python",
+            t,
+            20_000,
+            Op::Open,
+            path,
+            fd,
+            None,
+            None,
+            fd as i64,
+            Some(O_RDONLY),
+        );
         t += 20_000;
         let mut off = 0u64;
         while off < bytes {
             let n = rs.min(bytes - off);
             let d = self.io_ns(n, self.w.read_bps);
-            self.row(r, pid, "python", t, d, Op::Read, path, fd, Some(off as i64), Some(n as i64), n as i64, None);
+            self.row(
+                r,
+                pid,
+                "python",
+                t,
+                d,
+                Op::Read,
+                path,
+                fd,
+                Some(off as i64),
+                Some(n as i64),
+                n as i64,
+                None,
+            );
             t += d;
             off += n;
         }
-        self.row(r, pid, "python", t, 5_000, Op::Close, path, fd, None, None, 0, None);
+        self.row(
+            r,
+            pid,
+            "python",
+            t,
+            5_000,
+            Op::Close,
+            path,
+            fd,
+            None,
+            None,
+            0,
+            None,
+        );
         t + 5_000
     }
 
@@ -458,12 +517,51 @@ impl<'w> Generator<'w> {
             let path = format!("{}/shard-{file:05}.bin", w.data_dir);
             let fd = self.ranks[r].next_fd;
             self.ranks[r].next_fd = 10 + (fd - 9) % 64;
-            self.row(r, pid, comm, t, 8_000, Op::Open, &path, fd, None, None, fd as i64, Some(O_RDONLY));
+            self.row(
+                r,
+                pid,
+                comm,
+                t,
+                8_000,
+                Op::Open,
+                &path,
+                fd,
+                None,
+                None,
+                fd as i64,
+                Some(O_RDONLY),
+            );
             t += 8_000;
             let d = self.io_ns(w.read_size, w.read_bps);
-            self.row(r, pid, comm, t, d, Op::Read, &path, fd, Some(offset as i64), Some(w.read_size as i64), w.read_size as i64, None);
+            self.row(
+                r,
+                pid,
+                comm,
+                t,
+                d,
+                Op::Read,
+                &path,
+                fd,
+                Some(offset as i64),
+                Some(w.read_size as i64),
+                w.read_size as i64,
+                None,
+            );
             t += d;
-            self.row(r, pid, comm, t, 3_000, Op::Close, &path, fd, None, None, 0, None);
+            self.row(
+                r,
+                pid,
+                comm,
+                t,
+                3_000,
+                Op::Close,
+                &path,
+                fd,
+                None,
+                None,
+                0,
+                None,
+            );
             t += 3_000;
         }
         let jitter = self.rng.random_range(0.97..1.03);
@@ -474,22 +572,74 @@ impl<'w> Generator<'w> {
         let pid = self.ranks[r].pid;
         let path = format!("{}/step-{step:06}/rank-{r:05}.pt", c.dir);
         let fd = 7;
-        self.row(r, pid, "python", t, 30_000, Op::Open, &path, fd, None, None, fd as i64, Some(O_WRONLY_CREAT_TRUNC));
+        self.row(
+            r,
+            pid,
+            "python",
+            t,
+            30_000,
+            Op::Open,
+            &path,
+            fd,
+            None,
+            None,
+            fd as i64,
+            Some(O_WRONLY_CREAT_TRUNC),
+        );
         t += 30_000;
         let mut off = 0u64;
         while off < c.bytes_per_rank {
             let n = c.write_size.min(c.bytes_per_rank - off);
             let d = self.io_ns(n, self.w.write_bps);
-            self.row(r, pid, "python", t, d, Op::Write, &path, fd, Some(off as i64), Some(n as i64), n as i64, None);
+            self.row(
+                r,
+                pid,
+                "python",
+                t,
+                d,
+                Op::Write,
+                &path,
+                fd,
+                Some(off as i64),
+                Some(n as i64),
+                n as i64,
+                None,
+            );
             t += d;
             off += n;
         }
         if c.fsync {
             let d = self.io_ns(0, self.w.write_bps) * 10;
-            self.row(r, pid, "python", t, d, Op::Fsync, &path, fd, None, None, 0, None);
+            self.row(
+                r,
+                pid,
+                "python",
+                t,
+                d,
+                Op::Fsync,
+                &path,
+                fd,
+                None,
+                None,
+                0,
+                None,
+            );
             t += d;
         }
-        self.row(r, pid, "python", t, 5_000, Op::Close, &path, fd, None, None, 0, None);
+        self.row(
+            r,
+            pid,
+            "python",
+            t,
+            5_000,
+            Op::Close,
+            &path,
+            fd,
+            None,
+            None,
+            0,
+            None,
+        );
         t + 5_000
     }
 }

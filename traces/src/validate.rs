@@ -64,7 +64,10 @@ pub fn validate(path: &Path) -> TraceResult<Validation> {
         }
     }
     if m.dropped_events > 0 {
-        warnings.push(format!("{} events were dropped at capture", m.dropped_events));
+        warnings.push(format!(
+            "{} events were dropped at capture",
+            m.dropped_events
+        ));
     }
     Ok(Validation {
         segments: reader.segments().len(),

@@ -266,7 +266,8 @@ impl TraceWriter {
             .writer
             .into_inner()
             .map_err(|e| TraceError::parquet(&seg.partial, e))?;
-        file.sync_data().map_err(|e| TraceError::io(&seg.partial, e))?;
+        file.sync_data()
+            .map_err(|e| TraceError::io(&seg.partial, e))?;
         let done = self.dir.join(&seg.name);
         std::fs::rename(&seg.partial, &done).map_err(|e| TraceError::io(&done, e))?;
         self.manifest.segments.push(seg.name);

@@ -35,7 +35,11 @@ fn good_trace(dir: &Path) {
 /// Runs `iorepro-trace ARGS`, asserts exit 2 and one `Error:` line that
 /// mentions `needle`; returns the line.
 fn fails(args: &[&str], needle: &str) -> String {
-    let out = Command::cargo_bin("iorepro-trace").unwrap().args(args).output().unwrap();
+    let out = Command::cargo_bin("iorepro-trace")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(2), "args {args:?}: stderr {err}");
     assert!(!err.contains("panicked"), "{err}");
@@ -84,7 +88,11 @@ fn corrupt_segment() {
     }
     std::fs::write(&seg, &bytes).unwrap();
     fails(&["summary", d.to_str().unwrap()], "seg-000000.parquet");
-    let out = Command::cargo_bin("iorepro-trace").unwrap().args(["validate", d.to_str().unwrap()]).output().unwrap();
+    let out = Command::cargo_bin("iorepro-trace")
+        .unwrap()
+        .args(["validate", d.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -94,9 +102,14 @@ fn newer_schema_version() {
     let d = tmp.path().join("t");
     good_trace(&d);
     let m = d.join("manifest.json");
-    let text = std::fs::read_to_string(&m).unwrap().replace("\"schema_version\": 1", "\"schema_version\": 7");
+    let text = std::fs::read_to_string(&m)
+        .unwrap()
+        .replace("\"schema_version\": 1", "\"schema_version\": 7");
     std::fs::write(&m, text).unwrap();
-    fails(&["summary", d.to_str().unwrap()], "schema_version 7 is newer");
+    fails(
+        &["summary", d.to_str().unwrap()],
+        "schema_version 7 is newer",
+    );
 }
 
 #[test]
@@ -110,7 +123,10 @@ fn malformed_manifest() {
     let text = r#"{"format":"iorepro-trace","schema_version":1,"tool_version":"x","source":"synth","hosts":[],
       "start_unix_ns":0,"end_unix_ns":0,"events":0,"dropped_events":0,"segments":["../../etc/passwd.parquet"]}"#;
     std::fs::write(d.join("manifest.json"), text).unwrap();
-    fails(&["summary", d.to_str().unwrap()], "not a .parquet file name inside");
+    fails(
+        &["summary", d.to_str().unwrap()],
+        "not a .parquet file name inside",
+    );
 }
 
 #[test]
@@ -136,8 +152,14 @@ pq.write_table(pa.table(t), {mistyped:?})
     if common::require_python(&script, &["pyarrow"]).is_none() {
         return;
     }
-    fails(&["summary", missing.to_str().unwrap()], "column `ret`: missing");
-    fails(&["summary", mistyped.to_str().unwrap()], "column `offset`: has type Float64");
+    fails(
+        &["summary", missing.to_str().unwrap()],
+        "column `ret`: missing",
+    );
+    fails(
+        &["summary", mistyped.to_str().unwrap()],
+        "column `offset`: has type Float64",
+    );
 }
 
 #[test]
@@ -153,7 +175,18 @@ fn unreadable_workloads() {
     for (name, text, needle) in cases {
         let p = tmp.path().join(name);
         std::fs::write(&p, text).unwrap();
-        fails(&["synth", p.to_str().unwrap(), "-o", out.to_str().unwrap()], needle);
+        fails(
+            &["synth", p.to_str().unwrap(), "-o", out.to_str().unwrap()],
+            needle,
+        );
     }
-    fails(&["synth", tmp.path().join("absent.toml").to_str().unwrap(), "-o", out.to_str().unwrap()], "absent.toml");
+    fails(
+        &[
+            "synth",
+            tmp.path().join("absent.toml").to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        "absent.toml",
+    );
 }

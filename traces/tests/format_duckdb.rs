@@ -12,7 +12,14 @@ fn duckdb_agrees_with_summary() {
     let workload = concat!(env!("CARGO_MANIFEST_DIR"), "/workloads/example.toml");
     Command::cargo_bin("iorepro-trace")
         .unwrap()
-        .args(["synth", workload, "-o", trace.to_str().unwrap(), "--segment-events", "3000"])
+        .args([
+            "synth",
+            workload,
+            "-o",
+            trace.to_str().unwrap(),
+            "--segment-events",
+            "3000",
+        ])
         .assert()
         .success();
     let out = Command::cargo_bin("iorepro-trace")
@@ -40,7 +47,10 @@ print(json.dumps(dict(events=q("SELECT count(*) FROM @T@")[0][0], ops=ops, read_
         return;
     };
     let duck: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert!(duck["segments"].as_u64().unwrap() > 1, "the trace spans several segments");
+    assert!(
+        duck["segments"].as_u64().unwrap() > 1,
+        "the trace spans several segments"
+    );
     assert_eq!(duck["events"], summary["events"]);
     assert_eq!(duck["ops"], summary["ops"]);
     // Every rank reads the same amount in this workload; DuckDB sees each rank's share.

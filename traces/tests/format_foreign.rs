@@ -57,7 +57,11 @@ fn a_trace_written_by_pyarrow_alone_reads_back_exactly() {
         let ev = ev.unwrap();
         for i in 0..ev.len() {
             let k = n + i;
-            assert_eq!(ev.ts().value(i), t0 + k as i64 * 10_000, "row {k}: ts converted to ns UTC");
+            assert_eq!(
+                ev.ts().value(i),
+                t0 + k as i64 * 10_000,
+                "row {k}: ts converted to ns UTC"
+            );
             assert_eq!(ev.host_at(i), format!("gpu-node-{}", k % 2));
             assert_eq!(ev.pid().value(i), 100 + (k % 3) as i32);
             assert_eq!(ev.rank().is_null(i), k % 10 == 0);

@@ -25,7 +25,13 @@ struct Row {
 
 fn row_strategy() -> impl Strategy<Value = Row> {
     (
-        (0i64..1_000_000, 0i64..i64::MAX / 4, "[a-z]{1,6}", any::<i32>(), any::<i32>()),
+        (
+            0i64..1_000_000,
+            0i64..i64::MAX / 4,
+            "[a-z]{1,6}",
+            any::<i32>(),
+            any::<i32>(),
+        ),
         (
             proptest::option::of(0i32..4096),
             "[ -~]{0,15}",
@@ -40,25 +46,36 @@ fn row_strategy() -> impl Strategy<Value = Row> {
             proptest::option::of(any::<i32>()),
         ),
     )
-        .prop_map(|((gap, dur, host, pid, tid), (rank, comm, op, path, fd), (offset, size, ret, flags))| Row {
-            ts: gap,
-            dur,
-            host,
-            pid,
-            tid,
-            rank,
-            comm,
-            op,
-            path,
-            fd,
-            offset,
-            size,
-            ret,
-            flags,
-        })
+        .prop_map(
+            |(
+                (gap, dur, host, pid, tid),
+                (rank, comm, op, path, fd),
+                (offset, size, ret, flags),
+            )| Row {
+                ts: gap,
+                dur,
+                host,
+                pid,
+                tid,
+                rank,
+                comm,
+                op,
+                path,
+                fd,
+                offset,
+                size,
+                ret,
+                flags,
+            },
+        )
 }
 
-fn write(dir: &std::path::Path, rows: &[Row], segment_rows: usize, batch_rows: usize) -> TraceWriter {
+fn write(
+    dir: &std::path::Path,
+    rows: &[Row],
+    segment_rows: usize,
+    batch_rows: usize,
+) -> TraceWriter {
     let mut opts = WriterOptions::new(Source::Synth);
     opts.segment_rows = segment_rows;
     opts.batch_rows = batch_rows;
@@ -161,8 +178,13 @@ fn unordered_pushes_come_back_in_ts_order_within_a_batch() {
         })
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    write(&dir.path().join("t"), &rows, 100, 100).finish().unwrap();
-    let ts: Vec<i64> = read_all(&dir.path().join("t")).iter().map(|r| r.ts).collect();
+    write(&dir.path().join("t"), &rows, 100, 100)
+        .finish()
+        .unwrap();
+    let ts: Vec<i64> = read_all(&dir.path().join("t"))
+        .iter()
+        .map(|r| r.ts)
+        .collect();
     assert_eq!(ts, vec![10, 20, 30]);
 }
 

@@ -19,7 +19,10 @@ pub fn python(script: &str, needs: &[&str]) -> Option<String> {
         );
         return None;
     }
-    let out = Command::new("python3").args(["-c", script]).output().unwrap();
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "python failed: {}",

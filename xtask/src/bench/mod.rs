@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+pub mod collector;
 pub mod trace_format;
 
 /// What every benchmark gets: where the release binaries are and a scratch
@@ -81,7 +82,7 @@ pub fn dir_size(p: &Path) -> u64 {
 
 /// Every benchmark, in order; one failing is reported and the others still run.
 pub fn run_all(ctx: &Ctx) -> Result<()> {
-    let benches: Vec<(&str, fn(&Ctx) -> Result<()>)> = vec![("trace-format", trace_format::run)];
+    let benches: Vec<(&str, fn(&Ctx) -> Result<()>)> = vec![("collector", collector::run)];
     let mut failed = Vec::new();
     for (name, f) in benches {
         if let Err(e) = f(ctx) {
