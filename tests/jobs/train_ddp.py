@@ -9,6 +9,9 @@ torch.distributed.checkpoint (DCP) every --ckpt-every steps. A short sleep per
 step stands in for accelerator compute, so reading is paced the way a real
 job's is and checkpoints stand apart from the reading around them.
 
+With --resume the job first restores the newest checkpoint (dcp.load), as a
+job restarted after preemption does.
+
 On success rank 0 writes a JSON line to --report with what the job did (files,
 epochs, checkpoints saved), which the tests compare with the trace.
 """
@@ -60,6 +63,7 @@ def main():
     p.add_argument("--ckpt-every", type=int, default=10)
     p.add_argument("--compute-s", type=float, default=0.15)
     p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--resume", action="store_true", help="first load the newest checkpoint in --ckpt")
     p.add_argument("--report")
     args = p.parse_args()
 
@@ -91,6 +95,14 @@ def main():
     loss_fn = nn.MSELoss()
 
     step, saves = 0, []
+    if args.resume:
+        # Restart from the newest checkpoint, as a preempted job does.
+        newest = max(d for d in os.listdir(args.ckpt) if d.startswith("step_"))
+        state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": 0}
+        dcp.load(state, checkpoint_id=os.path.join(args.ckpt, newest))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optim"])
+        step = state["step"]
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for x, y in loader:
