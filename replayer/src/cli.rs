@@ -71,8 +71,12 @@ pub struct Cli {
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, "s"), |i| s.split_at(i));
-    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (like 90s, 10m, 1h)"))?;
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((s, "s"), |i| s.split_at(i));
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (like 90s, 10m, 1h)"))?;
     let secs = match unit {
         "ms" => v / 1e3,
         "s" => v,
@@ -98,7 +102,9 @@ impl Cli {
             ),
         };
         if self.ranks == Some(0) || self.nodes == Some(0) || self.ranks_per_node == Some(0) {
-            return Err(usage("--ranks, --nodes and --ranks-per-node must be positive".into()));
+            return Err(usage(
+                "--ranks, --nodes and --ranks-per-node must be positive".into(),
+            ));
         }
         Ok(Options {
             trace: self.trace,
@@ -106,11 +112,20 @@ impl Cli {
             ranks: self.ranks,
             nodes: self.nodes,
             ranks_per_node: self.ranks_per_node,
-            timing: self.timing.parse::<Timing>().map_err(|e| usage(format!("--timing: {e}")))?,
+            timing: self
+                .timing
+                .parse::<Timing>()
+                .map_err(|e| usage(format!("--timing: {e}")))?,
             direct: self.direct,
-            engine: self.engine.parse::<EngineKind>().map_err(|e| usage(format!("--engine: {e}")))?,
+            engine: self
+                .engine
+                .parse::<EngineKind>()
+                .map_err(|e| usage(format!("--engine: {e}")))?,
             phases,
-            prepare: self.prepare.parse::<PrepareMode>().map_err(|e| usage(format!("--prepare: {e}")))?,
+            prepare: self
+                .prepare
+                .parse::<PrepareMode>()
+                .map_err(|e| usage(format!("--prepare: {e}")))?,
             shared_data: self.shared_data,
             json: self.json,
             record_ops: self.record_ops,
@@ -128,14 +143,33 @@ mod tests {
 
     #[test]
     fn options_are_checked() {
-        let o = Cli::parse_from(["x", "t", "--target", "d", "--timing", "0.5", "--phases", "load,checkpoint", "--engine", "io_uring", "--timeout", "2m"])
-            .into_options()
-            .unwrap();
+        let o = Cli::parse_from([
+            "x",
+            "t",
+            "--target",
+            "d",
+            "--timing",
+            "0.5",
+            "--phases",
+            "load,checkpoint",
+            "--engine",
+            "io_uring",
+            "--timeout",
+            "2m",
+        ])
+        .into_options()
+        .unwrap();
         assert_eq!(o.timing, Timing::Scaled(0.5));
         assert_eq!(o.phases, Some(vec![PhaseKind::Load, PhaseKind::Checkpoint]));
         assert_eq!(o.engine, EngineKind::IoUring);
         assert_eq!(o.timeout, Duration::from_secs(120));
-        for bad in [["--phases", "train"], ["--timing", "slow"], ["--engine", "aio"], ["--prepare", "maybe"], ["--timeout", "5 parsecs"]] {
+        for bad in [
+            ["--phases", "train"],
+            ["--timing", "slow"],
+            ["--engine", "aio"],
+            ["--prepare", "maybe"],
+            ["--timeout", "5 parsecs"],
+        ] {
             let args = ["x", "t", "--target", "d", bad[0], bad[1]];
             assert!(Cli::parse_from(args).into_options().is_err(), "{bad:?}");
         }

@@ -48,7 +48,10 @@ impl Confined {
         let c = cstr(path)?;
         // SAFETY: c is a valid NUL-terminated string for the duration of the call.
         let fd = check(unsafe {
-            libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
         })?;
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let root = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -71,7 +74,11 @@ impl Confined {
         let c = cstr(rel)?;
         let how = OpenHow {
             flags: (flags | libc::O_CLOEXEC) as u32 as u64,
-            mode: if flags & libc::O_CREAT != 0 { mode as u64 } else { 0 },
+            mode: if flags & libc::O_CREAT != 0 {
+                mode as u64
+            } else {
+                0
+            },
             resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
         };
         // SAFETY: arguments follow openat2(2): a directory fd, a C string, a
@@ -99,7 +106,12 @@ impl Confined {
 
     fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
         if rel.as_os_str().is_empty() {
-            return Self::openat2(self.root.as_raw_fd(), Path::new("."), libc::O_PATH | libc::O_DIRECTORY, 0);
+            return Self::openat2(
+                self.root.as_raw_fd(),
+                Path::new("."),
+                libc::O_PATH | libc::O_DIRECTORY,
+                0,
+            );
         }
         self.open(rel, libc::O_PATH | libc::O_DIRECTORY, 0)
     }
@@ -113,7 +125,10 @@ impl Confined {
         let mut so_far = PathBuf::new();
         for comp in rel_dir.components() {
             let Component::Normal(name) = comp else {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, "path is not normalised"));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "path is not normalised",
+                ));
             };
             let parent = self.open_dir(&so_far)?;
             let c = cstr(Path::new(name))?;
@@ -135,7 +150,10 @@ impl Confined {
         let name = rel
             .file_name()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-        Ok((rel.parent().unwrap_or(Path::new("")), cstr(Path::new(name))?))
+        Ok((
+            rel.parent().unwrap_or(Path::new("")),
+            cstr(Path::new(name))?,
+        ))
     }
 
     /// Removes a file; `unlinkat` does not follow a final symlink, and the
@@ -154,7 +172,12 @@ impl Confined {
         let tdir = self.open_dir(tp)?;
         // SAFETY: both directory fds are open and both names valid C strings.
         check(unsafe {
-            libc::renameat(fdir.as_raw_fd(), fname.as_ptr(), tdir.as_raw_fd(), tname.as_ptr())
+            libc::renameat(
+                fdir.as_raw_fd(),
+                fname.as_ptr(),
+                tdir.as_raw_fd(),
+                tname.as_ptr(),
+            )
         })
         .map(drop)
     }
@@ -200,9 +223,18 @@ mod tests {
 
     #[test]
     fn normalise_clamps_at_the_target() {
-        assert_eq!(normalise("/data/a.bin").unwrap(), PathBuf::from("data/a.bin"));
-        assert_eq!(normalise("/../../etc/passwd").unwrap(), PathBuf::from("etc/passwd"));
-        assert_eq!(normalise("/data/../../x/./y").unwrap(), PathBuf::from("x/y"));
+        assert_eq!(
+            normalise("/data/a.bin").unwrap(),
+            PathBuf::from("data/a.bin")
+        );
+        assert_eq!(
+            normalise("/../../etc/passwd").unwrap(),
+            PathBuf::from("etc/passwd")
+        );
+        assert_eq!(
+            normalise("/data/../../x/./y").unwrap(),
+            PathBuf::from("x/y")
+        );
         assert_eq!(normalise("rel/p").unwrap(), PathBuf::from("rel/p"));
         assert!(normalise("/").is_none());
         assert!(normalise("/..").is_none());

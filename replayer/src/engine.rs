@@ -36,7 +36,9 @@ pub trait Engine: Send {
 pub fn new_engine(kind: EngineKind) -> io::Result<Box<dyn Engine>> {
     Ok(match kind {
         EngineKind::Psync => Box::new(Psync),
-        EngineKind::IoUring => Box::new(Uring { ring: io_uring::IoUring::new(4)? }),
+        EngineKind::IoUring => Box::new(Uring {
+            ring: io_uring::IoUring::new(4)?,
+        }),
     })
 }
 
@@ -61,7 +63,13 @@ impl Engine for Psync {
     }
     fn sync(&mut self, fd: RawFd, data_only: bool) -> io::Result<()> {
         // SAFETY: plain syscalls on a descriptor.
-        let r = unsafe { if data_only { libc::fdatasync(fd) } else { libc::fsync(fd) } };
+        let r = unsafe {
+            if data_only {
+                libc::fdatasync(fd)
+            } else {
+                libc::fsync(fd)
+            }
+        };
         ret_size(r as isize).map(drop)
     }
 }
@@ -98,12 +106,16 @@ impl Uring {
 impl Engine for Uring {
     fn read_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         use io_uring::{opcode, types};
-        let e = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), buf.len() as u32).offset(offset).build();
+        let e = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), buf.len() as u32)
+            .offset(offset)
+            .build();
         self.submit_one(e).map(|n| n as usize)
     }
     fn write_at(&mut self, fd: RawFd, buf: &[u8], offset: u64) -> io::Result<usize> {
         use io_uring::{opcode, types};
-        let e = opcode::Write::new(types::Fd(fd), buf.as_ptr(), buf.len() as u32).offset(offset).build();
+        let e = opcode::Write::new(types::Fd(fd), buf.as_ptr(), buf.len() as u32)
+            .offset(offset)
+            .build();
         self.submit_one(e).map(|n| n as usize)
     }
     fn sync(&mut self, fd: RawFd, data_only: bool) -> io::Result<()> {
@@ -165,7 +177,9 @@ impl AlignedBuf {
     pub fn stamp(&mut self, n: usize, tag: u64) {
         let n = n.min(self.len);
         for (i, block) in self.as_mut_slice()[..n].chunks_mut(ALIGN).enumerate() {
-            let v = tag.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(i as u64);
+            let v = tag
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(i as u64);
             let w = block.len().min(8);
             block[..w].copy_from_slice(&v.to_le_bytes()[..w]);
         }
@@ -175,7 +189,12 @@ impl AlignedBuf {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this exact layout.
-        unsafe { dealloc(self.ptr, Layout::from_size_align(self.len, ALIGN).expect("valid layout")) }
+        unsafe {
+            dealloc(
+                self.ptr,
+                Layout::from_size_align(self.len, ALIGN).expect("valid layout"),
+            )
+        }
     }
 }
 
@@ -187,7 +206,13 @@ mod tests {
     #[test]
     fn both_engines_move_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.path().join("f")).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
         let data = AlignedBuf::new(8192, 7);
         for kind in [EngineKind::Psync, EngineKind::IoUring] {
             let mut e = match new_engine(kind) {
@@ -197,7 +222,10 @@ mod tests {
                     continue;
                 }
             };
-            assert_eq!(e.write_at(f.as_raw_fd(), data.as_slice(), 4096).unwrap(), 8192);
+            assert_eq!(
+                e.write_at(f.as_raw_fd(), data.as_slice(), 4096).unwrap(),
+                8192
+            );
             e.sync(f.as_raw_fd(), true).unwrap();
             let mut back = vec![0u8; 8192];
             assert_eq!(e.read_at(f.as_raw_fd(), &mut back, 4096).unwrap(), 8192);

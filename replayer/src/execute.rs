@@ -88,7 +88,9 @@ pub struct Worker<'s> {
 
 impl<'s> Worker<'s> {
     pub fn new(shared: &'s Shared, rank: u32, node: u32) -> ReplayResult<Self> {
-        let engine = new_engine(shared.engine).map_err(|e| ReplayError::Usage(format!("cannot start the {:?} engine: {e}", shared.engine)))?;
+        let engine = new_engine(shared.engine).map_err(|e| {
+            ReplayError::Usage(format!("cannot start the {:?} engine: {e}", shared.engine))
+        })?;
         let now = Instant::now();
         let result = RankResult {
             rank,
@@ -178,7 +180,8 @@ impl<'s> Worker<'s> {
         self.phase = i;
         if self.is_barrier_phase(i) {
             self.barrier(&format!("start of phase {i} (checkpoint)"))?;
-            self.sched.resume(Instant::now(), self.shared.phases()[i].start_ns);
+            self.sched
+                .resume(Instant::now(), self.shared.phases()[i].start_ns);
         }
         self.phase_entered = Instant::now();
         Ok(())
@@ -189,7 +192,8 @@ impl<'s> Worker<'s> {
         self.result.phases[i].duration_ns = self.phase_entered.elapsed().as_nanos() as u64;
         if self.is_barrier_phase(i) {
             self.barrier(&format!("end of phase {i} (checkpoint)"))?;
-            self.sched.resume(Instant::now(), self.shared.phases()[i].end_ns);
+            self.sched
+                .resume(Instant::now(), self.shared.phases()[i].end_ns);
         }
         Ok(())
     }
@@ -199,9 +203,13 @@ impl<'s> Worker<'s> {
             return Ok(p.clone());
         }
         let info = &self.shared.survey.paths[id as usize];
-        let rel = remap(&info.path, info.written, self.rank, &self.shared.map).ok_or_else(|| {
-            ReplayError::Usage(format!("refused trace path {:?}: it names no file under the target", &*info.path))
-        })?;
+        let rel =
+            remap(&info.path, info.written, self.rank, &self.shared.map).ok_or_else(|| {
+                ReplayError::Usage(format!(
+                    "refused trace path {:?}: it names no file under the target",
+                    &*info.path
+                ))
+            })?;
         self.paths.insert(id, rel.clone());
         Ok(rel)
     }
@@ -217,16 +225,30 @@ impl<'s> Worker<'s> {
         if flags & libc::O_CREAT != 0 {
             if let Some(parent) = rel.parent() {
                 if !parent.as_os_str().is_empty() && !self.dirs.contains(parent) {
-                    self.shared.conf.create_dirs(parent).map_err(|e| self.io_err("creating directory", parent, e))?;
+                    self.shared
+                        .conf
+                        .create_dirs(parent)
+                        .map_err(|e| self.io_err("creating directory", parent, e))?;
                     self.dirs.insert(parent.to_path_buf());
                 }
             }
         }
-        let fd = self.shared.conf.open(&rel, flags, 0o644).map_err(|e| self.io_err("open", &rel, e))?;
+        let fd = self
+            .shared
+            .conf
+            .open(&rel, flags, 0o644)
+            .map_err(|e| self.io_err("open", &rel, e))?;
         let want_direct = self.shared.direct || flags_hint.is_some_and(|f| f & libc::O_DIRECT != 0);
         self.files.insert(
             (op.pid, op.fd),
-            OpenFile { fd, direct: None, rel, flags: flags & !(libc::O_CREAT | libc::O_TRUNC), want_direct, pos: 0 },
+            OpenFile {
+                fd,
+                direct: None,
+                rel,
+                flags: flags & !(libc::O_CREAT | libc::O_TRUNC),
+                want_direct,
+                pos: 0,
+            },
         );
         Ok(())
     }
@@ -246,22 +268,40 @@ impl<'s> Worker<'s> {
 
     fn data_fd(&mut self, key: (i32, i32), offset: u64, len: u64) -> ReplayResult<RawFd> {
         let f = self.files.get_mut(&key).expect("file was opened");
-        let aligned = offset % ALIGN as u64 == 0 && len % ALIGN as u64 == 0;
+        let aligned = offset.is_multiple_of(ALIGN as u64) && len.is_multiple_of(ALIGN as u64);
         if !(f.want_direct && aligned) {
             return Ok(f.fd.as_raw_fd());
         }
         if f.direct.is_none() {
-            let fd = self.shared.conf.open(&f.rel, f.flags | libc::O_DIRECT, 0).map_err(|e| {
-                let why = if e.raw_os_error() == Some(libc::EINVAL) { " (this filesystem refuses O_DIRECT)" } else { "" };
-                ReplayError::io("open with O_DIRECT", self.shared.conf.display(&f.rel), io::Error::new(e.kind(), format!("{e}{why}")))
-            })?;
+            let fd = self
+                .shared
+                .conf
+                .open(&f.rel, f.flags | libc::O_DIRECT, 0)
+                .map_err(|e| {
+                    let why = if e.raw_os_error() == Some(libc::EINVAL) {
+                        " (this filesystem refuses O_DIRECT)"
+                    } else {
+                        ""
+                    };
+                    ReplayError::io(
+                        "open with O_DIRECT",
+                        self.shared.conf.display(&f.rel),
+                        io::Error::new(e.kind(), format!("{e}{why}")),
+                    )
+                })?;
             f.direct = Some(fd);
         }
         Ok(f.direct.as_ref().expect("just opened").as_raw_fd())
     }
 
     /// Moves `len` bytes at `offset`, in pieces no bigger than [`MAX_IO`].
-    fn transfer(&mut self, key: (i32, i32), write: bool, offset: u64, len: u64) -> ReplayResult<()> {
+    fn transfer(
+        &mut self,
+        key: (i32, i32),
+        write: bool,
+        offset: u64,
+        len: u64,
+    ) -> ReplayResult<()> {
         let fd = self.data_fd(key, offset, len)?;
         let mut done = 0u64;
         while done < len {
@@ -275,7 +315,8 @@ impl<'s> Worker<'s> {
                 self.buf.stamp(n, self.write_tag);
                 self.engine.write_at(fd, &self.buf.as_slice()[..n], at)
             } else {
-                self.engine.read_at(fd, &mut self.buf.as_mut_slice()[..n], at)
+                self.engine
+                    .read_at(fd, &mut self.buf.as_mut_slice()[..n], at)
             };
             let moved = r.map_err(|e| {
                 let rel = self.files[&key].rel.clone();
@@ -283,7 +324,14 @@ impl<'s> Worker<'s> {
             })?;
             if moved == 0 {
                 let rel = self.files[&key].rel.clone();
-                return Err(self.io_err("read", &rel, io::Error::new(io::ErrorKind::UnexpectedEof, format!("file ends before offset {at} that the trace read"))));
+                return Err(self.io_err(
+                    "read",
+                    &rel,
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("file ends before offset {at} that the trace read"),
+                    ),
+                ));
             }
             done += moved as u64;
         }
@@ -307,7 +355,11 @@ impl<'s> Worker<'s> {
             Op::Read | Op::Fault | Op::Write => {
                 if self.ensure_open(op)? {
                     let f = &self.files[&key];
-                    let offset = if op.offset >= 0 { op.offset as u64 } else { f.pos };
+                    let offset = if op.offset >= 0 {
+                        op.offset as u64
+                    } else {
+                        f.pos
+                    };
                     let write = op.op == Op::Write;
                     self.transfer(key, write, offset, op.bytes as u64)?;
                     self.files.get_mut(&key).expect("open").pos = offset + op.bytes as u64;
@@ -349,7 +401,11 @@ impl<'s> Worker<'s> {
                     let rel = self.rel_path(op.path)?;
                     // Format v1 records one path per rename, so it replays as a
                     // rename onto itself: the same lookups, no new name.
-                    let r = if op.op == Op::Unlink { self.shared.conf.unlink(&rel) } else { self.shared.conf.rename(&rel, &rel) };
+                    let r = if op.op == Op::Unlink {
+                        self.shared.conf.unlink(&rel)
+                    } else {
+                        self.shared.conf.rename(&rel, &rel)
+                    };
                     match r {
                         Ok(()) => {}
                         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => replayed = false,
@@ -366,7 +422,9 @@ impl<'s> Worker<'s> {
             return Ok(());
         }
         let latency = end.saturating_duration_since(intended);
-        self.ops[op.op as usize].get_or_insert_with(OpStats::default).record(bytes, latency.as_nanos() as u64);
+        self.ops[op.op as usize]
+            .get_or_insert_with(OpStats::default)
+            .record(bytes, latency.as_nanos() as u64);
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
         match op.op {
@@ -376,11 +434,13 @@ impl<'s> Worker<'s> {
         }
         self.shared.progress.fetch_add(1, Ordering::Relaxed);
         if let Some(rec) = self.record.as_mut() {
-            let path = self.paths.get(&op.path).map(|p| self.shared.conf.display(p));
+            let path = self
+                .paths
+                .get(&op.path)
+                .map(|p| self.shared.conf.display(p));
             let fd = self.files.get(&key).map(|f| f.fd.as_raw_fd());
             rec.push(op, intended, latency, bytes, path.as_deref(), fd);
         }
         Ok(())
     }
 }
-

@@ -16,6 +16,16 @@ pub struct LaunchedRank {
     pub job_id: Option<String>,
 }
 
+/// (launcher, rank var, size var, local rank var, node var, job id vars)
+type Kind = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static [&'static str],
+);
+
 /// Reads the launcher's variables through `get` (the process environment in
 /// production, a map in tests). A half-set environment is an error.
 pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<LaunchedRank>> {
@@ -27,12 +37,39 @@ pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<
             }),
         }
     };
-    // (launcher, rank var, size var, local rank var, node var, job id vars)
-    let kinds: [(&str, &str, &str, &str, Option<&str>, &[&str]); 4] = [
-        ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", Some("SLURM_NODEID"), &["SLURM_JOB_ID", "SLURM_STEP_ID"]),
-        ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", None, &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"]),
-        ("pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", None, &["PMI_KVSNAME", "PMIX_NAMESPACE"]),
-        ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", Some("GROUP_RANK"), &["TORCHELASTIC_RUN_ID", "MASTER_PORT"]),
+    let kinds: [Kind; 4] = [
+        (
+            "slurm",
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_LOCALID",
+            Some("SLURM_NODEID"),
+            &["SLURM_JOB_ID", "SLURM_STEP_ID"],
+        ),
+        (
+            "openmpi",
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            None,
+            &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"],
+        ),
+        (
+            "pmi",
+            "PMI_RANK",
+            "PMI_SIZE",
+            "MPI_LOCALRANKID",
+            None,
+            &["PMI_KVSNAME", "PMIX_NAMESPACE"],
+        ),
+        (
+            "torchrun",
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_RANK",
+            Some("GROUP_RANK"),
+            &["TORCHELASTIC_RUN_ID", "MASTER_PORT"],
+        ),
     ];
     for (launcher, rank_var, size_var, local_var, node_var, job_vars) in kinds {
         let (rank, size) = (num(rank_var)?, num(size_var)?);
@@ -73,21 +110,57 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| m.get(k).cloned()
     }
 
     #[test]
     fn each_launcher_is_recognised() {
-        let s = detect_with(env(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "8"), ("SLURM_NODEID", "1"), ("SLURM_LOCALID", "1"), ("SLURM_JOB_ID", "77"), ("SLURM_STEP_ID", "0")])).unwrap().unwrap();
-        assert_eq!((s.launcher, s.rank, s.size, s.node, s.local_rank), ("slurm", 3, 8, Some(1), Some(1)));
+        let s = detect_with(env(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_NODEID", "1"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_JOB_ID", "77"),
+            ("SLURM_STEP_ID", "0"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (s.launcher, s.rank, s.size, s.node, s.local_rank),
+            ("slurm", 3, 8, Some(1), Some(1))
+        );
         assert_eq!(s.job_id.as_deref(), Some("77.0"));
-        let o = detect_with(env(&[("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "4"), ("OMPI_COMM_WORLD_LOCAL_RANK", "2")])).unwrap().unwrap();
-        assert_eq!((o.launcher, o.rank, o.size, o.local_rank), ("openmpi", 2, 4, Some(2)));
-        let p = detect_with(env(&[("PMI_RANK", "1"), ("PMI_SIZE", "2")])).unwrap().unwrap();
+        let o = detect_with(env(&[
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (o.launcher, o.rank, o.size, o.local_rank),
+            ("openmpi", 2, 4, Some(2))
+        );
+        let p = detect_with(env(&[("PMI_RANK", "1"), ("PMI_SIZE", "2")]))
+            .unwrap()
+            .unwrap();
         assert_eq!((p.launcher, p.rank, p.size), ("pmi", 1, 2));
-        let t = detect_with(env(&[("RANK", "5"), ("WORLD_SIZE", "16"), ("LOCAL_RANK", "1"), ("GROUP_RANK", "2")])).unwrap().unwrap();
-        assert_eq!((t.launcher, t.rank, t.size, t.node), ("torchrun", 5, 16, Some(2)));
+        let t = detect_with(env(&[
+            ("RANK", "5"),
+            ("WORLD_SIZE", "16"),
+            ("LOCAL_RANK", "1"),
+            ("GROUP_RANK", "2"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (t.launcher, t.rank, t.size, t.node),
+            ("torchrun", 5, 16, Some(2))
+        );
         assert_eq!(detect_with(env(&[])).unwrap(), None);
     }
 

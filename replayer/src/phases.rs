@@ -28,9 +28,14 @@ impl PhaseKind {
     }
 
     pub fn parse(s: &str) -> Option<PhaseKind> {
-        [PhaseKind::Load, PhaseKind::Read, PhaseKind::Checkpoint, PhaseKind::Idle]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [
+            PhaseKind::Load,
+            PhaseKind::Read,
+            PhaseKind::Checkpoint,
+            PhaseKind::Idle,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
@@ -116,7 +121,8 @@ impl PhaseDetector for WriteBurstDetector {
                 let split = match self.current {
                     Some((_, end, _)) => {
                         let gap = r.ts - end;
-                        gap > self.split_ns || (self.reads_since_write && gap > self.split_after_reads_ns)
+                        gap > self.split_ns
+                            || (self.reads_since_write && gap > self.split_after_reads_ns)
                     }
                     None => true,
                 };
@@ -162,29 +168,54 @@ impl PhaseDetector for WriteBurstDetector {
         let mut cursor = start;
         let push = |phases: &mut Vec<Phase>, kind, s: i64, e: i64| {
             if e > s {
-                phases.push(Phase { kind, start_ns: s, end_ns: e });
+                phases.push(Phase {
+                    kind,
+                    start_ns: s,
+                    end_ns: e,
+                });
             }
         };
         if self.first_data_is_read == Some(true) {
             let first_burst = self.bursts.first().map(|b| b.0).unwrap_or(end);
-            let load_end = self.load_end.or(self.load_last).unwrap_or(start).min(first_burst);
+            let load_end = self
+                .load_end
+                .or(self.load_last)
+                .unwrap_or(start)
+                .min(first_burst);
             push(&mut phases, PhaseKind::Load, cursor, load_end);
             cursor = cursor.max(load_end);
         }
         let reads_in = |s: i64, e: i64| self.read_runs.iter().any(|r| r.0 < e && r.1 > s);
         for &(bs, be, _) in &self.bursts {
             let bs = bs.max(cursor);
-            let kind = if reads_in(cursor, bs) { PhaseKind::Read } else { PhaseKind::Idle };
+            let kind = if reads_in(cursor, bs) {
+                PhaseKind::Read
+            } else {
+                PhaseKind::Idle
+            };
             push(&mut phases, kind, cursor, bs);
-            push(&mut phases, PhaseKind::Checkpoint, bs, be.min(end).max(bs + 1));
+            push(
+                &mut phases,
+                PhaseKind::Checkpoint,
+                bs,
+                be.min(end).max(bs + 1),
+            );
             cursor = cursor.max(be.min(end).max(bs + 1));
         }
         if end > cursor {
-            let kind = if reads_in(cursor, end) { PhaseKind::Read } else { PhaseKind::Idle };
+            let kind = if reads_in(cursor, end) {
+                PhaseKind::Read
+            } else {
+                PhaseKind::Idle
+            };
             push(&mut phases, kind, cursor, end);
         }
         if phases.is_empty() {
-            phases.push(Phase { kind: PhaseKind::Idle, start_ns: start, end_ns: end.max(start + 1) });
+            phases.push(Phase {
+                kind: PhaseKind::Idle,
+                start_ns: start,
+                end_ns: end.max(start + 1),
+            });
         }
         phases
     }
@@ -192,7 +223,9 @@ impl PhaseDetector for WriteBurstDetector {
 
 /// Index of the phase holding `ts`, given contiguous sorted phases.
 pub fn phase_of(phases: &[Phase], ts: i64) -> usize {
-    phases.partition_point(|p| p.start_ns <= ts).saturating_sub(1)
+    phases
+        .partition_point(|p| p.start_ns <= ts)
+        .saturating_sub(1)
 }
 
 #[cfg(test)]
@@ -200,7 +233,12 @@ mod tests {
     use super::*;
 
     fn row(ts: i64, op: Op, bytes: u64) -> PhaseRow {
-        PhaseRow { ts, end: ts + 1_000, op, bytes }
+        PhaseRow {
+            ts,
+            end: ts + 1_000,
+            op,
+            bytes,
+        }
     }
 
     #[test]
@@ -224,7 +262,15 @@ mod tests {
         }
         let p = d.finish(0, 230 * ms);
         let kinds: Vec<_> = p.iter().map(|p| p.kind).collect();
-        assert_eq!(kinds, vec![PhaseKind::Load, PhaseKind::Read, PhaseKind::Checkpoint, PhaseKind::Read]);
+        assert_eq!(
+            kinds,
+            vec![
+                PhaseKind::Load,
+                PhaseKind::Read,
+                PhaseKind::Checkpoint,
+                PhaseKind::Read
+            ]
+        );
         assert_eq!(p[2].start_ns, 200 * ms);
         assert_eq!(p[2].end_ns, 201 * ms + 1_000);
         assert_eq!(phase_of(&p, 200 * ms + 5), 2);

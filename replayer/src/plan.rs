@@ -46,7 +46,16 @@ pub struct PlannedOp {
 pub fn replayable(op: Op) -> bool {
     matches!(
         op,
-        Op::Open | Op::Close | Op::Read | Op::Write | Op::Fault | Op::Fsync | Op::Fdatasync | Op::Truncate | Op::Unlink | Op::Rename
+        Op::Open
+            | Op::Close
+            | Op::Read
+            | Op::Write
+            | Op::Fault
+            | Op::Fsync
+            | Op::Fdatasync
+            | Op::Truncate
+            | Op::Unlink
+            | Op::Rename
     )
 }
 
@@ -64,7 +73,8 @@ pub fn dispatch(
     for (i, (t, _)) in targets.iter().enumerate() {
         by_source.entry(map.source_rank(*t)).or_default().push(i);
     }
-    let mut pending: Vec<Vec<PlannedOp>> = targets.iter().map(|_| Vec::with_capacity(CHUNK)).collect();
+    let mut pending: Vec<Vec<PlannedOp>> =
+        targets.iter().map(|_| Vec::with_capacity(CHUNK)).collect();
     let mut alive = vec![true; targets.len()];
     let mut phase = 0usize;
     let phases = &survey.phases;
@@ -81,8 +91,13 @@ pub fn dispatch(
             if r < 0 || !replayable(op) || !phase_selected[phase] {
                 continue;
             }
-            let Some(dest) = by_source.get(&rank_or_zero(&ev, row)) else { continue };
-            let path = ev.path_at(row).and_then(|p| survey.path_ids.get(p).copied()).unwrap_or(NO_PATH);
+            let Some(dest) = by_source.get(&rank_or_zero(&ev, row)) else {
+                continue;
+            };
+            let path = ev
+                .path_at(row)
+                .and_then(|p| survey.path_ids.get(p).copied())
+                .unwrap_or(NO_PATH);
             let offset = Events::opt_i64(ev.offset(), row);
             let size = Events::opt_i64(ev.size(), row);
             let (bytes, fd) = match op {
@@ -97,7 +112,11 @@ pub fn dispatch(
             let planned = PlannedOp {
                 ts: t,
                 dur: dur.value(row).max(0),
-                offset: if matches!(op, Op::Truncate) { -1 } else { offset.unwrap_or(-1) },
+                offset: if matches!(op, Op::Truncate) {
+                    -1
+                } else {
+                    offset.unwrap_or(-1)
+                },
                 bytes,
                 pid: pid.value(row),
                 fd: fd.unwrap_or(-1),

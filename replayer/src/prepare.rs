@@ -70,7 +70,10 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
                     .is_some_and(|si| map.replica_has_source(world, replica, si))
             });
             if let (true, Some(n)) = (needed, normalise(&info.path)) {
-                out.push(PrepareTask { rel: data_path(replica, &n), size: info.read_extent });
+                out.push(PrepareTask {
+                    rel: data_path(replica, &n),
+                    size: info.read_extent,
+                });
             }
         }
     }
@@ -80,8 +83,18 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
 const CHUNK: usize = 1 << 20;
 
 /// Prepares tasks `i` with `i % share.1 == share.0`, with `threads` files at a time.
-pub fn prepare(conf: &Confined, all: &[PrepareTask], share: (u32, u32), threads: usize) -> ReplayResult<PrepareStats> {
-    let mine: Vec<&PrepareTask> = all.iter().enumerate().filter(|(i, _)| *i as u32 % share.1 == share.0).map(|(_, t)| t).collect();
+pub fn prepare(
+    conf: &Confined,
+    all: &[PrepareTask],
+    share: (u32, u32),
+    threads: usize,
+) -> ReplayResult<PrepareStats> {
+    let mine: Vec<&PrepareTask> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as u32 % share.1 == share.0)
+        .map(|(_, t)| t)
+        .collect();
     let start = Instant::now();
     let next = AtomicUsize::new(0);
     let created = AtomicU64::new(0);
@@ -90,7 +103,8 @@ pub fn prepare(conf: &Confined, all: &[PrepareTask], share: (u32, u32), threads:
     let first_error: Mutex<Option<ReplayError>> = Mutex::new(None);
     std::thread::scope(|s| {
         for t in 0..threads.max(1) {
-            let (next, created, present, written, first_error, mine) = (&next, &created, &present, &written, &first_error, &mine);
+            let (next, created, present, written, first_error, mine) =
+                (&next, &created, &present, &written, &first_error, &mine);
             s.spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(0x1e0 + t as u64);
                 let mut buf = vec![0u8; CHUNK];
@@ -126,7 +140,12 @@ pub fn prepare(conf: &Confined, all: &[PrepareTask], share: (u32, u32), threads:
 }
 
 /// Returns the bytes written (0 when the file was already there).
-fn make_file(conf: &Confined, t: &PrepareTask, rng: &mut SmallRng, buf: &mut [u8]) -> ReplayResult<u64> {
+fn make_file(
+    conf: &Confined,
+    t: &PrepareTask,
+    rng: &mut SmallRng,
+    buf: &mut [u8],
+) -> ReplayResult<u64> {
     let io = |what, e| ReplayError::io(what, conf.display(&t.rel), e);
     let have = conf.file_size(&t.rel).map_err(|e| io("checking", e))?;
     if have.is_some_and(|h| h >= t.size) {
@@ -137,18 +156,28 @@ fn make_file(conf: &Confined, t: &PrepareTask, rng: &mut SmallRng, buf: &mut [u8
         return Ok(0);
     }
     if let Some(parent) = t.rel.parent() {
-        conf.create_dirs(parent).map_err(|e| io("creating directory for", e))?;
+        conf.create_dirs(parent)
+            .map_err(|e| io("creating directory for", e))?;
     }
-    let fd = conf.open(&t.rel, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644).map_err(|e| io("creating", e))?;
+    let fd = conf
+        .open(
+            &t.rel,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+            0o644,
+        )
+        .map_err(|e| io("creating", e))?;
     let mut off = 0u64;
     let mut eng = Psync;
     while off < t.size {
         let n = ((t.size - off) as usize).min(buf.len());
         rng.fill_bytes(&mut buf[..n]);
-        let w = eng.write_at(fd.as_raw_fd(), &buf[..n], off).map_err(|e| io("writing", e))?;
+        let w = eng
+            .write_at(fd.as_raw_fd(), &buf[..n], off)
+            .map_err(|e| io("writing", e))?;
         off += w as u64;
     }
-    eng.sync(fd.as_raw_fd(), true).map_err(|e| io("syncing", e))?;
+    eng.sync(fd.as_raw_fd(), true)
+        .map_err(|e| io("syncing", e))?;
     // SAFETY: fadvise on an open descriptor.
     unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     Ok(t.size)

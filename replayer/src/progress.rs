@@ -24,9 +24,11 @@ pub fn start(total: u64, done: Arc<AtomicU64>, show: bool) -> Progress {
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} ops ({per_sec}, eta {eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} ops ({per_sec}, eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     let s = stop.clone();
     let handle = std::thread::spawn(move || {
@@ -36,7 +38,10 @@ pub fn start(total: u64, done: Arc<AtomicU64>, show: bool) -> Progress {
         }
         bar.finish_and_clear();
     });
-    Progress { stop, handle: Some(handle) }
+    Progress {
+        stop,
+        handle: Some(handle),
+    }
 }
 
 impl Drop for Progress {

@@ -8,7 +8,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_array::RecordBatch;
-use iorepro_traces::{EventBatchBuilder, EventRow, Manifest, Op, Source, TraceResult, TraceWriter, WriterOptions};
+use iorepro_traces::{
+    EventBatchBuilder, EventRow, Manifest, Op, Source, TraceResult, TraceWriter, WriterOptions,
+};
 
 use crate::plan::PlannedOp;
 
@@ -45,8 +47,19 @@ pub fn start(dir: &Path, host: &str, command: Vec<String>) -> TraceResult<(Recor
         }
         w.finish()
     });
-    let base_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos() as i64;
-    Ok((Recorder { tx, host: host.to_string(), base: Instant::now(), base_unix_ns }, RecordSink { handle }))
+    let base_unix_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as i64;
+    Ok((
+        Recorder {
+            tx,
+            host: host.to_string(),
+            base: Instant::now(),
+            base_unix_ns,
+        },
+        RecordSink { handle },
+    ))
 }
 
 /// Where a process's record goes: the directory itself for one process, a
@@ -81,8 +94,17 @@ pub struct RankRecorder {
 }
 
 impl RankRecorder {
-    pub fn push(&mut self, op: &PlannedOp, start: Instant, took: Duration, bytes: u64, path: Option<&Path>, fd: Option<i32>) {
-        let ts = self.shared.base_unix_ns + start.saturating_duration_since(self.shared.base).as_nanos() as i64;
+    pub fn push(
+        &mut self,
+        op: &PlannedOp,
+        start: Instant,
+        took: Duration,
+        bytes: u64,
+        path: Option<&Path>,
+        fd: Option<i32>,
+    ) {
+        let ts = self.shared.base_unix_ns
+            + start.saturating_duration_since(self.shared.base).as_nanos() as i64;
         let path = path.map(|p| p.to_string_lossy());
         let data = matches!(op.op, Op::Read | Op::Write | Op::Fault);
         self.builder.push(&EventRow {
@@ -98,7 +120,11 @@ impl RankRecorder {
             fd,
             offset: (data && op.offset >= 0).then_some(op.offset),
             size: (data || op.op == Op::Truncate).then_some(op.bytes),
-            ret: if op.op == Op::Open { fd.unwrap_or(0) as i64 } else { bytes as i64 },
+            ret: if op.op == Op::Open {
+                fd.unwrap_or(0) as i64
+            } else {
+                bytes as i64
+            },
             flags: op.flags,
         });
         if self.builder.len() >= RECORD_BATCH_ROWS {

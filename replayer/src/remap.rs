@@ -66,12 +66,16 @@ impl RankMap {
 
 /// The data path of a read-only trace file for one replica.
 pub fn data_path(replica: u32, normalised: &Path) -> PathBuf {
-    Path::new("data").join(format!("rep-{replica:04}")).join(normalised)
+    Path::new("data")
+        .join(format!("rep-{replica:04}"))
+        .join(normalised)
 }
 
 /// The private path of a file a target rank writes.
 pub fn rank_path(target: u32, normalised: &Path) -> PathBuf {
-    Path::new("ranks").join(format!("rank-{target:05}")).join(normalised)
+    Path::new("ranks")
+        .join(format!("rank-{target:05}"))
+        .join(normalised)
 }
 
 /// Where a trace path lands for a target rank; `None` when the trace path is unusable.

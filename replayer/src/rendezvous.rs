@@ -50,7 +50,12 @@ pub struct ThreadRendezvous {
 
 impl ThreadRendezvous {
     pub fn new(ranks: Vec<u32>, timeout: Duration) -> Self {
-        ThreadRendezvous { ranks, timeout, state: Mutex::default(), cv: Condvar::new() }
+        ThreadRendezvous {
+            ranks,
+            timeout,
+            state: Mutex::default(),
+            cv: Condvar::new(),
+        }
     }
 }
 
@@ -64,13 +69,20 @@ impl Rendezvous for ThreadRendezvous {
         }
         let (st, res) = self
             .cv
-            .wait_timeout_while(st, self.timeout, |s| s.aborted.is_none() && s.arrived[&seq].len() < n)
+            .wait_timeout_while(st, self.timeout, |s| {
+                s.aborted.is_none() && s.arrived[&seq].len() < n
+            })
             .expect("rendezvous lock");
         if let Some(m) = &st.aborted {
             return Err(ReplayError::Aborted(m.clone()));
         }
         if res.timed_out() {
-            let missing: Vec<u32> = self.ranks.iter().copied().filter(|r| !st.arrived[&seq].contains(r)).collect();
+            let missing: Vec<u32> = self
+                .ranks
+                .iter()
+                .copied()
+                .filter(|r| !st.arrived[&seq].contains(r))
+                .collect();
             return Err(ReplayError::Rendezvous(format!(
                 "barrier `{what}` timed out after {:?} waiting for ranks {}",
                 self.timeout,
@@ -99,9 +111,20 @@ pub struct DirRendezvous {
 const ABORT_FILE: &str = "abort";
 
 impl DirRendezvous {
-    pub fn new(conf: Arc<Confined>, dir: PathBuf, world: u32, timeout: Duration) -> ReplayResult<Self> {
-        conf.create_dirs(&dir).map_err(|e| ReplayError::io("creating rendezvous directory", conf.display(&dir), e))?;
-        Ok(DirRendezvous { conf, dir, world, timeout })
+    pub fn new(
+        conf: Arc<Confined>,
+        dir: PathBuf,
+        world: u32,
+        timeout: Duration,
+    ) -> ReplayResult<Self> {
+        conf.create_dirs(&dir)
+            .map_err(|e| ReplayError::io("creating rendezvous directory", conf.display(&dir), e))?;
+        Ok(DirRendezvous {
+            conf,
+            dir,
+            world,
+            timeout,
+        })
     }
 
     fn exists(&self, name: &str) -> bool {
@@ -113,7 +136,10 @@ impl DirRendezvous {
         let tmp = self.dir.join(format!("{name}.tmp"));
         let fin = self.dir.join(name);
         let io = |e| ReplayError::io("writing rendezvous file", self.conf.display(&fin), e);
-        let fd = self.conf.open(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644).map_err(io)?;
+        let fd = self
+            .conf
+            .open(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644)
+            .map_err(io)?;
         std::fs::File::from(fd).write_all(body).map_err(io)?;
         self.conf.rename(&tmp, &fin).map_err(io)
     }
@@ -126,7 +152,10 @@ impl DirRendezvous {
     }
 
     fn abort_message(&self) -> Option<String> {
-        self.exists(ABORT_FILE).then(|| self.read_file(ABORT_FILE).unwrap_or_else(|_| "a rank failed".into()))
+        self.exists(ABORT_FILE).then(|| {
+            self.read_file(ABORT_FILE)
+                .unwrap_or_else(|_| "a rank failed".into())
+        })
     }
 
     /// Polls until `name(r)` exists for every rank, or the abort note, or the timeout.
@@ -152,7 +181,10 @@ impl DirRendezvous {
 
     /// Publishes this rank's result (every rank, success or not).
     pub fn publish(&self, result: &RankResult) -> ReplayResult<()> {
-        self.write_file(&format!("report.r{}.json", result.rank), result.to_json().as_bytes())
+        self.write_file(
+            &format!("report.r{}.json", result.rank),
+            result.to_json().as_bytes(),
+        )
     }
 
     /// Rank 0 collects every rank's result; ranks that never published are
@@ -162,7 +194,9 @@ impl DirRendezvous {
         let mut results = Vec::new();
         let mut problems = Vec::new();
         for r in 0..self.world {
-            let text = self.read_file(&format!("report.r{r}.json")).map_err(|e| e.to_string());
+            let text = self
+                .read_file(&format!("report.r{r}.json"))
+                .map_err(|e| e.to_string());
             if let Ok(res) = text.and_then(|t| RankResult::from_json(&t)) {
                 results.push(res);
             }
@@ -182,7 +216,12 @@ impl DirRendezvous {
     /// Removes the rendezvous directory once every rank has published (so
     /// none is still polling it).
     fn cleanup(&self) {
-        let Ok(dir) = self.conf.open(&self.dir, libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return };
+        let Ok(dir) = self
+            .conf
+            .open(&self.dir, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+        else {
+            return;
+        };
         let listing = Path::new("/proc/self/fd").join(dir.as_raw_fd().to_string());
         if let Ok(entries) = std::fs::read_dir(&listing) {
             for e in entries.flatten() {
@@ -190,7 +229,10 @@ impl DirRendezvous {
             }
         }
         if let Some(parent) = self.dir.parent() {
-            if let (Ok(pfd), Some(name)) = (self.conf.open(parent, libc::O_PATH | libc::O_DIRECTORY, 0), self.dir.file_name()) {
+            if let (Ok(pfd), Some(name)) = (
+                self.conf.open(parent, libc::O_PATH | libc::O_DIRECTORY, 0),
+                self.dir.file_name(),
+            ) {
                 if let Ok(c) = std::ffi::CString::new(name.as_encoded_bytes()) {
                     // SAFETY: an open directory fd and a valid C string.
                     unsafe { libc::unlinkat(pfd.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
@@ -239,13 +281,24 @@ mod tests {
     fn dir_barrier_releases_and_times_out() {
         let d = tempfile::tempdir().unwrap();
         let conf = Arc::new(Confined::open_root(d.path()).unwrap());
-        let rdv = Arc::new(DirRendezvous::new(conf, PathBuf::from("rdv/job"), 2, Duration::from_secs(5)).unwrap());
+        let rdv = Arc::new(
+            DirRendezvous::new(conf, PathBuf::from("rdv/job"), 2, Duration::from_secs(5)).unwrap(),
+        );
         let other = rdv.clone();
         let t = std::thread::spawn(move || other.barrier(1, 0, "start"));
         rdv.barrier(0, 0, "start").unwrap();
         t.join().unwrap().unwrap();
-        let short = DirRendezvous::new(rdv.conf.clone(), PathBuf::from("rdv/job2"), 3, Duration::from_millis(30)).unwrap();
-        let err = short.barrier(0, 0, "checkpoint 1 start").unwrap_err().to_string();
+        let short = DirRendezvous::new(
+            rdv.conf.clone(),
+            PathBuf::from("rdv/job2"),
+            3,
+            Duration::from_millis(30),
+        )
+        .unwrap();
+        let err = short
+            .barrier(0, 0, "checkpoint 1 start")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("ranks 1, 2"), "{err}");
         short.abort(0, "rank 0: disk full");
         let err = short.barrier(1, 1, "x").unwrap_err().to_string();

@@ -124,9 +124,18 @@ fn per_s(x: f64, secs: f64) -> f64 {
 }
 
 impl Report {
-    pub fn build(info: &RunInfo, survey: &Survey, results: &[RankResult], prepare: Option<PrepareStats>, extra_errors: Vec<String>) -> Report {
+    pub fn build(
+        info: &RunInfo,
+        survey: &Survey,
+        results: &[RankResult],
+        prepare: Option<PrepareStats>,
+        extra_errors: Vec<String>,
+    ) -> Report {
         let secs = |ns: u64| ns as f64 / 1e9;
-        let duration_s = results.iter().map(|r| secs(r.elapsed_ns)).fold(0.0, f64::max);
+        let duration_s = results
+            .iter()
+            .map(|r| secs(r.elapsed_ns))
+            .fold(0.0, f64::max);
         let mut merged: BTreeMap<String, OpStats> = BTreeMap::new();
         for r in results {
             for (k, o) in &r.ops {
@@ -179,19 +188,35 @@ impl Report {
                 duration_s: secs(r.elapsed_ns),
                 read_bytes: r.read_bytes(),
                 write_bytes: r.write_bytes(),
-                gib_s: per_s((r.read_bytes() + r.write_bytes()) as f64 / GIB, secs(r.elapsed_ns)),
+                gib_s: per_s(
+                    (r.read_bytes() + r.write_bytes()) as f64 / GIB,
+                    secs(r.elapsed_ns),
+                ),
                 stall_s: if info.afap { 0.0 } else { secs(r.stall_ns()) },
             })
             .collect();
         let read_bytes: u64 = results.iter().map(|r| r.read_bytes()).sum();
         let write_bytes: u64 = results.iter().map(|r| r.write_bytes()).sum();
         let gpu_busy = (!info.afap && !results.is_empty()).then(|| {
-            results.iter().map(|r| if r.elapsed_ns > 0 { r.compute_ns as f64 / r.elapsed_ns as f64 } else { 0.0 }).sum::<f64>()
+            results
+                .iter()
+                .map(|r| {
+                    if r.elapsed_ns > 0 {
+                        r.compute_ns as f64 / r.elapsed_ns as f64
+                    } else {
+                        0.0
+                    }
+                })
+                .sum::<f64>()
                 / results.len() as f64
         });
         let mut errors: Vec<String> = Vec::new();
         // Root causes first: a rank that stopped because another failed says so.
-        let mut all: Vec<&String> = results.iter().flat_map(|r| &r.errors).chain(&extra_errors).collect();
+        let mut all: Vec<&String> = results
+            .iter()
+            .flat_map(|r| &r.errors)
+            .chain(&extra_errors)
+            .collect();
         all.sort_by_key(|e| e.contains("stopped because another rank failed"));
         for e in all {
             if !errors.contains(e) {
@@ -201,7 +226,11 @@ impl Report {
         let hosts: BTreeSet<&str> = results.iter().map(|r| r.host.as_str()).collect();
         Report {
             ranks: info.ranks,
-            nodes: if info.nodes == 0 { hosts.len().max(1) as u32 } else { info.nodes },
+            nodes: if info.nodes == 0 {
+                hosts.len().max(1) as u32
+            } else {
+                info.nodes
+            },
             duration_s,
             read_bytes,
             write_bytes,
@@ -257,7 +286,12 @@ impl Report {
             self.write_gib_s
         );
         if let Some(busy) = self.gpu_busy {
-            let _ = writeln!(s, "stall {:.3} s on the most delayed rank; GPUs busy {:.1} % of the time", self.stall_s, busy * 100.0);
+            let _ = writeln!(
+                s,
+                "stall {:.3} s on the most delayed rank; GPUs busy {:.1} % of the time",
+                self.stall_s,
+                busy * 100.0
+            );
         }
         if let Some(p) = &self.prepare {
             let _ = writeln!(
@@ -269,10 +303,21 @@ impl Report {
                 p.files_present
             );
         }
-        let _ = writeln!(s, "\n{:<4} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}", "#", "phase", "time s", "trace s", "read GiB", "write GiB", "GiB/s", "slowest");
+        let _ = writeln!(
+            s,
+            "\n{:<4} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
+            "#", "phase", "time s", "trace s", "read GiB", "write GiB", "GiB/s", "slowest"
+        );
         for (i, p) in self.phases.iter().enumerate() {
             if !p.replayed {
-                let _ = writeln!(s, "{:<4} {:<11} {:>10} {:>10.3} (not replayed)", i, p.kind.as_str(), "-", p.trace_duration_s);
+                let _ = writeln!(
+                    s,
+                    "{:<4} {:<11} {:>10} {:>10.3} (not replayed)",
+                    i,
+                    p.kind.as_str(),
+                    "-",
+                    p.trace_duration_s
+                );
                 continue;
             }
             let _ = writeln!(
@@ -288,7 +333,11 @@ impl Report {
                 p.slowest_rank.map_or("-".into(), |r| r.to_string())
             );
         }
-        let _ = writeln!(s, "\n{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}", "op", "count", "IOPS", "GiB/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us");
+        let _ = writeln!(
+            s,
+            "\n{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "op", "count", "IOPS", "GiB/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"
+        );
         for (k, o) in &self.ops {
             let l = &o.lat_us;
             let _ = writeln!(
@@ -297,10 +346,18 @@ impl Report {
                 k, o.count, o.iops, o.gib_s, l.p50, l.p90, l.p99, l.p999, l.max
             );
         }
-        let _ = writeln!(s, "\n{:<6} {:>6} {:>5} {:>10} {:>10} {:>10}", "rank", "source", "node", "time s", "GiB/s", "stall s");
+        let _ = writeln!(
+            s,
+            "\n{:<6} {:>6} {:>5} {:>10} {:>10} {:>10}",
+            "rank", "source", "node", "time s", "GiB/s", "stall s"
+        );
         const SHOWN: usize = 32;
         for r in self.per_rank.iter().take(SHOWN) {
-            let _ = writeln!(s, "{:<6} {:>6} {:>5} {:>10.3} {:>10.3} {:>10.3}", r.rank, r.source_rank, r.node, r.duration_s, r.gib_s, r.stall_s);
+            let _ = writeln!(
+                s,
+                "{:<6} {:>6} {:>5} {:>10.3} {:>10.3} {:>10.3}",
+                r.rank, r.source_rank, r.node, r.duration_s, r.gib_s, r.stall_s
+            );
         }
         if self.per_rank.len() > SHOWN {
             let mut v: Vec<f64> = self.per_rank.iter().map(|r| r.gib_s).collect();

@@ -62,11 +62,21 @@ pub struct Outcome {
 const PREPARED_BARRIER: u64 = 1 << 40;
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
 }
 
 fn safe_id(id: &str) -> String {
-    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' { c } else { '_' }).collect()
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// The ranks this process runs, the world size, and each local rank's node.
@@ -86,13 +96,19 @@ fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> Repl
         }
         let node = l.node.unwrap_or(0);
         // 0 = count the distinct hosts the gathered results come from.
-        return Ok(Layout { world: l.size, local: vec![(l.rank, node)], nodes: opts.nodes.unwrap_or(0) });
+        return Ok(Layout {
+            world: l.size,
+            local: vec![(l.rank, node)],
+            nodes: opts.nodes.unwrap_or(0),
+        });
     }
     let world = opts.ranks.unwrap_or(sources);
     let (nodes, per_node) = match (opts.nodes, opts.ranks_per_node) {
         (Some(m), Some(k)) => {
             if m * k < world {
-                return Err(ReplayError::Usage(format!("--nodes {m} x --ranks-per-node {k} holds fewer than {world} ranks")));
+                return Err(ReplayError::Usage(format!(
+                    "--nodes {m} x --ranks-per-node {k} holds fewer than {world} ranks"
+                )));
             }
             (m, k)
         }
@@ -100,29 +116,55 @@ fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> Repl
         (None, Some(k)) => (world.div_ceil(k), k),
         (None, None) => (1, world),
     };
-    Ok(Layout { world, local: (0..world).map(|t| (t, t / per_node.max(1))).collect(), nodes })
+    Ok(Layout {
+        world,
+        local: (0..world).map(|t| (t, t / per_node.max(1))).collect(),
+        nodes,
+    })
 }
 
 pub fn run(opts: &Options) -> ReplayResult<Outcome> {
     let launched = launcher::detect()?;
-    let survey = Arc::new(Survey::run(&opts.trace, &mut WriteBurstDetector::default())?);
-    let map = RankMap { sources: survey.sources.clone(), shared_data: opts.shared_data };
+    let survey = Arc::new(Survey::run(
+        &opts.trace,
+        &mut WriteBurstDetector::default(),
+    )?);
+    let map = RankMap {
+        sources: survey.sources.clone(),
+        shared_data: opts.shared_data,
+    };
     let lay = layout(opts, &launched, map.source_count())?;
     let reporting = launched.as_ref().is_none_or(|l| l.rank == 0);
 
-    std::fs::create_dir_all(&opts.target).map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
-    let conf = Arc::new(Confined::open_root(&opts.target).map_err(|e| ReplayError::io("opening target", &opts.target, e))?);
+    std::fs::create_dir_all(&opts.target)
+        .map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
+    let conf = Arc::new(
+        Confined::open_root(&opts.target)
+            .map_err(|e| ReplayError::io("opening target", &opts.target, e))?,
+    );
     let dir_rdv = match &launched {
         Some(l) => {
-            let id = l.job_id.clone().or_else(|| opts.run_id.clone()).unwrap_or_else(|| "default".into());
+            let id = l
+                .job_id
+                .clone()
+                .or_else(|| opts.run_id.clone())
+                .unwrap_or_else(|| "default".into());
             let dir = PathBuf::from(RENDEZVOUS_DIR).join(safe_id(&id));
-            Some(Arc::new(DirRendezvous::new(conf.clone(), dir, l.size, opts.timeout)?))
+            Some(Arc::new(DirRendezvous::new(
+                conf.clone(),
+                dir,
+                l.size,
+                opts.timeout,
+            )?))
         }
         None => None,
     };
     let rendezvous: Arc<dyn Rendezvous> = match &dir_rdv {
         Some(d) => d.clone(),
-        None => Arc::new(ThreadRendezvous::new(lay.local.iter().map(|l| l.0).collect(), opts.timeout)),
+        None => Arc::new(ThreadRendezvous::new(
+            lay.local.iter().map(|l| l.0).collect(),
+            opts.timeout,
+        )),
     };
     let my_rank = lay.local[0].0;
 
@@ -142,11 +184,20 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         }
     }
     if opts.prepare == PrepareMode::Only {
-        return Ok(Outcome { report: None, prepare: prepared, prepare_only: true, failed: false, local_errors: Vec::new() });
+        return Ok(Outcome {
+            report: None,
+            prepare: prepared,
+            prepare_only: true,
+            failed: false,
+            local_errors: Vec::new(),
+        });
     }
 
-    let phase_selected: Vec<bool> =
-        survey.phases.iter().map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind))).collect();
+    let phase_selected: Vec<bool> = survey
+        .phases
+        .iter()
+        .map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind)))
+        .collect();
     let host = hostname();
     let recording = match &opts.record_ops {
         Some(dir) => {
@@ -156,8 +207,22 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         None => None,
     };
     let progress = Arc::new(AtomicU64::new(0));
-    let total: u64 = lay.local.iter().map(|(t, _)| survey.ops_per_source.get(&map.source_rank(*t)).copied().unwrap_or(0)).sum();
-    let bar = crate::progress::start(total, progress.clone(), opts.show_progress && reporting && !opts.json);
+    let total: u64 = lay
+        .local
+        .iter()
+        .map(|(t, _)| {
+            survey
+                .ops_per_source
+                .get(&map.source_rank(*t))
+                .copied()
+                .unwrap_or(0)
+        })
+        .sum();
+    let bar = crate::progress::start(
+        total,
+        progress.clone(),
+        opts.show_progress && reporting && !opts.json,
+    );
     let (recorder, sink) = match recording {
         Some((r, s)) => (Some(r), Some(s)),
         None => (None, None),
@@ -188,7 +253,13 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
                 Err(e) => {
                     let msg = format!("rank {rank}: {e}");
                     shared.rendezvous.abort(rank, &msg);
-                    RankResult { rank, node, host: shared.host.clone(), errors: vec![msg], ..Default::default() }
+                    RankResult {
+                        rank,
+                        node,
+                        host: shared.host.clone(),
+                        errors: vec![msg],
+                        ..Default::default()
+                    }
                 }
             }));
         }
@@ -197,7 +268,10 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
             shared.rendezvous.abort(my_rank, &msg);
             extra_errors.push(msg);
         }
-        handles.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank thread"))
+            .collect()
     });
     drop(bar);
     drop(shared);
@@ -206,16 +280,29 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
             extra_errors.push(format!("recording ops: {e}"));
         }
     }
-    let local_errors: Vec<String> = results.iter().flat_map(|r| r.errors.clone()).chain(extra_errors.clone()).collect();
+    let local_errors: Vec<String> = results
+        .iter()
+        .flat_map(|r| r.errors.clone())
+        .chain(extra_errors.clone())
+        .collect();
 
     let (all, gather_error) = match &dir_rdv {
         None => (results, None),
         Some(d) => {
-            let mut mine = results.into_iter().next().expect("one rank per launched process");
-            mine.errors.extend(extra_errors.drain(..));
+            let mut mine = results
+                .into_iter()
+                .next()
+                .expect("one rank per launched process");
+            mine.errors.append(&mut extra_errors);
             d.publish(&mine)?;
             if !reporting {
-                return Ok(Outcome { report: None, prepare: prepared, prepare_only: false, failed: !local_errors.is_empty(), local_errors });
+                return Ok(Outcome {
+                    report: None,
+                    prepare: prepared,
+                    prepare_only: false,
+                    failed: !local_errors.is_empty(),
+                    local_errors,
+                });
             }
             d.gather()
         }
@@ -226,7 +313,7 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         nodes: lay.nodes,
         timing: match opts.timing {
             Timing::Afap => "afap".into(),
-            Timing::Scaled(f) if f == 1.0 => "original".into(),
+            Timing::Scaled(1.0) => "original".into(),
             Timing::Scaled(f) => format!("x{f}"),
         },
         afap: opts.timing == Timing::Afap,
@@ -239,5 +326,11 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
     };
     let report = Report::build(&info, &survey, &all, prepared.clone(), extra_errors);
     let failed = !report.errors.is_empty();
-    Ok(Outcome { report: Some(report), prepare: prepared, prepare_only: false, failed, local_errors })
+    Ok(Outcome {
+        report: Some(report),
+        prepare: prepared,
+        prepare_only: false,
+        failed,
+        local_errors,
+    })
 }

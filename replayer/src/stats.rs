@@ -23,7 +23,11 @@ pub struct OpStats {
 
 impl Default for OpStats {
     fn default() -> Self {
-        OpStats { count: 0, bytes: 0, latency_ns: new_histogram() }
+        OpStats {
+            count: 0,
+            bytes: 0,
+            latency_ns: new_histogram(),
+        }
     }
 }
 
@@ -37,7 +41,9 @@ impl OpStats {
     pub fn merge(&mut self, other: &OpStats) {
         self.count += other.count;
         self.bytes += other.bytes;
-        self.latency_ns.add(&other.latency_ns).expect("histograms share bounds");
+        self.latency_ns
+            .add(&other.latency_ns)
+            .expect("histograms share bounds");
     }
 }
 
@@ -115,7 +121,14 @@ impl RankResult {
                     .iter_recorded()
                     .map(|v| (v.value_iterated_to(), v.count_at_value()))
                     .collect();
-                (k.clone(), WireOp { count: o.count, bytes: o.bytes, latency_ns: lat })
+                (
+                    k.clone(),
+                    WireOp {
+                        count: o.count,
+                        bytes: o.bytes,
+                        latency_ns: lat,
+                    },
+                )
             })
             .collect();
         let w = WireRank {
@@ -144,7 +157,14 @@ impl RankResult {
                 for (v, c) in o.latency_ns {
                     h.saturating_record_n(v.max(1), c);
                 }
-                (k, OpStats { count: o.count, bytes: o.bytes, latency_ns: h })
+                (
+                    k,
+                    OpStats {
+                        count: o.count,
+                        bytes: o.bytes,
+                        latency_ns: h,
+                    },
+                )
             })
             .collect();
         Ok(RankResult {
@@ -169,7 +189,11 @@ mod tests {
 
     #[test]
     fn results_survive_the_wire() {
-        let mut r = RankResult { rank: 3, host: "h".into(), ..Default::default() };
+        let mut r = RankResult {
+            rank: 3,
+            host: "h".into(),
+            ..Default::default()
+        };
         let op = r.ops.entry("read".into()).or_default();
         for i in 1..1000u64 {
             op.record(4096, i * 1000);
@@ -178,6 +202,9 @@ mod tests {
         let (a, b) = (&r.ops["read"], &back.ops["read"]);
         assert_eq!((a.count, a.bytes), (b.count, b.bytes));
         assert_eq!(a.latency_ns.len(), b.latency_ns.len());
-        assert_eq!(a.latency_ns.value_at_quantile(0.99), b.latency_ns.value_at_quantile(0.99));
+        assert_eq!(
+            a.latency_ns.value_at_quantile(0.99),
+            b.latency_ns.value_at_quantile(0.99)
+        );
     }
 }

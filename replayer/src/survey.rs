@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use iorepro_traces::schema::{COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET, COL_SIZE, COL_TS};
+use iorepro_traces::schema::{
+    COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
+    COL_SIZE, COL_TS,
+};
 use iorepro_traces::{Events, Op, TraceReader};
 
 use crate::error::ReplayResult;
@@ -15,7 +18,8 @@ use crate::phases::{Phase, PhaseDetector, PhaseRow};
 
 /// The columns the replayer reads (the rest are never decoded).
 pub const REPLAY_COLUMNS: [&str; 11] = [
-    COL_TS, COL_DUR_NS, COL_RANK, COL_PID, COL_OP, COL_PATH, COL_FD, COL_OFFSET, COL_SIZE, COL_RET, COL_FLAGS,
+    COL_TS, COL_DUR_NS, COL_RANK, COL_PID, COL_OP, COL_PATH, COL_FD, COL_OFFSET, COL_SIZE, COL_RET,
+    COL_FLAGS,
 ];
 
 #[derive(Debug, Clone, Default)]
@@ -64,14 +68,21 @@ impl Survey {
         }
         let id = self.paths.len() as u32;
         let p: Arc<str> = Arc::from(path);
-        self.paths.push(PathInfo { path: p.clone(), ..Default::default() });
+        self.paths.push(PathInfo {
+            path: p.clone(),
+            ..Default::default()
+        });
         self.path_ids.insert(p, id);
         id
     }
 
     pub fn run(trace: &Path, detector: &mut dyn PhaseDetector) -> ReplayResult<Survey> {
         let reader = open_reader(trace)?;
-        let mut s = Survey { start_ns: i64::MAX, end_ns: i64::MIN, ..Default::default() };
+        let mut s = Survey {
+            start_ns: i64::MAX,
+            end_ns: i64::MIN,
+            ..Default::default()
+        };
         for ev in reader.events()? {
             let ev = ev?;
             let ops = ev.ops();
@@ -85,8 +96,17 @@ impl Survey {
                 let r = ret.value(row);
                 let rank = rank_or_zero(&ev, row);
                 *s.ops_per_source.entry(rank).or_default() += 1;
-                let bytes = if r > 0 && matches!(op, Op::Read | Op::Write | Op::Fault) { r as u64 } else { 0 };
-                detector.observe(&PhaseRow { ts: t, end, op, bytes });
+                let bytes = if r > 0 && matches!(op, Op::Read | Op::Write | Op::Fault) {
+                    r as u64
+                } else {
+                    0
+                };
+                detector.observe(&PhaseRow {
+                    ts: t,
+                    end,
+                    op,
+                    bytes,
+                });
                 if r < 0 {
                     continue;
                 }
@@ -95,7 +115,9 @@ impl Survey {
                     Op::Write => s.write_bytes += bytes,
                     _ => {}
                 }
-                let Some(path) = ev.path_at(row) else { continue };
+                let Some(path) = ev.path_at(row) else {
+                    continue;
+                };
                 let id = s.path_id(path) as usize;
                 let info = &mut s.paths[id];
                 match op {
@@ -108,10 +130,8 @@ impl Survey {
                         }
                     }
                     Op::Write | Op::Truncate | Op::Unlink | Op::Rename => info.written = true,
-                    Op::Open => {
-                        if Events::opt_i32(ev.flags(), row).is_some_and(opens_for_writing) {
-                            info.written = true;
-                        }
+                    Op::Open if Events::opt_i32(ev.flags(), row).is_some_and(opens_for_writing) => {
+                        info.written = true
                     }
                     _ => {}
                 }

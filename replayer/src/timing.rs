@@ -42,14 +42,23 @@ pub struct Schedule {
 
 impl Schedule {
     pub fn new(timing: Timing, now: Instant) -> Self {
-        Schedule { timing, prev_trace_end: None, prev_end: now, compute_ns: 0, ideal_ns: 0 }
+        Schedule {
+            timing,
+            prev_trace_end: None,
+            prev_end: now,
+            compute_ns: 0,
+            ideal_ns: 0,
+        }
     }
 
     /// After a barrier the rank resumes from `now`; the trace gap counts from
     /// the phase start, since waiting at the barrier was not compute.
     pub fn resume(&mut self, now: Instant, phase_start_ns: i64) {
         self.prev_end = now;
-        self.prev_trace_end = Some(self.prev_trace_end.map_or(phase_start_ns, |p| p.max(phase_start_ns)));
+        self.prev_trace_end = Some(
+            self.prev_trace_end
+                .map_or(phase_start_ns, |p| p.max(phase_start_ns)),
+        );
     }
 
     /// The intended start of an op at trace time `ts` lasting `dur` in the

@@ -25,20 +25,55 @@ fn hostile_paths_stay_under_the_target() {
             (0, Op::Open, &escape_write, 6, None, 0, Some(O_WRITE_CREATE)),
             (0, Op::Write, &escape_write, 6, Some(0), 4096, None),
             (0, Op::Close, &escape_write, 6, None, 0, None),
-            (0, Op::Unlink, "/../../../../../etc/hostname", -1, None, 0, None),
+            (
+                0,
+                Op::Unlink,
+                "/../../../../../etc/hostname",
+                -1,
+                None,
+                0,
+                None,
+            ),
         ],
     );
     let target = tmp.path().join("target");
-    let out = replay().arg(&trace).arg("--target").arg(&target).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out);
     assert_eq!(r["read_bytes"], 8192);
     assert_eq!(r["write_bytes"], 4096);
-    assert!(listing(&outside).is_empty(), "nothing appears outside: {:?}", listing(&outside));
-    assert!(std::fs::metadata("/etc/hostname").is_ok(), "unlink stayed under the target");
+    assert!(
+        listing(&outside).is_empty(),
+        "nothing appears outside: {:?}",
+        listing(&outside)
+    );
+    assert!(
+        std::fs::metadata("/etc/hostname").is_ok(),
+        "unlink stayed under the target"
+    );
     let inner = outside.strip_prefix("/").unwrap();
-    assert_eq!(std::fs::metadata(target.join("data/rep-0000").join(inner).join("victim.bin")).unwrap().len(), 8192);
-    assert_eq!(std::fs::metadata(target.join("ranks/rank-00000").join(inner).join("evil.txt")).unwrap().len(), 4096);
+    assert_eq!(
+        std::fs::metadata(target.join("data/rep-0000").join(inner).join("victim.bin"))
+            .unwrap()
+            .len(),
+        8192
+    );
+    assert_eq!(
+        std::fs::metadata(target.join("ranks/rank-00000").join(inner).join("evil.txt"))
+            .unwrap()
+            .len(),
+        4096
+    );
 }
 
 #[test]
@@ -56,10 +91,18 @@ fn planted_directory_symlink_is_refused() {
             (0, Op::Read, "/data/f.bin", 5, Some(0), 4096, None),
         ],
     );
-    let out = replay().arg(&trace).arg("--target").arg(&target).output().unwrap();
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("refused") && err.contains("data/rep-0000/data"), "{err}");
+    assert!(
+        err.contains("refused") && err.contains("data/rep-0000/data"),
+        "{err}"
+    );
     assert!(listing(&outside).is_empty(), "{:?}", listing(&outside));
 }
 
@@ -84,11 +127,22 @@ fn planted_file_and_relative_symlinks_are_refused() {
                 (0, Op::Close, path, 5, None, 0, None),
             ],
         );
-        let out = replay().arg(&trace).arg("--target").arg(&target).args(["--json"]).output().unwrap();
+        let out = replay()
+            .arg(&trace)
+            .arg("--target")
+            .arg(&target)
+            .args(["--json"])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(1), "{path}");
         let r = json(&out);
         let errors = r["errors"].as_array().unwrap();
-        assert!(errors.iter().any(|e| e.as_str().unwrap().contains("refused")), "{path}: {errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.as_str().unwrap().contains("refused")),
+            "{path}: {errors:?}"
+        );
         assert_eq!(r["write_bytes"], 0);
     }
     assert_eq!(std::fs::read(outside.join("victim")).unwrap(), b"precious");

@@ -17,9 +17,16 @@ struct Tmpfs(PathBuf);
 impl Tmpfs {
     fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(at).unwrap();
-        let st = Std::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(at).output().ok()?;
+        let st = Std::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .ok()?;
         if !st.status.success() {
-            eprintln!("cannot mount a tmpfs here ({}); this test needs root", String::from_utf8_lossy(&st.stderr).trim());
+            eprintln!(
+                "cannot mount a tmpfs here ({}); this test needs root",
+                String::from_utf8_lossy(&st.stderr).trim()
+            );
             return None;
         }
         Some(Tmpfs(at.to_path_buf()))
@@ -33,9 +40,25 @@ impl Drop for Tmpfs {
 }
 
 fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
-    let mut rows = vec![(0, Op::Open, "/ckpt/model.pt", 5, None, 0, Some(O_WRITE_CREATE))];
+    let mut rows = vec![(
+        0,
+        Op::Open,
+        "/ckpt/model.pt",
+        5,
+        None,
+        0,
+        Some(O_WRITE_CREATE),
+    )];
     for i in 0..mib {
-        rows.push((0, Op::Write, "/ckpt/model.pt", 5, Some(i << 20), 1 << 20, None));
+        rows.push((
+            0,
+            Op::Write,
+            "/ckpt/model.pt",
+            5,
+            Some(i << 20),
+            1 << 20,
+            None,
+        ));
     }
     rows.push((0, Op::Fsync, "/ckpt/model.pt", 5, None, 0, None));
     rows.push((0, Op::Close, "/ckpt/model.pt", 5, None, 0, None));
@@ -46,25 +69,50 @@ fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
 fn enospc_stops_the_run_with_a_partial_report() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = write_rows(tmp.path(), &checkpoint_rows(8));
-    let Some(fs) = Tmpfs::mount(&tmp.path().join("small"), "4m") else { return };
-    let out = replay().arg(&trace).arg("--target").arg(&fs.0).arg("--json").output().unwrap();
+    let Some(fs) = Tmpfs::mount(&tmp.path().join("small"), "4m") else {
+        return;
+    };
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&fs.0)
+        .arg("--json")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("No space left on device") && err.contains("model.pt"), "{err}");
+    assert!(
+        err.contains("No space left on device") && err.contains("model.pt"),
+        "{err}"
+    );
     let r = json(&out);
     let written = r["write_bytes"].as_u64().unwrap();
     assert!(written > 0 && written < 8 << 20, "partial: {written}");
-    assert!(r["errors"][0].as_str().unwrap().contains("No space left on device"));
+    assert!(r["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("No space left on device"));
 }
 
 #[test]
 fn read_only_target_is_a_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = write_rows(tmp.path(), &checkpoint_rows(1));
-    let Some(fs) = Tmpfs::mount(&tmp.path().join("ro"), "4m") else { return };
-    let ok = Std::new("mount").args(["-o", "remount,ro"]).arg(&fs.0).status().unwrap();
+    let Some(fs) = Tmpfs::mount(&tmp.path().join("ro"), "4m") else {
+        return;
+    };
+    let ok = Std::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs.0)
+        .status()
+        .unwrap();
     assert!(ok.success());
-    let out = replay().arg(&trace).arg("--target").arg(&fs.0).output().unwrap();
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&fs.0)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Read-only file system"), "{err}");
@@ -87,5 +135,8 @@ fn a_missing_rank_times_out_naming_it() {
     assert!(start.elapsed() < Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("timed out") && err.contains("ranks 1, 2"), "{err}");
+    assert!(
+        err.contains("timed out") && err.contains("ranks 1, 2"),
+        "{err}"
+    );
 }

@@ -10,7 +10,12 @@ use common::*;
 
 #[test]
 fn mpirun_four_processes_gather_one_report() {
-    if Command::new("mpirun").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+    if Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
         eprintln!("mpirun is not installed (apt install openmpi-bin); skipping");
         return;
     }
@@ -39,7 +44,11 @@ fn mpirun_four_processes_gather_one_report() {
         .args(["--json", "--timeout", "60s"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out); // fails unless stdout is exactly one JSON document
     assert_eq!(r["ranks"], 4);
     assert_eq!(r["per_rank"].as_array().unwrap().len(), 4);
@@ -47,6 +56,12 @@ fn mpirun_four_processes_gather_one_report() {
     assert_eq!(r["write_bytes"].as_u64().unwrap(), 2 * write);
     assert_eq!(r["nodes"], 1);
     let files = listing(&target);
-    assert!(files.contains(&"data/rep-0001/data/train/shard-00000.bin".to_string()), "{files:?}");
-    assert!(!files.iter().any(|f| f.starts_with(".iorepro-rendezvous/")), "rendezvous cleaned up: {files:?}");
+    assert!(
+        files.contains(&"data/rep-0001/data/train/shard-00000.bin".to_string()),
+        "{files:?}"
+    );
+    assert!(
+        !files.iter().any(|f| f.starts_with(".iorepro-rendezvous/")),
+        "rendezvous cleaned up: {files:?}"
+    );
 }

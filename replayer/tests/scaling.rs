@@ -32,30 +32,68 @@ fn eight_ranks_from_two_move_four_times_the_bytes() {
     let (read, write) = trace_bytes(&trace);
     assert!(read > 0 && write > 0);
     let target = tmp.path().join("target");
-    let out = replay().arg(&trace).arg("--target").arg(&target).args(["--ranks", "8", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .args(["--ranks", "8", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out);
     assert_eq!(r["ranks"], 8);
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 4 * read);
     assert_eq!(r["write_bytes"].as_u64().unwrap(), 4 * write);
     assert_eq!(r["ops"]["read"]["bytes"].as_u64().unwrap(), 4 * read);
     assert_eq!(r["errors"].as_array().unwrap().len(), 0);
-    for k in ["duration_s", "read_gib_s", "write_gib_s", "stall_s", "nodes"] {
+    for k in [
+        "duration_s",
+        "read_gib_s",
+        "write_gib_s",
+        "stall_s",
+        "nodes",
+    ] {
         assert!(r[k].is_number(), "missing {k}");
     }
     for k in ["p50", "p90", "p99", "p999", "max"] {
         assert!(r["ops"]["read"]["lat_us"][k].as_f64().unwrap() > 0.0);
     }
-    let kinds: Vec<&str> = r["phases"].as_array().unwrap().iter().map(|p| p["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.iter().filter(|k| **k == "checkpoint").count(), 2, "{kinds:?}");
+    let kinds: Vec<&str> = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "checkpoint").count(),
+        2,
+        "{kinds:?}"
+    );
     assert_eq!(kinds[0], "load", "{kinds:?}");
-    let ckpt_bytes: u64 = r["phases"].as_array().unwrap().iter().filter(|p| p["kind"] == "checkpoint").map(|p| p["write_bytes"].as_u64().unwrap()).sum();
-    assert_eq!(ckpt_bytes, 4 * write, "all writes fall in checkpoint phases");
+    let ckpt_bytes: u64 = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "checkpoint")
+        .map(|p| p["write_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        ckpt_bytes,
+        4 * write,
+        "all writes fall in checkpoint phases"
+    );
 
     // Four replicas of the data, each a distinct copy; each rank writes its own checkpoints.
     let files = listing(&target);
     for rep in 0..4 {
-        assert!(files.contains(&format!("data/rep-{rep:04}/data/train/shard-00000.bin")), "{files:?}");
+        assert!(
+            files.contains(&format!("data/rep-{rep:04}/data/train/shard-00000.bin")),
+            "{files:?}"
+        );
     }
     let a = std::fs::read(target.join("data/rep-0000/data/train/shard-00000.bin")).unwrap();
     let b = std::fs::read(target.join("data/rep-0001/data/train/shard-00000.bin")).unwrap();
@@ -63,13 +101,29 @@ fn eight_ranks_from_two_move_four_times_the_bytes() {
     assert_ne!(a, b, "replicas hold different bytes");
     for t in 0..8 {
         let src = t % 2;
-        let ck = target.join(format!("ranks/rank-{t:05}/checkpoints/step-000004/rank-{src:05}.pt"));
-        assert_eq!(std::fs::metadata(&ck).unwrap().len(), write / 4, "{}", ck.display());
+        let ck = target.join(format!(
+            "ranks/rank-{t:05}/checkpoints/step-000004/rank-{src:05}.pt"
+        ));
+        assert_eq!(
+            std::fs::metadata(&ck).unwrap().len(),
+            write / 4,
+            "{}",
+            ck.display()
+        );
     }
-    assert!(!files.iter().any(|f| f.starts_with(".iorepro-rendezvous/")), "threads leave no rendezvous files");
+    assert!(
+        !files.iter().any(|f| f.starts_with(".iorepro-rendezvous/")),
+        "threads leave no rendezvous files"
+    );
 
     // A second run finds the data prepared and reuses it.
-    let again = replay().arg(&trace).arg("--target").arg(&target).args(["--ranks", "8", "--json"]).output().unwrap();
+    let again = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .args(["--ranks", "8", "--json"])
+        .output()
+        .unwrap();
     let r2 = json(&again);
     assert_eq!(r2["prepare"]["files_created"], 0);
     assert!(r2["prepare"]["files_present"].as_u64().unwrap() > 0);
@@ -85,16 +139,36 @@ fn shared_data_reads_one_copy_and_phase_filter_replays_checkpoints_only() {
         .arg(&trace)
         .arg("--target")
         .arg(&target)
-        .args(["--ranks", "4", "--shared-data", "--phases", "checkpoint", "--json", "--engine", "io_uring"])
+        .args([
+            "--ranks",
+            "4",
+            "--shared-data",
+            "--phases",
+            "checkpoint",
+            "--json",
+            "--engine",
+            "io_uring",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out);
     assert_eq!(r["read_bytes"], 0);
     assert_eq!(r["write_bytes"].as_u64().unwrap(), 2 * write);
     let files = listing(&target);
-    assert!(!files.iter().any(|f| f.starts_with("data/rep-0001")), "{files:?}");
-    assert!(r["phases"].as_array().unwrap().iter().any(|p| p["replayed"] == false));
+    assert!(
+        !files.iter().any(|f| f.starts_with("data/rep-0001")),
+        "{files:?}"
+    );
+    assert!(r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["replayed"] == false));
 }
 
 #[test]
@@ -102,15 +176,35 @@ fn original_timing_keeps_compute_gaps_and_reports_stall() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = synth(tmp.path(), TWO_RANKS);
     let target = tmp.path().join("target");
-    let out = replay().arg(&trace).arg("--target").arg(&target).args(["--timing", "original", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .args(["--timing", "original", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out);
     // 8 steps of 20 ms compute per rank are kept.
-    assert!(r["duration_s"].as_f64().unwrap() >= 0.16, "{}", r["duration_s"]);
+    assert!(
+        r["duration_s"].as_f64().unwrap() >= 0.16,
+        "{}",
+        r["duration_s"]
+    );
     let busy = r["gpu_busy"].as_f64().unwrap();
     assert!(busy > 0.3 && busy <= 1.0, "gpu_busy {busy}");
     assert!(r["stall_s"].as_f64().unwrap() >= 0.0);
-    let afap = replay().arg(&trace).arg("--target").arg(&target).args(["--json"]).output().unwrap();
+    let afap = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .args(["--json"])
+        .output()
+        .unwrap();
     let a = json(&afap);
     assert!(a["gpu_busy"].is_null());
     assert!(a["duration_s"].as_f64().unwrap() < r["duration_s"].as_f64().unwrap());
@@ -122,12 +216,29 @@ fn record_ops_writes_a_replay_trace() {
     let trace = synth(tmp.path(), TWO_RANKS);
     let target = tmp.path().join("target");
     let rec = tmp.path().join("rec");
-    let out = replay().arg(&trace).arg("--target").arg(&target).arg("--record-ops").arg(&rec).args(["--ranks", "4", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .arg("--record-ops")
+        .arg(&rec)
+        .args(["--ranks", "4", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out);
     let reader = iorepro_traces::TraceReader::open(&rec).unwrap();
     assert_eq!(reader.manifest().source, iorepro_traces::Source::Replay);
-    let replayed: u64 = r["ops"].as_object().unwrap().values().map(|o| o["count"].as_u64().unwrap()).sum();
+    let replayed: u64 = r["ops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|o| o["count"].as_u64().unwrap())
+        .sum();
     assert_eq!(reader.rows(), replayed);
     let (read, write) = trace_bytes(&rec);
     assert_eq!(read, r["read_bytes"].as_u64().unwrap());
@@ -147,13 +258,23 @@ fn record_ops_writes_a_replay_trace() {
 fn table_report_and_bad_trace() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = synth(tmp.path(), TWO_RANKS);
-    let out = replay().arg(&trace).arg("--target").arg(tmp.path().join("t")).output().unwrap();
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(tmp.path().join("t"))
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in ["checkpoint", "p99 us", "GiB/s", "rank"] {
         assert!(text.contains(needle), "{needle} missing in\n{text}");
     }
-    let bad = replay().arg(tmp.path().join("nope")).arg("--target").arg(tmp.path().join("t")).output().unwrap();
+    let bad = replay()
+        .arg(tmp.path().join("nope"))
+        .arg("--target")
+        .arg(tmp.path().join("t"))
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).starts_with("Error: "));
 }

@@ -43,4 +43,3 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     }
 }
-

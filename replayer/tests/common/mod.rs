@@ -37,7 +37,10 @@ dir = "/checkpoints"
 
 pub fn synth(dir: &Path, workload: &str) -> PathBuf {
     let out = dir.join("trace");
-    Workload::parse(workload).unwrap().write_trace(&out, WriterOptions::new(Source::Synth)).unwrap();
+    Workload::parse(workload)
+        .unwrap()
+        .write_trace(&out, WriterOptions::new(Source::Synth))
+        .unwrap();
     out
 }
 
@@ -75,12 +78,21 @@ pub fn listing(dir: &Path) -> Vec<String> {
 }
 
 /// One hand-written trace row: (rank, op, path, fd, offset, bytes, flags).
-pub type Row<'a> = (i32, iorepro_traces::Op, &'a str, i32, Option<i64>, i64, Option<i32>);
+pub type Row<'a> = (
+    i32,
+    iorepro_traces::Op,
+    &'a str,
+    i32,
+    Option<i64>,
+    i64,
+    Option<i32>,
+);
 
 /// Writes rows 1 ms apart as a trace.
 pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
     let out = dir.join("trace");
-    let mut w = iorepro_traces::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
+    let mut w =
+        iorepro_traces::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
     for (i, &(rank, op, path, fd, offset, bytes, flags)) in rows.iter().enumerate() {
         let data = matches!(op, iorepro_traces::Op::Read | iorepro_traces::Op::Write);
         w.push(&iorepro_traces::EventRow {
@@ -96,7 +108,11 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
             fd: Some(fd),
             offset,
             size: data.then_some(bytes),
-            ret: if op == iorepro_traces::Op::Open { fd as i64 } else { bytes },
+            ret: if op == iorepro_traces::Op::Open {
+                fd as i64
+            } else {
+                bytes
+            },
             flags,
         })
         .unwrap();
