@@ -168,6 +168,11 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     if let Some(sig) = signals::received() {
         writer.set_extra("stopped_by_signal", serde_json::json!(sig));
     }
+    let (cpu_s, max_rss_kib) = own_usage();
+    writer.set_extra(
+        "collector_usage",
+        serde_json::json!({ "cpu_s": cpu_s, "max_rss_kib": max_rss_kib, "wall_s": start.elapsed().as_secs_f64() }),
+    );
     let manifest = writer.finish()?;
     if dropped_io > 0 || dropped_proc > 0 {
         eprintln!(
@@ -381,6 +386,15 @@ fn wall_offset_ns() -> i64 {
         .min()
         .map(|(_, off)| off)
         .unwrap_or(0)
+}
+
+/// CPU seconds and peak RSS of the collector itself (not the job).
+fn own_usage() -> (f64, i64) {
+    // SAFETY: getrusage fills a zeroed struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime) + secs(ru.ru_stime), ru.ru_maxrss)
 }
 
 fn hostname() -> String {

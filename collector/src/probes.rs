@@ -94,11 +94,10 @@ impl Probes {
             p.load(name, &btf).map_err(prog_err(name))?;
             p.attach().map_err(prog_err(name))?;
         }
-        for (name, tp) in [("filemap_add", "mm_filemap_add_to_page_cache")] {
-            let p: &mut TracePoint = program(&mut ebpf, name)?;
-            p.load().map_err(prog_err(name))?;
-            p.attach("filemap", tp).map_err(prog_err(name))?;
-        }
+        let fill: &mut TracePoint = program(&mut ebpf, "filemap_add")?;
+        fill.load().map_err(prog_err("filemap_add"))?;
+        fill.attach("filemap", "mm_filemap_add_to_page_cache")
+            .map_err(prog_err("filemap_add"))?;
 
         let events =
             RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?).map_err(map_err("EVENTS"))?;

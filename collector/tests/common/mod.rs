@@ -71,14 +71,14 @@ pub fn read_rows(trace: &Path) -> (Manifest, Vec<Row>) {
     for ev in reader.events().expect("read trace") {
         let ev: Events = ev.expect("batch");
         let ops = ev.ops();
-        for i in 0..ev.len() {
+        for (i, &op) in ops.iter().enumerate() {
             rows.push(Row {
                 ts: ev.ts().value(i),
                 pid: ev.pid().value(i),
                 tid: ev.tid().value(i),
                 rank: Events::opt_i32(ev.rank(), i),
                 comm: ev.comm().value(i).to_string(),
-                op: ops[i],
+                op,
                 path: ev.path_at(i).map(str::to_string),
                 fd: Events::opt_i32(ev.fd(), i),
                 offset: Events::opt_i64(ev.offset(), i),
