@@ -151,10 +151,14 @@ impl<'s> Worker<'s> {
 
     fn replay(&mut self, rx: Receiver<Vec<PlannedOp>>) -> ReplayResult<()> {
         self.barrier("start")?;
+        // The clock starts when the first ops arrive, so the time the reader
+        // takes to decode the first batch is not counted against the storage.
+        let mut chunks = rx.into_iter().peekable();
+        chunks.peek();
         self.started = Instant::now();
         self.sched = Schedule::new(self.shared.timing, self.started);
         self.enter(0)?;
-        for chunk in rx {
+        for chunk in chunks {
             for op in &chunk {
                 while self.phase < op.phase as usize {
                     self.leave()?;

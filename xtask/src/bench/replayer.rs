@@ -103,6 +103,19 @@ fn fio(files: &[PathBuf], rw: &str, bs: &str, engine: &str, direct: bool, size: 
     Ok((read["bw_bytes"].as_f64().unwrap_or(0.0), read["iops"].as_f64().unwrap_or(0.0)))
 }
 
+/// Runs the replay and fio alternately `n` times and returns the median of
+/// each (the machine is shared and noisy; alternating spreads the noise evenly).
+fn alternate(n: usize, mut replay: impl FnMut() -> Result<f64>, mut fio: impl FnMut() -> Result<f64>) -> Result<(f64, f64)> {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        a.push(replay()?);
+        b.push(fio()?);
+    }
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    Ok((a[n / 2], b[n / 2]))
+}
+
 fn supports_direct(dir: &Path) -> bool {
     std::fs::OpenOptions::new()
         .write(true)
@@ -166,10 +179,11 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let size = if ctx.quick { 128 * MIB } else { 1024 * MIB };
     let seq = read_trace(&ctx.dir("replayer-seq")?, 2, size, MIB, size / MIB, false)?;
     replay_json(ctx, &seq, &target, &["--prepare", "only"]).ok();
-    let r = replay_json(ctx, &seq, &target, &["--direct", "--prepare", "skip"])?;
-    let replay_bw = r["read_gib_s"].as_f64().unwrap_or(0.0);
-    let (fio_bw, _) = fio(&files, "read", "1m", "psync", true, size, None)?;
-    let fio_gib = fio_bw / (1u64 << 30) as f64;
+    let (replay_bw, fio_gib) = alternate(
+        3,
+        || Ok(replay_json(ctx, &seq, &target, &["--direct", "--prepare", "skip"])?["read_gib_s"].as_f64().unwrap_or(0.0)),
+        || Ok(fio(&files, "read", "1m", "psync", true, size, None)?.0 / (1u64 << 30) as f64),
+    )?;
     ctx.line(
         "replayer-seq-1MiB-direct-2ranks",
         format!("replay {replay_bw:.3} GiB/s, fio psync {fio_gib:.3} GiB/s, ratio {:.2}x (aim >= 1.0x)", replay_bw / fio_gib),
@@ -179,9 +193,11 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let ops = if ctx.quick { 5_000 } else { 40_000 };
     let rnd = read_trace(&ctx.dir("replayer-rand")?, 2, size, 4096, ops, true)?;
     for (engine, fio_engine) in [("psync", "psync"), ("io_uring", "io_uring")] {
-        let r = replay_json(ctx, &rnd, &target, &["--direct", "--prepare", "skip", "--engine", engine])?;
-        let iops = r["ops"]["read"]["iops"].as_f64().unwrap_or(0.0);
-        let (_, fio_iops) = fio(&files, "randread", "4k", fio_engine, true, size, Some(ops))?;
+        let (iops, fio_iops) = alternate(
+            3,
+            || Ok(replay_json(ctx, &rnd, &target, &["--direct", "--prepare", "skip", "--engine", engine])?["ops"]["read"]["iops"].as_f64().unwrap_or(0.0)),
+            || Ok(fio(&files, "randread", "4k", fio_engine, true, size, Some(ops))?.1),
+        )?;
         ctx.line(
             &format!("replayer-rand-4KiB-direct-{engine}"),
             format!("replay {iops:.0} IOPS, fio {fio_engine} {fio_iops:.0} IOPS, ratio {:.2}x", iops / fio_iops),
@@ -195,17 +211,21 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     replay_json(ctx, &small, &small_target, &["--prepare", "only"]).ok();
     let cached_file = small_target.join("data/rep-0000/bench/r0.bin");
     let _ = std::fs::read(&cached_file); // into the page cache
-    let r = replay_json(ctx, &small, &small_target, &["--prepare", "skip"])?;
-    let rate = r["ops"]["read"]["count"].as_f64().unwrap_or(0.0) / r["duration_s"].as_f64().unwrap_or(1.0);
-    let mut fio_cmd = Command::new("fio");
-    fio_cmd
-        .args(["--output-format=json", "--name=c", "--rw=randread", "--bs=4k", "--ioengine=psync", "--direct=0", "--invalidate=0"])
-        .arg(format!("--filename={}", cached_file.display()))
-        .arg(format!("--size={}", 64 * MIB))
-        .arg(format!("--number_ios={cached}"));
-    let out = fio_cmd.output()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("fio JSON")?;
-    let fio_iops = v["jobs"][0]["read"]["iops"].as_f64().unwrap_or(0.0);
+    let replay_rate = || -> Result<f64> {
+        let r = replay_json(ctx, &small, &small_target, &["--prepare", "skip"])?;
+        Ok(r["ops"]["read"]["count"].as_f64().unwrap_or(0.0) / r["duration_s"].as_f64().unwrap_or(1.0))
+    };
+    let fio_rate = || -> Result<f64> {
+        let out = Command::new("fio")
+            .args(["--output-format=json", "--name=c", "--rw=randread", "--bs=4k", "--ioengine=psync", "--direct=0", "--invalidate=0"])
+            .arg(format!("--filename={}", cached_file.display()))
+            .arg(format!("--size={}", 64 * MIB))
+            .arg(format!("--number_ios={cached}"))
+            .output()?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("fio JSON")?;
+        Ok(v["jobs"][0]["read"]["iops"].as_f64().unwrap_or(0.0))
+    };
+    let (rate, fio_iops) = alternate(3, replay_rate, fio_rate)?;
     ctx.line(
         "replayer-small-ops-page-cache",
         format!("replay {rate:.0} ops/s on one rank, fio psync {fio_iops:.0} IOPS, ratio {:.2}x", rate / fio_iops),
