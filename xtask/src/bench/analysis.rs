@@ -60,7 +60,9 @@ fn measure(cmd: &mut Command) -> Result<(Duration, u64)> {
     let mut timed = Command::new("/usr/bin/time");
     timed.arg("-v").arg(cmd.get_program()).args(cmd.get_args());
     let start = Instant::now();
-    let out = timed.output().with_context(|| format!("running {cmd:?} under /usr/bin/time"))?;
+    let out = timed
+        .output()
+        .with_context(|| format!("running {cmd:?} under /usr/bin/time"))?;
     let took = start.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
@@ -102,12 +104,19 @@ fn trace(ctx: &Ctx, rows: u64) -> Result<PathBuf> {
     std::fs::create_dir_all(&ctx.scratch)?;
     let wl = ctx.scratch.join(format!("analysis-{rows}.toml"));
     std::fs::write(&wl, workload(rows))?;
-    super::time_cmd(Command::new(ctx.bin("iorepro-trace")).arg("synth").arg(&wl).arg("-o").arg(&dir))?;
+    super::time_cmd(
+        Command::new(ctx.bin("iorepro-trace"))
+            .arg("synth")
+            .arg(&wl)
+            .arg("-o")
+            .arg(&dir),
+    )?;
     Ok(dir)
 }
 
 fn events_of(dir: &Path) -> Result<u64> {
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
     Ok(m["events"].as_u64().unwrap_or(0))
 }
 

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+pub mod analysis;
 pub mod collector;
+pub mod fidelity;
+pub mod replayer;
 pub mod trace_format;
 
 /// What every benchmark gets: where the release binaries are and a scratch
@@ -56,20 +59,6 @@ pub fn time_cmd(cmd: &mut std::process::Command) -> Result<Duration> {
     Ok(took)
 }
 
-/// Median of `n` timings of the same command (the machine is noisy).
-pub fn median_time(n: usize, mut make: impl FnMut() -> std::process::Command) -> Result<Duration> {
-    let mut v = Vec::with_capacity(n);
-    for _ in 0..n {
-        v.push(time_cmd(&mut make())?);
-    }
-    v.sort();
-    Ok(v[v.len() / 2])
-}
-
-pub fn file_size(p: &Path) -> u64 {
-    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
-}
-
 pub fn dir_size(p: &Path) -> u64 {
     std::fs::read_dir(p)
         .map(|it| {
@@ -80,9 +69,17 @@ pub fn dir_size(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+type Bench = fn(&Ctx) -> Result<()>;
+
 /// Every benchmark, in order; one failing is reported and the others still run.
 pub fn run_all(ctx: &Ctx) -> Result<()> {
-    let benches: Vec<(&str, fn(&Ctx) -> Result<()>)> = vec![("collector", collector::run)];
+    let benches: [(&str, Bench); 5] = [
+        ("trace-format", trace_format::run),
+        ("collector", collector::run),
+        ("replayer", replayer::run),
+        ("analysis", analysis::run),
+        ("replay-fidelity", fidelity::run),
+    ];
     let mut failed = Vec::new();
     for (name, f) in benches {
         if let Err(e) = f(ctx) {

@@ -19,7 +19,14 @@ const MIB: u64 = 1 << 20;
 
 /// A trace of `ranks` ranks, each reading its own file `/bench/r{rank}.bin`
 /// of `file_size` bytes with `ops` reads of `bs` bytes, sequential or random.
-fn read_trace(dir: &Path, ranks: i32, file_size: u64, bs: u64, ops: u64, random: bool) -> Result<PathBuf> {
+fn read_trace(
+    dir: &Path,
+    ranks: i32,
+    file_size: u64,
+    bs: u64,
+    ops: u64,
+    random: bool,
+) -> Result<PathBuf> {
     let out = dir.join("trace");
     let mut w = TraceWriter::create(&out, WriterOptions::new(Source::Synth))?;
     let slots = file_size / bs;
@@ -54,7 +61,13 @@ fn read_trace(dir: &Path, ranks: i32, file_size: u64, bs: u64, ops: u64, random:
                 i % slots
             };
             ts += 1_000;
-            w.push(&row(Op::Read, Some((slot * bs) as i64), Some(bs as i64), bs as i64, ts))?;
+            w.push(&row(
+                Op::Read,
+                Some((slot * bs) as i64),
+                Some(bs as i64),
+                bs as i64,
+                ts,
+            ))?;
         }
         w.push(&row(Op::Close, None, None, 0, ts + 1_000))?;
     }
@@ -72,13 +85,24 @@ fn replay_json(ctx: &Ctx, trace: &Path, target: &Path, args: &[&str]) -> Result<
         .output()
         .context("running iorepro-replay")?;
     if !out.status.success() {
-        bail!("iorepro-replay {args:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "iorepro-replay {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
 /// fio over the files the replayer prepared: one job per file.
-fn fio(files: &[PathBuf], rw: &str, bs: &str, engine: &str, direct: bool, size: u64, ios: Option<u64>) -> Result<(f64, f64)> {
+fn fio(
+    files: &[PathBuf],
+    rw: &str,
+    bs: &str,
+    engine: &str,
+    direct: bool,
+    size: u64,
+    ios: Option<u64>,
+) -> Result<(f64, f64)> {
     let mut cmd = Command::new("fio");
     cmd.args(["--output-format=json", "--group_reporting", "--thread"])
         .arg(format!("--rw={rw}"))
@@ -92,20 +116,31 @@ fn fio(files: &[PathBuf], rw: &str, bs: &str, engine: &str, direct: bool, size: 
         cmd.arg(format!("--number_ios={n}"));
     }
     for (i, f) in files.iter().enumerate() {
-        cmd.arg(format!("--name=j{i}")).arg(format!("--filename={}", f.display()));
+        cmd.arg(format!("--name=j{i}"))
+            .arg(format!("--filename={}", f.display()));
     }
     let out = cmd.output().context("running fio (apt install fio)")?;
     if !out.status.success() {
-        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("fio JSON")?;
     let read = &v["jobs"][0]["read"];
-    Ok((read["bw_bytes"].as_f64().unwrap_or(0.0), read["iops"].as_f64().unwrap_or(0.0)))
+    Ok((
+        read["bw_bytes"].as_f64().unwrap_or(0.0),
+        read["iops"].as_f64().unwrap_or(0.0),
+    ))
 }
 
 /// Runs the replay and fio alternately `n` times and returns the median of
 /// each (the machine is shared and noisy; alternating spreads the noise evenly).
-fn alternate(n: usize, mut replay: impl FnMut() -> Result<f64>, mut fio: impl FnMut() -> Result<f64>) -> Result<(f64, f64)> {
+fn alternate(
+    n: usize,
+    mut replay: impl FnMut() -> Result<f64>,
+    mut fio: impl FnMut() -> Result<f64>,
+) -> Result<(f64, f64)> {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..n {
         a.push(replay()?);
@@ -168,7 +203,13 @@ fn run_peak_rss(cmd: &mut Command) -> Result<(Duration, u64)> {
 pub fn run(ctx: &Ctx) -> Result<()> {
     let base = ctx.dir("replayer")?;
     if !supports_direct(&base) {
-        ctx.line("replayer", format!("{} refuses O_DIRECT (tmpfs?); run the benchmark from a disk-backed directory", base.display()));
+        ctx.line(
+            "replayer",
+            format!(
+                "{} refuses O_DIRECT (tmpfs?); run the benchmark from a disk-backed directory",
+                base.display()
+            ),
+        );
         return Ok(());
     }
     let target = base.join("target");
@@ -181,12 +222,21 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     replay_json(ctx, &seq, &target, &["--prepare", "only"]).ok();
     let (replay_bw, fio_gib) = alternate(
         3,
-        || Ok(replay_json(ctx, &seq, &target, &["--direct", "--prepare", "skip"])?["read_gib_s"].as_f64().unwrap_or(0.0)),
+        || {
+            Ok(
+                replay_json(ctx, &seq, &target, &["--direct", "--prepare", "skip"])?["read_gib_s"]
+                    .as_f64()
+                    .unwrap_or(0.0),
+            )
+        },
         || Ok(fio(&files, "read", "1m", "psync", true, size, None)?.0 / (1u64 << 30) as f64),
     )?;
     ctx.line(
         "replayer-seq-1MiB-direct-2ranks",
-        format!("replay {replay_bw:.3} GiB/s, fio psync {fio_gib:.3} GiB/s, ratio {:.2}x (aim >= 1.0x)", replay_bw / fio_gib),
+        format!(
+            "replay {replay_bw:.3} GiB/s, fio psync {fio_gib:.3} GiB/s, ratio {:.2}x (aim >= 1.0x)",
+            replay_bw / fio_gib
+        ),
     );
 
     // 4 KiB random O_DIRECT reads, 2 ranks, psync and io_uring vs fio's same engines.
@@ -195,12 +245,24 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     for (engine, fio_engine) in [("psync", "psync"), ("io_uring", "io_uring")] {
         let (iops, fio_iops) = alternate(
             3,
-            || Ok(replay_json(ctx, &rnd, &target, &["--direct", "--prepare", "skip", "--engine", engine])?["ops"]["read"]["iops"].as_f64().unwrap_or(0.0)),
+            || {
+                Ok(replay_json(
+                    ctx,
+                    &rnd,
+                    &target,
+                    &["--direct", "--prepare", "skip", "--engine", engine],
+                )?["ops"]["read"]["iops"]
+                    .as_f64()
+                    .unwrap_or(0.0))
+            },
             || Ok(fio(&files, "randread", "4k", fio_engine, true, size, Some(ops))?.1),
         )?;
         ctx.line(
             &format!("replayer-rand-4KiB-direct-{engine}"),
-            format!("replay {iops:.0} IOPS, fio {fio_engine} {fio_iops:.0} IOPS, ratio {:.2}x", iops / fio_iops),
+            format!(
+                "replay {iops:.0} IOPS, fio {fio_engine} {fio_iops:.0} IOPS, ratio {:.2}x",
+                iops / fio_iops
+            ),
         );
     }
 
@@ -213,11 +275,20 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let _ = std::fs::read(&cached_file); // into the page cache
     let replay_rate = || -> Result<f64> {
         let r = replay_json(ctx, &small, &small_target, &["--prepare", "skip"])?;
-        Ok(r["ops"]["read"]["count"].as_f64().unwrap_or(0.0) / r["duration_s"].as_f64().unwrap_or(1.0))
+        Ok(r["ops"]["read"]["count"].as_f64().unwrap_or(0.0)
+            / r["duration_s"].as_f64().unwrap_or(1.0))
     };
     let fio_rate = || -> Result<f64> {
         let out = Command::new("fio")
-            .args(["--output-format=json", "--name=c", "--rw=randread", "--bs=4k", "--ioengine=psync", "--direct=0", "--invalidate=0"])
+            .args([
+                "--output-format=json",
+                "--name=c",
+                "--rw=randread",
+                "--bs=4k",
+                "--ioengine=psync",
+                "--direct=0",
+                "--invalidate=0",
+            ])
             .arg(format!("--filename={}", cached_file.display()))
             .arg(format!("--size={}", 64 * MIB))
             .arg(format!("--number_ios={cached}"))
@@ -228,7 +299,10 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let (rate, fio_iops) = alternate(3, replay_rate, fio_rate)?;
     ctx.line(
         "replayer-small-ops-page-cache",
-        format!("replay {rate:.0} ops/s on one rank, fio psync {fio_iops:.0} IOPS, ratio {:.2}x", rate / fio_iops),
+        format!(
+            "replay {rate:.0} ops/s on one rank, fio psync {fio_iops:.0} IOPS, ratio {:.2}x",
+            rate / fio_iops
+        ),
     );
 
     // Peak RSS while replaying a large synthetic trace (3 events per read: open, read, close).
@@ -243,10 +317,16 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let big_dir = ctx.dir("replayer-rss")?;
     let big = big_dir.join("trace");
     let t = Instant::now();
-    Workload::parse(&workload).map_err(anyhow::Error::msg)?.write_trace(&big, WriterOptions::new(Source::Synth))?;
+    Workload::parse(&workload)
+        .map_err(anyhow::Error::msg)?
+        .write_trace(&big, WriterOptions::new(Source::Synth))?;
     let synth_s = t.elapsed().as_secs_f64();
     let (took, peak) = run_peak_rss(
-        Command::new(ctx.bin("iorepro-replay")).arg(&big).arg("--target").arg(base.join("rss-target")).arg("--json"),
+        Command::new(ctx.bin("iorepro-replay"))
+            .arg(&big)
+            .arg("--target")
+            .arg(base.join("rss-target"))
+            .arg("--json"),
     )?;
     let n = steps * 3 * ranks * reads_per_step;
     ctx.line(
