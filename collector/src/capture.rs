@@ -66,7 +66,10 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     );
     let mut probes = Probes::load(&ProbeConfig {
         ring_buffer_bytes: opts.ring_buffer_bytes,
-        cgroup: cgroup.as_ref().map(|(id, level, _)| (*id, *level)),
+        // Members are traced by tgid (found now, followed through fork in the
+        // kernel): cgroup levels seen from inside a cgroup namespace are not
+        // the kernel's absolute ones that the ancestor-id helper needs.
+        cgroup: None,
         all_files: opts.all_files,
     })?;
     signals::install();
@@ -100,6 +103,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         }
         Target::Cgroup(_) => {
             for tgid in cgroup.as_ref().map(|c| c.2.clone()).unwrap_or_default() {
+                probes.trace(tgid)?;
                 session.adopt(tgid);
             }
             None
@@ -136,8 +140,8 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         }
         if last_sweep.elapsed() >= Duration::from_secs(1) {
             last_sweep = Instant::now();
-            if cgroup.is_none() && sweep(&mut probes) == 0 && job.is_none() {
-                break; // every process of an attached tree has exited
+            if sweep(&mut probes) == 0 && job.is_none() {
+                break; // every process of an attached tree or cgroup has exited
             }
         }
         let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
