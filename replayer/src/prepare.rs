@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::confine::{normalise, Confined};
 use crate::engine::{Engine, Psync};
 use crate::error::{ReplayError, ReplayResult};
-use crate::remap::{data_path, RankMap};
+use crate::remap::{data_path, rank_path, RankMap};
 use crate::survey::Survey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,10 +54,27 @@ pub struct PrepareTask {
     pub size: u64,
 }
 
-/// Every data file the world of `world` ranks reads, replica by replica; the
-/// task list is the same on every process, which takes its share by index.
+/// Every data file the world of `world` ranks reads, replica by replica, and
+/// every rank's own copy of a file the trace both reads and writes (state
+/// read back, a checkpoint resumed in place); the task list is the same on
+/// every process, which takes its share by index.
 pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
     let mut out = Vec::new();
+    for info in survey
+        .paths
+        .iter()
+        .filter(|i| i.written && i.read_extent > 0)
+    {
+        let Some(n) = normalise(&info.path) else {
+            continue;
+        };
+        for t in (0..world).filter(|&t| info.readers.contains(&map.source_rank(t))) {
+            out.push(PrepareTask {
+                rel: rank_path(t, &n),
+                size: info.read_extent,
+            });
+        }
+    }
     for replica in 0..map.replicas(world) {
         for info in &survey.paths {
             if info.written || info.read_extent == 0 {
