@@ -15,7 +15,11 @@ use crate::writer::WriterOptions;
 use crate::Source;
 
 #[derive(Debug, Parser)]
-#[command(name = "iorepro-trace", version, about = "Inspect, analyze, convert and synthesize iorepro traces")]
+#[command(
+    name = "iorepro-trace",
+    version,
+    about = "Inspect, analyze, convert and synthesize iorepro traces"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
@@ -145,14 +149,28 @@ pub fn run(cli: Cli) -> Result<()> {
         Cmd::Plot { trace, out: file } => {
             let reader = TraceReader::open(&trace)?;
             let s = Summary::compute(&reader)?;
-            let title = trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let title = trace
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             crate::plot::plot_svg(&s.timeline, &s.phases, &title, &file)?;
-            writeln!(out, "{}: {} phases over {:.3} s", file.display(), s.phases.len(), s.duration_s)?;
+            writeln!(
+                out,
+                "{}: {} phases over {:.3} s",
+                file.display(),
+                s.phases.len(),
+                s.duration_s
+            )?;
         }
         Cmd::Compare { a, b, json } => {
             let sa = Summary::compute(&TraceReader::open(&a)?)?;
             let sb = Summary::compute(&TraceReader::open(&b)?)?;
-            let c = crate::compare::compare(&a.display().to_string(), &sa, &b.display().to_string(), &sb);
+            let c = crate::compare::compare(
+                &a.display().to_string(),
+                &sa,
+                &b.display().to_string(),
+                &sb,
+            );
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?;
             } else {
@@ -220,7 +238,13 @@ pub fn run(cli: Cli) -> Result<()> {
                 };
                 crate::import_strace::import(&input, &dir, &opts)?
             };
-            writeln!(out, "{}: {} events, {:.3} s", dir.display(), m.events, m.duration_s())?;
+            writeln!(
+                out,
+                "{}: {} events, {:.3} s",
+                dir.display(),
+                m.events,
+                m.duration_s()
+            )?;
         }
         Cmd::Merge {
             traces,
@@ -282,5 +306,6 @@ pub fn run(cli: Cli) -> Result<()> {
 fn file_mtime_ns(path: &std::path::Path) -> Result<i64, TraceError> {
     let meta = std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
     let t = meta.modified().map_err(|e| TraceError::io(path, e))?;
-    Ok(t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64))
+    Ok(t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64))
 }

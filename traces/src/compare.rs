@@ -121,7 +121,8 @@ impl Comparison {
             "phase", "A dur s", "B dur s", "dur err", "A GiB/s", "B GiB/s", "GiB/s err"
         ));
         for p in &self.phases {
-            let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+            let opt =
+                |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
             s.push_str(&format!(
                 "{:<11} {:>10.3} {:>10} {:>10} {:>10.3} {:>10} {:>10}\n",
                 p.kind.as_str(),
@@ -134,7 +135,10 @@ impl Comparison {
             ));
         }
         if self.unmatched_b_phases > 0 {
-            s.push_str(&format!("{} phases of B have no counterpart in A\n", self.unmatched_b_phases));
+            s.push_str(&format!(
+                "{} phases of B have no counterpart in A\n",
+                self.unmatched_b_phases
+            ));
         }
         s
     }

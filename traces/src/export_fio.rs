@@ -61,7 +61,9 @@ impl RankLog {
     }
 
     fn line(&mut self, args: std::fmt::Arguments<'_>) -> TraceResult<()> {
-        self.out.write_fmt(args).map_err(|e| TraceError::io(&self.path, e))
+        self.out
+            .write_fmt(args)
+            .map_err(|e| TraceError::io(&self.path, e))
     }
 
     fn ensure_open(&mut self, us: u64, file: &str) -> TraceResult<()> {
@@ -81,20 +83,26 @@ impl RankLog {
 /// Maps a trace path to where fio should do the I/O: under `target` when given.
 fn remap(target: Option<&Path>, path: &str) -> Option<String> {
     let p = Path::new(path);
-    if p.components().any(|c| matches!(c, Component::ParentDir)) || path.contains(char::is_whitespace) {
+    if p.components().any(|c| matches!(c, Component::ParentDir))
+        || path.contains(char::is_whitespace)
+    {
         return None; // fio's log format is whitespace-separated; `..` could escape the target
     }
     match target {
         None => Some(path.to_string()),
         Some(t) => {
-            let rel: PathBuf = p.components().filter(|c| matches!(c, Component::Normal(_))).collect();
+            let rel: PathBuf = p
+                .components()
+                .filter(|c| matches!(c, Component::Normal(_)))
+                .collect();
             Some(t.join(rel).to_string_lossy().into_owned())
         }
     }
 }
 
 pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResult<ExportReport> {
-    let reader = TraceReader::open(trace)?.with_columns(&[COL_TS, COL_RANK, COL_OP, COL_PATH, COL_OFFSET, COL_RET]);
+    let reader = TraceReader::open(trace)?
+        .with_columns(&[COL_TS, COL_RANK, COL_OP, COL_PATH, COL_OFFSET, COL_RET]);
     std::fs::create_dir_all(out_dir).map_err(|e| TraceError::io(out_dir, e))?;
     let origin = reader.manifest().start_unix_ns;
     let mut logs: HashMap<Option<i32>, RankLog> = HashMap::new();
@@ -108,12 +116,18 @@ pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResul
         for i in 0..ev.len() {
             let t0 = *origin_seen.get_or_insert(if origin > 0 { origin.min(ts[i]) } else { ts[i] });
             let op = ops[i];
-            let interesting = matches!(op, Op::Open | Op::Close | Op::Read | Op::Write | Op::Fsync | Op::Fdatasync);
+            let interesting = matches!(
+                op,
+                Op::Open | Op::Close | Op::Read | Op::Write | Op::Fsync | Op::Fdatasync
+            );
             if !interesting || ret[i] < 0 {
                 continue;
             }
             let data = matches!(op, Op::Read | Op::Write);
-            let Some(file) = (path.is_valid(i)).then(|| path.value(i)).and_then(|p| remap(target, p)) else {
+            let Some(file) = (path.is_valid(i))
+                .then(|| path.value(i))
+                .and_then(|p| remap(target, p))
+            else {
                 report.skipped += data as u64;
                 continue;
             };
@@ -165,7 +179,11 @@ pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResul
                     };
                     *total += ret[i] as u64;
                     report.ios += 1;
-                    log.line(format_args!("{us} {file} {verb} {} {}\n", offset.value(i), ret[i]))?;
+                    log.line(format_args!(
+                        "{us} {file} {verb} {} {}\n",
+                        offset.value(i),
+                        ret[i]
+                    ))?;
                 }
                 _ => {
                     log.ensure_open(us, &file)?;
@@ -177,7 +195,12 @@ pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResul
     }
     let mut names: Vec<(Option<i32>, String)> = Vec::new();
     for (rank, mut log) in logs {
-        let end: Vec<String> = log.open.iter().filter(|(_, &n)| n > 0).map(|(f, _)| f.clone()).collect();
+        let end: Vec<String> = log
+            .open
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(f, _)| f.clone())
+            .collect();
         for f in end {
             let us = log.last_us;
             log.line(format_args!("{us} {f} close\n"))?;

@@ -47,13 +47,19 @@ fn log_files(input: &Path) -> TraceResult<Vec<PathBuf>> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(TraceError::invalid(input, "no fio iologs (*.iolog or *.log) in this directory"));
+        return Err(TraceError::invalid(
+            input,
+            "no fio iologs (*.iolog or *.log) in this directory",
+        ));
     }
     Ok(files)
 }
 
 fn rank_of(path: &Path, position: usize) -> i32 {
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let digits: String = stem
         .chars()
         .rev()
@@ -78,12 +84,10 @@ fn parse_log(
     let version = match lines.next() {
         Some((_, "fio version 2 iolog")) => 2,
         Some((_, "fio version 3 iolog")) => 3,
-        _ => {
-            return Err(TraceError::invalid(
-                path,
-                "not a fio iolog: first line must be `fio version 2 iolog` or `fio version 3 iolog`",
-            ))
-        }
+        _ => return Err(TraceError::invalid(
+            path,
+            "not a fio iolog: first line must be `fio version 2 iolog` or `fio version 3 iolog`",
+        )),
     };
     let mut clock_ns: i64 = 0;
     for (n, line) in lines {
@@ -91,10 +95,14 @@ fn parse_log(
         if line.is_empty() {
             continue;
         }
-        let bad = |what: &str| TraceError::invalid(path, format!("line {}: {what}: `{line}`", n + 1));
+        let bad =
+            |what: &str| TraceError::invalid(path, format!("line {}: {what}: `{line}`", n + 1));
         let mut f: Vec<&str> = line.split_whitespace().collect();
         if version == 3 {
-            let ts: i64 = f.first().and_then(|t| t.parse().ok()).ok_or_else(|| bad("expected a timestamp"))?;
+            let ts: i64 = f
+                .first()
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(|| bad("expected a timestamp"))?;
             clock_ns = ts.saturating_mul(1000);
             f.remove(0);
         } else {
@@ -107,7 +115,10 @@ fn parse_log(
         let num = |i: usize| -> TraceResult<Option<i64>> {
             match f.get(i) {
                 None => Ok(None),
-                Some(s) => s.parse().map(Some).map_err(|_| bad("offset and length must be integers")),
+                Some(s) => s
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| bad("offset and length must be integers")),
             }
         };
         let op = match action {
@@ -139,8 +150,16 @@ fn parse_log(
             rank,
             op,
             file,
-            offset: if matches!(op, Op::Read | Op::Write) { offset } else { None },
-            len: if matches!(op, Op::Read | Op::Write) { len } else { None },
+            offset: if matches!(op, Op::Read | Op::Write) {
+                offset
+            } else {
+                None
+            },
+            len: if matches!(op, Op::Read | Op::Write) {
+                len
+            } else {
+                None
+            },
         });
     }
     Ok(())
@@ -160,7 +179,10 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
     wopts.segment_rows = opts.segment_rows.max(1);
     wopts.command = Some(std::env::args().collect());
     let mut w = TraceWriter::create(out, wopts)?;
-    w.set_extra("imported_from", serde_json::json!({"format": "fio-iolog", "path": input.display().to_string()}));
+    w.set_extra(
+        "imported_from",
+        serde_json::json!({"format": "fio-iolog", "path": input.display().to_string()}),
+    );
     // fio names files, not descriptors: one stable descriptor per file and rank.
     let mut fds: HashMap<(i32, u32), i32> = HashMap::new();
     for a in &actions {

@@ -180,7 +180,10 @@ fn string_arg(a: &str) -> Option<&str> {
 }
 
 fn regular(path: &str) -> bool {
-    path.starts_with('/') && !["/proc/", "/sys/", "/dev/"].iter().any(|p| path.starts_with(p))
+    path.starts_with('/')
+        && !["/proc/", "/sys/", "/dev/"]
+            .iter()
+            .any(|p| path.starts_with(p))
 }
 
 impl Tracker {
@@ -335,7 +338,13 @@ fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
             let fd = (c.ret >= 0).then_some(c.ret as i32);
             if let Some(fd) = fd {
                 let position = (flags & libc::O_APPEND == 0).then_some(0);
-                t.fds.insert((c.pid, fd), FdState { path: path.clone(), position });
+                t.fds.insert(
+                    (c.pid, fd),
+                    FdState {
+                        path: path.clone(),
+                        position,
+                    },
+                );
             }
             Some(row(Op::Open, &path, fd, None, None, Some(flags)))
         }
@@ -345,17 +354,28 @@ fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
             let path = fd_path(t, 0).map(|p| p.1).or(st.map(|s| s.path))?;
             regular(&path).then(|| row(Op::Close, &path, Some(fd), None, None, None))
         }
-        "read" | "pread64" | "readv" | "preadv" | "preadv2" | "write" | "pwrite64" | "writev" | "pwritev"
-        | "pwritev2" => {
+        "read" | "pread64" | "readv" | "preadv" | "preadv2" | "write" | "pwrite64" | "writev"
+        | "pwritev" | "pwritev2" => {
             let (fd, path) = fd_path(t, 0)?;
             if !regular(&path) {
                 return None;
             }
-            let op = if c.name.contains("read") { Op::Read } else { Op::Write };
+            let op = if c.name.contains("read") {
+                Op::Read
+            } else {
+                Op::Write
+            };
             let positional = c.name.starts_with('p');
             let vectored = c.name.ends_with('v') || c.name.ends_with("v2");
-            let size = if vectored { (c.ret >= 0).then_some(c.ret) } else { a.get(2)?.parse().ok() };
-            let st = t.fds.entry((c.pid, fd)).or_insert(FdState { path: path.clone(), position: None });
+            let size = if vectored {
+                (c.ret >= 0).then_some(c.ret)
+            } else {
+                a.get(2)?.parse().ok()
+            };
+            let st = t.fds.entry((c.pid, fd)).or_insert(FdState {
+                path: path.clone(),
+                position: None,
+            });
             let offset = if positional {
                 a.get(3).and_then(|o| o.parse().ok())
             } else {
@@ -384,25 +404,34 @@ fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
                 "fdatasync" => Op::Fdatasync,
                 _ => Op::Truncate,
             };
-            let size = (op == Op::Truncate).then(|| a.get(1).and_then(|s| s.parse().ok())).flatten();
+            let size = (op == Op::Truncate)
+                .then(|| a.get(1).and_then(|s| s.parse().ok()))
+                .flatten();
             regular(&path).then(|| row(op, &path, Some(fd), None, size, None))
         }
         "truncate" | "unlink" | "unlinkat" | "rename" | "renameat" | "renameat2" => {
-            let i = if c.name.ends_with("at") || c.name == "renameat2" { 1 } else { 0 };
+            let i = if c.name.ends_with("at") || c.name == "renameat2" {
+                1
+            } else {
+                0
+            };
             let path = string_arg(a.get(i)?)?;
             let op = match c.name {
                 "truncate" => Op::Truncate,
                 n if n.starts_with("unlink") => Op::Unlink,
                 _ => Op::Rename,
             };
-            let size = (op == Op::Truncate).then(|| a.get(1).and_then(|s| s.parse().ok())).flatten();
+            let size = (op == Op::Truncate)
+                .then(|| a.get(1).and_then(|s| s.parse().ok()))
+                .flatten();
             regular(path).then(|| row(op, path, None, None, size, None))
         }
         "mmap" => {
             let (fd, path) = fd_path(t, 4)?;
             let len = a.get(1).and_then(|s| s.parse().ok());
             let off = a.get(5).and_then(|s| {
-                s.strip_prefix("0x").map_or_else(|| s.parse().ok(), |h| i64::from_str_radix(h, 16).ok())
+                s.strip_prefix("0x")
+                    .map_or_else(|| s.parse().ok(), |h| i64::from_str_radix(h, 16).ok())
             });
             regular(&path).then(|| row(Op::Mmap, &path, Some(fd), off, len, None))
         }
@@ -428,7 +457,11 @@ fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
 
 fn inputs(input: &Path) -> TraceResult<Vec<(PathBuf, Option<i32>)>> {
     let meta = std::fs::metadata(input).map_err(|e| TraceError::io(input, e))?;
-    let pid_of = |p: &Path| p.extension().and_then(|e| e.to_str()).and_then(|e| e.parse().ok());
+    let pid_of = |p: &Path| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .and_then(|e| e.parse().ok())
+    };
     if !meta.is_dir() {
         return Ok(vec![(input.to_path_buf(), pid_of(input))]);
     }
@@ -443,7 +476,10 @@ fn inputs(input: &Path) -> TraceResult<Vec<(PathBuf, Option<i32>)>> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(TraceError::invalid(input, "no strace output files in this directory"));
+        return Err(TraceError::invalid(
+            input,
+            "no strace output files in this directory",
+        ));
     }
     Ok(files)
 }
@@ -466,7 +502,8 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         tracker.last_day_ns = 0;
         for line in text.lines() {
             let mut joined = String::new();
-            if let Some(call) = parse_line(line, pid.unwrap_or(0), date, &mut tracker, &mut joined) {
+            if let Some(call) = parse_line(line, pid.unwrap_or(0), date, &mut tracker, &mut joined)
+            {
                 parsed += 1;
                 if let Some(r) = to_row(&call, &mut tracker) {
                     rows.push(r);
@@ -485,7 +522,10 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
     wopts.segment_rows = opts.segment_rows.max(1);
     wopts.command = Some(std::env::args().collect());
     let mut w = TraceWriter::create(out, wopts)?;
-    w.set_extra("imported_from", serde_json::json!({"format": "strace", "path": input.display().to_string()}));
+    w.set_extra(
+        "imported_from",
+        serde_json::json!({"format": "strace", "path": input.display().to_string()}),
+    );
     for r in &rows {
         w.push(&EventRow {
             ts_ns: r.ts_ns,
@@ -521,15 +561,43 @@ mod tests {
     fn follows_offsets_and_joins_split_calls() {
         let mut t = Tracker::default();
         let o = call(r#"100 1700000000.000001 openat(AT_FDCWD, "/d/a, b", O_RDONLY|O_CLOEXEC) = 3</d/a, b> <0.000010>"#, &mut t).unwrap();
-        assert_eq!((o.op, o.path.as_str(), o.fd, o.dur_ns), (Op::Open, "/d/a, b", Some(3), 10_000));
-        let r = call(r#"100 1700000000.000002 read(3</d/a, b>, "ab\"c)"..., 4096) = 4096 <0.000001>"#, &mut t).unwrap();
-        assert_eq!((r.op, r.offset, r.size, r.ret), (Op::Read, Some(0), Some(4096), 4096));
-        assert!(call("100 1700000000.000003 read(3</d/a, b>,  <unfinished ...>", &mut t).is_none());
-        let r = call(r#"100 1700000000.000009 <... read resumed>"x", 100) = 10 <0.000005>"#, &mut t).unwrap();
-        assert_eq!((r.ts_ns, r.offset, r.ret), (1_700_000_000_000_003_000, Some(4096), 10));
+        assert_eq!(
+            (o.op, o.path.as_str(), o.fd, o.dur_ns),
+            (Op::Open, "/d/a, b", Some(3), 10_000)
+        );
+        let r = call(
+            r#"100 1700000000.000002 read(3</d/a, b>, "ab\"c)"..., 4096) = 4096 <0.000001>"#,
+            &mut t,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.op, r.offset, r.size, r.ret),
+            (Op::Read, Some(0), Some(4096), 4096)
+        );
+        assert!(call(
+            "100 1700000000.000003 read(3</d/a, b>,  <unfinished ...>",
+            &mut t
+        )
+        .is_none());
+        let r = call(
+            r#"100 1700000000.000009 <... read resumed>"x", 100) = 10 <0.000005>"#,
+            &mut t,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.ts_ns, r.offset, r.ret),
+            (1_700_000_000_000_003_000, Some(4096), 10)
+        );
         let p = call(r#"[pid 101] 1700000000.00001 pwrite64(4</d/c>, "x", 1, 512) = -1 ENOSPC (No space left on device) <0.000002>"#, &mut t).unwrap();
-        assert_eq!((p.pid, p.op, p.offset, p.ret), (101, Op::Write, Some(512), -28));
-        assert!(call(r#"100 1700000000.00002 read(5<pipe:[1234]>, "", 10) = 0"#, &mut t).is_none());
+        assert_eq!(
+            (p.pid, p.op, p.offset, p.ret),
+            (101, Op::Write, Some(512), -28)
+        );
+        assert!(call(
+            r#"100 1700000000.00002 read(5<pipe:[1234]>, "", 10) = 0"#,
+            &mut t
+        )
+        .is_none());
         assert!(call("100 1700000000.00003 +++ exited with 0 +++", &mut t).is_none());
     }
 

@@ -13,7 +13,10 @@ use crate::writer::{TraceWriter, WriterOptions};
 
 pub fn merge(inputs: &[PathBuf], out: &Path, segment_rows: usize) -> TraceResult<Manifest> {
     if inputs.is_empty() {
-        return Err(TraceError::invalid(out, "merge needs at least one input trace"));
+        return Err(TraceError::invalid(
+            out,
+            "merge needs at least one input trace",
+        ));
     }
     let readers = inputs
         .iter()
@@ -29,14 +32,20 @@ pub fn merge(inputs: &[PathBuf], out: &Path, segment_rows: usize) -> TraceResult
     opts.segment_rows = segment_rows.max(1);
     opts.command = Some(std::env::args().collect());
     let mut w = TraceWriter::create(out, opts)?;
-    let streams = readers.iter().map(|r| r.batches()).collect::<TraceResult<Vec<_>>>()?;
+    let streams = readers
+        .iter()
+        .map(|r| r.batches())
+        .collect::<TraceResult<Vec<_>>>()?;
     for batch in MergeByTs::new(streams) {
         w.write_batch(&batch?)?;
     }
     w.set_dropped_events(readers.iter().map(|r| r.manifest().dropped_events).sum());
     w.set_extra(
         "merged_from",
-        serde_json::json!(inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()),
+        serde_json::json!(inputs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()),
     );
     w.finish()
 }

@@ -42,10 +42,16 @@ pub fn plot_svg(timeline: &Timeline, phases: &[Phase], title: &str, out: &Path) 
             return Err(TraceError::invalid(out, "output directory does not exist"));
         }
     }
-    draw(timeline, phases, title, out).map_err(|e| TraceError::invalid(out, format!("cannot draw plot: {e}")))
+    draw(timeline, phases, title, out)
+        .map_err(|e| TraceError::invalid(out, format!("cannot draw plot: {e}")))
 }
 
-fn draw(timeline: &Timeline, phases: &[Phase], title: &str, out: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(
+    timeline: &Timeline,
+    phases: &[Phase],
+    title: &str,
+    out: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
     let tl = timeline.at_most(PLOT_WINDOWS);
     let secs = tl.window_s();
     let rate = |b: u64| b as f64 / GIB / secs;
@@ -62,7 +68,10 @@ fn draw(timeline: &Timeline, phases: &[Phase], title: &str, out: &Path) -> Resul
     let root = SVGBackend::new(out, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{title}: read vs write bandwidth"), ("sans-serif", 20))
+        .caption(
+            format!("{title}: read vs write bandwidth"),
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(70)
@@ -75,7 +84,12 @@ fn draw(timeline: &Timeline, phases: &[Phase], title: &str, out: &Path) -> Resul
         .draw()?;
 
     // Phase shading first, so the lines are drawn over it; one legend entry per kind.
-    for kind in [PhaseKind::Load, PhaseKind::Read, PhaseKind::Checkpoint, PhaseKind::Idle] {
+    for kind in [
+        PhaseKind::Load,
+        PhaseKind::Read,
+        PhaseKind::Checkpoint,
+        PhaseKind::Idle,
+    ] {
         let of_kind: Vec<&Phase> = phases.iter().filter(|p| p.kind == kind).collect();
         if of_kind.is_empty() {
             continue;
@@ -83,10 +97,15 @@ fn draw(timeline: &Timeline, phases: &[Phase], title: &str, out: &Path) -> Resul
         let color = shade(kind);
         chart
             .draw_series(of_kind.iter().map(|p| {
-                Rectangle::new([(p.start_s, 0.0), (p.end_s, ymax)], color.mix(0.25).filled())
+                Rectangle::new(
+                    [(p.start_s, 0.0), (p.end_s, ymax)],
+                    color.mix(0.25).filled(),
+                )
             }))?
             .label(format!("{} phase", kind.as_str()))
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.mix(0.4).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.mix(0.4).filled())
+            });
     }
     let mid = |i: usize| (i as f64 + 0.5) * secs;
     chart
@@ -109,8 +128,17 @@ fn draw(timeline: &Timeline, phases: &[Phase], title: &str, out: &Path) -> Resul
     chart.draw_series(
         phases
             .iter()
-            .filter(|p| p.kind != PhaseKind::Read && (p.duration_s() >= min_width || p.kind == PhaseKind::Checkpoint))
-            .map(|p| Text::new(p.kind.as_str().to_string(), (p.start_s, ymax * 0.98), ("sans-serif", 12).into_font())),
+            .filter(|p| {
+                p.kind != PhaseKind::Read
+                    && (p.duration_s() >= min_width || p.kind == PhaseKind::Checkpoint)
+            })
+            .map(|p| {
+                Text::new(
+                    p.kind.as_str().to_string(),
+                    (p.start_s, ymax * 0.98),
+                    ("sans-serif", 12).into_font(),
+                )
+            }),
     )?;
     chart
         .configure_series_labels()

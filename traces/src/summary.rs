@@ -7,10 +7,11 @@
 //! first event; the 100 ms peaks are in `peak_read_gib_s_100ms` /
 //! `peak_write_gib_s_100ms`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, StringArray};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::analysis::access::{AccessCounts, AccessTracker};
@@ -21,7 +22,8 @@ use crate::analysis::timeline::{Timeline, BASE_WINDOW_NS};
 use crate::error::TraceResult;
 use crate::reader::TraceReader;
 use crate::schema::{
-    Op, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET, COL_SIZE, COL_TS,
+    Op, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET, COL_SIZE,
+    COL_TS,
 };
 
 /// How many files the summary lists, busiest first.
@@ -89,7 +91,7 @@ pub struct Summary {
 /// between consecutive rows.
 #[derive(Default)]
 struct Files {
-    ids: HashMap<String, u32>,
+    ids: FxHashMap<String, u32>,
     stats: Vec<FileStats>,
 }
 
@@ -110,7 +112,7 @@ impl Files {
 
 #[derive(Default)]
 struct Ranks {
-    slots: HashMap<i32, usize>,
+    slots: FxHashMap<i32, usize>,
     stats: Vec<RankStats>,
     unranked: u64,
 }
@@ -132,7 +134,8 @@ impl Ranks {
 impl Summary {
     /// The columns a summary reads; the others are never decoded.
     pub const COLUMNS: [&'static str; 10] = [
-        COL_TS, COL_DUR_NS, COL_HOST, COL_PID, COL_RANK, COL_OP, COL_PATH, COL_OFFSET, COL_SIZE, COL_RET,
+        COL_TS, COL_DUR_NS, COL_HOST, COL_PID, COL_RANK, COL_OP, COL_PATH, COL_OFFSET, COL_SIZE,
+        COL_RET,
     ];
 
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
@@ -141,8 +144,8 @@ impl Summary {
         let mut hosts: Vec<String> = Vec::new();
         let mut ranks = Ranks::default();
         let mut files = Files::default();
-        let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
-        let mut hist: BTreeMap<Op, SizeHistogram> = BTreeMap::new();
+        let mut ops: Vec<OpStats> = vec![OpStats::default(); Op::ALL.len()];
+        let mut hist: Vec<SizeHistogram> = vec![SizeHistogram::default(); Op::ALL.len()];
         let mut access = AccessTracker::default();
         let mut timeline = Timeline::new(BASE_WINDOW_NS);
         for ev in Prefetch::new(projected.events()?) {
@@ -164,7 +167,9 @@ impl Summary {
             let dur = ev.dur_ns().values();
             // Per-batch op table: dictionary key -> op, so rows cost an index.
             let op_names: &StringArray = ev.op_dict().values().as_string();
-            let op_table: Vec<Op> = (0..op_names.len()).map(|i| Op::parse(op_names.value(i))).collect();
+            let op_table: Vec<Op> = (0..op_names.len())
+                .map(|i| Op::parse(op_names.value(i)))
+                .collect();
             let op_keys = ev.op_dict().keys().values();
             let mut prev_path: Option<(&str, u32)> = None;
             let mut prev_rank: Option<(i32, usize)> = None;
@@ -186,7 +191,7 @@ impl Summary {
                 let r = rank.is_valid(i).then(|| rank.value(i));
                 let data = op.is_read_data() || op.is_write_data();
                 let moved = if data && ret[i] > 0 { ret[i] as u64 } else { 0 };
-                let st = ops.entry(op).or_default();
+                let st = &mut ops[op as usize];
                 st.count += 1;
                 st.bytes += moved;
                 let write = op.is_write_data();
@@ -223,7 +228,7 @@ impl Summary {
                     continue;
                 }
                 if size.is_valid(i) {
-                    hist.entry(op).or_default().add(size.value(i).max(0) as u64);
+                    hist[op as usize].add(size.value(i).max(0) as u64);
                 }
                 let owner = match r {
                     Some(rk) => rk as i64,
@@ -256,8 +261,8 @@ impl Summary {
                 .then(a.path.cmp(&b.path))
         });
         top_files.truncate(TOP_FILES);
-        let read_bytes = ops.get(&Op::Read).map_or(0, |e| e.bytes);
-        let write_bytes = ops.get(&Op::Write).map_or(0, |e| e.bytes);
+        let read_bytes = ops[Op::Read as usize].bytes;
+        let write_bytes = ops[Op::Write as usize].bytes;
         let (peak_read_100ms, peak_write_100ms) = timeline.peaks_gib_s(1);
         let per_second = (1_000_000_000 / BASE_WINDOW_NS) as usize;
         let (peak_read, peak_write) = timeline.peaks_gib_s(per_second);
@@ -270,12 +275,22 @@ impl Summary {
             files: n_files,
             read_bytes,
             write_bytes,
-            ops: ops.into_iter().map(|(op, s)| (op.as_str().to_string(), s)).collect(),
+            ops: Op::ALL
+                .iter()
+                .zip(ops)
+                .filter(|(_, s)| s.count > 0)
+                .map(|(op, s)| (op.as_str().to_string(), s))
+                .collect(),
             peak_read_gib_s: peak_read,
             peak_write_gib_s: peak_write,
             peak_read_gib_s_100ms: peak_read_100ms,
             peak_write_gib_s_100ms: peak_write_100ms,
-            size_histogram: hist.into_iter().map(|(op, h)| (op.as_str().to_string(), h)).collect(),
+            size_histogram: Op::ALL
+                .iter()
+                .zip(hist)
+                .filter(|(_, h)| h.total() > 0)
+                .map(|(op, h)| (op.as_str().to_string(), h))
+                .collect(),
             access: AccessShares {
                 read: access.read,
                 write: access.write,
@@ -326,17 +341,32 @@ impl Summary {
         );
         let _ = writeln!(s, "\n{:<10} {:>12} {:>14}", "op", "count", "bytes");
         for (op, st) in &self.ops {
-            let _ = writeln!(s, "{:<10} {:>12} {:>14}", op, st.count, fmt_bytes(st.bytes as f64));
+            let _ = writeln!(
+                s,
+                "{:<10} {:>12} {:>14}",
+                op,
+                st.count,
+                fmt_bytes(st.bytes as f64)
+            );
         }
         for (op, h) in &self.size_histogram {
             let _ = writeln!(s, "\n{op} sizes");
             let total = h.total().max(1) as f64;
             for (floor, count) in h.buckets() {
                 let bar = "#".repeat(((count as f64 / total) * 40.0).ceil() as usize);
-                let _ = writeln!(s, "  >= {:>10} {:>12}  {bar}", fmt_bytes(floor as f64), count);
+                let _ = writeln!(
+                    s,
+                    "  >= {:>10} {:>12}  {bar}",
+                    fmt_bytes(floor as f64),
+                    count
+                );
             }
         }
-        let _ = writeln!(s, "\n{:<8} {:>12} {:>14} {:>14}", "rank", "events", "read", "write");
+        let _ = writeln!(
+            s,
+            "\n{:<8} {:>12} {:>14} {:>14}",
+            "rank", "events", "read", "write"
+        );
         let mut busiest: Vec<&RankStats> = self.per_rank.iter().collect();
         busiest.sort_by_key(|r| std::cmp::Reverse(r.read_bytes + r.write_bytes));
         for r in busiest.iter().take(TOP_FILES) {
@@ -350,7 +380,11 @@ impl Summary {
             );
         }
         if self.per_rank.len() > TOP_FILES {
-            let _ = writeln!(s, "  ... {} more ranks (--json lists all)", self.per_rank.len() - TOP_FILES);
+            let _ = writeln!(
+                s,
+                "  ... {} more ranks (--json lists all)",
+                self.per_rank.len() - TOP_FILES
+            );
         }
         let _ = writeln!(s, "\n{:>14} {:>14} {:>10}  file", "read", "write", "events");
         for f in &self.top_files {

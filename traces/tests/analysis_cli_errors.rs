@@ -8,11 +8,23 @@ use predicates::prelude::*;
 
 fn fails_with_one_line(args: &[&str], names: &str) {
     let out = trace_cmd().args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line, got: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: one line, got: {err}"
+    );
     assert!(err.starts_with("Error: "), "{err}");
-    assert!(predicate::str::contains(names).eval(&err), "{args:?}: `{err}` does not name `{names}`");
+    assert!(
+        predicate::str::contains(names).eval(&err),
+        "{args:?}: `{err}` does not name `{names}`"
+    );
 }
 
 #[test]
@@ -41,9 +53,27 @@ fn bad_input_exits_2_with_one_line() {
     fails_with_one_line(&["compare", good, nt], nt);
     fails_with_one_line(&["compare", junk, good], junk);
     fails_with_one_line(&["export", nt, "--fio-iolog", &o("logs")], nt);
-    fails_with_one_line(&["import", "--fio-iolog", bad_log.to_str().unwrap(), "-o", &o("i1")], "line 3");
+    fails_with_one_line(
+        &[
+            "import",
+            "--fio-iolog",
+            bad_log.to_str().unwrap(),
+            "-o",
+            &o("i1"),
+        ],
+        "line 3",
+    );
     fails_with_one_line(&["import", "--fio-iolog", good, "-o", &o("i2")], "iolog");
-    fails_with_one_line(&["import", "--strace", bad_strace.to_str().unwrap(), "-o", &o("i3")], "strace.txt");
+    fails_with_one_line(
+        &[
+            "import",
+            "--strace",
+            bad_strace.to_str().unwrap(),
+            "-o",
+            &o("i3"),
+        ],
+        "strace.txt",
+    );
     fails_with_one_line(&["merge", good, nt, "-o", &o("m")], nt);
     fails_with_one_line(&["merge", good, good, "-o", good], "not empty");
     // Usage errors are clap's: also status 2.

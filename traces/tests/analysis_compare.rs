@@ -30,20 +30,44 @@ fn bigger_checkpoints_show_as_write_error() {
     let b = synth(
         tmp.path(),
         "b",
-        &workload(4, 2, 12, "sequential").replace("bytes_per_rank = \"64MiB\"", "bytes_per_rank = \"96MiB\""),
+        &workload(4, 2, 12, "sequential")
+            .replace("bytes_per_rank = \"64MiB\"", "bytes_per_rank = \"96MiB\""),
     );
-    let c = json(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
-    assert!((c["write_bytes_error"].as_f64().unwrap() - 0.5).abs() < 1e-12, "{c:#}");
+    let c = json(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        (c["write_bytes_error"].as_f64().unwrap() - 0.5).abs() < 1e-12,
+        "{c:#}"
+    );
     assert_eq!(c["read_bytes_error"].as_f64(), Some(0.0));
-    assert!(c["duration_error"].as_f64().unwrap() > 0.0, "B writes longer: {c:#}");
-    let ckpts: Vec<&serde_json::Value> =
-        c["phases"].as_array().unwrap().iter().filter(|p| p["kind"] == "checkpoint").collect();
+    assert!(
+        c["duration_error"].as_f64().unwrap() > 0.0,
+        "B writes longer: {c:#}"
+    );
+    let ckpts: Vec<&serde_json::Value> = c["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "checkpoint")
+        .collect();
     assert_eq!(ckpts.len(), 2);
     for p in ckpts {
-        assert!((p["write_bytes_error"].as_f64().unwrap() - 0.5).abs() < 1e-12, "{p}");
+        assert!(
+            (p["write_bytes_error"].as_f64().unwrap() - 0.5).abs() < 1e-12,
+            "{p}"
+        );
         assert!(p["duration_error"].as_f64().unwrap() > 0.2, "{p}");
     }
     // The other way round the error is negative: (A - B) / B.
-    let r = json(&["compare", b.to_str().unwrap(), a.to_str().unwrap(), "--json"]);
+    let r = json(&[
+        "compare",
+        b.to_str().unwrap(),
+        a.to_str().unwrap(),
+        "--json",
+    ]);
     assert!((r["write_bytes_error"].as_f64().unwrap() + 1.0 / 3.0).abs() < 1e-12);
 }

@@ -11,15 +11,25 @@ use std::process::Command;
 use analysis_util::*;
 
 fn have_fio() -> bool {
-    Command::new("fio").arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// fio's JSON report: (read bytes, write bytes) over all jobs.
 fn fio_bytes(report: &Path) -> (u64, u64) {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
-    v["jobs"].as_array().unwrap().iter().fold((0, 0), |(r, w), j| {
-        (r + j["read"]["io_bytes"].as_u64().unwrap(), w + j["write"]["io_bytes"].as_u64().unwrap())
-    })
+    v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .fold((0, 0), |(r, w), j| {
+            (
+                r + j["read"]["io_bytes"].as_u64().unwrap(),
+                w + j["write"]["io_bytes"].as_u64().unwrap(),
+            )
+        })
 }
 
 #[test]
@@ -58,8 +68,14 @@ fn fio_replays_the_export_moving_the_same_bytes() {
         assert_eq!(text.lines().next(), Some("fio version 3 iolog"));
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
-            assert!(f[0].parse::<u64>().is_ok(), "v3 lines start with a timestamp: {line}");
-            assert!(f[1].starts_with(target.to_str().unwrap()), "paths are under --target: {line}");
+            assert!(
+                f[0].parse::<u64>().is_ok(),
+                "v3 lines start with a timestamp: {line}"
+            );
+            assert!(
+                f[1].starts_with(target.to_str().unwrap()),
+                "paths are under --target: {line}"
+            );
             if f[2] == "read" {
                 let end = f[3].parse::<u64>().unwrap() + f[4].parse::<u64>().unwrap();
                 let e = extents.entry(f[1].to_string()).or_default();
@@ -89,10 +105,18 @@ fn fio_replays_the_export_moving_the_same_bytes() {
         .arg(format!("--output={}", out_json.display()))
         .output()
         .unwrap();
-    assert!(st.status.success(), "fio failed: {}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "fio failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let (r, w) = fio_bytes(&out_json);
     assert_eq!(r, summary["read_bytes"].as_u64().unwrap(), "bytes fio read");
-    assert_eq!(w, summary["write_bytes"].as_u64().unwrap(), "bytes fio wrote");
+    assert_eq!(
+        w,
+        summary["write_bytes"].as_u64().unwrap(),
+        "bytes fio wrote"
+    );
     assert!(r > 0 && w > 0);
 }
 
@@ -107,25 +131,51 @@ fn import_of_fio_own_iolog_has_fio_bytes() {
     let log = tmp.path().join("rank-3.iolog");
     let out_json = tmp.path().join("fio.json");
     let st = Command::new("fio")
-        .args(["--name=mix", "--size=4M", "--rw=randrw", "--bs=16k", "--ioengine=psync", "--output-format=json"])
+        .args([
+            "--name=mix",
+            "--size=4M",
+            "--rw=randrw",
+            "--bs=16k",
+            "--ioengine=psync",
+            "--output-format=json",
+        ])
         .arg(format!("--filename={}", data.display()))
         .arg(format!("--write_iolog={}", log.display()))
         .arg(format!("--output={}", out_json.display()))
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let (r, w) = fio_bytes(&out_json);
     let trace = tmp.path().join("imported");
     let out = trace_cmd()
-        .args(["import", "--fio-iolog", log.to_str().unwrap(), "-o", trace.to_str().unwrap()])
+        .args([
+            "import",
+            "--fio-iolog",
+            log.to_str().unwrap(),
+            "-o",
+            trace.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = json(&["summary", trace.to_str().unwrap(), "--json"]);
     assert_eq!(s["read_bytes"].as_u64().unwrap(), r);
     assert_eq!(s["write_bytes"].as_u64().unwrap(), w);
-    assert_eq!(s["ranks"], serde_json::json!([3]), "rank from the log's name");
+    assert_eq!(
+        s["ranks"],
+        serde_json::json!([3]),
+        "rank from the log's name"
+    );
     assert_eq!(s["ops"]["read"]["count"].as_u64().unwrap(), r / 16384);
-    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(trace.join("manifest.json")).unwrap()).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(trace.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(m["source"], "import");
 }

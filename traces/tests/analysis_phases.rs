@@ -18,16 +18,27 @@ fn phases(trace: &Path) -> serde_json::Value {
 fn finds_exactly_k_checkpoints() {
     let tmp = tempfile::tempdir().unwrap();
     for (ranks, k, every) in [(4, 1, 10), (4, 3, 12), (8, 5, 6), (2, 2, 40)] {
-        let trace = synth(tmp.path(), &format!("k{k}r{ranks}"), &workload(ranks, k, every, "sequential"));
+        let trace = synth(
+            tmp.path(),
+            &format!("k{k}r{ranks}"),
+            &workload(ranks, k, every, "sequential"),
+        );
         let p = phases(&trace);
-        assert_eq!(count_kind(&p, "checkpoint"), k as usize, "ranks {ranks}, K {k}: {p:#}");
+        assert_eq!(
+            count_kind(&p, "checkpoint"),
+            k as usize,
+            "ranks {ranks}, K {k}: {p:#}"
+        );
         assert_eq!(count_kind(&p, "load"), 1, "one load burst: {p:#}");
         let list = p["phases"].as_array().unwrap();
         assert_eq!(list[0]["kind"], "load", "{p:#}");
         // Every checkpoint involves all ranks writing together.
         for c in list.iter().filter(|c| c["kind"] == "checkpoint") {
             assert_eq!(c["max_writers"], ranks, "{c}");
-            assert_eq!(c["write_bytes"].as_u64().unwrap(), ranks as u64 * (64 << 20));
+            assert_eq!(
+                c["write_bytes"].as_u64().unwrap(),
+                ranks as u64 * (64 << 20)
+            );
         }
     }
 }
@@ -36,7 +47,10 @@ fn finds_exactly_k_checkpoints() {
 /// appending a line every 20 ms and a metrics file flushed now and then.
 fn with_log_noise(src: &Path, dst: &Path) {
     let reader = TraceReader::open(src).unwrap();
-    let (start, end) = (reader.manifest().start_unix_ns, reader.manifest().end_unix_ns);
+    let (start, end) = (
+        reader.manifest().start_unix_ns,
+        reader.manifest().end_unix_ns,
+    );
     let mut w = TraceWriter::create(dst, WriterOptions::new(Source::Synth)).unwrap();
     for b in reader.batches().unwrap() {
         w.write_batch(&b.unwrap()).unwrap();
@@ -127,7 +141,11 @@ for step in range(6):
 
 #[test]
 fn finds_checkpoints_in_a_captured_job() {
-    if std::process::Command::new("strace").arg("-V").output().is_err() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
         eprintln!("strace is not installed: cannot capture a job here; skipping");
         return;
     }
@@ -145,17 +163,35 @@ fn finds_checkpoints_in_a_captured_job() {
     assert!(st.success());
     let trace = tmp.path().join("captured");
     let out = trace_cmd()
-        .args(["import", "--strace", log.to_str().unwrap(), "-o", trace.to_str().unwrap(), "--rank", "0"])
+        .args([
+            "import",
+            "--strace",
+            log.to_str().unwrap(),
+            "-o",
+            trace.to_str().unwrap(),
+            "--rank",
+            "0",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = json(&["summary", trace.to_str().unwrap(), "--json"]);
     // The job wrote 48 + 8 MiB of inputs and K checkpoints of 32 MiB, plus its log.
     let w = s["write_bytes"].as_u64().unwrap();
-    assert!(w >= (56 + 32 * k) << 20 && w < (57 + 32 * k) << 20, "write bytes {w}");
+    assert!(
+        w >= (56 + 32 * k) << 20 && w < (57 + 32 * k) << 20,
+        "write bytes {w}"
+    );
     let p = phases(&trace);
     // The dataset files written at the start are one more write burst.
     assert_eq!(count_kind(&p, "checkpoint"), k as usize + 1, "{p:#}");
     assert_eq!(count_kind(&p, "load"), 1, "{p:#}");
-    assert!(count_kind(&p, "idle") >= 1, "the 1.5 s pause is idle: {p:#}");
+    assert!(
+        count_kind(&p, "idle") >= 1,
+        "the 1.5 s pause is idle: {p:#}"
+    );
 }

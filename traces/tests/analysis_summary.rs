@@ -40,15 +40,27 @@ fn check_against_duckdb(pattern: &str) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["rank"].to_string(), serde_json::json!([r["read_bytes"], r["write_bytes"]])))
+        .map(|r| {
+            (
+                r["rank"].to_string(),
+                serde_json::json!([r["read_bytes"], r["write_bytes"]]),
+            )
+        })
         .collect();
-    assert_eq!(serde_json::Value::Object(ranks), duck["per_rank"], "bytes per rank");
+    assert_eq!(
+        serde_json::Value::Object(ranks),
+        duck["per_rank"],
+        "bytes per rank"
+    );
     assert_eq!(ours["size_histogram"], duck["hist"], "size histogram");
     let gib = (1u64 << 30) as f64;
     for op in ["read", "write"] {
         let theirs = duck[format!("peak_{op}")].as_f64().unwrap() / gib;
         let mine = ours[format!("peak_{op}_gib_s")].as_f64().unwrap();
-        assert!((mine - theirs).abs() < 1e-9, "{op} 1 s peak: ours {mine}, DuckDB {theirs}");
+        assert!(
+            (mine - theirs).abs() < 1e-9,
+            "{op} 1 s peak: ours {mine}, DuckDB {theirs}"
+        );
         assert!(mine > 0.0);
     }
     let rb = ours["ops"]["read"]["bytes"].as_u64().unwrap();
@@ -77,8 +89,20 @@ fn summary_equals_duckdb_random() {
 #[test]
 fn access_pattern_tells_sequential_from_random() {
     let tmp = tempfile::tempdir().unwrap();
-    let seq = json(&["summary", synth(tmp.path(), "s", &workload(2, 1, 10, "sequential")).to_str().unwrap(), "--json"]);
-    let rnd = json(&["summary", synth(tmp.path(), "r", &workload(2, 1, 10, "random")).to_str().unwrap(), "--json"]);
+    let seq = json(&[
+        "summary",
+        synth(tmp.path(), "s", &workload(2, 1, 10, "sequential"))
+            .to_str()
+            .unwrap(),
+        "--json",
+    ]);
+    let rnd = json(&[
+        "summary",
+        synth(tmp.path(), "r", &workload(2, 1, 10, "random"))
+            .to_str()
+            .unwrap(),
+        "--json",
+    ]);
     let share = |v: &serde_json::Value| v["access"]["read_sequential_share"].as_f64().unwrap();
     assert!(share(&seq) > 0.95, "sequential workload: {}", share(&seq));
     assert!(share(&rnd) < 0.3, "random workload: {}", share(&rnd));
@@ -90,10 +114,19 @@ fn access_pattern_tells_sequential_from_random() {
 fn summary_table_is_readable() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = synth(tmp.path(), "t", &workload(2, 1, 10, "sequential"));
-    let out = trace_cmd().args(["summary", trace.to_str().unwrap()]).output().unwrap();
+    let out = trace_cmd()
+        .args(["summary", trace.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for needle in ["peak read", "read sizes", "checkpoint", "rank", "/data/train/shard-"] {
+    for needle in [
+        "peak read",
+        "read sizes",
+        "checkpoint",
+        "rank",
+        "/data/train/shard-",
+    ] {
         assert!(text.contains(needle), "table lacks `{needle}`:\n{text}");
     }
 }

@@ -4,8 +4,7 @@
 //! access is sequential when it starts where the stream's previous access
 //! ended (or at offset 0 for a stream's first access), random otherwise.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -29,7 +28,7 @@ impl AccessCounts {
 /// Next expected offset per stream; memory grows with files × ranks only.
 #[derive(Default)]
 pub struct AccessTracker {
-    next_offset: HashMap<(u32, i64), i64>,
+    next_offset: FxHashMap<(u32, i64), i64>,
     pub read: AccessCounts,
     pub write: AccessCounts,
 }
@@ -41,7 +40,11 @@ impl AccessTracker {
         let next = self.next_offset.entry((file, owner)).or_insert(0);
         let sequential = *next == offset;
         *next = offset + len.max(0);
-        let c = if write { &mut self.write } else { &mut self.read };
+        let c = if write {
+            &mut self.write
+        } else {
+            &mut self.read
+        };
         if sequential {
             c.sequential += 1;
         } else {

@@ -15,7 +15,9 @@ pub struct SizeHistogram {
 
 impl Default for SizeHistogram {
     fn default() -> Self {
-        SizeHistogram { counts: [0; BUCKETS] }
+        SizeHistogram {
+            counts: [0; BUCKETS],
+        }
     }
 }
 

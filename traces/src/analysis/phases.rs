@@ -105,7 +105,13 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
     let max_gap = windows_for(CHECKPOINT_GAP_S).max(2);
     // Reading at a tenth of the usual rate or more means the job is back to
     // training; a stray read inside a checkpoint (a config file) is not.
-    let reading_floor = (median((0..n).filter(|&i| r[i] > 0 && !write_heavy(i)).map(|i| r[i]).collect()) / 10).max(1);
+    let reading_floor = (median(
+        (0..n)
+            .filter(|&i| r[i] > 0 && !write_heavy(i))
+            .map(|i| r[i])
+            .collect(),
+    ) / 10)
+        .max(1);
     let mut i = 0;
     while i < n {
         if !write_heavy(i) {
@@ -126,12 +132,19 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
         // The windows at either edge that a checkpoint shares with reading
         // still hold part of it.
         let edge_floor = (write_floor / 10).max(1);
-        let start = if start > 0 && w[start - 1] >= edge_floor && kind[start - 1] != PhaseKind::Checkpoint {
+        let start = if start > 0
+            && w[start - 1] >= edge_floor
+            && kind[start - 1] != PhaseKind::Checkpoint
+        {
             start - 1
         } else {
             start
         };
-        let end = if end + 1 < n && w[end + 1] >= edge_floor { end + 1 } else { end };
+        let end = if end + 1 < n && w[end + 1] >= edge_floor {
+            end + 1
+        } else {
+            end
+        };
         for k in kind.iter_mut().take(end + 1).skip(start) {
             *k = PhaseKind::Checkpoint;
         }
@@ -142,10 +155,17 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
     // reads there, so a long load does not count as steady), and the load
     // burst before it settles. Startup reads far below the steady rate
     // (imports, configs) neither count as load nor as steady reading.
-    let first_ckpt_end = (0..n).rev().find(|&i| kind[i] == PhaseKind::Checkpoint).map(|_| {
-        let first = (0..n).find(|&i| kind[i] == PhaseKind::Checkpoint).unwrap_or(0);
-        (first..n).find(|&i| kind[i] != PhaseKind::Checkpoint).unwrap_or(n)
-    });
+    let first_ckpt_end = (0..n)
+        .rev()
+        .find(|&i| kind[i] == PhaseKind::Checkpoint)
+        .map(|_| {
+            let first = (0..n)
+                .find(|&i| kind[i] == PhaseKind::Checkpoint)
+                .unwrap_or(0);
+            (first..n)
+                .find(|&i| kind[i] != PhaseKind::Checkpoint)
+                .unwrap_or(n)
+        });
     let reads_in = |from: usize| -> Vec<u64> {
         (from..n)
             .filter(|&i| kind[i] != PhaseKind::Checkpoint && r[i] > 0)
@@ -153,7 +173,11 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
             .collect()
     };
     let after = first_ckpt_end.map(reads_in).unwrap_or_default();
-    let steady = median(if after.len() >= windows_for(STEADY_SETTLE_S) { after } else { reads_in(0) });
+    let steady = median(if after.len() >= windows_for(STEADY_SETTLE_S) {
+        after
+    } else {
+        reads_in(0)
+    });
     let load_floor = (steady as f64 * LOAD_OVER_STEADY) as u64;
     let steady_floor = steady / 2;
     let settle = windows_for(STEADY_SETTLE_S);
@@ -247,15 +271,27 @@ fn sharpen_edges(tl: &Timeline, runs: &[(usize, usize)], phases: &mut [Phase]) {
             continue;
         }
         let (a, b) = runs[k];
-        let spans = if phases[k].kind == PhaseKind::Load { &tl.read_span } else { &tl.write_span };
+        let spans = if phases[k].kind == PhaseKind::Load {
+            &tl.read_span
+        } else {
+            &tl.write_span
+        };
         let (first, last) = join_spans(&spans[a..=b]);
         if first > last {
             continue;
         }
         let lo = if k > 0 { phases[k - 1].start_s } else { 0.0 };
-        let hi = if k + 1 < phases.len() { phases[k + 1].end_s } else { phases[k].end_s };
+        let hi = if k + 1 < phases.len() {
+            phases[k + 1].end_s
+        } else {
+            phases[k].end_s
+        };
         // The first phase starts the trace, whatever its first call.
-        let start = if k == 0 { phases[0].start_s } else { secs_of(first).clamp(lo, phases[k].end_s) };
+        let start = if k == 0 {
+            phases[0].start_s
+        } else {
+            secs_of(first).clamp(lo, phases[k].end_s)
+        };
         let end = secs_of(last).clamp(start, hi);
         phases[k].start_s = start;
         phases[k].end_s = end;

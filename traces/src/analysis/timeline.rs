@@ -2,8 +2,7 @@
 //! "how busy was storage when" that peaks, phases, plots and comparisons share.
 //! Bytes are counted at the entry `ts` of the call that moved them.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// Resolution of the timeline that summary, phases and plots start from.
@@ -50,7 +49,7 @@ pub struct Timeline {
     pub end_ns: i64,
     /// Last window each writer wrote in, to count writers once per window.
     #[serde(skip)]
-    last_write_slot: HashMap<i64, usize>,
+    last_write_slot: FxHashMap<i64, usize>,
 }
 
 impl Timeline {
@@ -64,7 +63,7 @@ impl Timeline {
             read_span: Vec::new(),
             write_span: Vec::new(),
             end_ns: i64::MIN,
-            last_write_slot: HashMap::new(),
+            last_write_slot: FxHashMap::default(),
         }
     }
 
@@ -91,8 +90,6 @@ impl Timeline {
         }
         slot
     }
-
-
 
     /// Adds bytes read by a call at `ts` lasting `dur` (after [`Timeline::touch`]
     /// of the first event).
@@ -150,7 +147,11 @@ impl Timeline {
     /// summed, an upper bound of distinct writers).
     pub fn coarsen(&self, factor: usize) -> Timeline {
         let factor = factor.max(1);
-        let fold = |v: &[u64]| v.chunks(factor).map(|c| c.iter().sum()).collect::<Vec<u64>>();
+        let fold = |v: &[u64]| {
+            v.chunks(factor)
+                .map(|c| c.iter().sum())
+                .collect::<Vec<u64>>()
+        };
         Timeline {
             origin_ns: self.origin_ns,
             window_ns: self.window_ns * factor as i64,
@@ -164,7 +165,7 @@ impl Timeline {
             read_span: self.read_span.chunks(factor).map(join_spans).collect(),
             write_span: self.write_span.chunks(factor).map(join_spans).collect(),
             end_ns: self.end_ns,
-            last_write_slot: HashMap::new(),
+            last_write_slot: FxHashMap::default(),
         }
     }
 

@@ -52,10 +52,21 @@ pub fn synth(dir: &Path, name: &str, toml: &str) -> PathBuf {
     std::fs::write(&wl, toml).unwrap();
     let out = dir.join(name);
     let st = trace_cmd()
-        .args(["synth", wl.to_str().unwrap(), "-o", out.to_str().unwrap(), "--segment-events", "5000"])
+        .args([
+            "synth",
+            wl.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--segment-events",
+            "5000",
+        ])
         .output()
         .unwrap();
-    assert!(st.status.success(), "synth failed: {}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "synth failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     out
 }
 
@@ -72,11 +83,25 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 
 /// Runs a Python snippet and parses what it prints as JSON.
 pub fn python_json(code: &str, args: &[&str]) -> serde_json::Value {
-    let out = Command::new("python3").arg("-c").arg(code).args(args).output().expect("python3");
-    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("python printed JSON")
 }
 
 pub fn count_kind(v: &serde_json::Value, kind: &str) -> usize {
-    v["phases"].as_array().unwrap().iter().filter(|p| p["kind"] == kind).count()
+    v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == kind)
+        .count()
 }
