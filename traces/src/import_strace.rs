@@ -257,10 +257,9 @@ fn parse_line<'a>(
         Some(i) => (&ret_tok[..i], Some(ret_tok[i + 1..].trim_end_matches('>'))),
         None => (ret_tok, None),
     };
-    let mut ret: i64 = if ret_num.starts_with("0x") {
-        i64::from_str_radix(&ret_num[2..], 16).unwrap_or(0)
-    } else {
-        ret_num.parse().ok()?
+    let mut ret: i64 = match ret_num.strip_prefix("0x") {
+        Some(hex) => i64::from_str_radix(hex, 16).unwrap_or(0),
+        None => ret_num.parse().ok()?,
     };
     if ret == -1 {
         ret = after.split_whitespace().next().map(errno).unwrap_or(-1);

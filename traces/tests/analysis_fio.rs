@@ -87,9 +87,6 @@ fn fio_replays_the_export_moving_the_same_bytes() {
         std::fs::create_dir_all(Path::new(path).parent().unwrap()).unwrap();
         std::fs::write(path, vec![7u8; *size as usize]).unwrap();
     }
-    for d in ["checkpoints"] {
-        std::fs::create_dir_all(target.join(d)).unwrap();
-    }
     // Writes go to per-step checkpoint directories fio does not create.
     for log in report["logs"].as_array().unwrap() {
         let text = std::fs::read_to_string(logs.join(log.as_str().unwrap())).unwrap();
