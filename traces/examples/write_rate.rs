@@ -16,7 +16,45 @@ use rand::{Rng, SeedableRng};
 /// Rows as a data-loading capture produces them: 8 ranks with 2 loader workers
 /// each, reading shards of a 2,000-file dataset in 128 KiB..1 MiB sequential
 /// chunks between opens and closes, with occasional checkpoint writes.
-fn rows(n: usize) -> Vec<(i64, i64, i32, i32, Op, u32, i64, i64, i64)> {
+/// One generated call; offset and size are -1 where the op has none.
+struct Call {
+    ts: i64,
+    dur: i64,
+    pid: i32,
+    worker: i32,
+    op: Op,
+    file: u32,
+    offset: i64,
+    size: i64,
+    ret: i64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn call(
+    ts: i64,
+    dur: i64,
+    pid: i32,
+    worker: i32,
+    op: Op,
+    file: u32,
+    offset: i64,
+    size: i64,
+    ret: i64,
+) -> Call {
+    Call {
+        ts,
+        dur,
+        pid,
+        worker,
+        op,
+        file,
+        offset,
+        size,
+        ret,
+    }
+}
+
+fn rows(n: usize) -> Vec<Call> {
     let mut rng = SmallRng::seed_from_u64(7);
     let mut out = Vec::with_capacity(n);
     let mut ts = 1_767_225_600_000_000_000i64;
@@ -28,7 +66,7 @@ fn rows(n: usize) -> Vec<(i64, i64, i32, i32, Op, u32, i64, i64, i64)> {
         let (file, off) = &mut cursor[w];
         if *off == 0 {
             *file = rng.random_range(0..2000);
-            out.push((
+            out.push(call(
                 ts,
                 rng.random_range(3_000..9_000),
                 pid,
@@ -42,10 +80,20 @@ fn rows(n: usize) -> Vec<(i64, i64, i32, i32, Op, u32, i64, i64, i64)> {
         }
         let size = [131_072i64, 262_144, 1_048_576][rng.random_range(0..3)];
         let dur = (size / 2) + rng.random_range(0..20_000);
-        out.push((ts, dur, pid, w as i32, Op::Read, *file, *off, size, size));
+        out.push(call(
+            ts,
+            dur,
+            pid,
+            w as i32,
+            Op::Read,
+            *file,
+            *off,
+            size,
+            size,
+        ));
         *off += size;
         if *off >= 64 << 20 {
-            out.push((
+            out.push(call(
                 ts + dur,
                 rng.random_range(1_000..3_000),
                 pid,
@@ -89,21 +137,21 @@ fn main() -> anyhow::Result<()> {
         .map(|i| format!("/data/imagenet/train/shard-{i:05}.tar"))
         .collect();
     let comms = ["pt_data_worker", "python"];
-    let row = |r: &(i64, i64, i32, i32, Op, u32, i64, i64, i64)| EventRow {
-        ts_ns: r.0,
-        dur_ns: r.1,
+    let row = |r: &Call| EventRow {
+        ts_ns: r.ts,
+        dur_ns: r.dur,
         host: "node0",
-        pid: r.2,
-        tid: r.2,
-        rank: Some(r.3 / 2),
-        comm: comms[(r.3 % 2) as usize],
-        op: r.4,
-        path: Some(&paths[r.5 as usize]),
+        pid: r.pid,
+        tid: r.pid,
+        rank: Some(r.worker / 2),
+        comm: comms[(r.worker % 2) as usize],
+        op: r.op,
+        path: Some(&paths[r.file as usize]),
         fd: Some(12),
-        offset: (r.6 >= 0).then_some(r.6),
-        size: (r.7 >= 0).then_some(r.7),
-        ret: r.8,
-        flags: (r.4 == Op::Open).then_some(0),
+        offset: (r.offset >= 0).then_some(r.offset),
+        size: (r.size >= 0).then_some(r.size),
+        ret: r.ret,
+        flags: (r.op == Op::Open).then_some(0),
     };
 
     let start = Instant::now();

@@ -64,7 +64,7 @@ fn a_trace_written_by_pyarrow_alone_reads_back_exactly() {
             );
             assert_eq!(ev.host_at(i), format!("gpu-node-{}", k % 2));
             assert_eq!(ev.pid().value(i), 100 + (k % 3) as i32);
-            assert_eq!(ev.rank().is_null(i), k % 10 == 0);
+            assert_eq!(ev.rank().is_null(i), k.is_multiple_of(10));
             assert_eq!(ev.op(i), if k % 2 == 1 { Op::Read } else { Op::Write });
             assert_eq!(ev.path_at(i), Some(format!("/data/f{}", k % 7).as_str()));
             assert_eq!(ev.offset().value(i), k as i64 * 4096);

@@ -18,6 +18,7 @@ const APT_PACKAGES: &[&str] = &[
     "openmpi-bin",
     "libopenmpi-dev",
     "gzip",
+    "time",
 ];
 
 /// Python test partners: DuckDB and pyarrow read our Parquet; numpy drives the
