@@ -108,6 +108,15 @@ fn capture(root: &Path, out: &Path) -> Result<PathBuf> {
     let work = out.join("job");
     let trace = out.join("capture");
     let job = root.join("xtask/demo/job.py");
+    // Stage the dataset before the capture, as a real job finds its data in
+    // place; otherwise writing it would show up as a first write burst.
+    step(
+        "stage the dataset",
+        cmd(
+            "python3".as_ref(),
+            &[job.as_os_str(), work.as_os_str(), "0".as_ref()],
+        ),
+    )?;
     step(
         "capture a training-shaped job",
         cmd(
