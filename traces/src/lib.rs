@@ -15,8 +15,8 @@
 
 pub mod analysis;
 pub mod cli;
-pub mod compare;
 pub mod columns;
+pub mod compare;
 pub mod error;
 pub mod event;
 pub mod export_fio;

@@ -2,15 +2,9 @@
 
 /// Parses "4096", "4k", "4KiB", "1.5GiB", "2MB" into bytes (KB/MB are decimal, K/KiB binary).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (try 4096, 64KiB, 1GiB)"))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+    let (value, unit) =
+        split_number(s).ok_or_else(|| format!("`{s}` is not a size (try 4096, 64KiB, 1GiB)"))?;
+    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,
         "m" | "mib" => 1024.0 * 1024.0,
@@ -27,15 +21,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 /// Parses "50ms", "2s", "1.5m", "100us", "10ns" into nanoseconds; a bare number is seconds.
 pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 50ms, 2s, 10m)"))?;
-    let mult = match unit.trim() {
+    let (value, unit) =
+        split_number(s).ok_or_else(|| format!("`{s}` is not a duration (try 50ms, 2s, 10m)"))?;
+    let mult = match unit {
         "" | "s" => 1e9,
         "ns" => 1.0,
         "us" | "µs" => 1e3,
@@ -45,6 +33,16 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         other => return Err(format!("`{s}`: unknown duration unit `{other}`")),
     };
     Ok((value * mult).round() as u64)
+}
+
+/// "1.5GiB" -> (1.5, "GiB"): the leading number and the unit after it.
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    Some((num.parse().ok()?, unit.trim()))
 }
 
 /// Formats bytes with a binary unit, three significant digits.
