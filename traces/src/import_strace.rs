@@ -130,9 +130,19 @@ fn open_flags(s: &str) -> i32 {
 fn split_args(s: &str) -> Option<(Vec<&str>, &str)> {
     let bytes = s.as_bytes();
     let (mut depth, mut in_str, mut esc) = (0i32, false, false);
+    // `-y` annotates descriptors as `3</path>`; a path may hold commas.
+    let mut in_fd_path = false;
     let mut args = Vec::new();
     let mut start = 0;
     for (i, &c) in bytes.iter().enumerate() {
+        if in_fd_path {
+            in_fd_path = c != b'>';
+            continue;
+        }
+        if c == b'<' && i > 0 && bytes[i - 1].is_ascii_digit() && !in_str {
+            in_fd_path = true;
+            continue;
+        }
         if in_str {
             match (esc, c) {
                 (true, _) => esc = false,
@@ -252,7 +262,23 @@ fn parse_line<'a>(
     let name = &body[..open];
     let (args, tail) = split_args(&body[open + 1..])?;
     let tail = tail.trim_start().strip_prefix('=')?.trim_start();
-    let (ret_tok, after) = tail.split_once(' ').unwrap_or((tail, ""));
+    // `= 3</d/a, b> <0.000010>`: a path annotation may hold spaces, so it ends
+    // at the last `>` before the duration, not at the first space.
+    let (ret_tok, after) = match tail.find('<') {
+        Some(i)
+            if i > 0
+                && tail[..i]
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b'x') =>
+        {
+            let end = match tail.rfind(" <") {
+                Some(d) if d > i => tail[..d].rfind('>')?,
+                _ => tail.rfind('>')?,
+            };
+            (&tail[..=end], &tail[end + 1..])
+        }
+        _ => tail.split_once(' ').unwrap_or((tail, "")),
+    };
     let (ret_num, ret_path) = match ret_tok.find('<') {
         Some(i) => (&ret_tok[..i], Some(ret_tok[i + 1..].trim_end_matches('>'))),
         None => (ret_tok, None),
