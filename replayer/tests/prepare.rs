@@ -21,19 +21,7 @@ fn files_read_and_written_are_prepared_per_rank() {
         ],
     );
     let target = tmp.path().join("target");
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .args(["--ranks", "2", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = json(&out);
+    let r = replay_ok(&trace, &target, &["--ranks", "2", "--json"]);
     assert_eq!(r["read_bytes"], 2 * 8192);
     for t in 0..2 {
         let f = target.join(format!("ranks/rank-{t:05}/run/state.bin"));

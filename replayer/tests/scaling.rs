@@ -32,19 +32,7 @@ fn eight_ranks_from_two_move_four_times_the_bytes() {
     let (read, write) = trace_bytes(&trace);
     assert!(read > 0 && write > 0);
     let target = tmp.path().join("target");
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .args(["--ranks", "8", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = json(&out);
+    let r = replay_ok(&trace, &target, &["--ranks", "8", "--json"]);
     assert_eq!(r["ranks"], 8);
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 4 * read);
     assert_eq!(r["write_bytes"].as_u64().unwrap(), 4 * write);
@@ -135,11 +123,10 @@ fn shared_data_reads_one_copy_and_phase_filter_replays_checkpoints_only() {
     let trace = synth(tmp.path(), TWO_RANKS);
     let (_, write) = trace_bytes(&trace);
     let target = tmp.path().join("target");
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .args([
+    let r = replay_ok(
+        &trace,
+        &target,
+        &[
             "--ranks",
             "4",
             "--shared-data",
@@ -148,15 +135,8 @@ fn shared_data_reads_one_copy_and_phase_filter_replays_checkpoints_only() {
             "--json",
             "--engine",
             "io_uring",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let r = json(&out);
     assert_eq!(r["read_bytes"], 0);
     assert_eq!(r["write_bytes"].as_u64().unwrap(), 2 * write);
     let files = listing(&target);
@@ -176,19 +156,7 @@ fn original_timing_keeps_compute_gaps_and_reports_stall() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = synth(tmp.path(), TWO_RANKS);
     let target = tmp.path().join("target");
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .args(["--timing", "original", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = json(&out);
+    let r = replay_ok(&trace, &target, &["--timing", "original", "--json"]);
     // 8 steps of 20 ms compute per rank are kept.
     assert!(
         r["duration_s"].as_f64().unwrap() >= 0.16,

@@ -48,6 +48,23 @@ pub fn replay() -> Command {
     Command::cargo_bin("iorepro-replay").unwrap()
 }
 
+/// Replays `trace` into `target` with `args`, asserts it succeeded, and returns its JSON report.
+pub fn replay_ok(trace: &Path, target: &Path, args: &[&str]) -> serde_json::Value {
+    let out = replay()
+        .arg(trace)
+        .arg("--target")
+        .arg(target)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out)
+}
+
 pub fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
