@@ -107,7 +107,10 @@ impl<'s> Worker<'s> {
             files: HashMap::new(),
             paths: HashMap::new(),
             dirs: HashSet::new(),
-            buf: AlignedBuf::new(1 << 20, 0x5eed ^ rank as u64),
+            buf: AlignedBuf::new(
+                initial_buffer_len(shared.survey.max_io_bytes),
+                0x5eed ^ rank as u64,
+            ),
             write_tag: (rank as u64) << 40,
             ops: vec![None; Op::ALL.len()],
             result,
@@ -447,4 +450,12 @@ impl<'s> Worker<'s> {
         }
         Ok(())
     }
+}
+
+/// A worker's I/O buffer covers the trace's largest op (within reason), so it
+/// is allocated and filled before the clock starts rather than mid-checkpoint.
+fn initial_buffer_len(max_io_bytes: u64) -> usize {
+    const FLOOR: u64 = 1 << 20;
+    const CAP: u64 = 256 << 20;
+    max_io_bytes.clamp(FLOOR, CAP) as usize
 }

@@ -45,6 +45,9 @@ pub struct Survey {
     pub events: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// The largest single read or write, so workers size their buffers once
+    /// up front instead of growing (and filling) them inside a timed phase.
+    pub max_io_bytes: u64,
 }
 
 /// Rows without a rank (a trace of one untagged process) replay as rank 0.
@@ -114,6 +117,12 @@ impl Survey {
                     Op::Read => s.read_bytes += bytes,
                     Op::Write => s.write_bytes += bytes,
                     _ => {}
+                }
+                if matches!(op, Op::Read | Op::Write) {
+                    let requested = iorepro_traces::Events::opt_i64(ev.size(), row)
+                        .unwrap_or(0)
+                        .max(0) as u64;
+                    s.max_io_bytes = s.max_io_bytes.max(bytes).max(requested);
                 }
                 let Some(path) = ev.path_at(row) else {
                     continue;
