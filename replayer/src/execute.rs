@@ -347,6 +347,10 @@ impl<'s> Worker<'s> {
 
     fn execute(&mut self, op: &PlannedOp) -> ReplayResult<()> {
         let intended = self.sched.start(op.ts, op.dur);
+        // Latency counts from the intended start (no coordinated omission);
+        // the recorded trace says what the replay did: when it issued the call
+        // and how long the call took.
+        let issued = Instant::now();
         let key = (op.pid, op.fd);
         let mut bytes = 0u64;
         let mut replayed = true;
@@ -446,7 +450,8 @@ impl<'s> Worker<'s> {
                 .get(&op.path)
                 .map(|p| self.shared.conf.display(p));
             let fd = self.files.get(&key).map(|f| f.fd.as_raw_fd());
-            rec.push(op, intended, latency, bytes, path.as_deref(), fd);
+            let took = end.saturating_duration_since(issued);
+            rec.push(op, issued, took, bytes, path.as_deref(), fd);
         }
         Ok(())
     }
