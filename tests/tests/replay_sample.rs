@@ -111,7 +111,6 @@ fn replay_at_original_timing_reproduces_the_capture() {
 }
 
 #[test]
-#[ignore = "intermittent until `iorepro-trace compare` aligns phases: its greedy first-of-kind matching lets a sliver phase (a 0.1 s read with no reads) shift every later match"]
 fn compare_matches_every_checkpoint_of_the_capture_to_one_of_the_replay() {
     let f = fidelity();
     let b = run_json(

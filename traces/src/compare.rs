@@ -52,14 +52,25 @@ pub fn relative_error(a: f64, b: f64) -> Option<f64> {
 }
 
 fn match_phases(a: &[Phase], b: &[Phase]) -> (Vec<PhaseComparison>, usize) {
+    // The k-th phase of a kind in A is matched to the k-th phase of that kind
+    // in B: one cursor per kind, so a short extra phase of one kind (a brief
+    // read lull after a checkpoint, say) cannot shift the matches of another.
     let mut out = Vec::with_capacity(a.len());
-    let mut cursor = 0;
+    let mut cursors: Vec<(PhaseKind, usize)> = Vec::new();
     let mut matched = 0;
     for (ai, pa) in a.iter().enumerate() {
+        let slot = match cursors.iter().position(|(k, _)| *k == pa.kind) {
+            Some(i) => i,
+            None => {
+                cursors.push((pa.kind, 0));
+                cursors.len() - 1
+            }
+        };
+        let cursor = cursors[slot].1;
         let found = (cursor..b.len()).find(|&j| b[j].kind == pa.kind);
         let pb = found.map(|j| &b[j]);
         if let Some(j) = found {
-            cursor = j + 1;
+            cursors[slot].1 = j + 1;
             matched += 1;
         }
         let err = |f: fn(&Phase) -> f64| pb.and_then(|pb| relative_error(f(pa), f(pb)));
