@@ -6,38 +6,9 @@
 //! without touching planning or execution.
 
 use iorepro_traces::Op;
-use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PhaseKind {
-    Load,
-    Read,
-    Checkpoint,
-    Idle,
-}
-
-impl PhaseKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PhaseKind::Load => "load",
-            PhaseKind::Read => "read",
-            PhaseKind::Checkpoint => "checkpoint",
-            PhaseKind::Idle => "idle",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<PhaseKind> {
-        [
-            PhaseKind::Load,
-            PhaseKind::Read,
-            PhaseKind::Checkpoint,
-            PhaseKind::Idle,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
-    }
-}
+/// The phase vocabulary is the analysis one, so reports and `compare` agree.
+pub use iorepro_traces::analysis::phases::PhaseKind;
 
 /// One phase of the trace timeline, in trace nanoseconds; phases are contiguous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

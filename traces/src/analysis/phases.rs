@@ -29,7 +29,7 @@ pub const CHECKPOINT_GAP_S: f64 = 0.5;
 /// rate has been seen.
 pub const STEADY_SETTLE_S: f64 = 0.5;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PhaseKind {
     Load,
@@ -46,6 +46,17 @@ impl PhaseKind {
             PhaseKind::Checkpoint => "checkpoint",
             PhaseKind::Idle => "idle",
         }
+    }
+
+    pub fn parse(s: &str) -> Option<PhaseKind> {
+        [
+            PhaseKind::Load,
+            PhaseKind::Read,
+            PhaseKind::Checkpoint,
+            PhaseKind::Idle,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
