@@ -38,6 +38,10 @@ pub enum Cmd {
         trace: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Rebuild the manifest from the segments that are complete and readable;
+        /// unreadable and unfinished segments are renamed to *.corrupt, never deleted.
+        #[arg(long)]
+        repair: bool,
     },
     /// Load bursts, steady reading, checkpoint spikes and idle time, found from the data.
     Phases {
@@ -262,8 +266,24 @@ pub fn run(cli: Cli) -> Result<()> {
                 m.dropped_events
             )?;
         }
-        Cmd::Validate { trace, json } => {
-            let v = crate::validate::validate(&trace)?;
+        Cmd::Validate {
+            trace,
+            json,
+            repair: true,
+        } => {
+            let r = crate::validate::repair(&trace)?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+            } else {
+                write!(out, "{}", r.render())?;
+            }
+        }
+        Cmd::Validate {
+            trace,
+            json,
+            repair: false,
+        } => {
+            let v = crate::validate::validate(&trace).map_err(|e| repair_hint(e, &trace))?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
             } else {
@@ -301,6 +321,23 @@ pub fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A damaged trace directory (lost or broken manifest, a segment that cannot be
+/// read, counts that disagree) can be rebuilt from what is still readable: say
+/// so on the same line. A newer schema is not damage.
+fn repair_hint(e: TraceError, trace: &std::path::Path) -> anyhow::Error {
+    let repairable = trace.is_dir() && !matches!(e, TraceError::NewerSchema { .. });
+    let e = anyhow::Error::from(e);
+    if repairable {
+        e.context(format!(
+            "{}: damaged trace (`iorepro-trace validate --repair {}` rebuilds the manifest from the readable segments)",
+            trace.display(),
+            trace.display()
+        ))
+    } else {
+        e
+    }
 }
 
 fn file_mtime_ns(path: &std::path::Path) -> Result<i64, TraceError> {
