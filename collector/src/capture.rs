@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use iorepro_common::{proc_kind, IoEvent, PathEvent, ProcEvent, IO_EVENT_SIZE, PATH_EVENT_SIZE};
-use iorepro_traces::{Manifest, Op, Source, TraceWriter, WriterOptions};
+use iorepro_traces::{Manifest, Op, Source, TraceError, TraceWriter, WriterOptions};
 
 use crate::cli::{CaptureOptions, Target};
 use crate::error::{CollectError, CollectResult};
@@ -15,8 +15,9 @@ use crate::files::{user_dev, FileTable};
 use crate::probes::{check_privileges, ProbeConfig, Probes, HOOKS};
 use crate::procs::{self, ProcTable};
 use crate::rows::{c_str, op_of, raw_paths, Reorder, Row};
+use crate::salvage;
 use crate::signals;
-use crate::spawn::spawn_gated;
+use crate::spawn::{spawn_gated, Job};
 
 /// How often the ring buffers are drained (the kernel side never wakes us).
 const POLL: Duration = Duration::from_millis(2);
@@ -114,6 +115,8 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     let mut stop_deadline: Option<Instant> = None;
     let mut last_sweep = Instant::now();
     let mut exit_code = 0;
+    // A failed trace write stops the capture, not the job (see `salvage`).
+    let mut write_error: Option<TraceError> = None;
     loop {
         let drained = session.drain(&mut probes)?;
         if let Some(j) = job.as_mut() {
@@ -145,15 +148,32 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             }
         }
         let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
-        session.rows.release(Some(watermark), &mut writer)?;
+        if let Err(e) = session.rows.release(Some(watermark), &mut writer) {
+            write_error = Some(e);
+            break;
+        }
         if drained == 0 {
             std::thread::sleep(POLL);
         }
     }
-    session.drain(&mut probes)?;
-    session.rows.release(None, &mut writer)?;
+    if write_error.is_none() {
+        session.drain(&mut probes)?;
+        if let Err(e) = session.rows.release(None, &mut writer) {
+            write_error = Some(e);
+        }
+    }
     let (dropped_by_kind, dropped_proc) = probes.dropped();
     drop(probes);
+    if let Some(e) = write_error {
+        drop(writer);
+        return Ok(trace_write_failed(
+            &opts.out,
+            &e,
+            job,
+            stop_deadline,
+            exit_code,
+        ));
+    }
     let dropped_io: u64 = dropped_by_kind.iter().map(|(_, n)| n).sum();
     writer.set_dropped_events(dropped_io);
     if dropped_io > 0 {
@@ -177,7 +197,10 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         "collector_usage",
         serde_json::json!({ "cpu_s": cpu_s, "max_rss_kib": max_rss_kib, "wall_s": start.elapsed().as_secs_f64() }),
     );
-    let manifest = writer.finish()?;
+    let manifest = match writer.finish() {
+        Ok(m) => m,
+        Err(e) => return Ok(trace_write_failed(&opts.out, &e, job, None, exit_code)),
+    };
     if dropped_io > 0 || dropped_proc > 0 {
         eprintln!(
             "warning: {} I/O events and {} process events were lost (ring buffer full); \
@@ -189,6 +212,39 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         exit_code,
         manifest,
     })
+}
+
+/// The trace could not be written: keep what was, say so, let the job finish
+/// untraced (stop signals are still forwarded), and exit non-zero: the job's
+/// own status if it failed, else 2, since the trace is incomplete.
+fn trace_write_failed(
+    dir: &Path,
+    err: &TraceError,
+    job: Option<Job>,
+    mut stop_deadline: Option<Instant>,
+    exit_code: i32,
+) -> Outcome {
+    eprintln!("Error: {}", salvage::stop_writing(dir, err));
+    let status = match job {
+        Some(mut j) => loop {
+            if let Some(status) = j.try_wait() {
+                break status;
+            }
+            if let (Some(sig), None) = (signals::received(), stop_deadline) {
+                j.signal(sig);
+                stop_deadline = Some(Instant::now() + STOP_GRACE);
+            }
+            if stop_deadline.is_some_and(|d| Instant::now() >= d) {
+                break 128 + signals::received().unwrap_or(libc::SIGTERM);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        },
+        None => exit_code,
+    };
+    Outcome {
+        exit_code: if status != 0 { status } else { 2 },
+        manifest: Manifest::load(dir).unwrap_or_else(|_| Manifest::new(Source::Ebpf)),
+    }
 }
 
 /// Drops tgids that no longer exist from the traced set; returns how many remain.

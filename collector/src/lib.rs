@@ -7,6 +7,8 @@
 //! each record and [`procs`] its rank → [`rows`] maps it onto the trace's op
 //! vocabulary and reorders by time → `iorepro_traces::TraceWriter`.
 //! [`spawn`] starts the job held until it is traced; [`cli`] is the command line.
+//! If the trace cannot be written (disk full), [`salvage`] keeps what was
+//! written readable and the job runs on untraced.
 //!
 //! # Why these hooks
 //!
@@ -55,6 +57,7 @@ pub mod files;
 pub mod probes;
 pub mod procs;
 pub mod rows;
+pub mod salvage;
 pub mod signals;
 pub mod spawn;
 

@@ -80,8 +80,13 @@ pub fn validate(path: &Path) -> TraceResult<Validation> {
             ));
         }
         warnings.extend(loose_files(path, &m.segments)?);
-        if !m.complete {
-            warnings.push("trace is not marked complete: its writer did not close it (killed?); finished segments are intact".into());
+        let stopped = m.extra.get("capture_stopped").and_then(|s| s.get("error"));
+        match (m.complete, stopped.and_then(|e| e.as_str())) {
+            (true, _) => {}
+            (false, Some(why)) => warnings.push(format!(
+                "trace is not complete: the capture stopped early ({why}); finished segments are intact"
+            )),
+            (false, None) => warnings.push("trace is not marked complete: its writer did not close it (killed?); finished segments are intact".into()),
         }
     }
     if m.dropped_events > 0 {

@@ -113,3 +113,33 @@ pub fn write_file(path: &Path, bytes: usize) {
     let data: Vec<u8> = (0..bytes).map(|i| (i * 7 + 3) as u8).collect();
     std::fs::write(path, data).unwrap();
 }
+
+/// A job that reads `f` in a loop until killed, writing its pid to `pidfile`
+/// first (for tests that stop or kill the collector mid-capture).
+pub fn reader_loop(f: &Path, pidfile: &Path) -> Vec<String> {
+    let py = format!(
+        "import os,time\nopen('{}','w').write(str(os.getpid()))\nfd=os.open('{}',os.O_RDONLY)\n\
+         while True:\n    [os.pread(fd,512,i*512) for i in range(200)]\n    time.sleep(0.01)\n",
+        pidfile.display(),
+        f.display()
+    );
+    vec!["python3".into(), "-c".into(), py]
+}
+
+/// The pid a [`reader_loop`] job wrote, once it is running.
+pub fn wait_for_pid(pidfile: &Path) -> i32 {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "job did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
