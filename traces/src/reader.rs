@@ -285,10 +285,17 @@ fn normalise(
             src.clone()
         } else {
             let src = match (src.data_type(), field.data_type()) {
-                // Int64 is nanoseconds; a timestamp in another zone or unit is the same instant.
-                (DataType::Int64, DataType::Timestamp(..)) => {
+                // A timestamp without a zone (pandas' default) is taken as UTC:
+                // scale it to nanoseconds and reinterpret it as Int64, because a
+                // cast from zoneless to "UTC" would look the zone name up.
+                // Int64 is nanoseconds already and reinterprets directly; a
+                // timestamp in another zone or unit is the same instant.
+                (DataType::Timestamp(_, None), DataType::Timestamp(..)) => {
                     cast_with_options(src, &DataType::Timestamp(TimeUnit::Nanosecond, None), &opts)
-                        .map_err(|e| TraceError::column(path, name, e.to_string()))?
+                        .and_then(|a| cast_with_options(&a, &DataType::Int64, &opts))
+                        .map_err(|e| {
+                            TraceError::column(path, name, format!("cannot convert: {e}"))
+                        })?
                 }
                 _ => src.clone(),
             };

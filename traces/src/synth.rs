@@ -145,6 +145,17 @@ fn default_latency() -> String {
     "50us".into()
 }
 
+/// Most events one workload may make (about a terabyte of trace).
+pub const MAX_SYNTH_EVENTS: u64 = 10_000_000_000;
+/// Most events of one phase (all ranks' load, step or checkpoint), which the
+/// generator holds in memory to sort them by time: about 1.5 GiB.
+pub const MAX_PHASE_EVENTS: u64 = 1 << 23;
+pub const MAX_RANKS: u32 = 1 << 20;
+pub const MAX_LOADER_WORKERS: u32 = 1 << 16;
+/// Timestamps are i64 nanoseconds since 1970; keep a margin below i64::MAX
+/// (year 2262) for the bound's rounding.
+const LAST_TIMESTAMP_NS: f64 = 9.0e18;
+
 /// A checked workload with sizes and durations in bytes and nanoseconds.
 #[derive(Debug, Clone)]
 pub struct Workload {
@@ -275,7 +286,120 @@ impl Workload {
                 return Err(format!("`{p}`: paths in a workload are absolute"));
             }
         }
+        self.check_size()
+    }
+
+    /// Keeps a hostile or mistyped workload from exhausting memory, disk or
+    /// the 64-bit clock: the generator holds one phase of every rank in memory
+    /// and timestamps are i64 nanoseconds.
+    fn check_size(&self) -> Result<(), String> {
+        if self.ranks > MAX_RANKS {
+            return Err(format!("ranks = {} is more than {MAX_RANKS}", self.ranks));
+        }
+        if self.loader_workers > MAX_LOADER_WORKERS {
+            return Err(format!(
+                "dataset.loader_workers = {} is more than {MAX_LOADER_WORKERS}",
+                self.loader_workers
+            ));
+        }
+        let mut sizes = vec![
+            ("dataset.file_size", self.file_size),
+            ("dataset.read_size", self.read_size),
+        ];
+        if let Some((bytes, rs, _)) = &self.load {
+            sizes.extend([("load.bytes_per_rank", *bytes), ("load.read_size", *rs)]);
+        }
+        if let Some(c) = &self.checkpoint {
+            sizes.extend([
+                ("checkpoint.bytes_per_rank", c.bytes_per_rank),
+                ("checkpoint.write_size", c.write_size),
+            ]);
+        }
+        for (what, v) in sizes {
+            if v > i64::MAX as u64 {
+                return Err(format!(
+                    "{what}: {v} bytes does not fit a trace's 64-bit offsets"
+                ));
+            }
+        }
+        let (load, step, ckpt) = self.events_per_rank_phase();
+        let phase = load.max(step).max(ckpt) * u128::from(self.ranks);
+        if phase > u128::from(MAX_PHASE_EVENTS) {
+            return Err(format!(
+                "one phase would hold {phase} events, more than {MAX_PHASE_EVENTS}; use larger read or write sizes or fewer ranks"
+            ));
+        }
+        let total = self.events_u128();
+        // Steps with no reads still cost a pass over every rank.
+        let passes = u128::from(self.steps) * u128::from(self.ranks);
+        if total.max(passes) > u128::from(MAX_SYNTH_EVENTS) {
+            return Err(format!(
+                "would make {total} events in {} steps of {} ranks, more than {MAX_SYNTH_EVENTS}",
+                self.steps, self.ranks
+            ));
+        }
+        let end = self.start_unix_ns as f64 + self.span_ns_bound();
+        if end.is_nan() || end >= LAST_TIMESTAMP_NS {
+            return Err(
+                "the trace would end past the year 2255 (start_unix_ns, compute_time, storage speed or latency too large)"
+                    .into(),
+            );
+        }
         Ok(())
+    }
+
+    /// Events the trace will hold (saturating at u64::MAX).
+    pub fn events(&self) -> u64 {
+        self.events_u128().try_into().unwrap_or(u64::MAX)
+    }
+
+    fn events_u128(&self) -> u128 {
+        let (load, step, ckpt) = self.events_per_rank_phase();
+        let per_rank = load + u128::from(self.steps) * step + u128::from(self.checkpoints()) * ckpt;
+        per_rank * u128::from(self.ranks)
+    }
+
+    /// Events one rank makes in the load phase, one step and one checkpoint.
+    fn events_per_rank_phase(&self) -> (u128, u128, u128) {
+        let ops = |bytes: u64, size: u64| u128::from(bytes.div_ceil(size.max(1)));
+        let load = self.load.as_ref().map_or(0, |(b, rs, _)| 2 + ops(*b, *rs)); // open, reads, close
+        let step = 3 * u128::from(self.reads_per_step); // open, read, close each
+        let ckpt = self.checkpoint.as_ref().map_or(0, |c| {
+            2 + u128::from(c.fsync) + ops(c.bytes_per_rank, c.write_size)
+        });
+        (load, step, ckpt)
+    }
+
+    fn checkpoints(&self) -> u32 {
+        self.checkpoint
+            .as_ref()
+            .map_or(0, |c| self.steps / c.every.max(1))
+    }
+
+    /// An upper bound of the trace's length in nanoseconds (the generator's
+    /// fixed op times, its ±10% I/O and ±3% compute jitter, and phase skew).
+    fn span_ns_bound(&self) -> f64 {
+        let lat = self.latency_ns as f64;
+        let io = |ops: f64, bytes: f64, bps: f64| 1.1 * (ops * lat + bytes / bps * 1e9);
+        let phase_gap = 21_000.0;
+        let load = self.load.as_ref().map_or(0.0, |(b, rs, _)| {
+            46_000.0 + io(b.div_ceil(*rs) as f64, *b as f64, self.read_bps)
+        });
+        let reads = f64::from(self.reads_per_step);
+        let step = phase_gap
+            + reads * 11_000.0
+            + io(reads, reads * self.read_size as f64, self.read_bps)
+            + self.compute_ns as f64 * 1.03;
+        let ckpt = self.checkpoint.as_ref().map_or(0.0, |c| {
+            56_000.0
+                + 11.0 * lat
+                + io(
+                    c.bytes_per_rank.div_ceil(c.write_size) as f64,
+                    c.bytes_per_rank as f64,
+                    self.write_bps,
+                )
+        });
+        load + f64::from(self.steps) * step + f64::from(self.checkpoints()) * ckpt
     }
 
     /// Writes the synthetic trace; returns its manifest.
