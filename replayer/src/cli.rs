@@ -68,6 +68,10 @@ pub struct Cli {
     /// Files prepared at a time by each process.
     #[arg(long, default_value_t = 4)]
     pub prepare_threads: usize,
+    /// Before the replay, drop this node's page, dentry and inode caches (needs root:
+    /// CAP_SYS_ADMIN). Without it, only the prepared data files are evicted.
+    #[arg(long)]
+    pub drop_caches: bool,
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -132,6 +136,7 @@ impl Cli {
             timeout: parse_timeout(&self.timeout).map_err(|e| usage(format!("--timeout: {e}")))?,
             run_id: self.run_id,
             prepare_threads: self.prepare_threads.max(1),
+            drop_caches: self.drop_caches,
             show_progress: true,
         })
     }

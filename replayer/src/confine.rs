@@ -9,6 +9,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
@@ -63,6 +64,26 @@ impl Confined {
 
     pub fn root_path(&self) -> &Path {
         &self.root_path
+    }
+
+    /// Why the target is gone, if it is: its directory was removed (no links
+    /// are left to it), or its path now leads elsewhere (unmounted, replaced).
+    pub fn vanished(&self) -> Option<String> {
+        // SAFETY: fstat on a descriptor we own into a zeroed struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.root.as_raw_fd(), &mut st) } != 0 {
+            return Some(format!("{}", io::Error::last_os_error()));
+        }
+        if st.st_nlink == 0 {
+            return Some("its directory was removed".into());
+        }
+        match std::fs::metadata(&self.root_path) {
+            Err(e) => Some(format!("the path no longer resolves ({e})")),
+            Ok(m) if (m.dev(), m.ino()) != (st.st_dev, st.st_ino) => {
+                Some("the path now leads to another directory (unmounted or replaced)".into())
+            }
+            Ok(_) => None,
+        }
     }
 
     /// The absolute path a relative one stands for (for messages and records only).

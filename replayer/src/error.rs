@@ -28,6 +28,9 @@ pub enum ReplayError {
     /// A rendezvous wait that did not complete in time, naming who was missing.
     #[error("{0}")]
     Rendezvous(String),
+    /// A step that needs a privilege this process lacks (named in the message).
+    #[error("{0}")]
+    Privilege(String),
     /// Another rank failed, so this one stopped.
     #[error("stopped because another rank failed: {0}")]
     Aborted(String),
@@ -43,10 +46,10 @@ impl ReplayError {
         ReplayError::Io { what, path, err }
     }
 
-    /// Bad input exits 2 (as in `iorepro-trace`); a failed replay 1.
+    /// Bad input (or a missing privilege) exits 2 (as in `iorepro-trace`); a failed replay 1.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ReplayError::Trace(_) | ReplayError::Usage(_) => 2,
+            ReplayError::Trace(_) | ReplayError::Usage(_) | ReplayError::Privilege(_) => 2,
             _ => 1,
         }
     }

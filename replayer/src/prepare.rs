@@ -3,6 +3,8 @@
 //! flatter the result), several files at a time. Files already present at
 //! least as large are kept. Afterwards the files are dropped from this node's
 //! page cache so the replay reads them from storage, as the traced job did.
+//! `--drop-caches` goes further and drops the whole node's caches (metadata
+//! too), the one step of a replay that needs privilege.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -98,6 +100,46 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
 }
 
 const CHUNK: usize = 1 << 20;
+
+const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+const CAP_SYS_ADMIN: u32 = 21;
+
+fn has_cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
+fn privilege_error(why: &str) -> ReplayError {
+    ReplayError::Privilege(format!(
+        "--drop-caches needs root (CAP_SYS_ADMIN) to write {DROP_CACHES}: {why}; \
+         run as root, or without --drop-caches (prepared data files are still evicted)"
+    ))
+}
+
+/// Fails unless this process may drop the node's caches.
+pub fn check_can_drop_caches() -> ReplayResult<()> {
+    if !has_cap_sys_admin() {
+        return Err(privilege_error("this process lacks CAP_SYS_ADMIN"));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(DROP_CACHES)
+        .map(drop)
+        .map_err(|e| privilege_error(&e.to_string()))
+}
+
+/// Writes dirty pages back, then drops the page cache, dentries and inodes.
+pub fn drop_caches() -> ReplayResult<()> {
+    // SAFETY: sync(2) takes no arguments.
+    unsafe { libc::sync() };
+    std::fs::write(DROP_CACHES, b"3").map_err(|e| privilege_error(&e.to_string()))
+}
 
 /// Prepares tasks `i` with `i % share.1 == share.0`, with `threads` files at a time.
 pub fn prepare(

@@ -43,6 +43,7 @@ pub struct Options {
     pub timeout: Duration,
     pub run_id: Option<String>,
     pub prepare_threads: usize,
+    pub drop_caches: bool,
     pub show_progress: bool,
 }
 
@@ -124,6 +125,10 @@ fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> Repl
 }
 
 pub fn run(opts: &Options) -> ReplayResult<Outcome> {
+    // The one privileged step is checked before any work, so it fails at once.
+    if opts.drop_caches && opts.prepare != PrepareMode::Only {
+        prepare::check_can_drop_caches()?;
+    }
     let launched = launcher::detect()?;
     let survey = Arc::new(Survey::run(
         &opts.trace,
@@ -179,9 +184,16 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
                 return Err(e);
             }
         }
-        if launched.is_some() {
-            rendezvous.barrier(my_rank, PREPARED_BARRIER, "data prepared")?;
+    }
+    if opts.drop_caches && opts.prepare != PrepareMode::Only {
+        // Every process drops its node's caches before any rank starts.
+        if let Err(e) = prepare::drop_caches() {
+            rendezvous.abort(my_rank, &format!("rank {my_rank}: {e}"));
+            return Err(e);
         }
+    }
+    if launched.is_some() && (opts.prepare != PrepareMode::Skip || opts.drop_caches) {
+        rendezvous.barrier(my_rank, PREPARED_BARRIER, "data prepared")?;
     }
     if opts.prepare == PrepareMode::Only {
         return Ok(Outcome {
@@ -275,6 +287,15 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
     });
     drop(bar);
     drop(shared);
+    // Ranks report the failed calls; this says why they failed, once. A target
+    // unmounted under a running replay fails no call at all, only this check.
+    let vanished = conf.vanished().map(|why| {
+        format!(
+            "target {} vanished during the replay: {why}",
+            opts.target.display()
+        )
+    });
+    extra_errors.splice(0..0, vanished.clone());
     if let Some(sink) = sink {
         if let Err(e) = sink.finish() {
             extra_errors.push(format!("recording ops: {e}"));
@@ -294,7 +315,12 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
                 .next()
                 .expect("one rank per launched process");
             mine.errors.append(&mut extra_errors);
-            d.publish(&mine)?;
+            d.publish(&mine).map_err(|e| match &vanished {
+                Some(v) => {
+                    ReplayError::Rendezvous(format!("{v}; this rank's result was not published"))
+                }
+                None => e,
+            })?;
             if !reporting {
                 return Ok(Outcome {
                     report: None,
