@@ -4,7 +4,10 @@
 //! (created and polled through [`Confined`]). Every wait has a timeout whose
 //! error names the ranks that never arrived, and a rank that fails leaves an
 //! abort note that stops the others at their next wait instead of letting
-//! them hang.
+//! them hang. A rank killed outright leaves no note; each process announces
+//! its pid, so a rank on the same node that waits for a dead one says so at
+//! once rather than at the timeout (when the launcher does not end the run
+//! itself, as mpirun does).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -109,6 +112,50 @@ pub struct DirRendezvous {
 }
 
 const ABORT_FILE: &str = "abort";
+/// How often a waiting rank checks that the ranks it waits for still live.
+const LIVENESS_EVERY: Duration = Duration::from_millis(250);
+
+/// How a wait for all ranks ended when not every rank arrived.
+enum WaitEnd {
+    Aborted,
+    TimedOut(Vec<u32>),
+    /// Ranks whose process is gone, each with a description of it.
+    Lost(Vec<(u32, String)>),
+}
+
+/// A process's identity that survives pid reuse: host, pid and start time.
+fn process_identity(pid: u32) -> Option<(u64, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command: state is the 1st, start time the 20th.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((start, state))
+}
+
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Where a pid means the same process: this boot of this machine and this
+/// pid namespace (host names can repeat across containers and machines).
+fn pid_space() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    format!("{} {ns}", boot.trim())
+}
+
+fn lost_list(lost: &[(u32, String)]) -> String {
+    lost.iter()
+        .map(|(r, who)| format!("rank {r} ({who})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 impl DirRendezvous {
     pub fn new(
@@ -158,21 +205,71 @@ impl DirRendezvous {
         })
     }
 
-    /// Polls until `name(r)` exists for every rank, or the abort note, or the timeout.
-    fn wait_all(&self, name: impl Fn(u32) -> String, honour_abort: bool) -> Result<(), Vec<u32>> {
+    /// Tells the other ranks which process this rank is, so that they can
+    /// tell a rank that is slow from one that is dead.
+    pub fn announce(&self, rank: u32) -> ReplayResult<()> {
+        let pid = std::process::id();
+        let start = process_identity(pid).map_or(0, |(s, _)| s);
+        self.write_file(
+            &format!("alive.r{rank}"),
+            format!("{}\n{pid}\n{start}\n{}\n", this_host(), pid_space()).as_bytes(),
+        )
+    }
+
+    /// `Some(description)` if `rank` announced a process on this node that no
+    /// longer runs (exited, killed, or a zombie waiting for its launcher).
+    fn lost(&self, rank: u32, space: &str) -> Option<String> {
+        let text = self.read_file(&format!("alive.r{rank}")).ok()?;
+        let mut lines = text.lines();
+        let (h, pid, start) = (lines.next()?, lines.next()?, lines.next()?);
+        let (pid, start): (u32, u64) = (pid.parse().ok()?, start.parse().ok()?);
+        if lines.next()? != space {
+            return None; // another node or container: only the timeout can tell
+        }
+        match process_identity(pid) {
+            Some((s, state)) if s == start && state != 'Z' && state != 'X' => None,
+            _ => Some(format!("pid {pid} on {h}")),
+        }
+    }
+
+    /// Polls until `name(r)` exists for every rank, or the abort note, or a
+    /// rank is found dead, or the timeout.
+    fn wait_all(
+        &self,
+        name: impl Fn(u32) -> String,
+        honour_abort: bool,
+        skip: &[u32],
+    ) -> Result<(), WaitEnd> {
         let start = Instant::now();
-        let mut missing: Vec<u32> = (0..self.world).collect();
+        let space = pid_space();
+        let mut missing: Vec<u32> = (0..self.world).filter(|r| !skip.contains(r)).collect();
         let mut pause = Duration::from_micros(500);
+        let mut last_liveness = Instant::now();
         loop {
             missing.retain(|&r| !self.exists(&name(r)));
             if missing.is_empty() {
                 return Ok(());
             }
             if honour_abort && self.exists(ABORT_FILE) {
-                return Err(Vec::new());
+                return Err(WaitEnd::Aborted);
+            }
+            if last_liveness.elapsed() >= LIVENESS_EVERY {
+                last_liveness = Instant::now();
+                let lost: Vec<(u32, String)> = missing
+                    .iter()
+                    .filter_map(|&r| self.lost(r, &space).map(|who| (r, who)))
+                    .collect();
+                // Look again: a rank may have arrived just before it exited.
+                let lost: Vec<(u32, String)> = lost
+                    .into_iter()
+                    .filter(|(r, _)| !self.exists(&name(*r)))
+                    .collect();
+                if !lost.is_empty() {
+                    return Err(WaitEnd::Lost(lost));
+                }
             }
             if start.elapsed() > self.timeout {
-                return Err(missing);
+                return Err(WaitEnd::TimedOut(missing));
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
@@ -190,7 +287,15 @@ impl DirRendezvous {
     /// Rank 0 collects every rank's result; ranks that never published are
     /// named in the returned error line, and what was gathered is still returned.
     pub fn gather(&self) -> (Vec<RankResult>, Option<String>) {
-        let waited = self.wait_all(|r| format!("report.r{r}.json"), false);
+        // A dead rank will not report; the live ones still may.
+        let mut gone: Vec<(u32, String)> = Vec::new();
+        let waited = loop {
+            let skip: Vec<u32> = gone.iter().map(|g| g.0).collect();
+            match self.wait_all(|r| format!("report.r{r}.json"), false, &skip) {
+                Err(WaitEnd::Lost(lost)) => gone.extend(lost),
+                other => break other,
+            }
+        };
         let mut results = Vec::new();
         let mut problems = Vec::new();
         for r in 0..self.world {
@@ -201,16 +306,22 @@ impl DirRendezvous {
                 results.push(res);
             }
         }
-        if let Err(missing) = waited {
+        if !gone.is_empty() {
             problems.push(format!(
+                "no report from {}: the process ended without one (killed?)",
+                lost_list(&gone)
+            ));
+        }
+        match waited {
+            Ok(()) => self.cleanup(),
+            Err(WaitEnd::TimedOut(missing)) => problems.push(format!(
                 "gathering results timed out after {:?}: no report from ranks {}",
                 self.timeout,
                 missing_list(&missing)
-            ));
-        } else {
-            self.cleanup();
+            )),
+            Err(WaitEnd::Lost(_) | WaitEnd::Aborted) => {}
         }
-        (results, problems.pop())
+        (results, (!problems.is_empty()).then(|| problems.join("; ")))
     }
 
     /// Removes the rendezvous directory once every rank has published (so
@@ -245,12 +356,21 @@ impl DirRendezvous {
 impl Rendezvous for DirRendezvous {
     fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()> {
         self.write_file(&format!("b{seq}.r{rank}"), b"")?;
-        match self.wait_all(|r| format!("b{seq}.r{r}"), true) {
+        match self.wait_all(|r| format!("b{seq}.r{r}"), true, &[]) {
             Ok(()) => Ok(()),
-            Err(missing) if missing.is_empty() => {
+            Err(WaitEnd::Aborted) => {
                 Err(ReplayError::Aborted(self.abort_message().unwrap_or_default()))
             }
-            Err(missing) => Err(ReplayError::Rendezvous(format!(
+            Err(WaitEnd::Lost(lost)) => {
+                let msg = format!(
+                    "barrier `{what}`: {} will never arrive: the process ended (killed?)",
+                    lost_list(&lost)
+                );
+                // Ranks on other nodes cannot see the process; the note tells them.
+                self.abort(rank, &msg);
+                Err(ReplayError::Rendezvous(msg))
+            }
+            Err(WaitEnd::TimedOut(missing)) => Err(ReplayError::Rendezvous(format!(
                 "barrier `{what}` timed out after {:?} waiting for ranks {} (rendezvous directory {})",
                 self.timeout,
                 missing_list(&missing),
@@ -303,5 +423,33 @@ mod tests {
         short.abort(0, "rank 0: disk full");
         let err = short.barrier(1, 1, "x").unwrap_err().to_string();
         assert!(err.contains("disk full"), "{err}");
+    }
+
+    #[test]
+    fn a_dead_rank_is_named_before_the_timeout() {
+        let d = tempfile::tempdir().unwrap();
+        let conf = Arc::new(Confined::open_root(d.path()).unwrap());
+        let rdv =
+            DirRendezvous::new(conf, PathBuf::from("rdv/job"), 2, Duration::from_secs(60)).unwrap();
+        rdv.announce(0).unwrap();
+        // Rank 1 announced a process that has since exited.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let start = process_identity(pid).map_or(0, |(s, _)| s);
+        child.wait().unwrap();
+        rdv.write_file(
+            "alive.r1",
+            format!("{}\n{pid}\n{start}\n{}\n", this_host(), pid_space()).as_bytes(),
+        )
+        .unwrap();
+        let t = Instant::now();
+        let err = rdv.barrier(0, 0, "start").unwrap_err().to_string();
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(err.contains(&format!("rank 1 (pid {pid}")), "{err}");
+        // The others are told through the abort note.
+        assert!(rdv.abort_message().unwrap().contains("will never arrive"));
+        rdv.publish(&RankResult::default()).unwrap();
+        let (_, problem) = rdv.gather();
+        assert!(problem.unwrap().contains("no report from rank 1"));
     }
 }

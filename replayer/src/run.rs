@@ -164,6 +164,9 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         }
         None => None,
     };
+    if let (Some(d), Some(l)) = (&dir_rdv, &launched) {
+        d.announce(l.rank)?;
+    }
     let rendezvous: Arc<dyn Rendezvous> = match &dir_rdv {
         Some(d) => d.clone(),
         None => Arc::new(ThreadRendezvous::new(
