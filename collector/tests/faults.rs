@@ -1,5 +1,6 @@
 //! Faults around a capture: a collector killed with SIGKILL whose manifest is
 //! then lost is rebuilt by `validate --repair` from its finished segments; a
+//! job killed from outside ends the capture cleanly with the job's status; a
 //! trace disk that fills up mid-capture stops the capture, not the job, and
 //! leaves a readable trace marked incomplete.
 
@@ -124,6 +125,38 @@ fn a_killed_capture_with_a_broken_manifest_is_repaired() {
     let v = validate(&out).expect("the repaired trace validates");
     assert_eq!(v.events, finished.len() as u64);
     assert!(!v.complete);
+}
+
+#[test]
+fn a_job_killed_from_outside_gives_its_status_and_a_complete_trace() {
+    // As by the OOM killer or a scheduler: the job dies, the capture ends cleanly.
+    if !can_trace() || !have("python3") {
+        return;
+    }
+    let dir = scratch();
+    let (f, pidfile, out) = (
+        dir.path().join("d.dat"),
+        dir.path().join("pid"),
+        dir.path().join("trace"),
+    );
+    write_file(&f, 200 * 512);
+    let mut child = collector()
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .args(reader_loop(&f, &pidfile))
+        .spawn()
+        .unwrap();
+    let job = wait_for_pid(&pidfile);
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: the job this test started.
+    unsafe { libc::kill(job, libc::SIGKILL) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGKILL));
+    let (manifest, rows) = read_rows(&out);
+    assert!(manifest.complete, "the collector closed the trace");
+    assert!(rows_for(&rows, &f).len() >= 200, "the job's reads are kept");
+    validate(&out).expect("validates");
 }
 
 /// A job that makes `n` small reads at scattered offsets (rows that compress
