@@ -117,6 +117,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     let mut exit_code = 0;
     // A failed trace write stops the capture, not the job (see `salvage`).
     let mut write_error: Option<TraceError> = None;
+    let mut mid_capture = false;
     loop {
         let drained = session.drain(&mut probes)?;
         if let Some(j) = job.as_mut() {
@@ -150,6 +151,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
         if let Err(e) = session.rows.release(Some(watermark), &mut writer) {
             write_error = Some(e);
+            mid_capture = true;
             break;
         }
         if drained == 0 {
@@ -166,11 +168,16 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     drop(probes);
     if let Some(e) = write_error {
         drop(writer);
+        // Stopped mid-capture, the job is still running: it is waited for
+        // as the capture would have (until it ends, a stop signal's grace
+        // period, or --duration). Otherwise the capture had already ended.
+        let job = if mid_capture { job } else { None };
+        let until = opts.duration.map(|d| start + d);
         return Ok(trace_write_failed(
             &opts.out,
             &e,
             job,
-            stop_deadline,
+            (stop_deadline, until),
             exit_code,
         ));
     }
@@ -199,7 +206,15 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     );
     let manifest = match writer.finish() {
         Ok(m) => m,
-        Err(e) => return Ok(trace_write_failed(&opts.out, &e, job, None, exit_code)),
+        Err(e) => {
+            return Ok(trace_write_failed(
+                &opts.out,
+                &e,
+                None,
+                (None, None),
+                exit_code,
+            ))
+        }
     };
     if dropped_io > 0 || dropped_proc > 0 {
         eprintln!(
@@ -214,21 +229,26 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     })
 }
 
-/// The trace could not be written: keep what was, say so, let the job finish
-/// untraced (stop signals are still forwarded), and exit non-zero: the job's
-/// own status if it failed, else 2, since the trace is incomplete.
+/// The trace could not be written: keep what was, say so, let a running job
+/// finish untraced (stop signals are still forwarded; `deadlines` are a stop
+/// signal's grace period and the end of --duration), and exit non-zero: the
+/// job's own status if it failed, else 2, since the trace is incomplete.
 fn trace_write_failed(
     dir: &Path,
     err: &TraceError,
     job: Option<Job>,
-    mut stop_deadline: Option<Instant>,
+    deadlines: (Option<Instant>, Option<Instant>),
     exit_code: i32,
 ) -> Outcome {
     eprintln!("Error: {}", salvage::stop_writing(dir, err));
+    let (mut stop_deadline, until) = deadlines;
     let status = match job {
         Some(mut j) => loop {
             if let Some(status) = j.try_wait() {
                 break status;
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                break exit_code; // as at the end of a --duration capture: the job runs on
             }
             if let (Some(sig), None) = (signals::received(), stop_deadline) {
                 j.signal(sig);
