@@ -44,6 +44,16 @@ impl Shared {
     fn phases(&self) -> &[Phase] {
         &self.survey.phases
     }
+
+    /// Trace time at which the replay's clock starts: the start of the first
+    /// phase replayed (the trace's start unless `--phases` skips some).
+    fn origin_ns(&self) -> i64 {
+        self.phases()
+            .iter()
+            .zip(&self.phase_selected)
+            .find(|(_, &on)| on)
+            .map_or(self.survey.start_ns, |(p, _)| p.start_ns)
+    }
 }
 
 struct OpenFile {
@@ -114,7 +124,7 @@ impl<'s> Worker<'s> {
             write_tag: (rank as u64) << 40,
             ops: vec![None; Op::ALL.len()],
             result,
-            sched: Schedule::new(shared.timing, now),
+            sched: Schedule::new(shared.timing, now, shared.origin_ns()),
             phase: 0,
             phase_entered: now,
             barriers: 0,
@@ -159,7 +169,7 @@ impl<'s> Worker<'s> {
         let mut chunks = rx.into_iter().peekable();
         chunks.peek();
         self.started = Instant::now();
-        self.sched = Schedule::new(self.shared.timing, self.started);
+        self.sched = Schedule::new(self.shared.timing, self.started, self.shared.origin_ns());
         self.enter(0)?;
         for chunk in chunks {
             for op in &chunk {

@@ -24,6 +24,7 @@ pub mod plan;
 pub mod prepare;
 pub mod progress;
 pub mod record;
+pub mod record_merge;
 pub mod remap;
 pub mod rendezvous;
 pub mod report;

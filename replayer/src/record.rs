@@ -1,9 +1,12 @@
 //! `--record-ops`: what the replay did, written as a trace (source `replay`)
 //! so `iorepro-trace compare` can measure how faithful the replay was. Each
-//! rank builds its own Arrow batches; one writer thread owns the trace.
+//! rank builds its own Arrow batches; one writer thread owns the trace and
+//! puts the ranks' rows into one time order ([`crate::record_merge`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,13 +16,25 @@ use iorepro_traces::{
 };
 
 use crate::plan::PlannedOp;
+use crate::record_merge::RankMerge;
 
 const RECORD_BATCH_ROWS: usize = 16 * 1024;
+/// A rank hands over what it has at least this often, so the other ranks'
+/// rows are not held back for long waiting for it.
+const RECORD_FLUSH_EVERY: Duration = Duration::from_millis(500);
+
+/// What a rank tells the writer thread.
+enum Message {
+    Joined(usize),
+    Rows(usize, RecordBatch),
+    Left(usize),
+}
 
 /// Shared by the ranks of one process; cloned into each rank's [`RankRecorder`].
 #[derive(Clone)]
 pub struct Recorder {
-    tx: SyncSender<RecordBatch>,
+    tx: SyncSender<Message>,
+    next_slot: Arc<AtomicUsize>,
     host: String,
     base: Instant,
     base_unix_ns: i64,
@@ -40,11 +55,17 @@ pub fn start(dir: &Path, host: &str, command: Vec<String>) -> TraceResult<(Recor
     let mut opts = WriterOptions::new(Source::Replay);
     opts.command = Some(command);
     let mut w = TraceWriter::create(dir, opts)?;
-    let (tx, rx) = sync_channel::<RecordBatch>(8);
+    let (tx, rx) = sync_channel::<Message>(8);
     let handle = std::thread::spawn(move || {
-        for b in rx {
-            w.write_batch(&b)?;
+        let mut merge = RankMerge::default();
+        for m in rx {
+            match m {
+                Message::Joined(slot) => merge.join(slot),
+                Message::Rows(slot, b) => merge.rows(slot, b, &mut w)?,
+                Message::Left(slot) => merge.leave(slot, &mut w)?,
+            }
         }
+        merge.finish(&mut w)?;
         w.finish()
     });
     let base_unix_ns = SystemTime::now()
@@ -54,6 +75,7 @@ pub fn start(dir: &Path, host: &str, command: Vec<String>) -> TraceResult<(Recor
     Ok((
         Recorder {
             tx,
+            next_slot: Arc::new(AtomicUsize::new(0)),
             host: host.to_string(),
             base: Instant::now(),
             base_unix_ns,
@@ -74,7 +96,11 @@ pub fn record_dir(dir: &Path, launched_rank: Option<u32>) -> PathBuf {
 impl Recorder {
     /// Call on the rank's own thread (its id goes into the `tid` column).
     pub fn for_rank(&self, rank: u32) -> RankRecorder {
+        let slot = self.next_slot.fetch_add(1, Ordering::Relaxed);
+        let _ = self.tx.send(Message::Joined(slot));
         RankRecorder {
+            slot,
+            last_flush: Instant::now(),
             shared: self.clone(),
             rank: rank as i32,
             pid: std::process::id() as i32,
@@ -87,6 +113,8 @@ impl Recorder {
 
 pub struct RankRecorder {
     shared: Recorder,
+    slot: usize,
+    last_flush: Instant,
     rank: i32,
     pid: i32,
     tid: i32,
@@ -127,14 +155,25 @@ impl RankRecorder {
             },
             flags: op.flags,
         });
-        if self.builder.len() >= RECORD_BATCH_ROWS {
-            let _ = self.shared.tx.send(self.builder.finish());
+        if self.builder.len() >= RECORD_BATCH_ROWS
+            || self.last_flush.elapsed() >= RECORD_FLUSH_EVERY
+        {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        if !self.builder.is_empty() {
+            let _ = self
+                .shared
+                .tx
+                .send(Message::Rows(self.slot, self.builder.finish()));
         }
     }
 
     pub fn finish(mut self) {
-        if !self.builder.is_empty() {
-            let _ = self.shared.tx.send(self.builder.finish());
-        }
+        self.flush();
+        let _ = self.shared.tx.send(Message::Left(self.slot));
     }
 }

@@ -41,10 +41,13 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn new(timing: Timing, now: Instant) -> Self {
+    /// A clock that starts at `now`, standing for trace time `origin_ns`:
+    /// each rank's first op waits its own offset from there, as it did in
+    /// the trace (ranks and loader workers do not all start at once).
+    pub fn new(timing: Timing, now: Instant, origin_ns: i64) -> Self {
         Schedule {
             timing,
-            prev_trace_end: None,
+            prev_trace_end: Some(origin_ns),
             prev_end: now,
             compute_ns: 0,
             ideal_ns: 0,
@@ -115,12 +118,24 @@ mod tests {
     #[test]
     fn original_timing_keeps_gaps() {
         let t0 = Instant::now();
-        let mut s = Schedule::new(Timing::Scaled(1.0), t0);
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
         s.start(0, 1_000);
         s.finished(Instant::now());
         let intended = s.start(20_001_000, 1_000); // 20 ms compute gap
         assert!(intended.duration_since(t0) >= Duration::from_millis(20));
         assert!(Instant::now() >= intended);
         assert_eq!(s.compute_ns, 20_000_000);
+    }
+
+    #[test]
+    fn first_op_keeps_its_offset_from_the_origin() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 1_000_000_000);
+        let intended = s.start(1_015_000_000, 1_000); // 15 ms after the origin
+        assert!(intended.duration_since(t0) >= Duration::from_millis(15));
+        let t1 = Instant::now();
+        let mut fast = Schedule::new(Timing::Afap, t1, 1_000_000_000);
+        let at = fast.start(1_015_000_000, 1_000);
+        assert!(at.duration_since(t1) < Duration::from_millis(15));
     }
 }

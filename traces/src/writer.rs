@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 use arrow_ord::sort::sort_to_indices;
+use arrow_select::concat::concat_batches;
 use arrow_select::take::take_record_batch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -153,6 +154,21 @@ impl TraceWriter {
         self.write_sorted(batch.clone())
     }
 
+    /// Appends several canonical batches as one, sorted by `ts` together: for
+    /// producers that gather rows from several time-ordered sources (ranks)
+    /// and would otherwise hand over batches that overlap in time.
+    pub fn write_merged(&mut self, parts: &[RecordBatch]) -> TraceResult<()> {
+        match parts {
+            [] => Ok(()),
+            [one] => self.write_batch(one),
+            _ => {
+                let batch = concat_batches(&trace_schema(), parts)
+                    .map_err(|e| TraceError::invalid(&self.dir, e.to_string()))?;
+                self.write_batch(&batch)
+            }
+        }
+    }
+
     /// Events the kernel side could not deliver; written to the manifest.
     pub fn set_dropped_events(&mut self, n: u64) {
         self.manifest.dropped_events = n;
@@ -177,7 +193,8 @@ impl TraceWriter {
         }
         if self.out_of_order_batches > 0 {
             self.manifest.extra.insert(
-                "unordered_batches".into(),
+                // Segments begun early for a late batch: they overlap in time.
+                "late_batch_segments".into(),
                 serde_json::json!(self.out_of_order_batches),
             );
         }
@@ -203,9 +220,12 @@ impl TraceWriter {
         let ts = ev.ts();
         let (first, last) = (ts.value(0), ts.value(ts.len() - 1));
         if first < self.last_ts {
-            // Producers keep a reorder window; a late row still gets written, and
-            // `validate` reports the segment as unordered rather than hiding it.
+            // A batch reaching back before rows already written (a row later
+            // than the producer's reorder window) starts a segment of its own:
+            // every segment stays sorted by `ts`, and the reader merges
+            // segments that overlap in time, so readers still see time order.
             self.out_of_order_batches += 1;
+            self.close_segment()?;
         }
         self.last_ts = self.last_ts.max(last);
         self.manifest.start_unix_ns = self.manifest.start_unix_ns.min(first);

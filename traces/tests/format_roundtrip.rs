@@ -188,6 +188,41 @@ fn unordered_pushes_come_back_in_ts_order_within_a_batch() {
     assert_eq!(ts, vec![10, 20, 30]);
 }
 
+/// Batches that reach back before rows already written (several ranks'
+/// rows handed over as they come) each start a segment, so every segment
+/// stays sorted and the reader merges them back into one time order.
+#[test]
+fn late_batches_start_a_segment_and_read_back_in_ts_order() {
+    let rows: Vec<Row> = [30, 40, 10, 20, 35, 50]
+        .iter()
+        .map(|&ts| Row {
+            ts,
+            dur: 1,
+            host: "h".into(),
+            pid: 1,
+            tid: 1,
+            rank: None,
+            comm: "c".into(),
+            op: Op::Read,
+            path: None,
+            fd: None,
+            offset: None,
+            size: None,
+            ret: 0,
+            flags: None,
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t");
+    // Two rows per batch: [30, 40], [10, 20] (late), [35, 50] (late).
+    let m = write(&trace, &rows, 100, 2).finish().unwrap();
+    assert_eq!(m.segments.len(), 3, "{m:?}");
+    let ts: Vec<i64> = read_all(&trace).iter().map(|r| r.ts).collect();
+    assert_eq!(ts, vec![10, 20, 30, 35, 40, 50]);
+    let report = iorepro_traces::validate::validate(&trace).unwrap();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+}
+
 #[test]
 fn a_writer_that_dies_leaves_its_finished_segments_readable() {
     let rows: Vec<Row> = (0..250)

@@ -12,7 +12,8 @@
 //!   that rate at the start of the job, before steady reading settles in;
 //! - *idle* is a quiet stretch (under [`QUIET_SHARE`] of the median active
 //!   window) of at least [`IDLE_MIN_S`]; shorter pauses are compute between
-//!   steps and belong to the phase around them.
+//!   steps and belong to the phase around them, but a stretch that reads
+//!   nothing at all is idle whatever its length.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,9 @@ pub const WRITE_SHARE_OF_PEAK: f64 = 0.05;
 pub const LOAD_OVER_STEADY: f64 = 2.0;
 pub const QUIET_SHARE: f64 = 0.01;
 pub const IDLE_MIN_S: f64 = 1.0;
+/// Small writes this close to a checkpoint's writes (before or after) are
+/// part of it: headers, metadata, index files.
+pub const CHECKPOINT_TAIL_GAP_S: f64 = 0.05;
 /// Pauses inside one checkpoint (serialisation between tensors, ranks that
 /// start late) up to this long do not split it.
 pub const CHECKPOINT_GAP_S: f64 = 0.5;
@@ -114,6 +118,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
     let write_floor = ((peak_write as f64 * WRITE_SHARE_OF_PEAK) as u64).max(1);
     let write_heavy = |i: usize| w[i] >= write_floor && w[i] >= r[i];
     let max_gap = windows_for(CHECKPOINT_GAP_S).max(2);
+    let tail_gap_ns = (CHECKPOINT_TAIL_GAP_S * 1e9) as i64;
     // Reading at a tenth of the usual rate or more means the job is back to
     // training; a stray read inside a checkpoint (a config file) is not.
     let reading_floor = (median(
@@ -143,7 +148,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
         // The windows at either edge that a checkpoint shares with reading
         // still hold part of it.
         let edge_floor = (write_floor / 10).max(1);
-        let start = if start > 0
+        let mut start = if start > 0
             && w[start - 1] >= edge_floor
             && kind[start - 1] != PhaseKind::Checkpoint
         {
@@ -151,11 +156,35 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
         } else {
             start
         };
-        let end = if end + 1 < n && w[end + 1] >= edge_floor {
+        let last_heavy = end;
+        let mut end = if end + 1 < n && w[end + 1] >= edge_floor {
             end + 1
         } else {
             end
         };
+        // Its small writes at either end (headers first; metadata, index
+        // files and last flushes after) are still the checkpoint as long as
+        // they follow on from its writes without a pause.
+        let follows = |a: usize, b: usize| {
+            let (ea, sb) = (tl.write_span[a].1, tl.write_span[b].0);
+            w[a] > 0 && w[b] > 0 && sb - ea <= tail_gap_ns
+        };
+        while end + 1 < n
+            && end + 1 - last_heavy <= max_gap
+            && r[end + 1] < reading_floor
+            && follows(end, end + 1)
+        {
+            end += 1;
+        }
+        let first_heavy = start;
+        while start > 0
+            && first_heavy - (start - 1) <= max_gap
+            && kind[start - 1] != PhaseKind::Checkpoint
+            && r[start - 1] < reading_floor
+            && follows(start - 1, start)
+        {
+            start -= 1;
+        }
         for k in kind.iter_mut().take(end + 1).skip(start) {
             *k = PhaseKind::Checkpoint;
         }
@@ -233,6 +262,24 @@ pub fn detect(timeline: &Timeline) -> Vec<Phase> {
             i += 1;
         }
         if i - start >= idle_min {
+            for k in kind.iter_mut().take(i).skip(start) {
+                *k = PhaseKind::Idle;
+            }
+        }
+    }
+
+    // A stretch that reads nothing is not reading, however short.
+    let mut i = 0;
+    while i < n {
+        if kind[i] != PhaseKind::Read {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < n && kind[i] == PhaseKind::Read {
+            i += 1;
+        }
+        if r[start..i].iter().all(|&b| b == 0) {
             for k in kind.iter_mut().take(i).skip(start) {
                 *k = PhaseKind::Idle;
             }
