@@ -156,27 +156,29 @@ proptest! {
     }
 }
 
+/// A read at `ts` with nothing else set.
+fn bare_row(ts: i64) -> Row {
+    Row {
+        ts,
+        dur: 1,
+        host: "h".into(),
+        pid: 1,
+        tid: 1,
+        rank: None,
+        comm: "c".into(),
+        op: Op::Read,
+        path: None,
+        fd: None,
+        offset: None,
+        size: None,
+        ret: 0,
+        flags: None,
+    }
+}
+
 #[test]
 fn unordered_pushes_come_back_in_ts_order_within_a_batch() {
-    let rows: Vec<Row> = [30, 10, 20]
-        .iter()
-        .map(|&ts| Row {
-            ts,
-            dur: 1,
-            host: "h".into(),
-            pid: 1,
-            tid: 1,
-            rank: None,
-            comm: "c".into(),
-            op: Op::Read,
-            path: None,
-            fd: None,
-            offset: None,
-            size: None,
-            ret: 0,
-            flags: None,
-        })
-        .collect();
+    let rows: Vec<Row> = [30, 10, 20].iter().map(|&ts| bare_row(ts)).collect();
     let dir = tempfile::tempdir().unwrap();
     write(&dir.path().join("t"), &rows, 100, 100)
         .finish()
@@ -195,22 +197,7 @@ fn unordered_pushes_come_back_in_ts_order_within_a_batch() {
 fn late_batches_start_a_segment_and_read_back_in_ts_order() {
     let rows: Vec<Row> = [30, 40, 10, 20, 35, 50]
         .iter()
-        .map(|&ts| Row {
-            ts,
-            dur: 1,
-            host: "h".into(),
-            pid: 1,
-            tid: 1,
-            rank: None,
-            comm: "c".into(),
-            op: Op::Read,
-            path: None,
-            fd: None,
-            offset: None,
-            size: None,
-            ret: 0,
-            flags: None,
-        })
+        .map(|&ts| bare_row(ts))
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t");
