@@ -22,7 +22,9 @@ commands:
                      run setup, format and lint checks, and every test
   build-ebpf         build the kernel-side programs (via the collector's build script)
   demo               capture (or take a sample), analyze, replay at 8 ranks, plot
-  bench [--quick]    side-by-side benchmarks, one line each";
+  bench [--quick] [--only NAME,...]
+                     side-by-side benchmarks, one line each (NAME: trace-format,
+                     collector, replayer, analysis, replay-fidelity)";
 
 fn main() {
     if let Err(e) = run() {
@@ -113,6 +115,19 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
 
 fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
     let quick = args.iter().any(|a| a == "--quick");
+    let only: Option<Vec<String>> = match args.iter().position(|a| a == "--only") {
+        Some(i) => Some(
+            args.get(i + 1)
+                .context("--only takes benchmark names, comma-separated")?
+                .split(',')
+                .map(str::to_string)
+                .collect(),
+        ),
+        None => None,
+    };
+    if let Some(names) = &only {
+        bench::check_names(names)?;
+    }
     cargo(&["build", "--release", "--workspace", "--bins", "--examples"])?;
     let scratch = bench_scratch()?;
     let ctx = bench::Ctx {
@@ -121,7 +136,7 @@ fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
         scratch: scratch.path().to_path_buf(),
         quick,
     };
-    bench::run_all(&ctx)
+    bench::run_all(&ctx, only.as_deref())
 }
 
 /// Benchmarks need a disk-backed directory (O_DIRECT, realistic page cache),

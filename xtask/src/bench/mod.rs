@@ -71,17 +71,33 @@ pub fn dir_size(p: &Path) -> u64 {
 
 type Bench = fn(&Ctx) -> Result<()>;
 
-/// Every benchmark, in order; one failing is reported and the others still run.
-pub fn run_all(ctx: &Ctx) -> Result<()> {
-    let benches: [(&str, Bench); 5] = [
-        ("trace-format", trace_format::run),
-        ("collector", collector::run),
-        ("replayer", replayer::run),
-        ("analysis", analysis::run),
-        ("replay-fidelity", fidelity::run),
-    ];
+const BENCHES: [(&str, Bench); 5] = [
+    ("trace-format", trace_format::run),
+    ("collector", collector::run),
+    ("replayer", replayer::run),
+    ("analysis", analysis::run),
+    ("replay-fidelity", fidelity::run),
+];
+
+/// Refuses names that are not benchmarks, before anything is built.
+pub fn check_names(names: &[String]) -> Result<()> {
+    for n in names {
+        if !BENCHES.iter().any(|(b, _)| b == n) {
+            let all: Vec<&str> = BENCHES.iter().map(|(b, _)| *b).collect();
+            anyhow::bail!("no benchmark `{n}` (there are: {})", all.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// Every benchmark (or those named), in order; one failing is reported and
+/// the others still run.
+pub fn run_all(ctx: &Ctx, only: Option<&[String]>) -> Result<()> {
     let mut failed = Vec::new();
-    for (name, f) in benches {
+    for (name, f) in BENCHES {
+        if only.is_some_and(|o| !o.iter().any(|n| n == name)) {
+            continue;
+        }
         if let Err(e) = f(ctx) {
             println!("bench {name}: FAILED: {e:#}");
             failed.push(name);
