@@ -25,6 +25,7 @@ use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
 use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::schema::{trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
+use decode_guard::guard;
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
@@ -152,8 +153,9 @@ impl TraceReader {
 /// Reads a segment's footer: row count, `ts` statistics, and a schema check.
 fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
     let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| TraceError::parquet(path, e))?;
+    let builder = guard(path, || {
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| TraceError::parquet(path, e))
+    })?;
     let meta = builder.metadata().clone();
     if let Some(kv) = meta.file_metadata().key_value_metadata() {
         for entry in kv {
@@ -328,29 +330,32 @@ fn normalise(
 /// Batches of one segment, normalised.
 pub struct SegmentBatches {
     path: PathBuf,
-    inner: ParquetRecordBatchReader,
+    /// None once the decoder failed: a reader that panicked is not read again.
+    inner: Option<ParquetRecordBatchReader>,
     projection: Option<Vec<usize>>,
 }
 
 impl SegmentBatches {
     pub fn open(path: &Path, projection: Option<Vec<usize>>) -> TraceResult<Self> {
         let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| TraceError::parquet(path, e))?;
-        let positions = plan_columns(path, builder.schema())?;
-        let wanted: Vec<usize> = match &projection {
-            Some(p) => p.iter().map(|&i| positions[i]).collect(),
-            None => positions,
-        };
-        let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
-        let inner = builder
-            .with_projection(mask)
-            .with_batch_size(READ_BATCH_ROWS)
-            .build()
-            .map_err(|e| TraceError::parquet(path, e))?;
+        let inner = guard(path, || {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(|e| TraceError::parquet(path, e))?;
+            let positions = plan_columns(path, builder.schema())?;
+            let wanted: Vec<usize> = match &projection {
+                Some(p) => p.iter().map(|&i| positions[i]).collect(),
+                None => positions,
+            };
+            let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+            builder
+                .with_projection(mask)
+                .with_batch_size(READ_BATCH_ROWS)
+                .build()
+                .map_err(|e| TraceError::parquet(path, e))
+        })?;
         Ok(SegmentBatches {
             path: path.to_path_buf(),
-            inner,
+            inner: Some(inner),
             projection,
         })
     }
@@ -360,9 +365,19 @@ impl Iterator for SegmentBatches {
     type Item = TraceResult<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let batch = match self.inner.next()? {
-            Ok(b) => b,
-            Err(e) => return Some(Err(TraceError::parquet(&self.path, e))),
+        let inner = self.inner.as_mut()?;
+        let decoded = guard(&self.path, || {
+            inner
+                .next()
+                .transpose()
+                .map_err(|e| TraceError::parquet(&self.path, e))
+        });
+        let batch = match decoded {
+            Ok(b) => b?,
+            Err(e) => {
+                self.inner = None;
+                return Some(Err(e));
+            }
         };
         Some(normalise(&self.path, &batch, self.projection.as_deref()))
     }
@@ -514,4 +529,61 @@ impl Iterator for MergeByTs {
 /// want to say "not a trace" before trying).
 pub fn looks_like_trace(path: &Path) -> bool {
     path.join(MANIFEST_FILE).exists() || path.extension().is_some_and(|e| e == "parquet")
+}
+
+/// Turns a panic inside the Parquet/Arrow decoder into a [`TraceError`].
+///
+/// Some corrupt segments (found by fuzzing the reader) make the decoder panic
+/// on an internal bounds check rather than return an error, and no cheap check
+/// beforehand can tell. The reader therefore runs each decoder call through
+/// [`guard`]: a panic there becomes "corrupt segment" naming the file, and the
+/// panic message is kept off stderr so a CLI still prints one line. Panics
+/// anywhere else reach the previous panic hook unchanged.
+mod decode_guard {
+    use std::cell::Cell;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::path::Path;
+    use std::sync::Once;
+
+    use crate::error::{TraceError, TraceResult};
+
+    thread_local! {
+        /// Whether this thread is inside [`guard`], whose panics are reported as errors.
+        static GUARDED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    static QUIET_HOOK: Once = Once::new();
+
+    /// Installs, once per process, a hook that stays silent for guarded panics and
+    /// hands every other panic to the hook that was there before.
+    fn install_quiet_hook() {
+        QUIET_HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !GUARDED.with(Cell::get) {
+                    previous(info);
+                }
+            }));
+        });
+    }
+
+    /// Runs one decoder call on the segment at `path`; a panic in it becomes
+    /// `TraceError::Parquet` with "corrupt segment" and the panic's message.
+    pub fn guard<T>(path: &Path, decode: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
+        install_quiet_hook();
+        let outer = GUARDED.with(|g| g.replace(true));
+        let result = catch_unwind(AssertUnwindSafe(decode));
+        GUARDED.with(|g| g.set(outer));
+        result.unwrap_or_else(|payload| {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(TraceError::parquet(
+                path,
+                format!("corrupt segment: the decoder failed: {message}"),
+            ))
+        })
+    }
 }

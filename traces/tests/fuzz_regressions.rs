@@ -275,3 +275,40 @@ fn large_but_reasonable_workload_is_accepted() {
     assert_eq!(w.events(), 4 * 8333 * 1000 * 3);
     assert!(w.events() < MAX_SYNTH_EVENTS);
 }
+
+/// Found by the trace_reader target: a mutated definition-level run makes the
+/// Parquet decoder panic ("offset + len out of bounds") while reading.
+#[test]
+fn crash_definition_levels_out_of_bounds_is_an_error() {
+    let e = read_error("crash-definition-levels-out-of-bounds.parquet");
+    assert_error(
+        e,
+        "crash-definition-levels-out-of-bounds.parquet",
+        "corrupt segment",
+    );
+}
+
+/// The CLI reports the same input on one line with exit status 2: the caught
+/// decoder panic prints no panic message.
+#[test]
+fn crash_definition_levels_out_of_bounds_cli_prints_one_line() {
+    let input = inputs().join("crash-definition-levels-out-of-bounds.parquet");
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("iorepro-trace")
+        .unwrap()
+        .arg("merge")
+        .arg("--out")
+        .arg(out_dir.path().join("merged"))
+        .arg(&input)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert_error(
+        err.trim_end(),
+        "crash-definition-levels-out-of-bounds.parquet",
+        "corrupt segment",
+    );
+}
