@@ -86,6 +86,10 @@ struct OpenSegment {
     partial: PathBuf,
     writer: ArrowWriter<File>,
     rows: usize,
+    /// First and last `ts` written to it; they reach the manifest with the
+    /// rows when the segment is finished, so a stored manifest only ever
+    /// describes finished segments.
+    ts_range: (i64, i64),
 }
 
 pub struct TraceWriter {
@@ -180,7 +184,9 @@ impl TraceWriter {
     }
 
     pub fn events_written(&self) -> u64 {
-        self.manifest.events + self.builder.len() as u64
+        self.manifest.events
+            + self.segment.as_ref().map_or(0, |s| s.rows as u64)
+            + self.builder.len() as u64
     }
 
     /// Finishes the open segment and writes the final manifest.
@@ -228,8 +234,6 @@ impl TraceWriter {
             self.close_segment()?;
         }
         self.last_ts = self.last_ts.max(last);
-        self.manifest.start_unix_ns = self.manifest.start_unix_ns.min(first);
-        self.manifest.end_unix_ns = self.manifest.end_unix_ns.max(last);
         for host in ev.host_values() {
             if !self.manifest.hosts.iter().any(|h| h == host) {
                 self.manifest.hosts.push(host.to_string());
@@ -246,8 +250,10 @@ impl TraceWriter {
                 .write(&part)
                 .map_err(|e| TraceError::parquet(&seg.partial, e))?;
             seg.rows += n;
+            let part_ts = Events::new(part).ts().clone();
+            seg.ts_range.0 = seg.ts_range.0.min(part_ts.value(0));
+            seg.ts_range.1 = seg.ts_range.1.max(part_ts.value(n - 1));
             let full = seg.rows >= segment_rows;
-            self.manifest.events += n as u64;
             rest = rest.slice(n, rest.num_rows() - n);
             if full {
                 self.close_segment()?;
@@ -273,6 +279,7 @@ impl TraceWriter {
                 partial,
                 writer,
                 rows: 0,
+                ts_range: (i64::MAX, i64::MIN),
             });
         }
         Ok(self.segment.as_mut().expect("segment just opened"))
@@ -291,6 +298,9 @@ impl TraceWriter {
         let done = self.dir.join(&seg.name);
         std::fs::rename(&seg.partial, &done).map_err(|e| TraceError::io(&done, e))?;
         self.manifest.segments.push(seg.name);
+        self.manifest.events += seg.rows as u64;
+        self.manifest.start_unix_ns = self.manifest.start_unix_ns.min(seg.ts_range.0);
+        self.manifest.end_unix_ns = self.manifest.end_unix_ns.max(seg.ts_range.1);
         self.store_manifest()
     }
 

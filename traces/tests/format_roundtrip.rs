@@ -240,6 +240,11 @@ fn a_writer_that_dies_leaves_its_finished_segments_readable() {
     assert_eq!(reader.manifest().segments.len(), 2);
     let back = read_all(&trace);
     assert_eq!(back, rows[..200].to_vec());
+    // The manifest describes the finished segments only: their rows and
+    // time range, not the 50 rows of the segment still being written.
+    let m = reader.manifest();
+    assert_eq!(m.events, 200);
+    assert_eq!((m.start_unix_ns, m.end_unix_ns), (1_000, 1_199));
     let v = iorepro_traces::validate::validate(&trace).unwrap();
     assert!(v.warnings.iter().any(|w| w.contains("not marked complete")));
 }
