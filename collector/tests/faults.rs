@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -74,29 +74,12 @@ fn all_rows(trace: &Path) -> Vec<String> {
 
 #[test]
 fn a_killed_capture_with_a_broken_manifest_is_repaired() {
-    if !can_trace() || !have("python3") {
+    let Some(mut cap) = ReaderCapture::start(&["--segment-events", "500"], Stdio::inherit()) else {
         return;
-    }
-    let dir = scratch();
-    let (f, pidfile, out) = (
-        dir.path().join("d.dat"),
-        dir.path().join("pid"),
-        dir.path().join("trace"),
-    );
-    write_file(&f, 200 * 512);
-    let mut child = collector()
-        .arg("--out")
-        .arg(&out)
-        .args(["--segment-events", "500", "--"])
-        .args(reader_loop(&f, &pidfile))
-        .spawn()
-        .unwrap();
-    let job = wait_for_pid(&pidfile);
+    };
     std::thread::sleep(Duration::from_millis(1500));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // SAFETY: the orphaned job this test started.
-    unsafe { libc::kill(job, libc::SIGKILL) };
+    cap.kill_collector_then_job();
+    let out = cap.out.clone();
 
     let finished = rows_of_finished_segments(&out);
     assert!(finished.len() >= 1000, "{} rows finished", finished.len());
@@ -130,33 +113,21 @@ fn a_killed_capture_with_a_broken_manifest_is_repaired() {
 #[test]
 fn a_job_killed_from_outside_gives_its_status_and_a_complete_trace() {
     // As by the OOM killer or a scheduler: the job dies, the capture ends cleanly.
-    if !can_trace() || !have("python3") {
+    let Some(mut cap) = ReaderCapture::start(&[], Stdio::inherit()) else {
         return;
-    }
-    let dir = scratch();
-    let (f, pidfile, out) = (
-        dir.path().join("d.dat"),
-        dir.path().join("pid"),
-        dir.path().join("trace"),
-    );
-    write_file(&f, 200 * 512);
-    let mut child = collector()
-        .arg("--out")
-        .arg(&out)
-        .arg("--")
-        .args(reader_loop(&f, &pidfile))
-        .spawn()
-        .unwrap();
-    let job = wait_for_pid(&pidfile);
+    };
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: the job this test started.
-    unsafe { libc::kill(job, libc::SIGKILL) };
-    let status = child.wait().unwrap();
+    unsafe { libc::kill(cap.job, libc::SIGKILL) };
+    let status = cap.collector.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGKILL));
-    let (manifest, rows) = read_rows(&out);
+    let (manifest, rows) = read_rows(&cap.out);
     assert!(manifest.complete, "the collector closed the trace");
-    assert!(rows_for(&rows, &f).len() >= 200, "the job's reads are kept");
-    validate(&out).expect("validates");
+    assert!(
+        rows_for(&rows, &cap.data).len() >= 200,
+        "the job's reads are kept"
+    );
+    validate(&cap.out).expect("validates");
 }
 
 /// A job that makes `n` small reads at scattered offsets (rows that compress
@@ -189,16 +160,7 @@ fn a_full_trace_disk_stops_the_capture_not_the_job() {
         return;
     }
     let dir = scratch();
-    let (src, bin) = (dir.path().join("reads.c"), dir.path().join("reads"));
-    std::fs::write(&src, READS_C).unwrap();
-    let cc = Command::new("cc")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(cc.success());
+    let bin = compile_c(dir.path(), "reads", READS_C);
     let data = dir.path().join("d.dat");
     write_file(&data, 1 << 20);
     let done = dir.path().join("done");

@@ -4,8 +4,8 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use common::*;
 use iorepro_traces::{Op, TraceReader};
@@ -42,98 +42,37 @@ fn a_failing_job_keeps_its_exit_status_and_a_complete_trace() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/program"));
 }
 
-/// A job that reads `f` in a loop until killed, writing its pid to `pidfile`.
-fn reader_loop(f: &std::path::Path, pidfile: &std::path::Path) -> Vec<String> {
-    let py = format!(
-        "import os,time\nopen('{}','w').write(str(os.getpid()))\nfd=os.open('{}',os.O_RDONLY)\n\
-         while True:\n    [os.pread(fd,512,i*512) for i in range(200)]\n    time.sleep(0.01)\n",
-        pidfile.display(),
-        f.display()
-    );
-    vec!["python3".into(), "-c".into(), py]
-}
-
-fn wait_for_pid(pidfile: &std::path::Path) -> i32 {
-    let start = Instant::now();
-    loop {
-        if let Some(pid) = std::fs::read_to_string(pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "job did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn sigterm_stops_the_job_and_closes_the_trace() {
-    if !can_trace() || !have("python3") {
+    let Some(mut cap) = ReaderCapture::start(&[], Stdio::piped()) else {
         return;
-    }
-    let dir = scratch();
-    let (f, pidfile, out) = (
-        dir.path().join("d.dat"),
-        dir.path().join("pid"),
-        dir.path().join("trace"),
-    );
-    write_file(&f, 200 * 512);
-    let mut child = collector()
-        .arg("--out")
-        .arg(&out)
-        .arg("--")
-        .args(reader_loop(&f, &pidfile))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_pid(&pidfile);
+    };
     std::thread::sleep(Duration::from_millis(800));
     // SAFETY: signals the collector we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
+    unsafe { libc::kill(cap.collector.id() as i32, libc::SIGTERM) };
+    let status = cap.collector.wait().unwrap();
     assert_eq!(
         status.code(),
         Some(128 + libc::SIGTERM),
         "the job died of the forwarded SIGTERM"
     );
-    let (manifest, rows) = read_rows(&out);
+    let (manifest, rows) = read_rows(&cap.out);
     assert!(manifest.complete);
     assert!(
-        rows_for(&rows, &f).len() >= 200,
+        rows_for(&rows, &cap.data).len() >= 200,
         "reads before the signal are in the trace"
     );
 }
 
 #[test]
 fn sigkill_leaves_finished_segments_readable() {
-    if !can_trace() || !have("python3") {
+    let Some(mut cap) = ReaderCapture::start(&["--segment-events", "500"], Stdio::inherit()) else {
         return;
-    }
-    let dir = scratch();
-    let (f, pidfile, out) = (
-        dir.path().join("d.dat"),
-        dir.path().join("pid"),
-        dir.path().join("trace"),
-    );
-    write_file(&f, 200 * 512);
-    let mut child = collector()
-        .arg("--out")
-        .arg(&out)
-        .args(["--segment-events", "500", "--"])
-        .args(reader_loop(&f, &pidfile))
-        .spawn()
-        .unwrap();
-    let job = wait_for_pid(&pidfile);
+    };
     std::thread::sleep(Duration::from_millis(2000));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // SAFETY: the orphaned job we started.
-    unsafe { libc::kill(job, libc::SIGKILL) };
-    let reader = TraceReader::open(&out).expect("a killed collector leaves a readable trace");
+    cap.kill_collector_then_job();
+    let out = &cap.out;
+    let reader = TraceReader::open(out).expect("a killed collector leaves a readable trace");
     assert!(!reader.manifest().complete);
     assert!(
         reader.segments().len() >= 2,
@@ -141,7 +80,7 @@ fn sigkill_leaves_finished_segments_readable() {
     );
     let rows = reader.rows();
     assert!(rows >= 1000, "{rows} rows readable");
-    let (_, all) = read_rows(&out);
+    let (_, all) = read_rows(out);
     assert_eq!(all.len() as u64, rows);
 }
 
@@ -170,17 +109,7 @@ fn a_flood_past_the_ring_buffer_is_counted_exactly() {
         return;
     }
     let dir = scratch();
-    let src = dir.path().join("flood.c");
-    let bin = dir.path().join("flood");
-    std::fs::write(&src, FLOOD_C).unwrap();
-    let cc = Command::new("cc")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(cc.success());
+    let bin = compile_c(dir.path(), "flood", FLOOD_C);
     let f = dir.path().join("d.dat");
     write_file(&f, 4096);
     let n: i64 = 300_000;

@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use iorepro_traces::{Events, Manifest, Op, TraceReader};
 
@@ -128,7 +129,7 @@ pub fn reader_loop(f: &Path, pidfile: &Path) -> Vec<String> {
 
 /// The pid a [`reader_loop`] job wrote, once it is running.
 pub fn wait_for_pid(pidfile: &Path) -> i32 {
-    let start = std::time::Instant::now();
+    let start = Instant::now();
     loop {
         if let Some(pid) = std::fs::read_to_string(pidfile)
             .ok()
@@ -137,9 +138,82 @@ pub fn wait_for_pid(pidfile: &Path) -> i32 {
             return pid;
         }
         assert!(
-            start.elapsed() < std::time::Duration::from_secs(20),
+            start.elapsed() < Duration::from_secs(20),
             "job did not start"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A collector capturing a [`reader_loop`] job over `data` (200 blocks of 512
+/// bytes), for tests that stop or kill one of the two mid-capture.
+pub struct ReaderCapture {
+    /// Holds `data` and `out`; removed when the capture is dropped.
+    pub dir: tempfile::TempDir,
+    /// The file the job reads.
+    pub data: PathBuf,
+    /// The trace directory.
+    pub out: PathBuf,
+    pub collector: Child,
+    /// The job's pid, which the collector does not reap once it is killed.
+    pub job: i32,
+}
+
+impl ReaderCapture {
+    /// Starts `iorepro-collect --out OUT [extra...] -- <reader_loop>` with the
+    /// collector's stderr sent to `stderr`, and returns once the job runs.
+    /// `None` (having said why) where tracing or python3 is unavailable.
+    pub fn start(extra: &[&str], stderr: Stdio) -> Option<ReaderCapture> {
+        if !can_trace() || !have("python3") {
+            return None;
+        }
+        let dir = scratch();
+        let (data, pidfile, out) = (
+            dir.path().join("d.dat"),
+            dir.path().join("pid"),
+            dir.path().join("trace"),
+        );
+        write_file(&data, 200 * 512);
+        let collector = collector()
+            .arg("--out")
+            .arg(&out)
+            .args(extra)
+            .arg("--")
+            .args(reader_loop(&data, &pidfile))
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let job = wait_for_pid(&pidfile);
+        Some(ReaderCapture {
+            dir,
+            data,
+            out,
+            collector,
+            job,
+        })
+    }
+
+    /// SIGKILLs the collector and reaps it, then kills the job it orphaned.
+    pub fn kill_collector_then_job(&mut self) {
+        self.collector.kill().unwrap();
+        self.collector.wait().unwrap();
+        // SAFETY: the orphaned job this capture started.
+        unsafe { libc::kill(self.job, libc::SIGKILL) };
+    }
+}
+
+/// Compiles the C program `source` into `dir/name` with `cc -O2`.
+pub fn compile_c(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).unwrap();
+    let cc = Command::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    bin
 }
