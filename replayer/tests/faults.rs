@@ -34,21 +34,6 @@ write_size = "64KiB"
 dir = "/checkpoints"
 "#;
 
-fn have_mpirun() -> bool {
-    let ok = Command::new("mpirun")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: mpirun is not installed (apt install openmpi-bin)");
-    }
-    ok
-}
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("iorepro-replay")
-}
-
 /// Started in its own process group, so a hung run can be killed whole.
 fn spawn_group(cmd: &mut Command) -> Child {
     cmd.stdout(Stdio::piped())
@@ -126,13 +111,11 @@ fn a_rank_killed_under_mpirun_ends_the_run() {
     if !have_mpirun() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let trace = synth(tmp.path(), SLOW);
-    let target = tmp.path().join("target");
+    let (_tmp, trace, target) = synth_with_target(SLOW);
     let child = spawn_group(
         Command::new("mpirun")
             .args(["--allow-run-as-root", "--oversubscribe", "-np", "4"])
-            .arg(bin())
+            .arg(replay_bin())
             .arg(&trace)
             .arg("--target")
             .arg(&target)
@@ -162,13 +145,11 @@ fn a_rank_killed_under_mpirun_ends_the_run() {
 fn a_rank_that_dies_where_no_launcher_aborts_is_named() {
     // Three processes started the way a launcher would, but nothing kills the
     // others when one dies (srun --kill-on-bad-exit=0, a hand-made launcher).
-    let tmp = tempfile::tempdir().unwrap();
-    let trace = synth(tmp.path(), SLOW);
-    let target = tmp.path().join("target");
+    let (_tmp, trace, target) = synth_with_target(SLOW);
     let ranks: Vec<Child> = (0..3)
         .map(|r| {
             spawn_group(
-                Command::new(bin())
+                Command::new(replay_bin())
                     .arg(&trace)
                     .arg("--target")
                     .arg(&target)
@@ -211,7 +192,7 @@ fn a_rank_that_dies_where_no_launcher_aborts_is_named() {
 
 fn replay_in_background(trace: &Path, target: &Path) -> Child {
     spawn_group(
-        Command::new(bin())
+        Command::new(replay_bin())
             .arg(trace)
             .arg("--target")
             .arg(target)
@@ -246,9 +227,7 @@ fn assert_vanished(out: &Output, took: Duration, why: &str) {
 
 #[test]
 fn the_target_removed_mid_replay_is_a_clear_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let trace = synth(tmp.path(), SLOW);
-    let target = tmp.path().join("target");
+    let (_tmp, trace, target) = synth_with_target(SLOW);
     let child = replay_in_background(&trace, &target);
     wait_until_replaying(&target);
     std::fs::remove_dir_all(&target).unwrap();

@@ -10,13 +10,7 @@ use common::*;
 
 #[test]
 fn mpirun_four_processes_gather_one_report() {
-    if Command::new("mpirun")
-        .arg("--version")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("mpirun is not installed (apt install openmpi-bin); skipping");
+    if !have_mpirun() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -37,7 +31,7 @@ fn mpirun_four_processes_gather_one_report() {
     let target = tmp.path().join("target");
     let out = Command::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "4"])
-        .arg(assert_cmd::cargo::cargo_bin("iorepro-replay"))
+        .arg(replay_bin())
         .arg(&trace)
         .arg("--target")
         .arg(&target)

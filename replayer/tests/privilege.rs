@@ -5,7 +5,7 @@
 mod common;
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::*;
@@ -33,42 +33,42 @@ fn chown_tree(dir: &Path, uid: u32) {
     }
 }
 
-/// `iorepro-replay ARGS` as user nobody, with no supplementary groups and no capabilities.
-fn replay_as_nobody(args: &[&std::ffi::OsStr]) -> Output {
+/// `iorepro-replay TRACE --target TARGET EXTRA...` as user nobody, with no
+/// supplementary groups and no capabilities.
+fn replay_as_nobody(trace: &Path, target: &Path, extra: &[&str]) -> Output {
     Command::new("setpriv")
         .args([
             format!("--reuid={NOBODY}"),
             format!("--regid={NOBODY}"),
             "--clear-groups".into(),
         ])
-        .arg(assert_cmd::cargo::cargo_bin("iorepro-replay"))
-        .args(args)
+        .arg(replay_bin())
+        .arg(trace)
+        .arg("--target")
+        .arg(target)
+        .args(extra)
         .output()
         .expect("setpriv (util-linux)")
 }
 
-/// A trace and a target owned by nobody, in a directory nobody can enter.
-fn nobodys_files() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let trace = synth(tmp.path(), TWO_RANKS);
-    let target = tmp.path().join("target");
+/// A trace and a target owned by nobody, in a directory nobody can enter;
+/// `None` (having said why) where this test cannot switch users.
+fn nobodys_files() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    if !is_root() {
+        return None;
+    }
+    let (tmp, trace, target) = synth_with_target(TWO_RANKS);
     std::fs::create_dir(&target).unwrap();
     chown_tree(tmp.path(), NOBODY);
-    (tmp, trace, target)
+    Some((tmp, trace, target))
 }
 
 #[test]
 fn an_unprivileged_user_replays_into_its_own_target() {
-    if !is_root() {
+    let Some((_tmp, trace, target)) = nobodys_files() else {
         return;
-    }
-    let (_tmp, trace, target) = nobodys_files();
-    let out = replay_as_nobody(&[
-        trace.as_os_str(),
-        "--target".as_ref(),
-        target.as_os_str(),
-        "--json".as_ref(),
-    ]);
+    };
+    let out = replay_as_nobody(&trace, &target, &["--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -90,16 +90,10 @@ fn an_unprivileged_user_replays_into_its_own_target() {
 
 #[test]
 fn drop_caches_names_the_privilege_it_needs() {
-    if !is_root() {
+    let Some((_tmp, trace, target)) = nobodys_files() else {
         return;
-    }
-    let (_tmp, trace, target) = nobodys_files();
-    let out = replay_as_nobody(&[
-        trace.as_os_str(),
-        "--target".as_ref(),
-        target.as_os_str(),
-        "--drop-caches".as_ref(),
-    ]);
+    };
+    let out = replay_as_nobody(&trace, &target, &["--drop-caches"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");

@@ -44,8 +44,35 @@ pub fn synth(dir: &Path, workload: &str) -> PathBuf {
     out
 }
 
+/// A fresh directory holding the synthetic trace of `workload` at `trace`,
+/// and the path `target` beside it (not created): (dir, trace, target).
+pub fn synth_with_target(workload: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), workload);
+    let target = tmp.path().join("target");
+    (tmp, trace, target)
+}
+
 pub fn replay() -> Command {
     Command::cargo_bin("iorepro-replay").unwrap()
+}
+
+/// The `iorepro-replay` executable, for running it under a launcher
+/// (mpirun, setpriv) rather than directly.
+pub fn replay_bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("iorepro-replay")
+}
+
+/// Whether Open MPI's `mpirun` can be run; says so where it cannot.
+pub fn have_mpirun() -> bool {
+    let ok = std::process::Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: mpirun is not installed (apt install openmpi-bin)");
+    }
+    ok
 }
 
 /// Replays `trace` into `target` with `args`, asserts it succeeded, and returns its JSON report.
