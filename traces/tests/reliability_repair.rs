@@ -52,6 +52,23 @@ fn finished_trace(dir: &Path, rows: i64) {
     w.finish().unwrap();
 }
 
+/// A scratch directory holding, in `t`, a finished trace of `rows` rows.
+fn scratch_trace(rows: i64) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    finished_trace(&dir, rows);
+    (tmp, dir)
+}
+
+/// Rewrites the manifest of `dir` as `edit` leaves its JSON.
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join("manifest.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&path, v.to_string()).unwrap();
+}
+
 fn trace_cmd(args: &[&str]) -> Output {
     Command::cargo_bin("iorepro-trace")
         .unwrap()
@@ -60,16 +77,25 @@ fn trace_cmd(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn repair(dir: &Path) -> (String, serde_json::Value) {
+/// `iorepro-trace validate --repair [--json] DIR`.
+fn run_repair(dir: &Path, json: bool) -> Output {
     let d = dir.to_str().unwrap();
-    let out = trace_cmd(&["validate", "--repair", "--json", d]);
+    if json {
+        trace_cmd(&["validate", "--repair", "--json", d])
+    } else {
+        trace_cmd(&["validate", "--repair", d])
+    }
+}
+
+fn repair(dir: &Path) -> (String, serde_json::Value) {
+    let out = run_repair(dir, true);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "repair failed: {err}");
     assert!(!err.contains("panicked"), "{err}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // The plain form prints the same decisions as lines (checked on a copy of
     // the result: a second repair must find nothing left to do).
-    let again = trace_cmd(&["validate", "--repair", d]);
+    let again = run_repair(dir, false);
     assert!(again.status.success());
     let text = String::from_utf8_lossy(&again.stdout).to_string();
     assert!(
@@ -201,11 +227,9 @@ fn a_corrupt_and_an_unfinished_segment_are_set_aside() {
 
 #[test]
 fn the_plain_output_names_what_was_set_aside() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t");
-    finished_trace(&dir, 300);
+    let (_tmp, dir) = scratch_trace(300);
     std::fs::write(dir.join("seg-000001.parquet"), b"PAR1 not really").unwrap();
-    let out = trace_cmd(&["validate", "--repair", dir.to_str().unwrap()]);
+    let out = run_repair(&dir, false);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -218,9 +242,7 @@ fn the_plain_output_names_what_was_set_aside() {
 
 #[test]
 fn a_lost_manifest_is_rebuilt_from_the_segments() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t");
-    finished_trace(&dir, 250);
+    let (_tmp, dir) = scratch_trace(250);
     std::fs::remove_file(dir.join("manifest.json")).unwrap();
     validate_fails_pointing_to_repair(&dir);
     let (_, r) = repair(&dir);
@@ -235,9 +257,7 @@ fn a_lost_manifest_is_rebuilt_from_the_segments() {
 
 #[test]
 fn a_truncated_manifest_is_set_aside_and_a_mistyped_one_salvaged() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t");
-    finished_trace(&dir, 150);
+    let (tmp, dir) = scratch_trace(150);
     let path = dir.join("manifest.json");
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, &text[..text.len() / 2]).unwrap();
@@ -256,12 +276,10 @@ fn a_truncated_manifest_is_set_aside_and_a_mistyped_one_salvaged() {
     // Keys of the wrong type: the manifest is salvaged, what parses is kept.
     let dir2 = tmp.path().join("t2");
     finished_trace(&dir2, 150);
-    let path = dir2.join("manifest.json");
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    v["events"] = serde_json::json!("many");
-    v["segments"] = serde_json::json!(["../../etc/passwd.parquet", "seg-000000.parquet"]);
-    std::fs::write(&path, v.to_string()).unwrap();
+    edit_manifest(&dir2, |v| {
+        v["events"] = serde_json::json!("many");
+        v["segments"] = serde_json::json!(["../../etc/passwd.parquet", "seg-000000.parquet"]);
+    });
     validate_fails_pointing_to_repair(&dir2);
     let (_, r) = repair(&dir2);
     assert!(r["old_manifest"].as_str().unwrap().starts_with("salvaged"));
@@ -280,9 +298,7 @@ fn a_truncated_manifest_is_set_aside_and_a_mistyped_one_salvaged() {
 #[test]
 fn a_partial_segment_with_its_footer_is_adopted() {
     // A writer killed after the footer was written but before the rename.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t");
-    finished_trace(&dir, 200);
+    let (_tmp, dir) = scratch_trace(200);
     std::fs::rename(
         dir.join("seg-000001.parquet"),
         dir.join("seg-000001.parquet.partial"),
@@ -318,17 +334,15 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
 
 #[test]
 fn repair_of_a_healthy_trace_changes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("t");
-    finished_trace(&dir, 250);
+    let (_tmp, dir) = scratch_trace(250);
     let before = snapshot(&dir);
-    let out = trace_cmd(&["validate", "--repair", "--json", dir.to_str().unwrap()]);
+    let out = run_repair(&dir, true);
     assert!(out.status.success());
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["changed"], false);
     assert_eq!(r["complete"], true);
     assert_eq!(snapshot(&dir), before);
-    let out = trace_cmd(&["validate", "--repair", dir.to_str().unwrap()]);
+    let out = run_repair(&dir, false);
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to repair"));
     assert_eq!(snapshot(&dir), before);
 }
@@ -344,13 +358,9 @@ fn repair_refuses_what_it_cannot_handle() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("trace directory"));
     // A manifest of a newer format is not rewritten by an older iorepro.
-    let path = dir.join("manifest.json");
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    v["schema_version"] = serde_json::json!(99);
-    std::fs::write(&path, v.to_string()).unwrap();
+    edit_manifest(&dir, |v| v["schema_version"] = serde_json::json!(99));
     let before = snapshot(&dir);
-    let out = trace_cmd(&["validate", "--repair", dir.to_str().unwrap()]);
+    let out = run_repair(&dir, false);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("upgrade iorepro"), "{err}");
