@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
 use crate::event::EventRow;
-use crate::manifest::{Manifest, Source};
+use crate::import_common::{files_in, write_imported};
+use crate::manifest::Manifest;
 use crate::schema::Op;
-use crate::writer::{TraceWriter, WriterOptions};
 
 /// One action of a log, with its file interned.
 struct Action {
@@ -40,19 +40,11 @@ fn log_files(input: &Path) -> TraceResult<Vec<PathBuf>> {
     if !meta.is_dir() {
         return Ok(vec![input.to_path_buf()]);
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(input)
-        .map_err(|e| TraceError::io(input, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "iolog" || e == "log"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(TraceError::invalid(
-            input,
-            "no fio iologs (*.iolog or *.log) in this directory",
-        ));
-    }
-    Ok(files)
+    files_in(
+        input,
+        |p| p.extension().is_some_and(|e| e == "iolog" || e == "log"),
+        "no fio iologs (*.iolog or *.log) in this directory",
+    )
 }
 
 fn rank_of(path: &Path, position: usize) -> i32 {
@@ -175,20 +167,12 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
     }
     // Stable: actions of one rank at one timestamp keep their log order.
     actions.sort_by_key(|a| a.ts_ns);
-    let mut wopts = WriterOptions::new(Source::Import);
-    wopts.segment_rows = opts.segment_rows.max(1);
-    wopts.command = Some(std::env::args().collect());
-    let mut w = TraceWriter::create(out, wopts)?;
-    w.set_extra(
-        "imported_from",
-        serde_json::json!({"format": "fio-iolog", "path": input.display().to_string()}),
-    );
     // fio names files, not descriptors: one stable descriptor per file and rank.
     let mut fds: HashMap<(i32, u32), i32> = HashMap::new();
-    for a in &actions {
+    let rows = actions.iter().map(|a| {
         let next = 3 + fds.len() as i32;
         let fd = *fds.entry((a.rank, a.file)).or_insert(next);
-        w.push(&EventRow {
+        EventRow {
             ts_ns: opts.start_unix_ns + a.ts_ns,
             dur_ns: 0,
             host: &opts.host,
@@ -206,7 +190,7 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
                 _ => a.len.unwrap_or(0),
             },
             flags: None,
-        })?;
-    }
-    w.finish()
+        }
+    });
+    write_imported(out, opts.segment_rows, "fio-iolog", input, rows)
 }

@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
 use crate::event::EventRow;
-use crate::manifest::{Manifest, Source};
+use crate::import_common::{files_in, write_imported};
+use crate::manifest::Manifest;
 use crate::schema::Op;
-use crate::writer::{TraceWriter, WriterOptions};
 
 pub struct StraceOptions {
     pub host: String,
@@ -490,23 +490,14 @@ fn inputs(input: &Path) -> TraceResult<Vec<(PathBuf, Option<i32>)>> {
     if !meta.is_dir() {
         return Ok(vec![(input.to_path_buf(), pid_of(input))]);
     }
-    let mut files: Vec<(PathBuf, Option<i32>)> = std::fs::read_dir(input)
-        .map_err(|e| TraceError::io(input, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
+    let files = files_in(input, |_| true, "no strace output files in this directory")?;
+    Ok(files
+        .into_iter()
         .map(|p| {
             let pid = pid_of(&p);
             (p, pid)
         })
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(TraceError::invalid(
-            input,
-            "no strace output files in this directory",
-        ));
-    }
-    Ok(files)
+        .collect())
 }
 
 fn mtime_days(path: &Path) -> i64 {
@@ -543,33 +534,23 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         ));
     }
     rows.sort_by_key(|r| r.ts_ns);
-    let mut wopts = WriterOptions::new(Source::Import);
-    wopts.segment_rows = opts.segment_rows.max(1);
-    wopts.command = Some(std::env::args().collect());
-    let mut w = TraceWriter::create(out, wopts)?;
-    w.set_extra(
-        "imported_from",
-        serde_json::json!({"format": "strace", "path": input.display().to_string()}),
-    );
-    for r in &rows {
-        w.push(&EventRow {
-            ts_ns: r.ts_ns,
-            dur_ns: r.dur_ns,
-            host: &opts.host,
-            pid: r.pid,
-            tid: r.pid,
-            rank: opts.rank,
-            comm: "strace",
-            op: r.op,
-            path: Some(&r.path),
-            fd: r.fd,
-            offset: r.offset,
-            size: r.size,
-            ret: r.ret,
-            flags: r.flags,
-        })?;
-    }
-    w.finish()
+    let events = rows.iter().map(|r| EventRow {
+        ts_ns: r.ts_ns,
+        dur_ns: r.dur_ns,
+        host: &opts.host,
+        pid: r.pid,
+        tid: r.pid,
+        rank: opts.rank,
+        comm: "strace",
+        op: r.op,
+        path: Some(&r.path),
+        fd: r.fd,
+        offset: r.offset,
+        size: r.size,
+        ret: r.ret,
+        flags: r.flags,
+    });
+    write_imported(out, opts.segment_rows, "strace", input, events)
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //! [`analysis`] timeline that phase detection, [`plot`] and [`compare`] share.
 //! Converters move traces in and out of other tools' formats:
 //! [`export_fio`] writes fio iologs, [`import_fio`] and [`import_strace`] read
-//! fio iologs and strace output, and [`merge`] joins per-node captures.
+//! fio iologs and strace output (sharing `import_common` to find log files
+//! and write the result), and [`merge`] joins per-node captures.
 
 pub mod analysis;
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod compare;
 pub mod error;
 pub mod event;
 pub mod export_fio;
+mod import_common;
 pub mod import_fio;
 pub mod import_strace;
 pub mod manifest;
