@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use iorepro_traces::schema::Op;
-use iorepro_traces::{Events, TraceReader};
+use iorepro_traces::{Events, Manifest, TraceReader};
 
 /// One trace row, owned.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub ts_ns: i64,
     pub pid: i32,
@@ -15,8 +15,11 @@ pub struct Row {
     pub comm: String,
     pub op: Op,
     pub path: Option<String>,
+    pub fd: Option<i32>,
+    pub offset: Option<i64>,
     pub size: Option<i64>,
     pub ret: i64,
+    pub flags: Option<i32>,
 }
 
 impl Row {
@@ -34,6 +37,11 @@ impl Row {
 
 /// Every row of a (small) trace, in `ts` order.
 pub fn load(trace: &Path) -> Vec<Row> {
+    load_with_manifest(trace).1
+}
+
+/// The manifest of a (small) trace and every row of it, in `ts` order.
+pub fn load_with_manifest(trace: &Path) -> (Manifest, Vec<Row>) {
     let reader = TraceReader::open(trace).unwrap_or_else(|e| panic!("{e}"));
     let mut rows = Vec::new();
     for batch in reader.events().unwrap_or_else(|e| panic!("{e}")) {
@@ -48,12 +56,15 @@ pub fn load(trace: &Path) -> Vec<Row> {
                 comm: ev.comm().value(i).to_string(),
                 op,
                 path: ev.path_at(i).map(str::to_string),
+                fd: Events::opt_i32(ev.fd(), i),
+                offset: Events::opt_i64(ev.offset(), i),
                 size: Events::opt_i64(ev.size(), i),
                 ret: ev.ret().value(i),
+                flags: Events::opt_i32(ev.flags(), i),
             });
         }
     }
-    rows
+    (reader.manifest().clone(), rows)
 }
 
 /// Sum of bytes moved by `op` rows under `dir`.

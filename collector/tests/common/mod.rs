@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use iorepro_traces::{Events, Manifest, Op, TraceReader};
+use iorepro_traces::Manifest;
 
 /// The tests load eBPF programs: root and a kernel with BTF are required. On
 /// a machine without them a test says so and returns.
@@ -50,46 +50,11 @@ pub fn collect(out: &Path, extra: &[&str], job: &[&str]) -> Output {
 }
 
 /// One trace row, owned, for assertions.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    pub ts: i64,
-    pub pid: i32,
-    pub tid: i32,
-    pub rank: Option<i32>,
-    pub comm: String,
-    pub op: Op,
-    pub path: Option<String>,
-    pub fd: Option<i32>,
-    pub offset: Option<i64>,
-    pub size: Option<i64>,
-    pub ret: i64,
-    pub flags: Option<i32>,
-}
+pub use iorepro_tests::rows::Row;
 
+/// The manifest of `trace` and every row of it, in time order.
 pub fn read_rows(trace: &Path) -> (Manifest, Vec<Row>) {
-    let reader = TraceReader::open(trace).expect("open trace");
-    let mut rows = Vec::new();
-    for ev in reader.events().expect("read trace") {
-        let ev: Events = ev.expect("batch");
-        let ops = ev.ops();
-        for (i, &op) in ops.iter().enumerate() {
-            rows.push(Row {
-                ts: ev.ts().value(i),
-                pid: ev.pid().value(i),
-                tid: ev.tid().value(i),
-                rank: Events::opt_i32(ev.rank(), i),
-                comm: ev.comm().value(i).to_string(),
-                op,
-                path: ev.path_at(i).map(str::to_string),
-                fd: Events::opt_i32(ev.fd(), i),
-                offset: Events::opt_i64(ev.offset(), i),
-                size: Events::opt_i64(ev.size(), i),
-                ret: ev.ret().value(i),
-                flags: Events::opt_i32(ev.flags(), i),
-            });
-        }
-    }
-    (reader.manifest().clone(), rows)
+    iorepro_tests::rows::load_with_manifest(trace)
 }
 
 pub fn rows_for<'a>(rows: &'a [Row], path: &Path) -> Vec<&'a Row> {
