@@ -37,19 +37,7 @@ fn hostile_paths_stay_under_the_target() {
         ],
     );
     let target = tmp.path().join("target");
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = json(&out);
+    let r = replay_ok(&trace, &target, &["--json"]);
     assert_eq!(r["read_bytes"], 8192);
     assert_eq!(r["write_bytes"], 4096);
     assert!(

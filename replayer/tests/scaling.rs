@@ -193,12 +193,7 @@ fn record_ops_writes_a_replay_trace() {
         .args(["--ranks", "4", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = json(&out);
+    let r = json_ok(&out);
     let reader = iorepro_traces::TraceReader::open(&rec).unwrap();
     assert_eq!(reader.manifest().source, iorepro_traces::Source::Replay);
     let replayed: u64 = r["ops"]

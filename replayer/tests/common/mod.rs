@@ -84,12 +84,17 @@ pub fn replay_ok(trace: &Path, target: &Path, args: &[&str]) -> serde_json::Valu
         .args(args)
         .output()
         .unwrap();
+    json_ok(&out)
+}
+
+/// Asserts that a run succeeded (showing its stderr if not) and returns its JSON report.
+pub fn json_ok(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    json(&out)
+    json(out)
 }
 
 pub fn json(out: &Output) -> serde_json::Value {
