@@ -79,12 +79,7 @@ fn planted_directory_symlink_is_refused() {
             (0, Op::Read, "/data/f.bin", 5, Some(0), 4096, None),
         ],
     );
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .output()
-        .unwrap();
+    let out = replay_into(&trace, &target, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -115,13 +110,7 @@ fn planted_file_and_relative_symlinks_are_refused() {
                 (0, Op::Close, path, 5, None, 0, None),
             ],
         );
-        let out = replay()
-            .arg(&trace)
-            .arg("--target")
-            .arg(&target)
-            .args(["--json"])
-            .output()
-            .unwrap();
+        let out = replay_into(&trace, &target, &["--json"]);
         assert_eq!(out.status.code(), Some(1), "{path}");
         let r = json(&out);
         let errors = r["errors"].as_array().unwrap();

@@ -72,13 +72,7 @@ fn enospc_stops_the_run_with_a_partial_report() {
     let Some(fs) = Tmpfs::mount(&tmp.path().join("small"), "4m") else {
         return;
     };
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&fs.0)
-        .arg("--json")
-        .output()
-        .unwrap();
+    let out = replay_into(&trace, &fs.0, &["--json"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -107,12 +101,7 @@ fn read_only_target_is_a_clear_error() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&fs.0)
-        .output()
-        .unwrap();
+    let out = replay_into(&trace, &fs.0, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Read-only file system"), "{err}");

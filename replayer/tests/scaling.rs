@@ -105,13 +105,7 @@ fn eight_ranks_from_two_move_four_times_the_bytes() {
     );
 
     // A second run finds the data prepared and reuses it.
-    let again = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .args(["--ranks", "8", "--json"])
-        .output()
-        .unwrap();
+    let again = replay_into(&trace, &target, &["--ranks", "8", "--json"]);
     let r2 = json(&again);
     assert_eq!(r2["prepare"]["files_created"], 0);
     assert!(r2["prepare"]["files_present"].as_u64().unwrap() > 0);
@@ -166,13 +160,7 @@ fn original_timing_keeps_compute_gaps_and_reports_stall() {
     let busy = r["gpu_busy"].as_f64().unwrap();
     assert!(busy > 0.3 && busy <= 1.0, "gpu_busy {busy}");
     assert!(r["stall_s"].as_f64().unwrap() >= 0.0);
-    let afap = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .args(["--json"])
-        .output()
-        .unwrap();
+    let afap = replay_into(&trace, &target, &["--json"]);
     let a = json(&afap);
     assert!(a["gpu_busy"].is_null());
     assert!(a["duration_s"].as_f64().unwrap() < r["duration_s"].as_f64().unwrap());
@@ -231,23 +219,13 @@ fn record_ops_writes_a_replay_trace() {
 fn table_report_and_bad_trace() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = synth(tmp.path(), TWO_RANKS);
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(tmp.path().join("t"))
-        .output()
-        .unwrap();
+    let out = replay_into(&trace, &tmp.path().join("t"), &[]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in ["checkpoint", "p99 us", "GiB/s", "rank"] {
         assert!(text.contains(needle), "{needle} missing in\n{text}");
     }
-    let bad = replay()
-        .arg(tmp.path().join("nope"))
-        .arg("--target")
-        .arg(tmp.path().join("t"))
-        .output()
-        .unwrap();
+    let bad = replay_into(&tmp.path().join("nope"), &tmp.path().join("t"), &[]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).starts_with("Error: "));
 }

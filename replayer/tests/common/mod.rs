@@ -75,15 +75,20 @@ pub fn have_mpirun() -> bool {
     ok
 }
 
-/// Replays `trace` into `target` with `args`, asserts it succeeded, and returns its JSON report.
-pub fn replay_ok(trace: &Path, target: &Path, args: &[&str]) -> serde_json::Value {
-    let out = replay()
+/// Runs `iorepro-replay TRACE --target TARGET ARGS...` to completion.
+pub fn replay_into(trace: &Path, target: &Path, args: &[&str]) -> Output {
+    replay()
         .arg(trace)
         .arg("--target")
         .arg(target)
         .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Replays `trace` into `target` with `args`, asserts it succeeded, and returns its JSON report.
+pub fn replay_ok(trace: &Path, target: &Path, args: &[&str]) -> serde_json::Value {
+    let out = replay_into(trace, target, args);
     json_ok(&out)
 }
 
