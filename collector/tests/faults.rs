@@ -62,6 +62,15 @@ fn rows_of_finished_segments(dir: &Path) -> Vec<String> {
     rows
 }
 
+/// Names of the finished segment files in a trace directory.
+fn segment_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".parquet"))
+        .collect()
+}
+
 fn all_rows(trace: &Path) -> Vec<String> {
     let mut rows: Vec<String> = read_rows(trace)
         .1
@@ -81,7 +90,8 @@ fn a_killed_capture_with_a_broken_manifest_is_repaired() {
     cap.kill_collector_then_job();
     let out = cap.out.clone();
 
-    let finished = rows_of_finished_segments(&out);
+    let mut finished = rows_of_finished_segments(&out);
+    let named_before = segment_names(&out);
     assert!(finished.len() >= 1000, "{} rows finished", finished.len());
     // The manifest is cut in half, as by a crash of the disk under it.
     let manifest = out.join("manifest.json");
@@ -102,7 +112,18 @@ fn a_killed_capture_with_a_broken_manifest_is_repaired() {
     );
     assert!(out.join("manifest.json.corrupt").exists());
     assert!(!r.complete);
-    // The repaired trace holds exactly the rows of the finished segments.
+    // The repaired trace holds exactly the rows of the finished segments,
+    // and those of one whose footer was on disk when the kill came (still
+    // named `.partial` then, adopted by the repair).
+    for name in r.adopted.iter().filter(|n| !named_before.contains(*n)) {
+        finished.extend(
+            read_rows(&out.join(name))
+                .1
+                .iter()
+                .map(|r| format!("{r:?}")),
+        );
+    }
+    finished.sort();
     assert_eq!(all_rows(&out), finished);
     assert_eq!(r.events, finished.len() as u64);
     let v = validate(&out).expect("the repaired trace validates");
