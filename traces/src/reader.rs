@@ -10,6 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,8 +18,11 @@ use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
 use arrow_cast::{cast_with_options, CastOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow_select::interleave::interleave_record_batch;
+use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
+use parquet::errors::ParquetError;
+use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::statistics::Statistics;
 
 use crate::columns::Events;
@@ -152,7 +156,7 @@ impl TraceReader {
 
 /// Reads a segment's footer: row count, `ts` statistics, and a schema check.
 fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let file = SegmentFile::open(path)?;
     let builder = guard(path, || {
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| TraceError::parquet(path, e))
     })?;
@@ -337,7 +341,7 @@ pub struct SegmentBatches {
 
 impl SegmentBatches {
     pub fn open(path: &Path, projection: Option<Vec<usize>>) -> TraceResult<Self> {
-        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let file = SegmentFile::open(path)?;
         let inner = guard(path, || {
             let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                 .map_err(|e| TraceError::parquet(path, e))?;
@@ -529,6 +533,64 @@ impl Iterator for MergeByTs {
 /// want to say "not a trace" before trying).
 pub fn looks_like_trace(path: &Path) -> bool {
     path.join(MANIFEST_FILE).exists() || path.extension().is_some_and(|e| e == "parquet")
+}
+
+/// A segment file as the Parquet decoder sees it, stricter than `File` about
+/// its end: reading past the end is an error rather than an empty read (the
+/// decoder's Thrift skipping otherwise spins for minutes on a corrupt page
+/// header that claims a list of 2^31 elements), and a byte range past the end
+/// is refused before a buffer of its claimed size is allocated.
+struct SegmentFile {
+    file: File,
+    len: u64,
+}
+
+impl SegmentFile {
+    fn open(path: &Path) -> TraceResult<Self> {
+        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let len = file.metadata().map_err(|e| TraceError::io(path, e))?.len();
+        Ok(SegmentFile { file, len })
+    }
+}
+
+impl Length for SegmentFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for SegmentFile {
+    type T = EndIsError<<File as ChunkReader>::T>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(EndIsError(self.file.get_read(start)?))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match start.checked_add(length as u64) {
+            Some(end) if end <= self.len => self.file.get_bytes(start, length),
+            _ => Err(ParquetError::EOF(format!(
+                "{length} bytes at offset {start} reach past the end of the file ({} bytes)",
+                self.len
+            ))),
+        }
+    }
+}
+
+/// A reader whose end is an `UnexpectedEof` error.
+struct EndIsError<R>(R);
+
+impl<R: Read> Read for EndIsError<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(buf)?;
+        if n == 0 && !buf.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "read past the end of the file",
+            ));
+        }
+        Ok(n)
+    }
 }
 
 /// Turns a panic inside the Parquet/Arrow decoder into a [`TraceError`].

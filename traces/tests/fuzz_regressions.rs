@@ -312,3 +312,20 @@ fn crash_definition_levels_out_of_bounds_cli_prints_one_line() {
         "corrupt segment",
     );
 }
+
+/// Found by the trace_reader target (a 20 s timeout): a page header whose
+/// Thrift lists claim 2^31 elements made the decoder re-read the end of the
+/// file once per element, for minutes. Reading past the end is now an error.
+#[test]
+fn timeout_page_header_skip_past_the_end_is_a_quick_error() {
+    let name = "timeout-page-header-skip.parquet";
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(read_all(&inputs().join(name)).map(|(_, rows)| rows)));
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("reading still running after 30 s");
+    let Err(e) = result else {
+        panic!("{name}: read {result:?}, expected an error");
+    };
+    assert_error(e, name, "read past the end of the file");
+}
