@@ -157,9 +157,17 @@ impl<'s> Worker<'s> {
     }
 
     fn barrier(&mut self, what: &str) -> ReplayResult<()> {
+        self.barrier_max(what, 0).map(|_| ())
+    }
+
+    /// A barrier that also tells how far through the trace the last rank
+    /// to arrive was (see [`Schedule::resume`]).
+    fn barrier_max(&mut self, what: &str, value: i64) -> ReplayResult<i64> {
         let seq = self.barriers;
         self.barriers += 1;
-        self.shared.rendezvous.barrier(self.rank, seq, what)
+        self.shared
+            .rendezvous
+            .barrier_max(self.rank, seq, what, value)
     }
 
     fn replay(&mut self, rx: Receiver<Vec<PlannedOp>>) -> ReplayResult<()> {
@@ -196,9 +204,11 @@ impl<'s> Worker<'s> {
     fn enter(&mut self, i: usize) -> ReplayResult<()> {
         self.phase = i;
         if self.is_barrier_phase(i) {
-            self.barrier(&format!("start of phase {i} (checkpoint)"))?;
-            self.sched
-                .resume(Instant::now(), self.shared.phases()[i].start_ns);
+            let ready = self.barrier_max(
+                &format!("start of phase {i} (checkpoint)"),
+                self.sched.trace_clock(),
+            )?;
+            self.sched.resume(Instant::now(), ready);
         }
         self.phase_entered = Instant::now();
         Ok(())
@@ -208,9 +218,11 @@ impl<'s> Worker<'s> {
         let i = self.phase;
         self.result.phases[i].duration_ns = self.phase_entered.elapsed().as_nanos() as u64;
         if self.is_barrier_phase(i) {
-            self.barrier(&format!("end of phase {i} (checkpoint)"))?;
-            self.sched
-                .resume(Instant::now(), self.shared.phases()[i].end_ns);
+            let done = self.barrier_max(
+                &format!("end of phase {i} (checkpoint)"),
+                self.sched.trace_clock(),
+            )?;
+            self.sched.resume(Instant::now(), done);
         }
         Ok(())
     }
@@ -437,7 +449,7 @@ impl<'s> Worker<'s> {
             _ => replayed = false,
         }
         let end = Instant::now();
-        self.sched.finished(end);
+        self.sched.finished(intended, issued, end);
         if !replayed {
             self.result.tolerated_errors += 1;
             return Ok(());

@@ -22,7 +22,13 @@ use crate::stats::RankResult;
 
 pub trait Rendezvous: Send + Sync {
     /// Waits until every rank has reached barrier number `seq`; `what` names it in errors.
-    fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()>;
+    fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()> {
+        self.barrier_max(rank, seq, what, 0).map(|_| ())
+    }
+    /// A barrier at which each rank brings a value (how far through the
+    /// trace it is) and all leave with the largest: the trace time at which
+    /// the last rank was ready.
+    fn barrier_max(&self, rank: u32, seq: u64, what: &str, value: i64) -> ReplayResult<i64>;
     /// Tells every other rank to stop at its next wait.
     fn abort(&self, rank: u32, message: &str);
 }
@@ -40,6 +46,7 @@ fn missing_list(missing: &[u32]) -> String {
 #[derive(Default)]
 struct ThreadState {
     arrived: BTreeMap<u64, BTreeSet<u32>>,
+    largest: BTreeMap<u64, i64>,
     aborted: Option<String>,
 }
 
@@ -63,10 +70,12 @@ impl ThreadRendezvous {
 }
 
 impl Rendezvous for ThreadRendezvous {
-    fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()> {
+    fn barrier_max(&self, rank: u32, seq: u64, what: &str, value: i64) -> ReplayResult<i64> {
         let n = self.ranks.len();
         let mut st = self.state.lock().expect("rendezvous lock");
         st.arrived.entry(seq).or_default().insert(rank);
+        let largest = st.largest.entry(seq).or_insert(value);
+        *largest = (*largest).max(value);
         if st.arrived[&seq].len() >= n {
             self.cv.notify_all();
         }
@@ -92,7 +101,7 @@ impl Rendezvous for ThreadRendezvous {
                 missing_list(&missing)
             )));
         }
-        Ok(())
+        Ok(st.largest[&seq])
     }
 
     fn abort(&self, _rank: u32, message: &str) {
@@ -354,10 +363,12 @@ impl DirRendezvous {
 }
 
 impl Rendezvous for DirRendezvous {
-    fn barrier(&self, rank: u32, seq: u64, what: &str) -> ReplayResult<()> {
-        self.write_file(&format!("b{seq}.r{rank}"), b"")?;
+    fn barrier_max(&self, rank: u32, seq: u64, what: &str, value: i64) -> ReplayResult<i64> {
+        self.write_file(&format!("b{seq}.r{rank}"), value.to_string().as_bytes())?;
         match self.wait_all(|r| format!("b{seq}.r{r}"), true, &[]) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok((0..self.world)
+                .filter_map(|r| self.read_file(&format!("b{seq}.r{r}")).ok()?.parse().ok())
+                .fold(value, i64::max)),
             Err(WaitEnd::Aborted) => {
                 Err(ReplayError::Aborted(self.abort_message().unwrap_or_default()))
             }
@@ -398,6 +409,21 @@ mod tests {
     }
 
     #[test]
+    fn thread_barrier_hands_every_rank_the_largest_value() {
+        let r = Arc::new(ThreadRendezvous::new(vec![0, 1, 2], Duration::from_secs(5)));
+        let handles: Vec<_> = [(0u32, 30i64), (1, 90), (2, 60)]
+            .into_iter()
+            .map(|(rank, v)| {
+                let r = r.clone();
+                std::thread::spawn(move || r.barrier_max(rank, 0, "ckpt", v).unwrap())
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap(), 90);
+        }
+    }
+
+    #[test]
     fn dir_barrier_releases_and_times_out() {
         let d = tempfile::tempdir().unwrap();
         let conf = Arc::new(Confined::open_root(d.path()).unwrap());
@@ -408,6 +434,11 @@ mod tests {
         let t = std::thread::spawn(move || other.barrier(1, 0, "start"));
         rdv.barrier(0, 0, "start").unwrap();
         t.join().unwrap().unwrap();
+        // Both leave a value barrier with the larger value.
+        let other = rdv.clone();
+        let t = std::thread::spawn(move || other.barrier_max(1, 1, "ckpt", 7_000));
+        assert_eq!(rdv.barrier_max(0, 1, "ckpt", 5_000).unwrap(), 7_000);
+        assert_eq!(t.join().unwrap().unwrap(), 7_000);
         let short = DirRendezvous::new(
             rdv.conf.clone(),
             PathBuf::from("rdv/job2"),

@@ -54,14 +54,20 @@ impl Schedule {
         }
     }
 
-    /// After a barrier the rank resumes from `now`; the trace gap counts from
-    /// the phase start, since waiting at the barrier was not compute.
-    pub fn resume(&mut self, now: Instant, phase_start_ns: i64) {
+    /// How far through the trace this rank is: the end of its latest op in
+    /// trace time.
+    pub fn trace_clock(&self) -> i64 {
+        self.prev_trace_end.unwrap_or(i64::MIN)
+    }
+
+    /// After a barrier the rank resumes from `now`, which stands for trace
+    /// time `ready_ns`: when the last rank to arrive had done all it did
+    /// before the barrier (the largest [`Schedule::trace_clock`]). Waiting
+    /// at the barrier was not compute; the compute between that moment and
+    /// the rank's next op in the trace still is.
+    pub fn resume(&mut self, now: Instant, ready_ns: i64) {
         self.prev_end = now;
-        self.prev_trace_end = Some(
-            self.prev_trace_end
-                .map_or(phase_start_ns, |p| p.max(phase_start_ns)),
-        );
+        self.prev_trace_end = Some(self.prev_trace_end.map_or(ready_ns, |p| p.max(ready_ns)));
     }
 
     /// The intended start of an op at trace time `ts` lasting `dur` in the
@@ -81,8 +87,16 @@ impl Schedule {
         intended
     }
 
-    pub fn finished(&mut self, end: Instant) {
-        self.prev_end = end;
+    /// The op meant to start at `intended` was issued at `issued` and
+    /// returned at `end`. The rank's clock moves on by the call's own
+    /// duration: waking up late (the replay's thread not scheduled on time)
+    /// is not the storage's delay, and over thousands of ops it would pile
+    /// up into a drift the trace never had. When the rank is behind because
+    /// earlier calls were slow, `intended` is already late and nothing of
+    /// that is lost.
+    pub fn finished(&mut self, intended: Instant, issued: Instant, end: Instant) {
+        let woke_late = issued.saturating_duration_since(intended);
+        self.prev_end = end.checked_sub(woke_late).unwrap_or(end).max(intended);
     }
 }
 
@@ -119,12 +133,49 @@ mod tests {
     fn original_timing_keeps_gaps() {
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
-        s.start(0, 1_000);
-        s.finished(Instant::now());
+        let first = s.start(0, 1_000);
+        s.finished(first, first, Instant::now());
         let intended = s.start(20_001_000, 1_000); // 20 ms compute gap
         assert!(intended.duration_since(t0) >= Duration::from_millis(20));
         assert!(Instant::now() >= intended);
         assert_eq!(s.compute_ns, 20_000_000);
+    }
+
+    #[test]
+    fn waking_late_does_not_pile_up() {
+        // Ops 1 ms apart in the trace; the replay wakes 5 ms late for the
+        // first one. The next op is still meant for 1 ms after the first one
+        // was meant to end, not 1 ms after it really did.
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        let first = s.start(0, 1_000);
+        let (issued, end) = (
+            first + Duration::from_millis(5),
+            first + Duration::from_millis(5) + Duration::from_micros(1),
+        );
+        s.finished(first, issued, end);
+        let second = s.start(1_001_000, 1_000);
+        let gap = second.duration_since(first);
+        assert!(
+            gap >= Duration::from_micros(1_000) && gap < Duration::from_millis(2),
+            "{gap:?}"
+        );
+    }
+
+    #[test]
+    fn a_barrier_resumes_from_the_last_rank_ready() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        let a = s.start(0, 1_000);
+        s.finished(a, a, a);
+        assert_eq!(s.trace_clock(), 1_000);
+        // The last rank was ready at 5 ms of trace time; this rank's next op
+        // is at 8 ms: 3 ms of compute after the barrier.
+        let now = Instant::now();
+        s.resume(now, 5_000_000);
+        let b = s.start(8_000_000, 1_000);
+        assert!(b.duration_since(now) >= Duration::from_millis(3));
+        assert!(b.duration_since(now) < Duration::from_millis(4));
     }
 
     #[test]
