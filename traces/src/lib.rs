@@ -29,6 +29,7 @@ pub mod merge;
 pub mod plot;
 pub mod reader;
 pub mod schema;
+mod segment_file;
 pub mod summary;
 pub mod synth;
 pub mod units;

@@ -9,8 +9,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,18 +16,15 @@ use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
 use arrow_cast::{cast_with_options, CastOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow_select::interleave::interleave_record_batch;
-use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
-use parquet::errors::ParquetError;
-use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::statistics::Statistics;
 
 use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
 use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::schema::{trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
-use decode_guard::guard;
+use crate::segment_file::{guard, SegmentFile};
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
@@ -533,119 +528,4 @@ impl Iterator for MergeByTs {
 /// want to say "not a trace" before trying).
 pub fn looks_like_trace(path: &Path) -> bool {
     path.join(MANIFEST_FILE).exists() || path.extension().is_some_and(|e| e == "parquet")
-}
-
-/// A segment file as the Parquet decoder sees it, stricter than `File` about
-/// its end: reading past the end is an error rather than an empty read (the
-/// decoder's Thrift skipping otherwise spins for minutes on a corrupt page
-/// header that claims a list of 2^31 elements), and a byte range past the end
-/// is refused before a buffer of its claimed size is allocated.
-struct SegmentFile {
-    file: File,
-    len: u64,
-}
-
-impl SegmentFile {
-    fn open(path: &Path) -> TraceResult<Self> {
-        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-        let len = file.metadata().map_err(|e| TraceError::io(path, e))?.len();
-        Ok(SegmentFile { file, len })
-    }
-}
-
-impl Length for SegmentFile {
-    fn len(&self) -> u64 {
-        self.len
-    }
-}
-
-impl ChunkReader for SegmentFile {
-    type T = EndIsError<<File as ChunkReader>::T>;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(EndIsError(self.file.get_read(start)?))
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        match start.checked_add(length as u64) {
-            Some(end) if end <= self.len => self.file.get_bytes(start, length),
-            _ => Err(ParquetError::EOF(format!(
-                "{length} bytes at offset {start} reach past the end of the file ({} bytes)",
-                self.len
-            ))),
-        }
-    }
-}
-
-/// A reader whose end is an `UnexpectedEof` error.
-struct EndIsError<R>(R);
-
-impl<R: Read> Read for EndIsError<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.0.read(buf)?;
-        if n == 0 && !buf.is_empty() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "read past the end of the file",
-            ));
-        }
-        Ok(n)
-    }
-}
-
-/// Turns a panic inside the Parquet/Arrow decoder into a [`TraceError`].
-///
-/// Some corrupt segments (found by fuzzing the reader) make the decoder panic
-/// on an internal bounds check rather than return an error, and no cheap check
-/// beforehand can tell. The reader therefore runs each decoder call through
-/// [`guard`]: a panic there becomes "corrupt segment" naming the file, and the
-/// panic message is kept off stderr so a CLI still prints one line. Panics
-/// anywhere else reach the previous panic hook unchanged.
-mod decode_guard {
-    use std::cell::Cell;
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    use std::path::Path;
-    use std::sync::Once;
-
-    use crate::error::{TraceError, TraceResult};
-
-    thread_local! {
-        /// Whether this thread is inside [`guard`], whose panics are reported as errors.
-        static GUARDED: Cell<bool> = const { Cell::new(false) };
-    }
-
-    static QUIET_HOOK: Once = Once::new();
-
-    /// Installs, once per process, a hook that stays silent for guarded panics and
-    /// hands every other panic to the hook that was there before.
-    fn install_quiet_hook() {
-        QUIET_HOOK.call_once(|| {
-            let previous = std::panic::take_hook();
-            std::panic::set_hook(Box::new(move |info| {
-                if !GUARDED.with(Cell::get) {
-                    previous(info);
-                }
-            }));
-        });
-    }
-
-    /// Runs one decoder call on the segment at `path`; a panic in it becomes
-    /// `TraceError::Parquet` with "corrupt segment" and the panic's message.
-    pub fn guard<T>(path: &Path, decode: impl FnOnce() -> TraceResult<T>) -> TraceResult<T> {
-        install_quiet_hook();
-        let outer = GUARDED.with(|g| g.replace(true));
-        let result = catch_unwind(AssertUnwindSafe(decode));
-        GUARDED.with(|g| g.set(outer));
-        result.unwrap_or_else(|payload| {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(TraceError::parquet(
-                path,
-                format!("corrupt segment: the decoder failed: {message}"),
-            ))
-        })
-    }
 }
