@@ -118,13 +118,7 @@ fn rust_toolchain() -> Result<()> {
         .unwrap_or(false);
     if !has_src {
         println!("setup: installing nightly rust-src (eBPF programs build core from source)");
-        sh(Command::new("rustup").args([
-            "toolchain",
-            "install",
-            "nightly",
-            "--profile",
-            "minimal",
-        ]))?;
+        install_nightly()?;
         sh(Command::new("rustup").args([
             "component",
             "add",
@@ -203,13 +197,7 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
         bail!("no fuzz targets in {}", dir.display());
     }
     if !succeeds(Command::new("rustup").args(["run", "nightly", "rustc", "--version"])) {
-        sh(Command::new("rustup").args([
-            "toolchain",
-            "install",
-            "nightly",
-            "--profile",
-            "minimal",
-        ]))?;
+        install_nightly()?;
     }
     if !succeeds(Command::new("cargo").args(["fuzz", "--version"])) {
         sh(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))?;
@@ -264,4 +252,10 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// The nightly toolchain (minimal profile): the eBPF programs and the fuzz
+/// targets build with it.
+fn install_nightly() -> Result<()> {
+    sh(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))
 }
