@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use iorepro_traces::validate::{repair, validate};
@@ -86,7 +86,12 @@ fn a_killed_capture_with_a_broken_manifest_is_repaired() {
     let Some(mut cap) = ReaderCapture::start(&["--segment-events", "500"], Stdio::inherit()) else {
         return;
     };
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill it once a few segments are finished: on a busy machine (another
+    // test flooding the CPUs) that takes longer than any fixed sleep.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while segment_names(&cap.out).len() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     cap.kill_collector_then_job();
     let out = cap.out.clone();
 
