@@ -526,6 +526,23 @@ impl<'w> Generator<'w> {
         Ok(())
     }
 
+    /// A row of an op that moves no data (close, fsync): no offset, size
+    /// or flags, returning 0.
+    #[allow(clippy::too_many_arguments)]
+    fn no_data_row(
+        &mut self,
+        rank: usize,
+        pid: i32,
+        comm: &'static str,
+        ts: i64,
+        dur: i64,
+        op: Op,
+        path: &str,
+        fd: i32,
+    ) {
+        self.row(rank, pid, comm, ts, dur, op, path, fd, None, None, 0, None);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn row(
         &mut self,
@@ -598,20 +615,7 @@ impl<'w> Generator<'w> {
             t += d;
             off += n;
         }
-        self.row(
-            r,
-            pid,
-            "python",
-            t,
-            5_000,
-            Op::Close,
-            path,
-            fd,
-            None,
-            None,
-            0,
-            None,
-        );
+        self.no_data_row(r, pid, "python", t, 5_000, Op::Close, path, fd);
         t + 5_000
     }
 
@@ -672,20 +676,7 @@ impl<'w> Generator<'w> {
                 None,
             );
             t += d;
-            self.row(
-                r,
-                pid,
-                comm,
-                t,
-                3_000,
-                Op::Close,
-                &path,
-                fd,
-                None,
-                None,
-                0,
-                None,
-            );
+            self.no_data_row(r, pid, comm, t, 3_000, Op::Close, &path, fd);
             t += 3_000;
         }
         let jitter = self.rng.random_range(0.97..1.03);
@@ -734,36 +725,10 @@ impl<'w> Generator<'w> {
         }
         if c.fsync {
             let d = self.io_ns(0, self.w.write_bps) * 10;
-            self.row(
-                r,
-                pid,
-                "python",
-                t,
-                d,
-                Op::Fsync,
-                &path,
-                fd,
-                None,
-                None,
-                0,
-                None,
-            );
+            self.no_data_row(r, pid, "python", t, d, Op::Fsync, &path, fd);
             t += d;
         }
-        self.row(
-            r,
-            pid,
-            "python",
-            t,
-            5_000,
-            Op::Close,
-            &path,
-            fd,
-            None,
-            None,
-            0,
-            None,
-        );
+        self.no_data_row(r, pid, "python", t, 5_000, Op::Close, &path, fd);
         t + 5_000
     }
 }
