@@ -45,6 +45,19 @@
 //!   cost no I/O and make no row; the mapping tracepoints were not used
 //!   because they under-report large folios.
 //!
+//! # The kernel-side object
+//!
+//! The programs in `ebpf/iorepro-ebpf` are compiled once, by `cargo xtask
+//! build-ebpf` with the nightly pinned in `ebpf/rust-toolchain.toml` and
+//! bpf-linker, into `collector/bpf/iorepro.bpf.o`, which is committed and
+//! embedded here. So this crate builds on stable Rust alone, and a production
+//! node needs no nightly, LLVM or bpf-linker (`cargo install --path
+//! collector`). That build is reproducible (paths are trimmed, and no absolute
+//! path reaches cargo's build hashes), so "the committed object matches its
+//! sources" is a byte compare: `cargo xtask test` rebuilds the object and fails
+//! if it differs from the committed file. After changing `ebpf/`, run `cargo
+//! xtask build-ebpf` and commit the object with the sources.
+//!
 //! Limits: x86_64 syscall numbers; path arguments are cut at 255 bytes; a
 //! vectored call's size counts its first 64 iovecs; failed opens are not
 //! recorded; a rename row's `path` is the old name.

@@ -12,7 +12,10 @@ use iorepro_common::{globals, DROPPED_PROC};
 use crate::btf::{kernel_offsets, Btf};
 use crate::error::{CollectError, CollectResult};
 
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iorepro"));
+/// The kernel-side programs, compiled from `ebpf/iorepro-ebpf` by `cargo xtask
+/// build-ebpf` and committed, so that this crate builds on stable Rust with no
+/// LLVM or bpf-linker (see the crate docs for how the object is kept honest).
+static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/iorepro.bpf.o");
 
 /// How the programs are set up before loading.
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@
 
 mod bench;
 mod demo;
+mod ebpf;
 mod setup;
 
 use std::path::{Path, PathBuf};
@@ -20,7 +21,8 @@ commands:
   setup              install what the project needs on this machine (idempotent)
   test [--no-setup] [--fuzz SECONDS]
                      run setup, format and lint checks, and every test
-  build-ebpf         build the kernel-side programs (via the collector's build script)
+  build-ebpf         rebuild the kernel-side object (pinned nightly + bpf-linker) into
+                     collector/bpf/iorepro.bpf.o, which the collector embeds
   demo               capture (or take a sample), analyze, replay at 8 ranks, plot
   bench [--quick] [--only NAME,...]
                      side-by-side benchmarks, one line each (NAME: trace-format,
@@ -40,7 +42,7 @@ fn run() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("setup") => setup::run(&root),
         Some("test") => test(&root, &args[1..]),
-        Some("build-ebpf") => cargo(&["build", "-p", "iorepro-collector"]),
+        Some("build-ebpf") => ebpf::build(&root),
         Some("demo") => demo::run(&root),
         Some("bench") => bench_cmd(&root, &args[1..]),
         Some("-h") | Some("--help") | None => {
@@ -95,6 +97,9 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     if !setup::is_root() {
         eprintln!("note: not root: the eBPF capture tests will say so and skip; run as root for the full suite");
     }
+    // The collector embeds the committed object; it must be what its sources
+    // build to with the pinned toolchain.
+    ebpf::check(root)?;
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&[
         "clippy",

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-/// Debian packages: LLVM 22 for bpf-linker, fio / strace / Open MPI as test and
+/// Debian packages: LLVM for bpf-linker (the `BPF_LINKER_LLVM` version), fio / strace / Open MPI as test and
 /// benchmark partners, compression libraries for the linker build.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
@@ -21,24 +21,31 @@ const APT_PACKAGES: &[&str] = &[
     "time",
 ];
 
-/// Python test partners: DuckDB and pyarrow read our Parquet; numpy drives the
-/// mmap tests; PyTorch (CPU) runs the real training job of the end-to-end tests.
-/// (import name, pip requirement)
+/// Python test partners, at exact versions (their APIs move: DuckDB 2.0
+/// changed some): DuckDB and pyarrow read our Parquet; numpy drives the mmap
+/// tests; PyTorch (CPU) runs the real training job of the end-to-end tests.
+/// (distribution, version)
 const PY_PACKAGES: &[(&str, &str)] = &[
-    ("duckdb", "duckdb"),
-    ("pyarrow", "pyarrow"),
-    ("numpy", "numpy"),
-    ("torch", "torch==2.15.0"),
+    ("duckdb", "2.0.0"),
+    ("pyarrow", "26.0.1"),
+    ("numpy", "2.4.6"),
+    ("torch", "2.15.0"),
 ];
 
-const BPF_LINKER_VERSION: &str = "0.13";
+/// bpf-linker, exactly, and the LLVM it is built against: the pinned nightly's
+/// LLVM (ebpf/rust-toolchain.toml) must be this one.
+const BPF_LINKER_VERSION: &str = "0.13.0";
+const BPF_LINKER_LLVM: &str = "22";
+/// cargo-fuzz, exactly, for `cargo xtask test --fuzz`.
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
 
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
-/// PATH with cargo's bin dir and LLVM 22 first, for bpf-linker and its build.
+/// PATH with cargo's bin dir and bpf-linker's LLVM first, for bpf-linker and
+/// its build.
 pub fn tool_path() -> String {
     let home = std::env::var("CARGO_HOME").unwrap_or_else(|_| {
         format!(
@@ -47,13 +54,12 @@ pub fn tool_path() -> String {
         )
     });
     let old = std::env::var("PATH").unwrap_or_default();
-    format!("{home}/bin:/usr/lib/llvm-22/bin:{old}")
+    format!("{home}/bin:/usr/lib/llvm-{BPF_LINKER_LLVM}/bin:{old}")
 }
 
-pub fn run(_root: &Path) -> Result<()> {
+pub fn run(root: &Path) -> Result<()> {
     apt()?;
-    rust_toolchain()?;
-    bpf_linker()?;
+    ebpf_toolchain(root)?;
     python()?;
     tracefs();
     println!("setup: done");
@@ -69,15 +75,6 @@ fn sh(cmd: &mut Command) -> Result<()> {
         bail!("{cmd:?} failed ({status})");
     }
     Ok(())
-}
-
-fn succeeds(cmd: &mut Command) -> bool {
-    cmd.env("PATH", tool_path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
 }
 
 fn apt() -> Result<()> {
@@ -110,24 +107,13 @@ fn apt() -> Result<()> {
         .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
-fn rust_toolchain() -> Result<()> {
-    let has_src = Command::new("rustup")
-        .args(["component", "list", "--installed", "--toolchain", "nightly"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("rust-src"))
-        .unwrap_or(false);
-    if !has_src {
-        println!("setup: installing nightly rust-src (eBPF programs build core from source)");
-        install_nightly()?;
-        sh(Command::new("rustup").args([
-            "component",
-            "add",
-            "rust-src",
-            "--toolchain",
-            "nightly",
-        ]))?;
-    }
-    Ok(())
+/// The pinned nightly with rust-src (the eBPF programs build `core` from
+/// source) and bpf-linker: what `cargo xtask build-ebpf` needs. The collector
+/// itself needs neither: it embeds the committed object.
+pub fn ebpf_toolchain(root: &Path) -> Result<()> {
+    let nightly = crate::ebpf::pinned_nightly(root)?;
+    install_nightly(&nightly)?;
+    bpf_linker()
 }
 
 fn bpf_linker() -> Result<()> {
@@ -140,26 +126,35 @@ fn bpf_linker() -> Result<()> {
     if ok {
         return Ok(());
     }
-    println!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes)");
+    println!(
+        "setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM {BPF_LINKER_LLVM} (a few minutes)"
+    );
     sh(Command::new("cargo").args([
         "install",
         "bpf-linker",
         "--locked",
         "--version",
-        &format!("~{BPF_LINKER_VERSION}"),
+        &format!("={BPF_LINKER_VERSION}"),
         "--no-default-features",
         "--features",
-        "llvm-22",
+        &format!("llvm-{BPF_LINKER_LLVM}"),
     ]))
 }
 
 fn python() -> Result<()> {
-    let missing: Vec<&str> = PY_PACKAGES
+    let missing: Vec<String> = PY_PACKAGES
         .iter()
-        .filter(|(module, _)| {
-            !succeeds(Command::new("python3").args(["-c", &format!("import {module}")]))
+        .filter(|(dist, version)| {
+            // The installed version, without a local tag such as `+cpu`.
+            let probe =
+                format!("import importlib.metadata as m; print(m.version('{dist}').split('+')[0])");
+            Command::new("python3")
+                .args(["-c", &probe])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim() != *version)
+                .unwrap_or(true)
         })
-        .map(|(_, req)| *req)
+        .map(|(dist, version)| format!("{dist}=={version}"))
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -196,13 +191,30 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
     if !dir.exists() {
         bail!("no fuzz targets in {}", dir.display());
     }
-    if !succeeds(Command::new("rustup").args(["run", "nightly", "rustc", "--version"])) {
-        install_nightly()?;
+    let nightly = crate::ebpf::pinned_nightly(root)?;
+    install_nightly(&nightly)?;
+    let toolchain = format!("+{nightly}");
+    let has_fuzz = Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(CARGO_FUZZ_VERSION))
+        .unwrap_or(false);
+    if !has_fuzz {
+        sh(Command::new("cargo").args([
+            "install",
+            "cargo-fuzz",
+            "--locked",
+            "--version",
+            &format!("={CARGO_FUZZ_VERSION}"),
+        ]))?;
     }
-    if !succeeds(Command::new("cargo").args(["fuzz", "--version"])) {
-        sh(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))?;
-    }
-    let build = ["+nightly", "fuzz", "build", "--sanitizer", FUZZ_SANITIZER];
+    let build = [
+        toolchain.as_str(),
+        "fuzz",
+        "build",
+        "--sanitizer",
+        FUZZ_SANITIZER,
+    ];
     let started = std::time::Instant::now();
     sh(Command::new("cargo").args(build).current_dir(root))?;
     println!(
@@ -210,7 +222,7 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     let out = Command::new("cargo")
-        .args(["+nightly", "fuzz", "list"])
+        .args([toolchain.as_str(), "fuzz", "list"])
         .current_dir(root)
         .env("PATH", tool_path())
         .output()?;
@@ -231,8 +243,15 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
         std::fs::create_dir_all(&corpus).with_context(|| corpus.display().to_string())?;
         let seeds = dir.join("seeds").join(t);
         let mut cmd = Command::new("cargo");
-        cmd.args(["+nightly", "fuzz", "run", "--sanitizer", FUZZ_SANITIZER, t])
-            .arg(&corpus);
+        cmd.args([
+            toolchain.as_str(),
+            "fuzz",
+            "run",
+            "--sanitizer",
+            FUZZ_SANITIZER,
+            t,
+        ])
+        .arg(&corpus);
         if seeds.is_dir() {
             cmd.arg(&seeds);
         }
@@ -254,8 +273,27 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
     Ok(())
 }
 
-/// The nightly toolchain (minimal profile): the eBPF programs and the fuzz
-/// targets build with it.
-fn install_nightly() -> Result<()> {
-    sh(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))
+/// The pinned nightly (minimal profile, with rust-src), installed by its
+/// dated name: never the floating `nightly`, which rustup moves to the newest.
+fn install_nightly(nightly: &str) -> Result<()> {
+    let has_src = Command::new("rustup")
+        .args(["component", "list", "--installed", "--toolchain", nightly])
+        .output()
+        .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("rust-src"))
+        .unwrap_or(false);
+    if has_src {
+        return Ok(());
+    }
+    println!(
+        "setup: installing Rust {nightly} with rust-src (the eBPF programs build core from source)"
+    );
+    sh(Command::new("rustup").args([
+        "toolchain",
+        "install",
+        nightly,
+        "--profile",
+        "minimal",
+        "--component",
+        "rust-src",
+    ]))
 }

@@ -10,16 +10,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use iorepro_traces::synth::Workload;
-use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
 
 use super::Ctx;
 
 const MIB: u64 = 1 << 20;
 
 /// A trace of `ranks` ranks, each reading its own file `/bench/r{rank}.bin`
-/// of `file_size` bytes with `ops` reads of `bs` bytes, sequential or random.
+/// of `file_size` bytes with `ops` reads of `bs` bytes, sequential or random
+/// (written by the trace library's `read_trace` example).
 fn read_trace(
+    ctx: &Ctx,
     dir: &Path,
     ranks: i32,
     file_size: u64,
@@ -28,50 +28,12 @@ fn read_trace(
     random: bool,
 ) -> Result<PathBuf> {
     let out = dir.join("trace");
-    let mut w = TraceWriter::create(&out, WriterOptions::new(Source::Synth))?;
-    let slots = file_size / bs;
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut ts = 1_000_000_000i64;
-    for rank in 0..ranks {
-        let path = format!("/bench/r{rank}.bin");
-        let row = |op, offset: Option<i64>, size: Option<i64>, ret: i64, ts: i64| EventRow {
-            ts_ns: ts,
-            dur_ns: 1_000,
-            host: "bench",
-            pid: 100 + rank,
-            tid: 100 + rank,
-            rank: Some(rank),
-            comm: "bench",
-            op,
-            path: Some(&path),
-            fd: Some(5),
-            offset,
-            size,
-            ret,
-            flags: None,
-        };
-        w.push(&row(Op::Open, None, None, 5, ts))?;
-        for i in 0..ops {
-            let slot = if random {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % slots
-            } else {
-                i % slots
-            };
-            ts += 1_000;
-            w.push(&row(
-                Op::Read,
-                Some((slot * bs) as i64),
-                Some(bs as i64),
-                bs as i64,
-                ts,
-            ))?;
-        }
-        w.push(&row(Op::Close, None, None, 0, ts + 1_000))?;
-    }
-    w.finish()?;
+    super::time_cmd(
+        Command::new(ctx.bin_dir.join("examples/read_trace"))
+            .arg(&out)
+            .args([ranks as u64, file_size, bs, ops].map(|n| n.to_string()))
+            .arg(if random { "random" } else { "seq" }),
+    )?;
     Ok(out)
 }
 
@@ -218,7 +180,15 @@ pub fn run(ctx: &Ctx) -> Result<()> {
 
     // Sequential 1 MiB O_DIRECT reads, 2 ranks vs fio psync numjobs=2.
     let size = if ctx.quick { 128 * MIB } else { 1024 * MIB };
-    let seq = read_trace(&ctx.dir("replayer-seq")?, 2, size, MIB, size / MIB, false)?;
+    let seq = read_trace(
+        ctx,
+        &ctx.dir("replayer-seq")?,
+        2,
+        size,
+        MIB,
+        size / MIB,
+        false,
+    )?;
     replay_json(ctx, &seq, &target, &["--prepare", "only"]).ok();
     let (replay_bw, fio_gib) = alternate(
         3,
@@ -241,7 +211,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
 
     // 4 KiB random O_DIRECT reads, 2 ranks, psync and io_uring vs fio's same engines.
     let ops = if ctx.quick { 5_000 } else { 40_000 };
-    let rnd = read_trace(&ctx.dir("replayer-rand")?, 2, size, 4096, ops, true)?;
+    let rnd = read_trace(ctx, &ctx.dir("replayer-rand")?, 2, size, 4096, ops, true)?;
     for (engine, fio_engine) in [("psync", "psync"), ("io_uring", "io_uring")] {
         let (iops, fio_iops) = alternate(
             3,
@@ -268,7 +238,15 @@ pub fn run(ctx: &Ctx) -> Result<()> {
 
     // Small ops of one process from the page cache (4 KiB buffered reads of a cached file).
     let cached = if ctx.quick { 200_000 } else { 2_000_000 };
-    let small = read_trace(&ctx.dir("replayer-small")?, 1, 64 * MIB, 4096, cached, true)?;
+    let small = read_trace(
+        ctx,
+        &ctx.dir("replayer-small")?,
+        1,
+        64 * MIB,
+        4096,
+        cached,
+        true,
+    )?;
     let small_target = base.join("small-target");
     replay_json(ctx, &small, &small_target, &["--prepare", "only"]).ok();
     let cached_file = small_target.join("data/rep-0000/bench/r0.bin");
@@ -316,11 +294,16 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     );
     let big_dir = ctx.dir("replayer-rss")?;
     let big = big_dir.join("trace");
-    let t = Instant::now();
-    Workload::parse(&workload)
-        .map_err(anyhow::Error::msg)?
-        .write_trace(&big, WriterOptions::new(Source::Synth))?;
-    let synth_s = t.elapsed().as_secs_f64();
+    let workload_file = big_dir.join("workload.toml");
+    std::fs::write(&workload_file, workload)?;
+    let synth_s = super::time_cmd(
+        Command::new(ctx.bin("iorepro-trace"))
+            .arg("synth")
+            .arg(&workload_file)
+            .arg("-o")
+            .arg(&big),
+    )?
+    .as_secs_f64();
     let (took, peak) = run_peak_rss(
         Command::new(ctx.bin("iorepro-replay"))
             .arg(&big)

@@ -1,0 +1,77 @@
+//! Writes the read-only traces `cargo xtask bench` replays next to fio: each
+//! rank reads its own file `/bench/r{rank}.bin` of FILE_SIZE bytes with OPS
+//! reads of BS bytes, sequentially (wrapping around) or at random block
+//! offsets, between one open and one close.
+//!
+//! usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [out, ranks, file_size, bs, ops, pattern] = args.as_slice() else {
+        bail!("usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random");
+    };
+    let number = |s: &str, what: &str| -> Result<u64> {
+        s.parse()
+            .with_context(|| format!("{what}: `{s}` is not a number"))
+    };
+    let ranks = number(ranks, "RANKS")? as i32;
+    let (file_size, bs, ops) = (
+        number(file_size, "FILE_SIZE")?,
+        number(bs, "BS")?,
+        number(ops, "OPS")?,
+    );
+    let random = match pattern.as_str() {
+        "seq" => false,
+        "random" => true,
+        other => bail!("pattern `{other}`: seq or random"),
+    };
+    if bs == 0 || file_size < bs {
+        bail!("BS must be at least 1 and at most FILE_SIZE");
+    }
+    let mut w = TraceWriter::create(&PathBuf::from(out), WriterOptions::new(Source::Synth))?;
+    let slots = file_size / bs;
+    // xorshift64: the same offsets every run, so replays are comparable.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut ts = 1_000_000_000i64;
+    for rank in 0..ranks {
+        let path = format!("/bench/r{rank}.bin");
+        let row = |op, offset: Option<i64>, size: Option<i64>, ret: i64, ts: i64| EventRow {
+            ts_ns: ts,
+            dur_ns: 1_000,
+            host: "bench",
+            pid: 100 + rank,
+            tid: 100 + rank,
+            rank: Some(rank),
+            comm: "bench",
+            op,
+            path: Some(&path),
+            fd: Some(5),
+            offset,
+            size,
+            ret,
+            flags: None,
+        };
+        w.push(&row(Op::Open, None, None, 5, ts))?;
+        for i in 0..ops {
+            let slot = if random {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % slots
+            } else {
+                i % slots
+            };
+            ts += 1_000;
+            let (offset, size) = ((slot * bs) as i64, bs as i64);
+            w.push(&row(Op::Read, Some(offset), Some(size), size, ts))?;
+        }
+        w.push(&row(Op::Close, None, None, 0, ts + 1_000))?;
+    }
+    w.finish()?;
+    Ok(())
+}
