@@ -19,7 +19,9 @@ use crate::timing::Timing;
     version,
     about = "Replay a trace's file I/O scaled to N ranks against a target directory",
     after_help = "Under srun, mpirun or torchrun each process is one rank (identity from the launcher's environment); \
-                  without a launcher, --ranks N runs N ranks as threads of this process."
+                  without a launcher, --ranks N runs N ranks as threads of this process. Launched processes meet \
+                  through MPI (builds with the `mpi` feature, under mpirun or srun) or through files \
+                  (--rendezvous-dir, or on the target by default)."
 )]
 pub struct Cli {
     /// Trace directory (or a single .parquet file).
@@ -65,6 +67,11 @@ pub struct Cli {
     /// Names the rendezvous directory of a multi-process run when the launcher gives no job id.
     #[arg(long)]
     pub run_id: Option<String>,
+    /// Under a launcher without MPI: meet through files in this shared
+    /// directory instead of on the target (the storage being measured).
+    /// Under mpirun or srun, a build with MPI meets through MPI unless this is given.
+    #[arg(long)]
+    pub rendezvous_dir: Option<PathBuf>,
     /// Files prepared at a time by each process.
     #[arg(long, default_value_t = 4)]
     pub prepare_threads: usize,
@@ -135,6 +142,7 @@ impl Cli {
             record_ops: self.record_ops,
             timeout: parse_timeout(&self.timeout).map_err(|e| usage(format!("--timeout: {e}")))?,
             run_id: self.run_id,
+            rendezvous_dir: self.rendezvous_dir,
             prepare_threads: self.prepare_threads.max(1),
             drop_caches: self.drop_caches,
             show_progress: true,

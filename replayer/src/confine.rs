@@ -186,6 +186,26 @@ impl Confined {
         check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) }).map(drop)
     }
 
+    /// Removes an empty directory, resolved like [`Confined::unlink`].
+    pub fn remove_dir(&self, rel: &Path) -> io::Result<()> {
+        let (parent, name) = Self::split(rel)?;
+        let dir = self.open_dir(parent)?;
+        // SAFETY: dir is an open directory fd and name a valid C string.
+        check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })
+            .map(drop)
+    }
+
+    /// The names in a directory beneath the root (one directory read, however
+    /// many entries: what makes polling a directory cheap).
+    pub fn list_dir(&self, rel: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+        let dir = self.open(rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        // The descriptor's /proc link reads the directory it holds, not a path.
+        let listing = Path::new("/proc/self/fd").join(dir.as_raw_fd().to_string());
+        std::fs::read_dir(listing)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect()
+    }
+
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let (fp, fname) = Self::split(from)?;
         let (tp, tname) = Self::split(to)?;

@@ -21,7 +21,7 @@ use crate::plan::{PlannedOp, NO_PATH};
 use crate::record::Recorder;
 use crate::remap::{remap, RankMap};
 use crate::rendezvous::Rendezvous;
-use crate::stats::{OpStats, PhaseStats, RankResult};
+use crate::stats::{unix_ns, BarrierStamp, OpStats, PhaseStats, RankResult};
 use crate::survey::Survey;
 use crate::timing::{Schedule, Timing};
 
@@ -53,6 +53,33 @@ impl Shared {
             .zip(&self.phase_selected)
             .find(|(_, &on)| on)
             .map_or(self.survey.start_ns, |(p, _)| p.start_ns)
+    }
+
+    fn is_barrier_phase(&self, i: usize) -> bool {
+        self.phases()[i].kind == PhaseKind::Checkpoint && self.phase_selected[i]
+    }
+
+    /// Barriers every rank meets in a full replay: the start, and the start
+    /// and end of every checkpoint phase replayed.
+    fn barrier_count(&self) -> u64 {
+        let checkpoints = (0..self.phases().len())
+            .filter(|&i| self.is_barrier_phase(i))
+            .count() as u64;
+        1 + 2 * checkpoints
+    }
+
+    /// After rank `rank` failed having met `met` barriers, meets the rest
+    /// where the mechanism needs every rank at every barrier (MPI), so the
+    /// others are not left waiting; the results do not matter any more.
+    pub fn skip_remaining_barriers(&self, rank: u32, met: u64) {
+        if !self.rendezvous.needs_every_barrier() {
+            return;
+        }
+        for seq in met..self.barrier_count() {
+            let _ = self
+                .rendezvous
+                .barrier_max(rank, seq, "after a failure", i64::MIN);
+        }
     }
 }
 
@@ -92,6 +119,9 @@ pub struct Worker<'s> {
     phase: usize,
     phase_entered: Instant,
     barriers: u64,
+    /// In a checkpoint phase until its first write: the schedule's compute
+    /// time when the rank left the barrier.
+    awaiting_first_write: Option<u64>,
     started: Instant,
     record: Option<crate::record::RankRecorder>,
 }
@@ -128,6 +158,7 @@ impl<'s> Worker<'s> {
             phase: 0,
             phase_entered: now,
             barriers: 0,
+            awaiting_first_write: None,
             started: now,
             record: shared.recorder.as_ref().map(|r| r.for_rank(rank)),
         })
@@ -142,6 +173,8 @@ impl<'s> Worker<'s> {
             }
             self.result.errors.push(msg);
             self.result.elapsed_ns = self.started.elapsed().as_nanos() as u64;
+            self.shared
+                .skip_remaining_barriers(self.rank, self.barriers);
         }
         for (i, s) in self.ops.into_iter().enumerate() {
             if let Some(s) = s {
@@ -165,9 +198,16 @@ impl<'s> Worker<'s> {
     fn barrier_max(&mut self, what: &str, value: i64) -> ReplayResult<i64> {
         let seq = self.barriers;
         self.barriers += 1;
-        self.shared
+        let arrive_unix_ns = unix_ns();
+        let r = self
+            .shared
             .rendezvous
-            .barrier_max(self.rank, seq, what, value)
+            .barrier_max(self.rank, seq, what, value);
+        self.result.barriers.push(BarrierStamp {
+            arrive_unix_ns,
+            leave_unix_ns: unix_ns(),
+        });
+        r
     }
 
     fn replay(&mut self, rx: Receiver<Vec<PlannedOp>>) -> ReplayResult<()> {
@@ -197,18 +237,16 @@ impl<'s> Worker<'s> {
         Ok(())
     }
 
-    fn is_barrier_phase(&self, i: usize) -> bool {
-        self.shared.phases()[i].kind == PhaseKind::Checkpoint && self.shared.phase_selected[i]
-    }
-
     fn enter(&mut self, i: usize) -> ReplayResult<()> {
         self.phase = i;
-        if self.is_barrier_phase(i) {
+        self.awaiting_first_write = None;
+        if self.shared.is_barrier_phase(i) {
             let ready = self.barrier_max(
                 &format!("start of phase {i} (checkpoint)"),
                 self.sched.trace_clock(),
             )?;
             self.sched.resume(Instant::now(), ready);
+            self.awaiting_first_write = Some(self.sched.compute_ns);
         }
         self.phase_entered = Instant::now();
         Ok(())
@@ -217,7 +255,7 @@ impl<'s> Worker<'s> {
     fn leave(&mut self) -> ReplayResult<()> {
         let i = self.phase;
         self.result.phases[i].duration_ns = self.phase_entered.elapsed().as_nanos() as u64;
-        if self.is_barrier_phase(i) {
+        if self.shared.is_barrier_phase(i) {
             let done = self.barrier_max(
                 &format!("end of phase {i} (checkpoint)"),
                 self.sched.trace_clock(),
@@ -373,6 +411,13 @@ impl<'s> Worker<'s> {
         // the recorded trace says what the replay did: when it issued the call
         // and how long the call took.
         let issued = Instant::now();
+        if op.op == Op::Write {
+            if let Some(compute_at_barrier) = self.awaiting_first_write.take() {
+                let planned_gap = self.sched.compute_ns - compute_at_barrier;
+                self.result.phases[self.phase].first_write_unix_ns =
+                    Some(unix_ns() - planned_gap as i64);
+            }
+        }
         let key = (op.pid, op.fd);
         let mut bytes = 0u64;
         let mut replayed = true;

@@ -9,6 +9,8 @@ pub struct LaunchedRank {
     pub launcher: &'static str,
     pub rank: u32,
     pub size: u32,
+    /// The variable that gave `size`, for messages.
+    pub size_var: &'static str,
     /// Node index when the launcher says (Slurm, torchrun); otherwise derived from host names.
     pub node: Option<u32>,
     pub local_rank: Option<u32>,
@@ -37,15 +39,10 @@ pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<
             }),
         }
     };
+    // Most specific first: mpirun and torchrun set their variables for each
+    // process they start, while Slurm's are also inherited by everything a
+    // batch script runs (mpirun or torchrun inside an allocation included).
     let kinds: [Kind; 4] = [
-        (
-            "slurm",
-            "SLURM_PROCID",
-            "SLURM_NTASKS",
-            "SLURM_LOCALID",
-            Some("SLURM_NODEID"),
-            &["SLURM_JOB_ID", "SLURM_STEP_ID"],
-        ),
         (
             "openmpi",
             "OMPI_COMM_WORLD_RANK",
@@ -70,6 +67,14 @@ pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<
             Some("GROUP_RANK"),
             &["TORCHELASTIC_RUN_ID", "MASTER_PORT"],
         ),
+        (
+            "slurm",
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_LOCALID",
+            Some("SLURM_NODEID"),
+            &["SLURM_JOB_ID", "SLURM_STEP_ID"],
+        ),
     ];
     for (launcher, rank_var, size_var, local_var, node_var, job_vars) in kinds {
         let (rank, size) = (num(rank_var)?, num(size_var)?);
@@ -92,6 +97,7 @@ pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<
             launcher,
             rank,
             size,
+            size_var,
             node: node_var.map(&num).transpose()?.flatten(),
             local_rank: num(local_var)?,
             job_id: (!job.is_empty()).then(|| job.join(".")),
@@ -162,6 +168,27 @@ mod tests {
             ("torchrun", 5, 16, Some(2))
         );
         assert_eq!(detect_with(env(&[])).unwrap(), None);
+    }
+
+    #[test]
+    fn a_launcher_inside_a_slurm_allocation_wins_over_it() {
+        // A batch script's variables are inherited by what mpirun starts.
+        let batch = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_JOB_ID", "77"),
+        ];
+        let mut under_mpirun = batch.to_vec();
+        under_mpirun.extend([("OMPI_COMM_WORLD_RANK", "5"), ("OMPI_COMM_WORLD_SIZE", "8")]);
+        let o = detect_with(env(&under_mpirun)).unwrap().unwrap();
+        assert_eq!(
+            (o.launcher, o.rank, o.size_var),
+            ("openmpi", 5, "OMPI_COMM_WORLD_SIZE")
+        );
+        let mut under_torchrun = batch.to_vec();
+        under_torchrun.extend([("RANK", "3"), ("WORLD_SIZE", "4")]);
+        let t = detect_with(env(&under_torchrun)).unwrap().unwrap();
+        assert_eq!((t.launcher, t.rank, t.size), ("torchrun", 3, 4));
     }
 
     #[test]

@@ -12,9 +12,6 @@ use std::path::{Path, PathBuf};
 
 use crate::confine::normalise;
 
-/// Directory (relative to the target) holding the rendezvous files of multi-process runs.
-pub const RENDEZVOUS_DIR: &str = ".iorepro-rendezvous";
-
 #[derive(Debug, Clone)]
 pub struct RankMap {
     /// Distinct ranks of the trace, in order; index = source index.

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::phases::PhaseKind;
 use crate::prepare::PrepareStats;
+use crate::rendezvous::RendezvousInfo;
 use crate::stats::{OpStats, RankResult};
 use crate::survey::Survey;
 
@@ -59,6 +60,45 @@ pub struct RankReport {
     pub stall_s: f64,
 }
 
+/// A figure's middle and worst value over a set of events.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    pub p50: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Option<Spread> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(Spread {
+            p50: v[(v.len() - 1) / 2],
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+/// How the ranks met and what it cost them.
+#[derive(Debug, Clone, Serialize)]
+pub struct RendezvousReport {
+    /// `threads`, `files` or `mpi`.
+    pub mechanism: &'static str,
+    /// The rendezvous directory (files only).
+    pub dir: Option<std::path::PathBuf>,
+    /// Barriers each rank met.
+    pub barriers: usize,
+    /// Seconds each rank spent waiting in barriers, over the ranks (this
+    /// includes waiting for slower ranks, which is the replay's own imbalance).
+    pub barrier_wait_s: Option<Spread>,
+    /// From the last rank's arrival at a barrier until every rank had left
+    /// it, in ms, over the barriers: the mechanism's own cost.
+    pub barrier_release_ms: Option<Spread>,
+    /// From the last rank handing its result over until rank 0 held them all.
+    pub gather_s: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceTotals {
     pub events: u64,
@@ -89,6 +129,11 @@ pub struct Report {
     pub per_rank: Vec<RankReport>,
     pub trace: TraceTotals,
     pub prepare: Option<PrepareStats>,
+    pub rendezvous: RendezvousReport,
+    /// Spread across ranks of the start of their first checkpoint write after
+    /// the checkpoint barrier (compute time the trace puts before it taken
+    /// out), in ms, over the checkpoint phases; `null` without any.
+    pub checkpoint_skew_ms: Option<Spread>,
     pub tolerated_errors: u64,
     pub errors: Vec<String>,
 }
@@ -102,6 +147,9 @@ pub struct RunInfo {
     pub engine: String,
     pub direct: bool,
     pub phase_selected: Vec<bool>,
+    pub rendezvous: RendezvousInfo,
+    /// When rank 0 held every result (Unix ns).
+    pub gather_done_unix_ns: i64,
 }
 
 fn lat(h: &hdrhistogram::Histogram<u64>) -> Latency {
@@ -113,6 +161,59 @@ fn lat(h: &hdrhistogram::Histogram<u64>) -> Latency {
         p999: us(h.value_at_quantile(0.999)),
         max: us(h.max()),
     }
+}
+
+fn rendezvous_report(info: &RunInfo, results: &[RankResult]) -> RendezvousReport {
+    let barriers = results.iter().map(|r| r.barriers.len()).max().unwrap_or(0);
+    let waits = results
+        .iter()
+        .map(|r| {
+            r.barriers
+                .iter()
+                .map(|b| (b.leave_unix_ns - b.arrive_unix_ns).max(0) as f64 / 1e9)
+                .sum()
+        })
+        .collect();
+    let release = (0..barriers)
+        .filter_map(|k| {
+            let stamps: Vec<_> = results.iter().filter_map(|r| r.barriers.get(k)).collect();
+            let last_arrival = stamps.iter().map(|b| b.arrive_unix_ns).max()?;
+            let last_leave = stamps.iter().map(|b| b.leave_unix_ns).max()?;
+            Some((last_leave - last_arrival).max(0) as f64 / 1e6)
+        })
+        .collect();
+    let last_handed = results.iter().map(|r| r.gather_unix_ns).max().unwrap_or(0);
+    RendezvousReport {
+        mechanism: info.rendezvous.mechanism,
+        dir: info.rendezvous.dir.clone(),
+        barriers,
+        barrier_wait_s: Spread::of(waits),
+        barrier_release_ms: Spread::of(release),
+        gather_s: if last_handed > 0 {
+            (info.gather_done_unix_ns - last_handed).max(0) as f64 / 1e9
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Per checkpoint phase, the spread of the ranks' first writes.
+fn checkpoint_skew(survey: &Survey, results: &[RankResult]) -> Option<Spread> {
+    let spreads = survey
+        .phases
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.kind == PhaseKind::Checkpoint)
+        .filter_map(|(i, _)| {
+            let starts: Vec<i64> = results
+                .iter()
+                .filter_map(|r| r.phases.get(i)?.first_write_unix_ns)
+                .collect();
+            let (lo, hi) = (starts.iter().min()?, starts.iter().max()?);
+            (starts.len() >= 2).then(|| (hi - lo) as f64 / 1e6)
+        })
+        .collect();
+    Spread::of(spreads)
 }
 
 fn per_s(x: f64, secs: f64) -> f64 {
@@ -252,6 +353,8 @@ impl Report {
                 write_bytes: survey.write_bytes,
             },
             prepare,
+            rendezvous: rendezvous_report(info, results),
+            checkpoint_skew_ms: checkpoint_skew(survey, results),
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
             errors,
         }
@@ -301,6 +404,26 @@ impl Report {
                 gib(p.bytes_written),
                 p.duration_s,
                 p.files_present
+            );
+        }
+        let rv = &self.rendezvous;
+        if let (Some(wait), Some(release)) = (rv.barrier_wait_s, rv.barrier_release_ms) {
+            let _ = write!(
+                s,
+                "ranks met through {}: {} barriers, waited {:.3} s per rank (max {:.3} s), released \
+                 {:.3} ms after the last arrival (max {:.3} ms)",
+                rv.mechanism, rv.barriers, wait.p50, wait.max, release.p50, release.max
+            );
+            if rv.mechanism != "threads" {
+                let _ = write!(s, "; gathering took {:.3} s", rv.gather_s);
+            }
+            let _ = writeln!(s);
+        }
+        if let Some(skew) = self.checkpoint_skew_ms {
+            let _ = writeln!(
+                s,
+                "checkpoint start skew across ranks: {:.3} ms median, {:.3} ms max",
+                skew.p50, skew.max
             );
         }
         let _ = writeln!(

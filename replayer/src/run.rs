@@ -17,10 +17,10 @@ use crate::phases::{PhaseKind, WriteBurstDetector};
 use crate::plan::{dispatch, CHANNEL_CHUNKS};
 use crate::prepare::{self, PrepareMode, PrepareStats};
 use crate::record;
-use crate::remap::{RankMap, RENDEZVOUS_DIR};
-use crate::rendezvous::{DirRendezvous, Rendezvous, ThreadRendezvous};
+use crate::remap::RankMap;
+use crate::rendezvous::{self, Rendezvous};
 use crate::report::{Report, RunInfo};
-use crate::stats::RankResult;
+use crate::stats::{unix_ns, RankResult};
 use crate::survey::Survey;
 use crate::timing::Timing;
 
@@ -42,6 +42,8 @@ pub struct Options {
     pub record_ops: Option<PathBuf>,
     pub timeout: Duration,
     pub run_id: Option<String>,
+    /// Where launched processes meet when not through MPI (default: on the target).
+    pub rendezvous_dir: Option<PathBuf>,
     pub prepare_threads: usize,
     pub drop_caches: bool,
     pub show_progress: bool,
@@ -57,6 +59,19 @@ pub struct Outcome {
     pub failed: bool,
     /// This process's own errors (printed by every rank, not only the reporting one).
     pub local_errors: Vec<String>,
+    /// The ranks part only when the outcome is dropped, after it is printed:
+    /// a launcher such as mpirun ends the whole job as soon as any rank exits
+    /// with an error, which must not happen before rank 0 prints the report.
+    _parting: Parting,
+}
+
+/// Holds the rendezvous (MPI finalised, a rendezvous directory removed on drop).
+struct Parting(Option<Arc<dyn Rendezvous>>);
+
+impl std::fmt::Debug for Parting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Parting")
+    }
 }
 
 /// Barrier number of "all data prepared", apart from the replay's own barriers.
@@ -66,18 +81,6 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
-}
-
-fn safe_id(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// The ranks this process runs, the world size, and each local rank's node.
@@ -129,7 +132,21 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
     if opts.drop_caches && opts.prepare != PrepareMode::Only {
         prepare::check_can_drop_caches()?;
     }
-    let launched = launcher::detect()?;
+    let mut launched = launcher::detect()?;
+    // MPI starts first: a world that disagrees with the launcher fails at once.
+    let mpi = rendezvous::start_mpi(&mut launched, opts.rendezvous_dir.is_some(), opts.timeout)?;
+    let outcome = replay(opts, &launched, mpi.clone());
+    if let (Err(e), Some(m)) = (&outcome, &mpi) {
+        m.end_job(e);
+    }
+    outcome
+}
+
+fn replay(
+    opts: &Options,
+    launched: &Option<LaunchedRank>,
+    mpi: Option<Arc<dyn Rendezvous>>,
+) -> ReplayResult<Outcome> {
     let survey = Arc::new(Survey::run(
         &opts.trace,
         &mut WriteBurstDetector::default(),
@@ -138,7 +155,7 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,
     };
-    let lay = layout(opts, &launched, map.source_count())?;
+    let lay = layout(opts, launched, map.source_count())?;
     let reporting = launched.as_ref().is_none_or(|l| l.rank == 0);
 
     std::fs::create_dir_all(&opts.target)
@@ -147,32 +164,16 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         Confined::open_root(&opts.target)
             .map_err(|e| ReplayError::io("opening target", &opts.target, e))?,
     );
-    let dir_rdv = match &launched {
-        Some(l) => {
-            let id = l
-                .job_id
-                .clone()
-                .or_else(|| opts.run_id.clone())
-                .unwrap_or_else(|| "default".into());
-            let dir = PathBuf::from(RENDEZVOUS_DIR).join(safe_id(&id));
-            Some(Arc::new(DirRendezvous::new(
-                conf.clone(),
-                dir,
-                l.size,
-                opts.timeout,
-            )?))
-        }
-        None => None,
-    };
-    if let (Some(d), Some(l)) = (&dir_rdv, &launched) {
-        d.announce(l.rank)?;
-    }
-    let rendezvous: Arc<dyn Rendezvous> = match &dir_rdv {
-        Some(d) => d.clone(),
-        None => Arc::new(ThreadRendezvous::new(
-            lay.local.iter().map(|l| l.0).collect(),
-            opts.timeout,
-        )),
+    let rendezvous: Arc<dyn Rendezvous> = match mpi {
+        Some(m) => m,
+        None => rendezvous::connect(rendezvous::Setup {
+            launched: launched.as_ref(),
+            local_ranks: lay.local.iter().map(|l| l.0).collect(),
+            target: &conf,
+            dir: opts.rendezvous_dir.as_deref(),
+            run_id: opts.run_id.as_deref(),
+            timeout: opts.timeout,
+        })?,
     };
     let my_rank = lay.local[0].0;
 
@@ -199,12 +200,19 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         rendezvous.barrier(my_rank, PREPARED_BARRIER, "data prepared")?;
     }
     if opts.prepare == PrepareMode::Only {
+        // Nothing to report, but the ranks still part the usual way (a
+        // rendezvous directory is removed once all have).
+        let _ = rendezvous.gather(vec![RankResult {
+            rank: my_rank,
+            ..Default::default()
+        }])?;
         return Ok(Outcome {
             report: None,
             prepare: prepared,
             prepare_only: true,
             failed: false,
             local_errors: Vec::new(),
+            _parting: Parting(Some(rendezvous)),
         });
     }
 
@@ -268,6 +276,7 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
                 Err(e) => {
                     let msg = format!("rank {rank}: {e}");
                     shared.rendezvous.abort(rank, &msg);
+                    shared.skip_remaining_barriers(rank, 0);
                     RankResult {
                         rank,
                         node,
@@ -310,32 +319,30 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         .chain(extra_errors.clone())
         .collect();
 
-    let (all, gather_error) = match &dir_rdv {
-        None => (results, None),
-        Some(d) => {
-            let mut mine = results
-                .into_iter()
-                .next()
-                .expect("one rank per launched process");
+    let mut results = results;
+    if launched.is_some() {
+        // One rank per launched process: it carries this process's errors.
+        if let Some(mine) = results.first_mut() {
             mine.errors.append(&mut extra_errors);
-            d.publish(&mine).map_err(|e| match &vanished {
-                Some(v) => {
-                    ReplayError::Rendezvous(format!("{v}; this rank's result was not published"))
-                }
-                None => e,
-            })?;
-            if !reporting {
-                return Ok(Outcome {
-                    report: None,
-                    prepare: prepared,
-                    prepare_only: false,
-                    failed: !local_errors.is_empty(),
-                    local_errors,
-                });
-            }
-            d.gather()
+            mine.gather_unix_ns = unix_ns();
         }
+    }
+    let gathered = rendezvous.gather(results).map_err(|e| match &vanished {
+        Some(v) => ReplayError::Rendezvous(format!("{v}; this rank's result was not published")),
+        None => e,
+    })?;
+    let gather_done_unix_ns = unix_ns();
+    let Some(all) = gathered.results else {
+        return Ok(Outcome {
+            report: None,
+            prepare: prepared,
+            prepare_only: false,
+            failed: !local_errors.is_empty(),
+            local_errors,
+            _parting: Parting(Some(rendezvous)),
+        });
     };
+    let gather_error = gathered.problem;
     extra_errors.extend(gather_error);
     let info = RunInfo {
         ranks: lay.world,
@@ -352,6 +359,8 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         },
         direct: opts.direct,
         phase_selected,
+        rendezvous: rendezvous.info(),
+        gather_done_unix_ns,
     };
     let report = Report::build(&info, &survey, &all, prepared.clone(), extra_errors);
     let failed = !report.errors.is_empty();
@@ -361,5 +370,6 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         prepare_only: false,
         failed,
         local_errors,
+        _parting: Parting(Some(rendezvous)),
     })
 }

@@ -1,10 +1,13 @@
-//! What each rank measured: per-op counts, bytes and latency histograms, and
-//! per-phase time and bytes. Workers keep their own and the report merges
-//! them; across processes they travel as JSON (histograms as value/count
-//! pairs, which re-record exactly).
+//! What each rank measured: per-op counts, bytes and latency histograms,
+//! per-phase time and bytes, and when it met the others. Workers keep their
+//! own and the report merges them; across processes they travel as JSON with
+//! each histogram in HdrHistogram's compressed V2 encoding (base64), which
+//! other HdrHistogram tools read too and which re-records exactly.
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +57,26 @@ pub struct PhaseStats {
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub ops: u64,
+    /// Checkpoint phases: when (Unix ns) this rank issued its first write,
+    /// less the compute time its schedule put between the barrier and that
+    /// write, so that across ranks only the replay's own skew remains.
+    #[serde(default)]
+    pub first_write_unix_ns: Option<i64>,
+}
+
+/// When a rank reached a barrier and when it left it (Unix ns).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct BarrierStamp {
+    pub arrive_unix_ns: i64,
+    pub leave_unix_ns: i64,
+}
+
+/// Now, in nanoseconds since the Unix epoch: comparable across the processes
+/// of a node, and across nodes as far as their clocks agree.
+pub fn unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// Everything one target rank reports.
@@ -73,6 +96,10 @@ pub struct RankResult {
     /// Ops that failed in a way the replay tolerates (an unlink of a file never made).
     pub tolerated_errors: u64,
     pub errors: Vec<String>,
+    /// Every barrier this rank met, in order.
+    pub barriers: Vec<BarrierStamp>,
+    /// When this rank handed its result over to be gathered (Unix ns).
+    pub gather_unix_ns: i64,
 }
 
 impl RankResult {
@@ -91,8 +118,8 @@ impl RankResult {
 struct WireOp {
     count: u64,
     bytes: u64,
-    /// (latency ns, count) for every recorded bucket.
-    latency_ns: Vec<(u64, u64)>,
+    /// The latency histogram, V2-deflate encoded, in base64.
+    latency_ns: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -108,6 +135,31 @@ struct WireRank {
     phases: Vec<PhaseStats>,
     tolerated_errors: u64,
     errors: Vec<String>,
+    barriers: Vec<BarrierStamp>,
+    gather_unix_ns: i64,
+}
+
+fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("a histogram serialises into memory");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("latency histogram: {e}"))?;
+    let h: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("latency histogram: {e:?}"))?;
+    // Re-recorded into the standard bounds, so every rank's histogram merges.
+    let mut out = new_histogram();
+    for v in h.iter_recorded() {
+        out.saturating_record_n(v.value_iterated_to().max(1), v.count_at_value());
+    }
+    Ok(out)
 }
 
 impl RankResult {
@@ -116,19 +168,12 @@ impl RankResult {
             .ops
             .iter()
             .map(|(k, o)| {
-                let lat = o
-                    .latency_ns
-                    .iter_recorded()
-                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
-                    .collect();
-                (
-                    k.clone(),
-                    WireOp {
-                        count: o.count,
-                        bytes: o.bytes,
-                        latency_ns: lat,
-                    },
-                )
+                let w = WireOp {
+                    count: o.count,
+                    bytes: o.bytes,
+                    latency_ns: encode_histogram(&o.latency_ns),
+                };
+                (k.clone(), w)
             })
             .collect();
         let w = WireRank {
@@ -143,6 +188,8 @@ impl RankResult {
             phases: self.phases.clone(),
             tolerated_errors: self.tolerated_errors,
             errors: self.errors.clone(),
+            barriers: self.barriers.clone(),
+            gather_unix_ns: self.gather_unix_ns,
         };
         serde_json::to_string(&w).expect("rank result serialises")
     }
@@ -153,20 +200,17 @@ impl RankResult {
             .ops
             .into_iter()
             .map(|(k, o)| {
-                let mut h = new_histogram();
-                for (v, c) in o.latency_ns {
-                    h.saturating_record_n(v.max(1), c);
-                }
-                (
+                let latency_ns = decode_histogram(&o.latency_ns)?;
+                Ok((
                     k,
                     OpStats {
                         count: o.count,
                         bytes: o.bytes,
-                        latency_ns: h,
+                        latency_ns,
                     },
-                )
+                ))
             })
-            .collect();
+            .collect::<Result<_, String>>()?;
         Ok(RankResult {
             rank: w.rank,
             source_rank: w.source_rank,
@@ -179,6 +223,8 @@ impl RankResult {
             phases: w.phases,
             tolerated_errors: w.tolerated_errors,
             errors: w.errors,
+            barriers: w.barriers,
+            gather_unix_ns: w.gather_unix_ns,
         })
     }
 }
@@ -205,6 +251,11 @@ mod tests {
         assert_eq!(
             a.latency_ns.value_at_quantile(0.99),
             b.latency_ns.value_at_quantile(0.99)
+        );
+        assert_eq!(a.latency_ns.max(), b.latency_ns.max());
+        assert!(
+            RankResult::from_json(&r.to_json().replace("latency_ns\":\"", "latency_ns\":\"!"))
+                .is_err()
         );
     }
 }

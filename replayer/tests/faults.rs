@@ -1,7 +1,8 @@
 //! Faults in the middle of a replay end it within a bounded time with an
-//! error that names the cause: one rank's process killed under mpirun, a rank
-//! that dies where no launcher aborts the others, and the target directory
-//! removed or unmounted under a running replay.
+//! error that names the cause: one rank's process killed under mpirun (the
+//! run ends within 5 s), a rank that dies where no launcher aborts the
+//! others, and the target directory removed or unmounted under a running
+//! replay.
 
 mod common;
 
@@ -75,10 +76,19 @@ fn wait_for(what: &str, found: impl Fn() -> bool) {
     }
 }
 
-/// The rendezvous barrier file `name` of any job under `target`.
-fn barrier_file_exists(target: &Path, name: &str) -> bool {
-    std::fs::read_dir(target.join(".iorepro-rendezvous"))
-        .map(|rd| rd.flatten().any(|job| job.path().join(name).exists()))
+/// Whether `rank` has arrived at the start barrier (barrier 0) of any job
+/// meeting in the rendezvous directory `meet`.
+fn arrived_at_start(meet: &Path, rank: u32) -> bool {
+    let prefix = format!("r{rank}.");
+    std::fs::read_dir(meet)
+        .map(|jobs| {
+            jobs.flatten().any(|job| {
+                std::fs::read_dir(job.path().join("b0")).is_ok_and(|rd| {
+                    rd.flatten()
+                        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                })
+            })
+        })
         .unwrap_or(false)
 }
 
@@ -122,11 +132,13 @@ fn a_rank_killed_under_mpirun_ends_the_run() {
             .args(["--timing", "original", "--json", "--timeout", "120s"]),
     );
     let mpirun = child.id();
-    // Every rank is past the start barrier: the replay is under way.
-    wait_for("the start barrier", || {
-        (0..4).all(|r| barrier_file_exists(&target, &format!("b0.r{r}")))
+    // The data is prepared (the last of it by rank 3): the ranks are replaying.
+    wait_for("the prepared data", || {
+        target
+            .join("data/rep-0001/data/train/shard-00001.bin")
+            .exists()
     });
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(1000));
     let victim = child_with_env(mpirun, "OMPI_COMM_WORLD_RANK", "2").expect("rank 2's process");
     // SAFETY: a process of the run this test started.
     unsafe { libc::kill(victim, libc::SIGKILL) };
@@ -136,7 +148,7 @@ fn a_rank_killed_under_mpirun_ends_the_run() {
     assert!(err.contains("rank 2"), "the lost rank is named: {err}");
     assert!(!err.contains("panicked"), "{err}");
     assert!(
-        took < Duration::from_secs(30),
+        took < Duration::from_secs(5),
         "ended {took:?} after the kill"
     );
 }
@@ -144,8 +156,10 @@ fn a_rank_killed_under_mpirun_ends_the_run() {
 #[test]
 fn a_rank_that_dies_where_no_launcher_aborts_is_named() {
     // Three processes started the way a launcher would, but nothing kills the
-    // others when one dies (srun --kill-on-bad-exit=0, a hand-made launcher).
-    let (_tmp, trace, target) = synth_with_target(SLOW);
+    // others when one dies (torchrun with no restarts left, a hand-made
+    // launcher); they meet through files.
+    let (tmp, trace, target) = synth_with_target(SLOW);
+    let meet = tmp.path().join("meet");
     let ranks: Vec<Child> = (0..3)
         .map(|r| {
             spawn_group(
@@ -154,14 +168,15 @@ fn a_rank_that_dies_where_no_launcher_aborts_is_named() {
                     .arg("--target")
                     .arg(&target)
                     .args(["--timing", "original", "--json", "--timeout", "120s"])
-                    .args(["--run-id", "no-abort"])
-                    .env("OMPI_COMM_WORLD_RANK", r.to_string())
-                    .env("OMPI_COMM_WORLD_SIZE", "3"),
+                    .args(["--run-id", "no-abort", "--rendezvous-dir"])
+                    .arg(&meet)
+                    .env("RANK", r.to_string())
+                    .env("WORLD_SIZE", "3"),
             )
         })
         .collect();
     wait_for("the start barrier", || {
-        (0..3).all(|r| barrier_file_exists(&target, &format!("b0.r{r}")))
+        (0..3).all(|r| arrived_at_start(&meet, r))
     });
     std::thread::sleep(Duration::from_millis(300));
     let mut ranks = ranks.into_iter();
