@@ -7,7 +7,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 /// Debian packages: LLVM for bpf-linker (the `BPF_LINKER_LLVM` version), fio / strace / Open MPI as test and
-/// benchmark partners, compression libraries for the linker build.
+/// benchmark partners, compression libraries for the linker build, and
+/// libclang for the replayer's `mpi` feature (bindgen reads Open MPI's headers).
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -17,9 +18,16 @@ const APT_PACKAGES: &[&str] = &[
     "strace",
     "openmpi-bin",
     "libopenmpi-dev",
+    "libclang-14-dev",
+    "clang-14",
     "gzip",
     "time",
 ];
+
+/// The libclang that generates the MPI bindings: the `mpi` crate's bindgen
+/// fails on Open MPI's headers with libclang 22, so builds use 14 even when
+/// a newer one is installed.
+const MPI_LIBCLANG: &str = "/usr/lib/llvm-14/lib";
 
 /// Python test partners, at exact versions (their APIs move: DuckDB 2.0
 /// changed some): DuckDB and pyarrow read our Parquet; numpy drives the mmap
@@ -55,6 +63,14 @@ pub fn tool_path() -> String {
     });
     let old = std::env::var("PATH").unwrap_or_default();
     format!("{home}/bin:/usr/lib/llvm-{BPF_LINKER_LLVM}/bin:{old}")
+}
+
+/// `LIBCLANG_PATH` for cargo calls that build the `mpi` feature: the
+/// caller's own when set, else libclang 14 where set-up installs it.
+pub fn libclang_path() -> Option<String> {
+    std::env::var("LIBCLANG_PATH")
+        .ok()
+        .or_else(|| Path::new(MPI_LIBCLANG).exists().then(|| MPI_LIBCLANG.into()))
 }
 
 pub fn run(root: &Path) -> Result<()> {
