@@ -60,11 +60,18 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Runs cargo with the toolchain environment set up (bpf-linker on PATH).
+/// The replayer's MPI rendezvous, built and tested with everything else.
+const MPI_FEATURE: &str = "iorepro-replayer/mpi";
+
+/// Runs cargo with the toolchain environment set up (bpf-linker on PATH,
+/// the libclang that the `mpi` feature's bindings need).
 pub fn cargo(args: &[&str]) -> Result<()> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(args)
-        .env("PATH", setup::tool_path())
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(args).env("PATH", setup::tool_path());
+    if let Some(libclang) = setup::libclang_path() {
+        cmd.env("LIBCLANG_PATH", libclang);
+    }
+    let status = cmd
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {
@@ -101,17 +108,23 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     // build to with the pinned toolchain.
     ebpf::check(root)?;
     cargo(&["fmt", "--all", "--check"])?;
-    cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
+    // Lint both builds of the replayer: with and without MPI.
+    for features in [&[][..], &["--features", MPI_FEATURE][..]] {
+        let mut args = vec!["clippy", "--workspace", "--all-targets"];
+        args.extend(features);
+        args.extend(["--", "-D", "warnings"]);
+        cargo(&args)?;
+    }
     // End-to-end tests run the binaries of other packages; build them first.
-    cargo(&["build", "--workspace", "--bins"])?;
-    cargo(&["test", "--workspace", "--no-fail-fast"])?;
+    // The tests run the MPI build (the files rendezvous is chosen per run).
+    cargo(&["build", "--workspace", "--bins", "--features", MPI_FEATURE])?;
+    cargo(&[
+        "test",
+        "--workspace",
+        "--no-fail-fast",
+        "--features",
+        MPI_FEATURE,
+    ])?;
     if let Some(secs) = fuzz {
         setup::fuzz(root, secs)?;
     }
@@ -133,7 +146,15 @@ fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
     if let Some(names) = &only {
         bench::check_names(names)?;
     }
-    cargo(&["build", "--release", "--workspace", "--bins", "--examples"])?;
+    cargo(&[
+        "build",
+        "--release",
+        "--workspace",
+        "--bins",
+        "--examples",
+        "--features",
+        MPI_FEATURE,
+    ])?;
     let scratch = bench_scratch()?;
     let ctx = bench::Ctx {
         root: root.to_path_buf(),
