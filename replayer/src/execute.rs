@@ -14,7 +14,9 @@ use std::time::Instant;
 use iorepro_traces::Op;
 
 use crate::confine::Confined;
-use crate::engine::{new_engine, AlignedBuf, Engine, EngineKind, ALIGN, MAX_IO};
+use crate::engine::{
+    new_engine, AlignedBuf, Engine, EngineKind, SharedData, StampedWrite, ALIGN, MAX_IO,
+};
 use crate::error::{ReplayError, ReplayResult};
 use crate::phases::{Phase, PhaseKind};
 use crate::plan::{PlannedOp, NO_PATH};
@@ -38,6 +40,8 @@ pub struct Shared {
     pub progress: Arc<AtomicU64>,
     pub recorder: Option<Recorder>,
     pub host: String,
+    /// The data buffer every rank of this process reads into and writes from.
+    pub data: SharedData,
 }
 
 impl Shared {
@@ -111,7 +115,11 @@ pub struct Worker<'s> {
     files: HashMap<(i32, i32), OpenFile>,
     paths: HashMap<u32, PathBuf>,
     dirs: HashSet<PathBuf>,
-    buf: AlignedBuf,
+    /// The rank's own stamps for buffered writes from [`Shared::data`].
+    stamped: StampedWrite,
+    /// A private stamped copy for O_DIRECT writes, which cannot be gathered
+    /// from 8-byte pieces (allocated on the first one, or up front with --direct).
+    direct_buf: Option<AlignedBuf>,
     write_tag: u64,
     ops: Vec<Option<OpStats>>,
     result: RankResult,
@@ -147,10 +155,11 @@ impl<'s> Worker<'s> {
             files: HashMap::new(),
             paths: HashMap::new(),
             dirs: HashSet::new(),
-            buf: AlignedBuf::new(
-                initial_buffer_len(shared.survey.max_io_bytes),
-                0x5eed ^ rank as u64,
-            ),
+            stamped: StampedWrite::default(),
+            // Allocated and filled before the clock starts, not mid-checkpoint.
+            direct_buf: shared
+                .direct
+                .then(|| AlignedBuf::new(shared.data.len(), 0x5eed ^ rank as u64)),
             write_tag: (rank as u64) << 40,
             ops: vec![None; Op::ALL.len()],
             result,
@@ -333,11 +342,12 @@ impl<'s> Worker<'s> {
         Ok(true)
     }
 
-    fn data_fd(&mut self, key: (i32, i32), offset: u64, len: u64) -> ReplayResult<RawFd> {
+    /// The descriptor a data op uses, and whether it is the O_DIRECT one.
+    fn data_fd(&mut self, key: (i32, i32), offset: u64, len: u64) -> ReplayResult<(RawFd, bool)> {
         let f = self.files.get_mut(&key).expect("file was opened");
         let aligned = offset.is_multiple_of(ALIGN as u64) && len.is_multiple_of(ALIGN as u64);
         if !(f.want_direct && aligned) {
-            return Ok(f.fd.as_raw_fd());
+            return Ok((f.fd.as_raw_fd(), false));
         }
         if f.direct.is_none() {
             let fd = self
@@ -358,10 +368,30 @@ impl<'s> Worker<'s> {
                 })?;
             f.direct = Some(fd);
         }
-        Ok(f.direct.as_ref().expect("just opened").as_raw_fd())
+        Ok((f.direct.as_ref().expect("just opened").as_raw_fd(), true))
     }
 
-    /// Moves `len` bytes at `offset`, in pieces no bigger than [`MAX_IO`].
+    /// One piece of a write of up to `n` bytes at `at`, every 4 KiB block
+    /// stamped so that storage which deduplicates finds no two alike.
+    fn write_piece(&mut self, fd: RawFd, direct: bool, n: usize, at: u64) -> io::Result<usize> {
+        self.write_tag += 1;
+        let data = &self.shared.data;
+        if !direct {
+            return self
+                .stamped
+                .write(&mut *self.engine, fd, data, n, at, self.write_tag);
+        }
+        let n = n.min(data.len());
+        let buf = match &mut self.direct_buf {
+            Some(b) if b.len() >= n => b,
+            slot => slot.insert(AlignedBuf::new(data.len(), 0x5eed ^ self.rank as u64)),
+        };
+        buf.stamp(n, self.write_tag);
+        self.engine.write_at(fd, &buf.as_slice()[..n], at)
+    }
+
+    /// Moves `len` bytes at `offset`, in pieces the size of the shared data
+    /// buffer at most (so at most [`MAX_IO`]).
     fn transfer(
         &mut self,
         key: (i32, i32),
@@ -369,21 +399,17 @@ impl<'s> Worker<'s> {
         offset: u64,
         len: u64,
     ) -> ReplayResult<()> {
-        let fd = self.data_fd(key, offset, len)?;
+        let (fd, direct) = self.data_fd(key, offset, len)?;
         let mut done = 0u64;
         while done < len {
-            let n = ((len - done) as usize).min(MAX_IO);
-            if self.buf.len() < n {
-                self.buf = AlignedBuf::new(n, 0x5eed ^ self.rank as u64 ^ n as u64);
-            }
+            let n = ((len - done) as usize).min(self.shared.data.len());
             let at = offset + done;
             let r = if write {
-                self.write_tag += 1;
-                self.buf.stamp(n, self.write_tag);
-                self.engine.write_at(fd, &self.buf.as_slice()[..n], at)
+                self.write_piece(fd, direct, n, at)
             } else {
-                self.engine
-                    .read_at(fd, &mut self.buf.as_mut_slice()[..n], at)
+                // SAFETY: the shared buffer holds at least n bytes for the
+                // whole replay; what the kernel puts there is never read.
+                unsafe { self.engine.read_raw(fd, self.shared.data.ptr(), n, at) }
             };
             let moved = r.map_err(|e| {
                 let rel = self.files[&key].rel.clone();
@@ -524,10 +550,10 @@ impl<'s> Worker<'s> {
     }
 }
 
-/// A worker's I/O buffer covers the trace's largest op (within reason), so it
-/// is allocated and filled before the clock starts rather than mid-checkpoint.
-fn initial_buffer_len(max_io_bytes: u64) -> usize {
+/// The shared data buffer covers the trace's largest op up to [`MAX_IO`]
+/// (larger ops go in pieces), so it is allocated and filled once before the
+/// clock starts rather than mid-checkpoint.
+pub fn data_buffer_len(max_io_bytes: u64) -> usize {
     const FLOOR: u64 = 1 << 20;
-    const CAP: u64 = 256 << 20;
-    max_io_bytes.clamp(FLOOR, CAP) as usize
+    max_io_bytes.clamp(FLOOR, MAX_IO as u64) as usize
 }

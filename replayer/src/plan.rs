@@ -21,7 +21,7 @@ use crate::survey::{open_reader, rank_or_zero, Survey};
 /// Ops per message.
 pub const CHUNK: usize = 1024;
 /// Messages a rank's channel holds before the reader waits for it.
-pub const CHANNEL_CHUNKS: usize = 16;
+pub const CHANNEL_CHUNKS: usize = 4;
 pub const NO_PATH: u32 = u32::MAX;
 
 /// One operation to replay, as small as a row can be made.

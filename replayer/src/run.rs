@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use crate::confine::Confined;
 use crate::engine::EngineKind;
+use crate::engine::SharedData;
 use crate::error::{ReplayError, ReplayResult};
-use crate::execute::{Shared, Worker};
+use crate::execute::{data_buffer_len, Shared, Worker};
 use crate::launcher::{self, LaunchedRank};
 use crate::phases::{PhaseKind, WriteBurstDetector};
 use crate::plan::{dispatch, CHANNEL_CHUNKS};
@@ -66,7 +67,9 @@ pub struct Outcome {
 }
 
 /// Holds the rendezvous (MPI finalised, a rendezvous directory removed on drop).
-struct Parting(Option<Arc<dyn Rendezvous>>);
+struct Parting {
+    _rendezvous: Arc<dyn Rendezvous>,
+}
 
 impl std::fmt::Debug for Parting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -212,7 +215,9 @@ fn replay(
             prepare_only: true,
             failed: false,
             local_errors: Vec::new(),
-            _parting: Parting(Some(rendezvous)),
+            _parting: Parting {
+                _rendezvous: rendezvous,
+            },
         });
     }
 
@@ -262,6 +267,7 @@ fn replay(
         progress,
         recorder,
         host,
+        data: SharedData::new(data_buffer_len(survey.max_io_bytes)),
     };
     let mut extra_errors = Vec::new();
     let results: Vec<RankResult> = std::thread::scope(|s| {
@@ -339,7 +345,9 @@ fn replay(
             prepare_only: false,
             failed: !local_errors.is_empty(),
             local_errors,
-            _parting: Parting(Some(rendezvous)),
+            _parting: Parting {
+                _rendezvous: rendezvous,
+            },
         });
     };
     let gather_error = gathered.problem;
@@ -370,6 +378,8 @@ fn replay(
         prepare_only: false,
         failed,
         local_errors,
-        _parting: Parting(Some(rendezvous)),
+        _parting: Parting {
+            _rendezvous: rendezvous,
+        },
     })
 }

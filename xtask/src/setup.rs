@@ -68,9 +68,11 @@ pub fn tool_path() -> String {
 /// `LIBCLANG_PATH` for cargo calls that build the `mpi` feature: the
 /// caller's own when set, else libclang 14 where set-up installs it.
 pub fn libclang_path() -> Option<String> {
-    std::env::var("LIBCLANG_PATH")
-        .ok()
-        .or_else(|| Path::new(MPI_LIBCLANG).exists().then(|| MPI_LIBCLANG.into()))
+    std::env::var("LIBCLANG_PATH").ok().or_else(|| {
+        Path::new(MPI_LIBCLANG)
+            .exists()
+            .then(|| MPI_LIBCLANG.into())
+    })
 }
 
 pub fn run(root: &Path) -> Result<()> {
