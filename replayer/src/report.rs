@@ -93,8 +93,11 @@ pub struct RendezvousReport {
     /// includes waiting for slower ranks, which is the replay's own imbalance).
     pub barrier_wait_s: Option<Spread>,
     /// From the last rank's arrival at a barrier until every rank had left
-    /// it, in ms, over the barriers: the mechanism's own cost.
+    /// it, in ms, over the barriers: the mechanism's own cost, plus the wait
+    /// for a CPU when ranks outnumber cores.
     pub barrier_release_ms: Option<Spread>,
+    /// The same for each barrier, in order (the first is the start of the run).
+    pub release_each_ms: Vec<f64>,
     /// From the last rank handing its result over until rank 0 held them all.
     pub gather_s: f64,
 }
@@ -174,7 +177,7 @@ fn rendezvous_report(info: &RunInfo, results: &[RankResult]) -> RendezvousReport
                 .sum()
         })
         .collect();
-    let release = (0..barriers)
+    let release: Vec<f64> = (0..barriers)
         .filter_map(|k| {
             let stamps: Vec<_> = results.iter().filter_map(|r| r.barriers.get(k)).collect();
             let last_arrival = stamps.iter().map(|b| b.arrive_unix_ns).max()?;
@@ -188,7 +191,8 @@ fn rendezvous_report(info: &RunInfo, results: &[RankResult]) -> RendezvousReport
         dir: info.rendezvous.dir.clone(),
         barriers,
         barrier_wait_s: Spread::of(waits),
-        barrier_release_ms: Spread::of(release),
+        barrier_release_ms: Spread::of(release.clone()),
+        release_each_ms: release,
         gather_s: if last_handed > 0 {
             (info.gather_done_unix_ns - last_handed).max(0) as f64 / 1e9
         } else {
