@@ -3,14 +3,16 @@
 //! same run (absolute times on these machines are too noisy to compare).
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 pub mod analysis;
 pub mod collector;
 pub mod fidelity;
 pub mod replayer;
+pub mod scale;
 pub mod trace_format;
 
 /// What every benchmark gets: where the release binaries are and a scratch
@@ -69,12 +71,44 @@ pub fn dir_size(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Peak resident memory of a child, sampled from /proc while it runs.
+/// Its standard output goes to `stdout`.
+pub fn run_peak_rss(cmd: &mut Command, stdout: Stdio) -> Result<(Duration, u64)> {
+    let start = Instant::now();
+    let mut child = cmd.stdout(stdout).stderr(Stdio::piped()).spawn()?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&status_path) {
+            for line in s.lines() {
+                if let Some(v) = line.strip_prefix("VmHWM:") {
+                    let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                    peak = peak.max(kb * 1024);
+                }
+            }
+        }
+        if let Some(st) = child.try_wait()? {
+            if !st.success() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                bail!("replay failed: {}", err.trim());
+            }
+            return Ok((start.elapsed(), peak));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 type Bench = fn(&Ctx) -> Result<()>;
 
-const BENCHES: [(&str, Bench); 5] = [
+const BENCHES: [(&str, Bench); 6] = [
     ("trace-format", trace_format::run),
     ("collector", collector::run),
     ("replayer", replayer::run),
+    ("replay-scale", scale::run),
     ("analysis", analysis::run),
     ("replay-fidelity", fidelity::run),
 ];

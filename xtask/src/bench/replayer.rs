@@ -7,7 +7,6 @@
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -129,36 +128,6 @@ const fn libc_o_direct() -> i32 {
         0o200000
     } else {
         0o40000
-    }
-}
-
-/// Peak resident memory of a child, sampled from /proc while it runs.
-fn run_peak_rss(cmd: &mut Command) -> Result<(Duration, u64)> {
-    let start = Instant::now();
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
-    let status_path = format!("/proc/{}/status", child.id());
-    let mut peak = 0u64;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(&status_path) {
-            for line in s.lines() {
-                if let Some(v) = line.strip_prefix("VmHWM:") {
-                    let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
-                    peak = peak.max(kb * 1024);
-                }
-            }
-        }
-        if let Some(st) = child.try_wait()? {
-            if !st.success() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                bail!("replay failed: {}", err.trim());
-            }
-            return Ok((start.elapsed(), peak));
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -304,12 +273,13 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             .arg(&big),
     )?
     .as_secs_f64();
-    let (took, peak) = run_peak_rss(
+    let (took, peak) = super::run_peak_rss(
         Command::new(ctx.bin("iorepro-replay"))
             .arg(&big)
             .arg("--target")
             .arg(base.join("rss-target"))
             .arg("--json"),
+        Stdio::null(),
     )?;
     let n = steps * 3 * ranks * reads_per_step;
     ctx.line(
