@@ -26,7 +26,7 @@ commands:
   demo               capture (or take a sample), analyze, replay at 8 ranks, plot
   bench [--quick] [--only NAME,...]
                      side-by-side benchmarks, one line each (NAME: trace-format,
-                     collector, replayer, analysis, replay-fidelity)";
+                     collector, replayer, replay-scale, analysis, replay-fidelity)";
 
 fn main() {
     if let Err(e) = run() {
