@@ -8,6 +8,7 @@ use clap::Parser;
 
 use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
+use crate::output::OutputFormat;
 use crate::phases::PhaseKind;
 use crate::prepare::PrepareMode;
 use crate::run::Options;
@@ -55,9 +56,13 @@ pub struct Cli {
     /// All replicas read one copy of the data (page-cache hits between them become possible).
     #[arg(long)]
     pub shared_data: bool,
-    /// Print the report as JSON.
+    /// Print the report as JSON (the same as --output-format json).
     #[arg(long)]
     pub json: bool,
+    /// table, json (our report), fio (fio's --output-format=json layout) or
+    /// mlperf (MLPerf Storage's summary.json keys).
+    #[arg(long)]
+    pub output_format: Option<String>,
     /// Write what the replay did as a trace into this directory.
     #[arg(long)]
     pub record_ops: Option<PathBuf>,
@@ -138,7 +143,26 @@ impl Cli {
                 .parse::<PrepareMode>()
                 .map_err(|e| usage(format!("--prepare: {e}")))?,
             shared_data: self.shared_data,
-            json: self.json,
+            output: match (self.output_format, self.json) {
+                (None, json) => {
+                    if json {
+                        OutputFormat::Json
+                    } else {
+                        OutputFormat::Table
+                    }
+                }
+                (Some(f), json) => {
+                    let f = f
+                        .parse::<OutputFormat>()
+                        .map_err(|e| usage(format!("--output-format: {e}")))?;
+                    if json && f != OutputFormat::Json {
+                        return Err(usage(
+                            "--json contradicts --output-format; give one of them".into(),
+                        ));
+                    }
+                    f
+                }
+            },
             record_ops: self.record_ops,
             timeout: parse_timeout(&self.timeout).map_err(|e| usage(format!("--timeout: {e}")))?,
             run_id: self.run_id,
@@ -176,12 +200,28 @@ mod tests {
         assert_eq!(o.phases, Some(vec![PhaseKind::Load, PhaseKind::Checkpoint]));
         assert_eq!(o.engine, EngineKind::IoUring);
         assert_eq!(o.timeout, Duration::from_secs(120));
+        assert_eq!(o.output, OutputFormat::Table);
+        let fio = Cli::parse_from(["x", "t", "--target", "d", "--output-format", "fio"]);
+        assert_eq!(fio.into_options().unwrap().output, OutputFormat::Fio);
+        let json = Cli::parse_from(["x", "t", "--target", "d", "--json"]);
+        assert_eq!(json.into_options().unwrap().output, OutputFormat::Json);
+        let both = [
+            "x",
+            "t",
+            "--target",
+            "d",
+            "--json",
+            "--output-format",
+            "mlperf",
+        ];
+        assert!(Cli::parse_from(both).into_options().is_err());
         for bad in [
             ["--phases", "train"],
             ["--timing", "slow"],
             ["--engine", "aio"],
             ["--prepare", "maybe"],
             ["--timeout", "5 parsecs"],
+            ["--output-format", "csv"],
         ] {
             let args = ["x", "t", "--target", "d", bad[0], bad[1]];
             assert!(Cli::parse_from(args).into_options().is_err(), "{bad:?}");

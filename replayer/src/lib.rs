@@ -9,9 +9,11 @@
 //! streams the trace a second time into bounded per-rank channels; each rank
 //! runs an [`execute::Worker`] issuing the calls through an [`engine`] on the
 //! schedule of [`timing`], keeping [`stats`]; ranks meet through
-//! [`rendezvous`] (threads of one process, or processes of a [`launcher`]);
-//! [`report`] merges the ranks' results, [`record`] writes what was done as a
-//! trace, and [`run`] ties the steps together for the [`cli`].
+//! [`rendezvous`] (threads of one process, or processes of a [`launcher`]
+//! through MPI or a rendezvous directory);
+//! [`report`] merges the ranks' results and [`output`] prints them (a table,
+//! our JSON, fio's or MLPerf Storage's layout), [`record`] writes what was
+//! done as a trace, and [`run`] ties the steps together for the [`cli`].
 
 pub mod cli;
 pub mod confine;
@@ -19,6 +21,7 @@ pub mod engine;
 pub mod error;
 pub mod execute;
 pub mod launcher;
+pub mod output;
 pub mod phases;
 pub mod plan;
 pub mod prepare;

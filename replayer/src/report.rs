@@ -3,7 +3,6 @@
 //! bytes over the slowest rank's time; a phase's time is its slowest rank's.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
@@ -13,7 +12,7 @@ use crate::rendezvous::RendezvousInfo;
 use crate::stats::{OpStats, RankResult};
 use crate::survey::Survey;
 
-const GIB: f64 = (1u64 << 30) as f64;
+pub const GIB: f64 = (1u64 << 30) as f64;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {
@@ -139,6 +138,10 @@ pub struct Report {
     pub checkpoint_skew_ms: Option<Spread>,
     pub tolerated_errors: u64,
     pub errors: Vec<String>,
+    /// Every rank's latencies merged, per op kind (for formats that want
+    /// more than the percentiles above).
+    #[serde(skip)]
+    pub latency_ns: BTreeMap<String, hdrhistogram::Histogram<u64>>,
 }
 
 /// How the run was configured, for the report header.
@@ -361,149 +364,7 @@ impl Report {
             checkpoint_skew_ms: checkpoint_skew(survey, results),
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
             errors,
+            latency_ns: merged.into_iter().map(|(k, o)| (k, o.latency_ns)).collect(),
         }
-    }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("report serialises")
-    }
-
-    /// The human-readable report.
-    pub fn to_table(&self) -> String {
-        let mut s = String::new();
-        let gib = |b: u64| b as f64 / GIB;
-        let _ = writeln!(
-            s,
-            "replay: {} ranks on {} node(s) from {} trace ranks, timing {}, engine {}{}",
-            self.ranks,
-            self.nodes,
-            self.trace.ranks,
-            self.timing,
-            self.engine,
-            if self.direct { ", O_DIRECT" } else { "" }
-        );
-        let _ = writeln!(
-            s,
-            "took {:.3} s (trace {:.3} s): read {:.3} GiB at {:.3} GiB/s, wrote {:.3} GiB at {:.3} GiB/s",
-            self.duration_s,
-            self.trace.duration_s,
-            gib(self.read_bytes),
-            self.read_gib_s,
-            gib(self.write_bytes),
-            self.write_gib_s
-        );
-        if let Some(busy) = self.gpu_busy {
-            let _ = writeln!(
-                s,
-                "stall {:.3} s on the most delayed rank; GPUs busy {:.1} % of the time",
-                self.stall_s,
-                busy * 100.0
-            );
-        }
-        if let Some(p) = &self.prepare {
-            let _ = writeln!(
-                s,
-                "prepared {} file(s) ({:.3} GiB) in {:.2} s, {} already present",
-                p.files_created,
-                gib(p.bytes_written),
-                p.duration_s,
-                p.files_present
-            );
-        }
-        let rv = &self.rendezvous;
-        if let (Some(wait), Some(release)) = (rv.barrier_wait_s, rv.barrier_release_ms) {
-            let _ = write!(
-                s,
-                "ranks met through {}: {} barriers, waited {:.3} s per rank (max {:.3} s), released \
-                 {:.3} ms after the last arrival (max {:.3} ms)",
-                rv.mechanism, rv.barriers, wait.p50, wait.max, release.p50, release.max
-            );
-            if rv.mechanism != "threads" {
-                let _ = write!(s, "; gathering took {:.3} s", rv.gather_s);
-            }
-            let _ = writeln!(s);
-        }
-        if let Some(skew) = self.checkpoint_skew_ms {
-            let _ = writeln!(
-                s,
-                "checkpoint start skew across ranks: {:.3} ms median, {:.3} ms max",
-                skew.p50, skew.max
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\n{:<4} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
-            "#", "phase", "time s", "trace s", "read GiB", "write GiB", "GiB/s", "slowest"
-        );
-        for (i, p) in self.phases.iter().enumerate() {
-            if !p.replayed {
-                let _ = writeln!(
-                    s,
-                    "{:<4} {:<11} {:>10} {:>10.3} (not replayed)",
-                    i,
-                    p.kind.as_str(),
-                    "-",
-                    p.trace_duration_s
-                );
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "{:<4} {:<11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8}",
-                i,
-                p.kind.as_str(),
-                p.duration_s,
-                p.trace_duration_s,
-                gib(p.read_bytes),
-                gib(p.write_bytes),
-                p.gib_s,
-                p.slowest_rank.map_or("-".into(), |r| r.to_string())
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\n{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "op", "count", "IOPS", "GiB/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"
-        );
-        for (k, o) in &self.ops {
-            let l = &o.lat_us;
-            let _ = writeln!(
-                s,
-                "{:<10} {:>10} {:>10.0} {:>10.3} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-                k, o.count, o.iops, o.gib_s, l.p50, l.p90, l.p99, l.p999, l.max
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\n{:<6} {:>6} {:>5} {:>10} {:>10} {:>10}",
-            "rank", "source", "node", "time s", "GiB/s", "stall s"
-        );
-        const SHOWN: usize = 32;
-        for r in self.per_rank.iter().take(SHOWN) {
-            let _ = writeln!(
-                s,
-                "{:<6} {:>6} {:>5} {:>10.3} {:>10.3} {:>10.3}",
-                r.rank, r.source_rank, r.node, r.duration_s, r.gib_s, r.stall_s
-            );
-        }
-        if self.per_rank.len() > SHOWN {
-            let mut v: Vec<f64> = self.per_rank.iter().map(|r| r.gib_s).collect();
-            v.sort_by(f64::total_cmp);
-            let _ = writeln!(
-                s,
-                "... {} more ranks; GiB/s per rank min {:.3} median {:.3} max {:.3}",
-                self.per_rank.len() - SHOWN,
-                v[0],
-                v[v.len() / 2],
-                v[v.len() - 1]
-            );
-        }
-        if self.tolerated_errors > 0 {
-            let _ = writeln!(s, "\n{} op(s) could not be replayed and were skipped (no descriptor or file to act on)", self.tolerated_errors);
-        }
-        for e in &self.errors {
-            let _ = writeln!(s, "error: {e}");
-        }
-        s
     }
 }

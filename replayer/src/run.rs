@@ -14,6 +14,7 @@ use crate::engine::SharedData;
 use crate::error::{ReplayError, ReplayResult};
 use crate::execute::{data_buffer_len, Shared, Worker};
 use crate::launcher::{self, LaunchedRank};
+use crate::output::OutputFormat;
 use crate::phases::{PhaseKind, WriteBurstDetector};
 use crate::plan::{dispatch, CHANNEL_CHUNKS};
 use crate::prepare::{self, PrepareMode, PrepareStats};
@@ -39,7 +40,7 @@ pub struct Options {
     pub phases: Option<Vec<PhaseKind>>,
     pub prepare: PrepareMode,
     pub shared_data: bool,
-    pub json: bool,
+    pub output: OutputFormat,
     pub record_ops: Option<PathBuf>,
     pub timeout: Duration,
     pub run_id: Option<String>,
@@ -249,7 +250,7 @@ fn replay(
     let bar = crate::progress::start(
         total,
         progress.clone(),
-        opts.show_progress && reporting && !opts.json,
+        opts.show_progress && reporting && !opts.output.is_machine_readable(),
     );
     let (recorder, sink) = match recording {
         Some((r, s)) => (Some(r), Some(s)),

@@ -6,23 +6,23 @@ use std::process::ExitCode;
 use clap::Parser;
 use iorepro_replayer::cli::Cli;
 
+fn fail(e: iorepro_replayer::ReplayError) -> ExitCode {
+    let code = e.exit_code();
+    eprintln!("Error: {:#}", anyhow::Error::from(e));
+    ExitCode::from(code)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let json = cli.json;
-    let outcome = match cli.into_options().and_then(|o| iorepro_replayer::run(&o)) {
+    let opts = match Cli::parse().into_options() {
         Ok(o) => o,
-        Err(e) => {
-            let code = e.exit_code();
-            eprintln!("Error: {:#}", anyhow::Error::from(e));
-            return ExitCode::from(code);
-        }
+        Err(e) => return fail(e),
+    };
+    let outcome = match iorepro_replayer::run(&opts) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
     };
     if let Some(report) = &outcome.report {
-        if json {
-            println!("{}", report.to_json());
-        } else {
-            print!("{}", report.to_table());
-        }
+        print!("{}", opts.output.exporter().render(report));
         for e in &report.errors {
             eprintln!("Error: {e}");
         }
