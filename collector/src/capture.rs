@@ -6,7 +6,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use iorepro_common::{proc_kind, IoEvent, PathEvent, ProcEvent, IO_EVENT_SIZE, PATH_EVENT_SIZE};
+use iorepro_common::{
+    proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, DROPPED_NAME, IO_EVENT_SIZE,
+    NAME_EVENT_SIZE, PATH_EVENT_SIZE,
+};
 use iorepro_traces::{Manifest, Op, Source, TraceError, TraceWriter, WriterOptions};
 
 use crate::cli::{CaptureOptions, Target};
@@ -36,6 +39,8 @@ pub struct Outcome {
 struct Session {
     files: FileTable,
     procs: ProcTable,
+    /// Thread names by tid, as the kernel side reports them.
+    names: std::collections::HashMap<u32, [u8; COMM_LEN]>,
     rows: Reorder,
     prefixes: Vec<String>,
     all_files: bool,
@@ -61,6 +66,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         _ => None,
     };
     let mut writer = TraceWriter::create(&opts.out, wopts)?;
+    salvage::reserve_space(&opts.out);
     writer.set_extra(
         "collector",
         serde_json::json!({ "hooks": HOOKS, "target": format!("{:?}", opts.target) }),
@@ -72,12 +78,14 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         // the kernel's absolute ones that the ancestor-id helper needs.
         cgroup: None,
         all_files: opts.all_files,
+        merge_runs: opts.merge_runs,
     })?;
     signals::install();
 
     let mut session = Session {
         files: FileTable::default(),
         procs: ProcTable::default(),
+        names: Default::default(),
         rows: Reorder::new(hostname()),
         prefixes: opts.path_prefixes.clone(),
         all_files: opts.all_files,
@@ -158,8 +166,12 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             std::thread::sleep(POLL);
         }
     }
+    probes.detach();
     if write_error.is_none() {
         session.drain(&mut probes)?;
+        for run in probes.open_runs() {
+            session.on_io(&run);
+        }
         if let Err(e) = session.rows.release(None, &mut writer) {
             write_error = Some(e);
         }
@@ -187,7 +199,11 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         let by_op: serde_json::Map<String, serde_json::Value> = dropped_by_kind
             .iter()
             .map(|(k, n)| {
-                let op = op_of(*k).map_or("unknown", |o| o.as_str());
+                let op = match op_of(*k) {
+                    Some(o) => o.as_str(),
+                    None if *k == DROPPED_NAME => "thread_name",
+                    None => "unknown",
+                };
                 (op.to_string(), serde_json::json!(n))
             })
             .collect();
@@ -204,6 +220,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         "collector_usage",
         serde_json::json!({ "cpu_s": cpu_s, "max_rss_kib": max_rss_kib, "wall_s": start.elapsed().as_secs_f64() }),
     );
+    salvage::release_space(&opts.out);
     let manifest = match writer.finish() {
         Ok(m) => m,
         Err(e) => {
@@ -294,31 +311,38 @@ impl Session {
     /// Reads everything the kernel has handed over; process records first, so
     /// a child's rank is known before its I/O.
     fn drain(&mut self, probes: &mut Probes) -> CollectResult<usize> {
-        let mut n = 0;
-        while let Some(item) = probes.proc_events.next() {
+        let mut forked = Vec::new();
+        let mut n = probes.proc_events.drain(|item| {
             if item.len() >= std::mem::size_of::<ProcEvent>() {
                 // SAFETY: the kernel wrote a ProcEvent of this size.
                 let ev: ProcEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                if ev.kind == proc_kind::FORK {
+                    forked.push(ev.tgid);
+                }
                 self.on_proc(&ev);
             }
-            n += 1;
+        });
+        for tgid in forked {
+            probes.forked(tgid);
         }
-        while let Some(item) = probes.events.next() {
-            match item.len() {
-                IO_EVENT_SIZE => {
-                    // SAFETY: the kernel wrote an IoEvent of this size.
-                    let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                    self.on_io(&ev);
-                }
-                PATH_EVENT_SIZE => {
-                    // SAFETY: the kernel wrote a PathEvent of this size.
-                    let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                    self.on_path(&ev);
-                }
-                _ => {}
+        n += probes.events.drain(|item| match item.len() {
+            IO_EVENT_SIZE => {
+                // SAFETY: the kernel wrote an IoEvent of this size.
+                let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.on_io(&ev);
             }
-            n += 1;
-        }
+            PATH_EVENT_SIZE => {
+                // SAFETY: the kernel wrote a PathEvent of this size.
+                let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.on_path(&ev);
+            }
+            NAME_EVENT_SIZE => {
+                // SAFETY: the kernel wrote a NameEvent of this size.
+                let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.names.insert(ev.pid_tgid as u32, ev.comm);
+            }
+            _ => {}
+        });
         Ok(n)
     }
 
@@ -382,8 +406,42 @@ impl Session {
             return;
         }
         let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
-        self.rows
-            .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
+        let comm = self
+            .names
+            .get(&(ev.pid_tgid as u32))
+            .copied()
+            .unwrap_or([0; COMM_LEN]);
+        // TEMPORARY: expand runs until the format carries them.
+        if ev.calls > 1 {
+            let n = ev.calls as u64;
+            let each = ev.size / n;
+            for i in 0..n {
+                let mut one = *ev;
+                one.calls = 1;
+                one.size = each;
+                one.ret = each as i64;
+                one.offset = ev.offset + (i * each) as i64;
+                one.dur_ns = ev.dur_ns / n;
+                one.ts_ns = ev.ts_ns + (ev.span_ns - one.dur_ns) * i / (n - 1);
+                self.rows.push(Row::from_event(
+                    &one,
+                    op,
+                    rank,
+                    path.clone(),
+                    comm,
+                    self.wall_offset_ns,
+                ));
+            }
+            return;
+        }
+        self.rows.push(Row::from_event(
+            ev,
+            op,
+            rank,
+            path,
+            comm,
+            self.wall_offset_ns,
+        ));
     }
 
     /// Regular files outside the kernel's pseudo file systems, under a prefix if given.

@@ -54,6 +54,7 @@ impl Row {
         op: Op,
         rank: Option<i32>,
         path: Option<Arc<str>>,
+        comm: [u8; COMM_LEN],
         wall_offset_ns: i64,
     ) -> Row {
         let has_fd = ev.fd >= 0;
@@ -74,7 +75,7 @@ impl Row {
             pid: (ev.pid_tgid >> 32) as i32,
             tid: ev.pid_tgid as u32 as i32,
             rank,
-            comm: ev.comm,
+            comm,
             op,
             path,
             fd: has_fd.then_some(ev.fd),

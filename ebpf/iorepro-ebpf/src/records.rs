@@ -1,0 +1,70 @@
+//! Handing records to user space: reserved in place in the ring buffers (no
+//! copy through the stack), never waking the reader for I/O records (it polls),
+//! and counting every record that found a ring full.
+
+use aya_ebpf::helpers::bpf_ktime_get_ns;
+use aya_ebpf::maps::ring_buf::RingBufEntry;
+use iorepro_common::{IoEvent, NameEvent, ProcEvent, COMM_LEN, DROPPED_NAME, DROPPED_PROC};
+
+use crate::{DROPPED, EVENTS, PROC_EVENTS};
+
+/// `BPF_RB_NO_WAKEUP`: the collector polls on a short interval instead.
+const NO_WAKEUP: u64 = 1;
+
+/// Room for a `T` in the I/O ring; a full ring counts a drop under `kind`.
+#[inline(always)]
+pub fn reserve<T: 'static>(kind: u32) -> Option<RingBufEntry<T>> {
+    let entry = EVENTS.reserve::<T>(0);
+    if entry.is_none() {
+        count_drop(kind);
+    }
+    entry
+}
+
+#[inline(always)]
+pub fn submit<T: 'static>(entry: RingBufEntry<T>) {
+    entry.submit(NO_WAKEUP);
+}
+
+/// Sends an I/O record.
+#[inline(always)]
+pub fn io(io: &IoEvent) {
+    if let Some(mut entry) = reserve::<IoEvent>(io.kind) {
+        entry.write(*io);
+        submit(entry);
+    }
+}
+
+#[inline(always)]
+pub fn name(pid_tgid: u64, comm: &[u8; COMM_LEN]) {
+    let Some(mut entry) = reserve::<NameEvent>(DROPPED_NAME) else {
+        return;
+    };
+    entry.write(NameEvent {
+        pid_tgid,
+        comm: *comm,
+    });
+    submit(entry);
+}
+
+pub fn count_drop(slot: u32) {
+    if let Some(n) = DROPPED.get_ptr_mut(slot) {
+        // SAFETY: per-CPU slot; programs do not migrate while running.
+        unsafe { *n += 1 };
+    }
+}
+
+pub fn process(kind: u32, tgid: u32, parent_tgid: u32) {
+    let ev = ProcEvent {
+        // SAFETY: helper without arguments.
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        kind,
+        tgid,
+        parent_tgid,
+        _pad: 0,
+    };
+    // Process records are rare and drive the tree: wake the reader for them.
+    if PROC_EVENTS.output::<ProcEvent>(&ev, 0).is_err() {
+        count_drop(DROPPED_PROC);
+    }
+}
