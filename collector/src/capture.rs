@@ -169,7 +169,8 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     probes.detach();
     if write_error.is_none() {
         session.drain(&mut probes)?;
-        for run in probes.open_runs() {
+        let named: Vec<u32> = session.names.keys().copied().collect();
+        for run in probes.open_runs(named.into_iter()) {
             session.on_io(&run);
         }
         if let Err(e) = session.rows.release(None, &mut writer) {
@@ -202,6 +203,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
                 let op = match op_of(*k) {
                     Some(o) => o.as_str(),
                     None if *k == DROPPED_NAME => "thread_name",
+                    None if *k == iorepro_common::DROPPED_BUSY => "busy_thread_slots",
                     None => "unknown",
                 };
                 (op.to_string(), serde_json::json!(n))

@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray};
+use aya::maps::{Array, Map, MapData, PerCpuArray};
 use aya::programs::{BtfTracePoint, TracePoint};
 use aya::{Btf as AyaBtf, Ebpf, EbpfLoader};
-use iorepro_common::{globals, IoEvent, Slot, DROPPED_NAME, DROPPED_PROC, MAX_SLOTS};
+use iorepro_common::{globals, IoEvent, Slot, DROPPED_PROC, MAX_SLOTS};
 
 use crate::btf::{kernel_offsets, Btf};
 use crate::error::{CollectError, CollectResult};
@@ -43,7 +43,6 @@ pub struct Probes {
     traced_set: BTreeSet<u32>,
     dropped: PerCpuArray<MapData, u64>,
     slots: Array<MapData, Slot>,
-    spill: HashMap<MapData, u32, Slot>,
 }
 
 /// Where each program hooks in, recorded in the manifest.
@@ -75,9 +74,15 @@ impl Probes {
     pub fn load(cfg: &ProbeConfig) -> CollectResult<Probes> {
         ensure_tracefs()?;
         raise_memlock();
-        let offsets = kernel_offsets(&Btf::from_sys_fs()?)?;
-        let btf = AyaBtf::from_sys_fs()
-            .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")))?;
+        // The kernel's BTF is read twice, for the member offsets and by the
+        // loader; the two parses take most of start-up, so they run side by side.
+        let (offsets, btf) = std::thread::scope(|scope| {
+            let offsets = scope.spawn(|| kernel_offsets(&Btf::from_sys_fs()?));
+            let btf = AyaBtf::from_sys_fs()
+                .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")));
+            (offsets.join().expect("BTF parsing does not panic"), btf)
+        });
+        let (offsets, btf) = (offsets?, btf?);
         let (cg_id, cg_level) = cfg.cgroup.unwrap_or((0, 0));
         let cg_level = cg_level as u64;
         let all_files = cfg.all_files as u64;
@@ -123,7 +128,6 @@ impl Probes {
         let dropped =
             PerCpuArray::try_from(take_map(&mut ebpf, "DROPPED")?).map_err(map_err("DROPPED"))?;
         let slots = Array::try_from(take_map(&mut ebpf, "SLOTS")?).map_err(map_err("SLOTS"))?;
-        let spill = HashMap::try_from(take_map(&mut ebpf, "SPILL")?).map_err(map_err("SPILL"))?;
         Ok(Probes {
             ebpf: Some(ebpf),
             events,
@@ -132,25 +136,46 @@ impl Probes {
             traced_set: BTreeSet::new(),
             dropped,
             slots,
-            spill,
         })
     }
 
     /// Detaches every program: nothing more is recorded, and the state the
-    /// kernel side left (rings, open runs) holds still for a last read.
+    /// kernel side left (rings, open runs) holds still for a last read. The
+    /// kernel waits for a grace period per detached syscall hook, so the
+    /// programs are unloaded side by side.
     pub fn detach(&mut self) {
-        self.ebpf = None;
+        let Some(mut ebpf) = self.ebpf.take() else {
+            return;
+        };
+        std::thread::scope(|scope| {
+            for (_, program) in ebpf.programs_mut() {
+                if let Ok(p) = <&mut BtfTracePoint>::try_from(program) {
+                    scope.spawn(move || {
+                        let _ = p.unload();
+                    });
+                }
+            }
+        });
     }
 
-    /// The runs threads still had open, as records (after [`Probes::detach`]).
-    pub fn open_runs(&self) -> Vec<IoEvent> {
-        let in_slots = (0..self.slots.len()).filter_map(|i| self.slots.get(&i, 0).ok());
-        let spilled = self.spill.iter().filter_map(|kv| kv.ok().map(|(_, s)| s));
-        in_slots
-            .chain(spilled)
-            .filter(|s| s.tid != 0 && s.run.calls != 0)
-            .map(|s| s.run.event())
-            .collect()
+    /// The runs that the threads `tids` still had open, as records (after
+    /// [`Probes::detach`]). Every thread that took a slot has sent its name,
+    /// so the named threads' slots are all there is to look at.
+    pub fn open_runs(&self, tids: impl Iterator<Item = u32>) -> Vec<IoEvent> {
+        let mask = self.slots.len().saturating_sub(1);
+        let mut runs = Vec::new();
+        for tid in tids {
+            let (a, b) = iorepro_common::slot_indexes(tid, mask);
+            for i in [a, b] {
+                if let Ok(s) = self.slots.get(&i, 0) {
+                    if s.tid == tid && s.run.calls != 0 {
+                        runs.push(s.run.event());
+                        break;
+                    }
+                }
+            }
+        }
+        runs
     }
 
     pub fn trace(&mut self, tgid: u32) -> CollectResult<()> {
@@ -183,7 +208,6 @@ impl Probes {
                 .unwrap_or(0)
         };
         let io = (0..DROPPED_PROC)
-            .chain(std::iter::once(DROPPED_NAME))
             .map(|k| (k, sum(k)))
             .filter(|(_, n)| *n > 0)
             .collect();
@@ -203,7 +227,14 @@ where
 
 fn attach_btf(ebpf: &mut Ebpf, program_name: &str, hook: &str, btf: &AyaBtf) -> CollectResult<()> {
     let p: &mut BtfTracePoint = program(ebpf, program_name)?;
+    let t0 = std::time::Instant::now();
     p.load(hook, btf).map_err(prog_err(program_name))?;
+    if std::env::var("IOREPRO_T").is_ok() {
+        eprintln!(
+            "    load {program_name} {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+    }
     p.attach().map_err(prog_err(program_name))?;
     Ok(())
 }

@@ -47,7 +47,10 @@ pub const COMM_LEN: usize = 16;
 
 /// Slots of the per-CPU `DROPPED` counter array: I/O records are counted
 /// under their [`kind`] (so a report can say which ops were lost), thread
-/// names under `DROPPED_NAME`, process records under `DROPPED_PROC`.
+/// names under `DROPPED_NAME`, process records under `DROPPED_PROC`, and
+/// syscalls not followed because both of the thread's slots were busy under
+/// `DROPPED_BUSY`.
+pub const DROPPED_BUSY: u32 = 13;
 pub const DROPPED_NAME: u32 = 14;
 pub const DROPPED_PROC: u32 = 15;
 pub const DROPPED_SLOTS: u32 = 16;
@@ -216,7 +219,17 @@ pub struct Slot {
     pub file_flags: u32,
     pub run: Run,
     pub cache: [CachedFile; CACHED_FILES],
+    /// Where the kernel side reads windows of kernel structures.
+    pub scratch: Scratch,
 }
+
+/// Words of a [`Slot`]'s scratch buffer: room for the larger of
+/// [`FILE_WINDOW`] and [`INODE_WINDOW`].
+pub const SCRATCH_WORDS: usize = 32;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Scratch(pub [u32; SCRATCH_WORDS]);
 
 /// Sizes by which user space tells the I/O ring's records apart.
 pub const IO_EVENT_SIZE: usize = core::mem::size_of::<IoEvent>();
@@ -260,9 +273,17 @@ pub mod globals {
     pub const MERGE_RUNS: &str = "TRACE_MERGE_RUNS";
 }
 
-/// Per-thread slots are indexed by `tid & SLOT_MASK`; the loader sizes the
-/// map to the smallest power of two at least `pid_max`, at most this many.
+/// Per-thread slots: the loader sizes the map to the smallest power of two
+/// at least `pid_max`, at most this many.
 pub const MAX_SLOTS: u32 = 1 << 16;
+
+/// The two slots a thread may use (`mask`: the map's size minus one): its
+/// tid's low bits, or a hash of its tid.
+#[inline(always)]
+pub fn slot_indexes(tid: u32, mask: u32) -> (u32, u32) {
+    let mask = mask & (MAX_SLOTS - 1);
+    (tid & mask, (tid.wrapping_mul(0x9E37_79B1) >> 16) & mask)
+}
 
 #[cfg(feature = "user")]
 mod pod {
@@ -277,6 +298,7 @@ mod pod {
 const _: () = assert!(IO_EVENT_SIZE == 88);
 const _: () = assert!(PATH_EVENT_SIZE == 88 + 32 + 2 * PATH_LEN);
 const _: () = assert!(core::mem::size_of::<Run>() == 72);
-const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 72 + 40 * CACHED_FILES);
+const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 72 + 40 * CACHED_FILES + 128);
+const _: () = assert!(FILE_WINDOW <= SCRATCH_WORDS * 4 && INODE_WINDOW <= SCRATCH_WORDS * 4);
 const _: () = assert!(NAME_EVENT_SIZE == 24);
 const _: () = assert!(core::mem::size_of::<ProcEvent>() == 24);

@@ -2,20 +2,18 @@
 //! descriptor refers to.
 //!
 //! Member offsets are read-only globals that the loader fills in from the
-//! running kernel's BTF. The loader freezes them before the programs are
-//! verified, so the verifier knows each one as a constant: starting from the
-//! BTF-typed `current` task, `task->files->fdt` is then walked with plain
-//! loads, checked against the kernel's types, instead of a helper call per
-//! pointer (each costs about 30 ns). Only where BTF stops typing the chain
-//! (the `struct file *` array, and what hangs off a `struct file`) are
-//! `bpf_probe_read_kernel` calls left, and they read whole windows of a
-//! structure at once rather than one member each.
+//! running kernel's BTF; the loader freezes them before the programs are
+//! verified, so the verifier knows each one as a constant. Structures are
+//! read with `bpf_probe_read_kernel`, in whole windows where several members
+//! are needed (one helper call instead of one per member); plain loads are
+//! used only on the small BTF-typed tracepoint arguments (`pt_regs`, a task
+//! at fork), which are cheap to verify.
 
 use aya_ebpf::helpers::{
-    bpf_get_current_ancestor_cgroup_id, bpf_get_current_task_btf, bpf_probe_read_kernel,
+    bpf_get_current_ancestor_cgroup_id, bpf_get_current_task, bpf_probe_read_kernel,
 };
 use core::ptr::read_volatile;
-use iorepro_common::{FILE_WINDOW, INODE_WINDOW};
+use iorepro_common::{FILE_WINDOW, INODE_WINDOW, SCRATCH_WORDS};
 
 use crate::TRACED;
 
@@ -139,28 +137,26 @@ pub const S_IFDIR: u32 = 0o040000;
 pub const O_APPEND: u32 = 0o2000;
 
 /// The `struct file *` installed at descriptor `fd` of the current task.
+/// (Only on a file-cache miss: four helper reads. Plain loads from the
+/// BTF-typed `current` would save them, but checking each load against
+/// `task_struct`'s type made the programs several times slower to verify,
+/// and a capture's start-up with them.)
 #[inline(always)]
 pub fn file_of(fd: u64) -> Option<u64> {
-    // SAFETY: `current` is BTF-typed; each member offset is the kernel's own
-    // and the verifier checks every load against the member's type.
-    unsafe {
-        let task = bpf_get_current_task_btf() as *const u8;
-        let files: *const u8 = member(task, global(&OFF_TASK_FILES));
-        if files.is_null() {
-            return None;
-        }
-        let fdt: *const u8 = member(files, global(&OFF_FILES_FDT));
-        if fdt.is_null() {
-            return None;
-        }
-        let max_fds: u32 = member(fdt, global(&OFF_FDT_MAX_FDS));
-        if fd >= max_fds as u64 {
-            return None;
-        }
-        let table: u64 = member(fdt, global(&OFF_FDT_FD));
-        let file: u64 = probe(table.wrapping_add(fd * 8))?;
-        (file != 0).then_some(file)
+    // SAFETY: helper without arguments.
+    let task = unsafe { bpf_get_current_task() };
+    let files: u64 = probe(task.wrapping_add(global(&OFF_TASK_FILES)))?;
+    let fdt: u64 = probe(files.wrapping_add(global(&OFF_FILES_FDT)))?;
+    if files == 0 || fdt == 0 {
+        return None;
     }
+    let max_fds: u32 = probe(fdt.wrapping_add(global(&OFF_FDT_MAX_FDS)))?;
+    if fd >= max_fds as u64 {
+        return None;
+    }
+    let table: u64 = probe(fdt.wrapping_add(global(&OFF_FDT_FD)))?;
+    let file: u64 = probe(table.wrapping_add(fd * 8))?;
+    (file != 0).then_some(file)
 }
 
 /// What one read of a `struct file` tells: its inode, open flags and position.
@@ -170,32 +166,54 @@ pub struct FileWindow {
     pub pos: i64,
 }
 
+/// Reads the window of `file` that holds its inode, flags and position into
+/// `scratch` (a per-thread buffer in map memory: a stack buffer would make
+/// every verifier state larger, and slower to compare).
 #[inline(always)]
-pub fn file_window(file: u64) -> Option<FileWindow> {
+pub fn file_window(file: u64, scratch: &mut Scratch) -> Option<FileWindow> {
     let at = global(&OFF_FILE_WINDOW_AT);
-    let w: Words<{ FILE_WINDOW / 4 }> = probe(file.wrapping_add(at))?;
+    read_into(file.wrapping_add(at), &mut scratch.0[..FILE_WINDOW / 4])?;
     Some(FileWindow {
-        inode: w.u64_at(global(&OFF_FILE_INODE).wrapping_sub(at)),
-        flags: w.u32_at(global(&OFF_FILE_FLAGS).wrapping_sub(at)),
-        pos: w.u64_at(global(&OFF_FILE_POS).wrapping_sub(at)) as i64,
+        inode: scratch.u64_at(global(&OFF_FILE_INODE).wrapping_sub(at)),
+        flags: scratch.u32_at(global(&OFF_FILE_FLAGS).wrapping_sub(at)),
+        pos: scratch.u64_at(global(&OFF_FILE_POS).wrapping_sub(at)) as i64,
     })
+}
+
+/// Fills `buf` from kernel memory at `addr`.
+#[inline(always)]
+fn read_into(addr: u64, buf: &mut [u32]) -> Option<()> {
+    // SAFETY: the helper writes at most `buf`'s length and faults safely.
+    let r = unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_kernel(
+            buf.as_mut_ptr().cast(),
+            (buf.len() * 4) as u32,
+            addr as *const core::ffi::c_void,
+        )
+    };
+    (r == 0).then_some(())
 }
 
 /// A window of a kernel structure, read at once; members are picked out by
 /// their byte offset in the window (always a constant to the verifier).
-#[repr(C)]
-struct Words<const N: usize>([u32; N]);
+pub use iorepro_common::Scratch;
 
-impl<const N: usize> Words<N> {
+trait Members {
+    fn u32_at(&self, off: u64) -> u32;
+    fn u64_at(&self, off: u64) -> u64;
+    fn u16_at(&self, off: u64) -> u16;
+}
+
+impl Members for Scratch {
     #[inline(always)]
     fn u32_at(&self, off: u64) -> u32 {
-        self.0[(off as usize / 4).min(N - 1)]
+        self.0[(off as usize / 4).min(SCRATCH_WORDS - 1)]
     }
 
     /// An 8-byte member (8-aligned in the structure, as the window's start is).
     #[inline(always)]
     fn u64_at(&self, off: u64) -> u64 {
-        let i = (off as usize / 4).min(N - 2);
+        let i = (off as usize / 4).min(SCRATCH_WORDS - 2);
         self.0[i] as u64 | (self.0[i + 1] as u64) << 32
     }
 
@@ -233,14 +251,14 @@ impl Identity {
 
 /// `(ino, dev, mode)` of an inode: one read of its head, one of its superblock's dev.
 #[inline(always)]
-pub fn identity(inode: u64) -> Option<Identity> {
+pub fn identity(inode: u64, scratch: &mut Scratch) -> Option<Identity> {
     if inode == 0 {
         return None;
     }
-    let w: Words<{ INODE_WINDOW / 4 }> = probe(inode)?;
-    let mode = w.u16_at(global(&OFF_INODE_MODE)) as u32;
-    let ino = w.u64_at(global(&OFF_INODE_INO));
-    let sb = w.u64_at(global(&OFF_INODE_SB));
+    read_into(inode, &mut scratch.0[..INODE_WINDOW / 4])?;
+    let mode = scratch.u16_at(global(&OFF_INODE_MODE)) as u32;
+    let ino = scratch.u64_at(global(&OFF_INODE_INO));
+    let sb = scratch.u64_at(global(&OFF_INODE_SB));
     let dev: u32 = probe(sb.wrapping_add(global(&OFF_SB_DEV)))?;
     Some(Identity { ino, dev, mode })
 }
@@ -272,33 +290,26 @@ const AT_FDCWD: i32 = -100;
 
 /// (inode, dev) of the directory a relative path starts from: `dirfd`'s
 /// file, or the current working directory for `AT_FDCWD`.
-pub fn dir_of(dirfd: i32) -> (u64, u32) {
+pub fn dir_of(dirfd: i32, scratch: &mut Scratch) -> (u64, u32) {
     let inode = if dirfd == AT_FDCWD {
         cwd_inode()
     } else if dirfd >= 0 {
-        file_of(dirfd as u64).and_then(file_window).map(|w| w.inode)
+        file_of(dirfd as u64)
+            .and_then(|f| file_window(f, scratch))
+            .map(|w| w.inode)
     } else {
         None
     };
     inode
-        .and_then(identity)
+        .and_then(|i| identity(i, scratch))
         .map(|i| (i.ino, i.dev))
         .unwrap_or((0, 0))
 }
 
 fn cwd_inode() -> Option<u64> {
-    // SAFETY: BTF-typed walk from `current`, as in `file_of`.
-    unsafe {
-        let task = bpf_get_current_task_btf() as *const u8;
-        let fs: *const u8 = member(task, global(&OFF_TASK_FS));
-        if fs.is_null() {
-            return None;
-        }
-        let dentry: *const u8 = member(fs, global(&OFF_FS_PWD_DENTRY));
-        if dentry.is_null() {
-            return None;
-        }
-        let inode: u64 = member(dentry, global(&OFF_DENTRY_INODE));
-        Some(inode)
-    }
+    // SAFETY: helper without arguments.
+    let task = unsafe { bpf_get_current_task() };
+    let fs: u64 = probe(task.wrapping_add(global(&OFF_TASK_FS)))?;
+    let dentry: u64 = probe(fs.wrapping_add(global(&OFF_FS_PWD_DENTRY)))?;
+    probe(dentry.wrapping_add(global(&OFF_DENTRY_INODE)))
 }

@@ -36,7 +36,7 @@ mod syscalls;
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, TracePointContext},
 };
 use iorepro_common::{kind, proc_kind, IoEvent, COMM_LEN, DROPPED_SLOTS, MAX_SLOTS};
@@ -49,13 +49,9 @@ use crate::slots::Slot;
 #[map]
 static TRACED: Array<kernel::Traced> = Array::with_max_entries(1 << 22, 0);
 
-/// Per-thread state, indexed by `tid & SLOT_MASK` (the loader sets the size).
+/// Per-thread state (see `slots`; the loader sets the size).
 #[map]
 static SLOTS: Array<Slot> = Array::with_max_entries(MAX_SLOTS, 0);
-
-/// The state of threads whose slot another live thread holds.
-#[map]
-static SPILL: HashMap<u32, Slot> = HashMap::with_max_entries(4096, 0);
 
 /// I/O records; user space polls it, so submissions never wake it up.
 #[map]

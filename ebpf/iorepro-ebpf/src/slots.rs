@@ -1,15 +1,18 @@
 //! Per-thread state between a syscall's entry and its exit, and the files a
 //! thread recently used.
 //!
-//! A thread's state lives in an array slot chosen by `tid & SLOT_MASK`: the
-//! verifier inlines array lookups, where a hash-map lookup or update costs
-//! 30 to 150 ns, and this is done twice for every syscall of interest. The
-//! loader sizes the array to cover `pid_max` (up to [`MAX_SLOTS`] entries), so
-//! two live threads share a slot only beyond that; then the later one keeps
-//! its state in the `SPILL` hash map instead, found by its tid. Whoever takes
-//! a free slot owns it until it exits (`release`), and its name is sent when
-//! it first takes one, so user space always knows the name of a thread before
-//! it sees that thread's I/O.
+//! A thread's state lives in a slot of an array: the verifier inlines array
+//! lookups, where a hash-map lookup or update costs 30 to 150 ns, and this is
+//! done twice for every syscall of interest. A thread may use one of two
+//! slots, `tid & SLOT_MASK` or a hash of its tid; the loader sizes the array
+//! to cover `pid_max` (up to [`MAX_SLOTS`] entries), so below that the first
+//! is always the thread's own. Beyond it, a thread takes whichever of its two
+//! slots has no syscall in flight, sending the run of a previous owner first;
+//! only when both are in flight at once is its call lost, and counted. A
+//! thread's name is sent when it takes a slot, so user space always knows the
+//! name of a thread before it sees that thread's I/O. (One map for all slots
+//! also keeps the verifier's work small: states with pointers into two
+//! different maps could not be merged.)
 //!
 //! The file cache saves the walk from a descriptor to its file and the
 //! file's identity (helper calls of about 30 ns each) when a thread uses the
@@ -27,12 +30,12 @@
 
 use aya_ebpf::helpers::bpf_get_current_comm;
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
-use iorepro_common::{CachedFile, NameEvent, CACHED_FILES, COMM_LEN, DROPPED_NAME, MAX_SLOTS};
+use iorepro_common::{CachedFile, NameEvent, CACHED_FILES, COMM_LEN, DROPPED_NAME};
 pub use iorepro_common::{Slot, IDLE};
 
 use crate::kernel::{slot_mask, Identity, Traced, GEN_STEP, SHARED_FILES};
 use crate::records;
-use crate::{SLOTS, SPILL, TRACED};
+use crate::{SLOTS, TRACED};
 
 /// Moves a process's descriptor-table generation: cached files are stale.
 #[inline(always)]
@@ -45,101 +48,83 @@ pub fn bump_generation(tgid: u32) {
     }
 }
 
+/// The two slots a thread may use.
 #[inline(always)]
-fn slot_index(tid: u32) -> u32 {
-    tid & slot_mask() & (MAX_SLOTS - 1)
+fn slot_indexes(tid: u32) -> (u32, u32) {
+    iorepro_common::slot_indexes(tid, slot_mask())
 }
 
-/// The calling thread's slot, taking a free one (and naming the thread) on
-/// first use, or its spill entry when another live thread holds the slot.
+#[inline(always)]
+fn slot_at(index: u32) -> Option<*mut Slot> {
+    SLOTS.get_ptr_mut(index)
+}
+
+/// The calling thread's slot, taken (and the thread named) on first use.
+/// `None` when both of its slots are held by threads with a call in flight:
+/// the caller counts the call as lost.
 #[inline(always)]
 pub fn claim(pid_tgid: u64) -> Option<*mut Slot> {
     let tid = pid_tgid as u32;
-    let slot = SLOTS.get_ptr_mut(slot_index(tid))?;
+    let (first, second) = slot_indexes(tid);
+    let a = slot_at(first)?;
+    let b = slot_at(second)?;
     // SAFETY: array values are valid memory; a slot is written only by its
     // owner, and taken over only while no syscall is in flight in it.
-    let s = unsafe { &mut *slot };
-    if s.tid == tid {
-        return Some(slot);
+    let (sa, sb) = unsafe { (&mut *a, &mut *b) };
+    if sa.tid == tid {
+        return Some(a);
     }
-    if s.tid != 0 && s.nr != IDLE {
-        return spill(pid_tgid);
+    if sb.tid == tid {
+        return Some(b);
     }
+    let (slot, s) = if sa.tid == 0 || sa.nr == IDLE {
+        (a, sa)
+    } else if sb.tid == 0 || sb.nr == IDLE {
+        (b, sb)
+    } else {
+        return None;
+    };
+    crate::runs::flush(&mut s.run);
     s.tid = tid;
     s.nr = IDLE;
-    s.run.calls = 0;
     forget_files(s);
     send_name(pid_tgid);
     Some(slot)
 }
 
-#[inline(never)]
-fn spill(pid_tgid: u64) -> Option<*mut Slot> {
-    let tid = pid_tgid as u32;
-    if let Some(s) = SPILL.get_ptr_mut(tid) {
-        return Some(s);
-    }
-    // SAFETY: an all-zero Slot is a valid value.
-    let mut fresh: Slot = unsafe { core::mem::zeroed() };
-    fresh.tid = tid;
-    fresh.nr = IDLE;
-    SPILL.insert(tid, fresh, 0).ok()?;
-    send_name(pid_tgid);
-    SPILL.get_ptr_mut(tid)
-}
-
-/// The calling thread's state if it has a syscall in flight.
-#[inline(always)]
-pub fn in_flight(pid_tgid: u64) -> Option<*mut Slot> {
-    let tid = pid_tgid as u32;
-    let slot = SLOTS.get_ptr_mut(slot_index(tid))?;
-    // SAFETY: see `claim`.
-    let s = unsafe { &*slot };
-    if s.tid == tid {
-        return (s.nr != IDLE).then_some(slot);
-    }
-    if !crate::kernel::is_traced(pid_tgid) {
-        return None;
-    }
-    let spilled = SPILL.get_ptr_mut(tid)?;
-    // SAFETY: the entry belongs to this thread.
-    (unsafe { (*spilled).nr } != IDLE).then_some(spilled)
-}
-
-/// The calling thread's slot (or spill entry) if it has one, in flight or not.
+/// The calling thread's slot if it holds one, in flight or not.
 #[inline(always)]
 pub fn owned(pid_tgid: u64) -> Option<*mut Slot> {
     let tid = pid_tgid as u32;
-    let slot = SLOTS.get_ptr_mut(slot_index(tid))?;
+    let (first, second) = slot_indexes(tid);
+    let a = slot_at(first)?;
     // SAFETY: see `claim`.
-    if unsafe { (*slot).tid } == tid {
-        return Some(slot);
+    if unsafe { (*a).tid } == tid {
+        return Some(a);
     }
-    if !crate::kernel::is_traced(pid_tgid) {
-        return None;
-    }
-    SPILL.get_ptr_mut(tid)
+    let b = slot_at(second)?;
+    // SAFETY: see `claim`.
+    (unsafe { (*b).tid } == tid).then_some(b)
+}
+
+/// The calling thread's slot if it has a syscall in flight.
+#[inline(always)]
+pub fn in_flight(pid_tgid: u64) -> Option<*mut Slot> {
+    let slot = owned(pid_tgid)?;
+    // SAFETY: see `claim`.
+    (unsafe { (*slot).nr } != IDLE).then_some(slot)
 }
 
 /// A thread has exited: its open run is sent and its slot is free for the
 /// next one.
 #[inline(always)]
 pub fn release(pid_tgid: u64) {
-    let tid = pid_tgid as u32;
-    if let Some(slot) = SLOTS.get_ptr_mut(slot_index(tid)) {
+    if let Some(slot) = owned(pid_tgid) {
         // SAFETY: see `claim`; the exiting thread is the owner.
         let s = unsafe { &mut *slot };
-        if s.tid == tid {
-            crate::runs::flush(&mut s.run);
-            s.tid = 0;
-            s.nr = IDLE;
-            return;
-        }
-    }
-    if let Some(spilled) = SPILL.get_ptr_mut(tid) {
-        // SAFETY: the entry belongs to the exiting thread.
-        crate::runs::flush(unsafe { &mut (*spilled).run });
-        let _ = SPILL.remove(tid);
+        crate::runs::flush(&mut s.run);
+        s.tid = 0;
+        s.nr = IDLE;
     }
 }
 

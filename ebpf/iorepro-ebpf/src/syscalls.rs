@@ -149,6 +149,7 @@ pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
         _ => u64::MAX - 1,
     };
     let Some(slot) = slots::claim(pid_tgid) else {
+        records::count_drop(iorepro_common::DROPPED_BUSY);
         return;
     };
     // SAFETY: the slot belongs to this thread.
@@ -182,7 +183,7 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced) -> bool {
                 return false;
             }
             if at_position {
-                let Some(w) = file_window(file) else {
+                let Some(w) = file_window(file, &mut s.scratch) else {
                     return false;
                 };
                 s.pos = w.pos;
@@ -194,10 +195,10 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced) -> bool {
             let Some(file) = file_of(fd) else {
                 return false;
             };
-            let Some(w) = file_window(file) else {
+            let Some(w) = file_window(file, &mut s.scratch) else {
                 return false;
             };
-            let Some(id) = identity(w.inode) else {
+            let Some(id) = identity(w.inode, &mut s.scratch) else {
                 return false;
             };
             slots::remember(s, fd, file, &id, traced);
@@ -307,7 +308,7 @@ fn data_op(op: u32, nr: u64, regs: *const u8, s: &mut Slot, mut io: IoEvent) {
 }
 
 /// Most iovecs looked at; a larger vector's size counts its first entries only.
-const MAX_IOV: u64 = 64;
+const MAX_IOV: u64 = 8;
 
 fn iov_total(iov: u64, count: u64) -> u64 {
     let mut total = 0u64;
@@ -353,15 +354,23 @@ fn path_exit(nr: u64, regs: *const u8, s: &mut Slot, io: IoEvent) {
             let flags = unsafe { bpf_probe_read_user(dx as *const u64) }.unwrap_or(0);
             open_op(si, di as i32, flags as u32, s, io)
         }
-        UNLINK => path_op(kind::UNLINK, (AT_FDCWD, di), None, 0, io),
-        UNLINKAT => path_op(kind::UNLINK, (di as i32, si), None, dx as u32, io),
-        RENAME => path_op(kind::RENAME, (AT_FDCWD, di), Some((AT_FDCWD, si)), 0, io),
-        RENAMEAT => path_op(kind::RENAME, (di as i32, si), Some((dx as i32, r10)), 0, io),
+        UNLINK => path_op(kind::UNLINK, (AT_FDCWD, di), None, 0, s, io),
+        UNLINKAT => path_op(kind::UNLINK, (di as i32, si), None, dx as u32, s, io),
+        RENAME => path_op(kind::RENAME, (AT_FDCWD, di), Some((AT_FDCWD, si)), 0, s, io),
+        RENAMEAT => path_op(
+            kind::RENAME,
+            (di as i32, si),
+            Some((dx as i32, r10)),
+            0,
+            s,
+            io,
+        ),
         RENAMEAT2 => path_op(
             kind::RENAME,
             (di as i32, si),
             Some((dx as i32, r10)),
             r8 as u32,
+            s,
             io,
         ),
         _ => {}
@@ -377,7 +386,10 @@ fn open_op(path: u64, dirfd: i32, flags: u32, s: &mut Slot, mut io: IoEvent) {
     let Some(file) = file_of(fd) else {
         return;
     };
-    let Some(id) = file_window(file).and_then(|w| identity(w.inode)) else {
+    let Some(w) = file_window(file, &mut s.scratch) else {
+        return;
+    };
+    let Some(id) = identity(w.inode, &mut s.scratch) else {
         return;
     };
     slots::remember(s, fd, file, &id, traced);
@@ -400,14 +412,21 @@ fn open_op(path: u64, dirfd: i32, flags: u32, s: &mut Slot, mut io: IoEvent) {
     ev.dir2_ino = 0;
     ev.dir2_dev = 0;
     ev.path2[0] = 0;
-    let (ino, dev, truncated) = read_path(path, dirfd, &mut ev.path);
+    let (ino, dev, truncated) = read_path(path, dirfd, &mut ev.path, &mut s.scratch);
     ev.dir_ino = ino;
     ev.dir_dev = dev;
     ev.truncated = truncated;
     records::submit(entry);
 }
 
-fn path_op(op: u32, first: (i32, u64), second: Option<(i32, u64)>, flags: u32, mut io: IoEvent) {
+fn path_op(
+    op: u32,
+    first: (i32, u64),
+    second: Option<(i32, u64)>,
+    flags: u32,
+    s: &mut Slot,
+    mut io: IoEvent,
+) {
     io.kind = op;
     io.flags = flags;
     io.ino = 0;
@@ -419,11 +438,11 @@ fn path_op(op: u32, first: (i32, u64), second: Option<(i32, u64)>, flags: u32, m
     let ev = unsafe { &mut *entry.as_mut_ptr() };
     ev.io = io;
     ev.mode = 0;
-    let (ino, dev, t1) = read_path(first.1, first.0, &mut ev.path);
+    let (ino, dev, t1) = read_path(first.1, first.0, &mut ev.path, &mut s.scratch);
     ev.dir_ino = ino;
     ev.dir_dev = dev;
     let (ino2, dev2, t2) = match second {
-        Some((dirfd, p)) => read_path(p, dirfd, &mut ev.path2),
+        Some((dirfd, p)) => read_path(p, dirfd, &mut ev.path2, &mut s.scratch),
         None => {
             ev.path2[0] = 0;
             (0, 0, 0)
@@ -437,7 +456,12 @@ fn path_op(op: u32, first: (i32, u64), second: Option<(i32, u64)>, flags: u32, m
 
 /// Copies a user path; returns the start directory (for a relative path) and
 /// whether the string was cut.
-fn read_path(user: u64, dirfd: i32, buf: &mut [u8; PATH_LEN]) -> (u64, u32, u32) {
+fn read_path(
+    user: u64,
+    dirfd: i32,
+    buf: &mut [u8; PATH_LEN],
+    scratch: &mut kernel::Scratch,
+) -> (u64, u32, u32) {
     // SAFETY: probe read of user memory into the reserved record.
     let len = match unsafe { bpf_probe_read_user_str_bytes(user as *const u8, buf) } {
         Ok(s) => s.len(),
@@ -450,6 +474,6 @@ fn read_path(user: u64, dirfd: i32, buf: &mut [u8; PATH_LEN]) -> (u64, u32, u32)
     if buf[0] == b'/' {
         return (0, 0, truncated);
     }
-    let (ino, dev) = dir_of(dirfd);
+    let (ino, dev) = dir_of(dirfd, scratch);
     (ino, dev, truncated)
 }
