@@ -4,6 +4,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use iorepro_common::{
@@ -11,6 +12,8 @@ use iorepro_common::{
     NAME_EVENT_SIZE, PATH_EVENT_SIZE,
 };
 use iorepro_traces::{Manifest, Op, Source, TraceError, TraceWriter, WriterOptions};
+
+use rustc_hash::FxHashMap;
 
 use crate::cli::{CaptureOptions, Target};
 use crate::error::{CollectError, CollectResult};
@@ -40,7 +43,10 @@ struct Session {
     files: FileTable,
     procs: ProcTable,
     /// Thread names by tid, as the kernel side reports them.
-    names: std::collections::HashMap<u32, [u8; COMM_LEN]>,
+    names: FxHashMap<u32, [u8; COMM_LEN]>,
+    /// Whether rows of a path are kept, by the address of the path's
+    /// interned string (held here, so the address cannot be reused).
+    kept_paths: FxHashMap<*const u8, (Rc<str>, bool)>,
     rows: Reorder,
     prefixes: Vec<String>,
     all_files: bool,
@@ -86,6 +92,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         files: FileTable::default(),
         procs: ProcTable::default(),
         names: Default::default(),
+        kept_paths: Default::default(),
         rows: Reorder::new(hostname()),
         prefixes: opts.path_prefixes.clone(),
         all_files: opts.all_files,
@@ -157,7 +164,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             }
         }
         let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
-        if let Err(e) = session.rows.release(Some(watermark), &mut writer) {
+        if let Err(e) = session.release(Some(watermark), &mut writer) {
             write_error = Some(e);
             mid_capture = true;
             break;
@@ -173,7 +180,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         for run in probes.open_runs(named.into_iter()) {
             session.on_io(&run);
         }
-        if let Err(e) = session.rows.release(None, &mut writer) {
+        if let Err(e) = session.release(None, &mut writer) {
             write_error = Some(e);
         }
     }
@@ -300,6 +307,17 @@ fn sweep(probes: &mut Probes) -> usize {
 }
 
 impl Session {
+    /// Hands the rows the watermark has passed to the writer.
+    fn release(
+        &mut self,
+        watermark: Option<i64>,
+        writer: &mut TraceWriter,
+    ) -> Result<usize, TraceError> {
+        let names = &self.names;
+        let comm = |tid: i32| names.get(&(tid as u32)).copied().unwrap_or([0; COMM_LEN]);
+        self.rows.release(watermark, comm, writer)
+    }
+
     fn adopt(&mut self, tgid: u32) {
         let parent = procs::parent_of(tgid).and_then(|p| self.procs_rank_known(p));
         self.procs.adopt(tgid, parent);
@@ -403,16 +421,11 @@ impl Session {
         self.keep(&ev.io, op, Some(path));
     }
 
-    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<std::sync::Arc<str>>) {
-        if !self.wanted(path.as_deref()) {
+    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<Rc<str>>) {
+        if !self.wanted(path.as_ref()) {
             return;
         }
         let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
-        let comm = self
-            .names
-            .get(&(ev.pid_tgid as u32))
-            .copied()
-            .unwrap_or([0; COMM_LEN]);
         // TEMPORARY: expand runs until the format carries them.
         if ev.calls > 1 {
             let n = ev.calls as u64;
@@ -430,27 +443,31 @@ impl Session {
                     op,
                     rank,
                     path.clone(),
-                    comm,
                     self.wall_offset_ns,
                 ));
             }
             return;
         }
-        self.rows.push(Row::from_event(
-            ev,
-            op,
-            rank,
-            path,
-            comm,
-            self.wall_offset_ns,
-        ));
+        self.rows
+            .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
     }
 
-    /// Regular files outside the kernel's pseudo file systems, under a prefix if given.
-    fn wanted(&self, path: Option<&str>) -> bool {
+    /// Regular files outside the kernel's pseudo file systems, under a prefix
+    /// if given; decided once per path (the file table interns paths, so rows
+    /// of one file share one string).
+    fn wanted(&mut self, path: Option<&Rc<str>>) -> bool {
         let Some(p) = path else {
             return self.prefixes.is_empty();
         };
+        if let Some((_, kept)) = self.kept_paths.get(&p.as_ptr()) {
+            return *kept;
+        }
+        let kept = self.decide(p);
+        self.kept_paths.insert(p.as_ptr(), (p.clone(), kept));
+        kept
+    }
+
+    fn decide(&self, p: &str) -> bool {
         if !self.all_files && ["/proc", "/sys", "/dev"].iter().any(|d| under(p, d)) {
             return false;
         }
