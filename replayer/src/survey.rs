@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use iorepro_traces::schema::{
+use iorepro_traces::format::schema::{
     COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
     COL_SIZE, COL_TS,
 };

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use iorepro_traces::schema::Op;
+use iorepro_traces::Op;
 use iorepro_traces::{Events, Manifest, TraceReader};
 
 /// One trace row, owned.

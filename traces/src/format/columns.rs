@@ -8,7 +8,7 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 
-use crate::schema::{idx, Op};
+use crate::format::schema::{idx, Op};
 
 /// One batch of trace rows in the canonical schema.
 #[derive(Debug, Clone)]
@@ -19,7 +19,7 @@ pub struct Events {
 impl Events {
     /// Wraps a batch that has the canonical schema (from the reader or the builder).
     pub fn new(batch: RecordBatch) -> Self {
-        debug_assert_eq!(batch.num_columns(), crate::schema::COLUMNS.len());
+        debug_assert_eq!(batch.num_columns(), crate::format::schema::COLUMNS.len());
         Events { batch }
     }
 

@@ -20,8 +20,8 @@ use crate::analysis::phases::{self, Phase};
 use crate::analysis::prefetch::Prefetch;
 use crate::analysis::timeline::{Timeline, BASE_WINDOW_NS};
 use crate::error::TraceResult;
-use crate::reader::TraceReader;
-use crate::schema::{
+use crate::format::reader::TraceReader;
+use crate::format::schema::{
     Op, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET, COL_SIZE,
     COL_TS,
 };

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{one_line, TraceError, TraceResult};
-use crate::schema::{FORMAT_NAME, SCHEMA_VERSION};
+use crate::format::schema::{FORMAT_NAME, SCHEMA_VERSION};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 
@@ -127,7 +127,7 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         let tmp = dir.join(".manifest.json.tmp");
         let text = serde_json::to_string_pretty(self).expect("manifest serializes");
-        crate::writer::write_private_file(&tmp, text.as_bytes())?;
+        crate::format::private_file::write_private_file(&tmp, text.as_bytes())?;
         std::fs::rename(&tmp, &path).map_err(|e| TraceError::io(&path, e))
     }
 

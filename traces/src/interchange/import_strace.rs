@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
-use crate::event::EventRow;
-use crate::import_common::{files_in, write_imported};
-use crate::manifest::Manifest;
-use crate::schema::Op;
+use crate::format::event::EventRow;
+use crate::format::manifest::Manifest;
+use crate::format::schema::Op;
+use crate::interchange::import_common::{files_in, write_imported};
 
 pub struct StraceOptions {
     pub host: String,

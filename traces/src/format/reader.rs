@@ -20,11 +20,11 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use parquet::arrow::ProjectionMask;
 use parquet::file::statistics::Statistics;
 
-use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::manifest::{Manifest, MANIFEST_FILE};
-use crate::schema::{trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
-use crate::segment_file::{guard, SegmentFile};
+use crate::format::columns::Events;
+use crate::format::manifest::{Manifest, MANIFEST_FILE};
+use crate::format::schema::{trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
+use crate::format::segment_file::{guard, SegmentFile};
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
@@ -56,7 +56,7 @@ impl TraceReader {
             let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
             (m, files)
         } else {
-            let mut m = Manifest::new(crate::manifest::Source::Import);
+            let mut m = Manifest::new(crate::format::manifest::Source::Import);
             m.complete = true;
             m.segments = vec![path
                 .file_name()

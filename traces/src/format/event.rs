@@ -9,7 +9,7 @@ use arrow_array::builder::{
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 
-use crate::schema::{trace_schema, Op};
+use crate::format::schema::{trace_schema, Op};
 
 /// A row borrowed from its producer (collector, synth, importer): no allocation per row.
 #[derive(Debug, Clone, Copy)]

@@ -4,7 +4,6 @@
 //! killed at any moment leaves a readable trace of every finished segment.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -18,16 +17,14 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
 
-use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::event::{EventBatchBuilder, EventRow};
-use crate::manifest::{Manifest, Source};
-use crate::schema::{
+use crate::format::columns::Events;
+use crate::format::event::{EventBatchBuilder, EventRow};
+use crate::format::manifest::{Manifest, Source};
+use crate::format::private_file::TRACE_FILE_MODE;
+use crate::format::schema::{
     trace_schema, COL_DUR_NS, COL_OFFSET, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
 };
-
-/// Trace files hold paths and command lines of someone's job: not world-readable.
-pub const TRACE_FILE_MODE: u32 = 0o640;
 
 #[derive(Debug, Clone)]
 pub struct WriterOptions {
@@ -322,17 +319,4 @@ fn sort_by_ts(batch: RecordBatch) -> RecordBatch {
     }
     let idx = sort_to_indices(ev.ts(), None, None).expect("timestamps sort");
     take_record_batch(&batch, &idx).expect("take by sort indices")
-}
-
-/// Creates (or truncates) a file readable by owner and group only.
-pub fn write_private_file(path: &Path, bytes: &[u8]) -> TraceResult<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(TRACE_FILE_MODE)
-        .open(path)
-        .map_err(|e| TraceError::io(path, e))?;
-    f.write_all(bytes).map_err(|e| TraceError::io(path, e))?;
-    f.sync_data().map_err(|e| TraceError::io(path, e))
 }

@@ -18,8 +18,8 @@ use arrow_array::Array;
 use serde::Serialize;
 
 use crate::error::{TraceError, TraceResult};
-use crate::reader::TraceReader;
-use crate::schema::{Op, COL_OFFSET, COL_OP, COL_PATH, COL_RANK, COL_RET, COL_TS};
+use crate::format::reader::TraceReader;
+use crate::format::schema::{Op, COL_OFFSET, COL_OP, COL_PATH, COL_RANK, COL_RET, COL_TS};
 
 pub const JOB_FILE: &str = "job.fio";
 
