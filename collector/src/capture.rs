@@ -426,28 +426,6 @@ impl Session {
             return;
         }
         let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
-        // TEMPORARY: expand runs until the format carries them.
-        if ev.calls > 1 {
-            let n = ev.calls as u64;
-            let each = ev.size / n;
-            for i in 0..n {
-                let mut one = *ev;
-                one.calls = 1;
-                one.size = each;
-                one.ret = each as i64;
-                one.offset = ev.offset + (i * each) as i64;
-                one.dur_ns = ev.dur_ns / n;
-                one.ts_ns = ev.ts_ns + (ev.span_ns - one.dur_ns) * i / (n - 1);
-                self.rows.push(Row::from_event(
-                    &one,
-                    op,
-                    rank,
-                    path.clone(),
-                    self.wall_offset_ns,
-                ));
-            }
-            return;
-        }
         self.rows
             .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
     }

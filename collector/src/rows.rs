@@ -25,6 +25,8 @@ pub struct Row {
     pub size: Option<i64>,
     pub ret: i64,
     pub flags: Option<i32>,
+    pub calls: i64,
+    pub span_ns: Option<i64>,
 }
 
 pub fn op_of(kind: u32) -> Option<Op> {
@@ -80,6 +82,8 @@ impl Row {
             size,
             ret: ev.ret,
             flags,
+            calls: ev.calls.max(1) as i64,
+            span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
         }
     }
 }
@@ -191,6 +195,8 @@ impl Reorder {
                     size: row.size,
                     ret: row.ret,
                     flags: row.flags,
+                    calls: row.calls,
+                    span_ns: row.span_ns,
                 })?;
                 n += 1;
             }

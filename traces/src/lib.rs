@@ -24,5 +24,6 @@ pub use format::columns::Events;
 pub use format::event::{EventBatchBuilder, EventRow};
 pub use format::manifest::{Manifest, Source};
 pub use format::reader::TraceReader;
+pub use format::runs::{Call, Run};
 pub use format::schema::{trace_schema, Op, SCHEMA_VERSION};
 pub use format::writer::{TraceWriter, WriterOptions};

@@ -521,6 +521,8 @@ impl<'w> Generator<'w> {
                 size: r.size,
                 ret: r.ret,
                 flags: r.flags,
+                calls: 1,
+                span_ns: None,
             })?;
         }
         Ok(())

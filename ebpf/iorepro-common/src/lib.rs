@@ -45,8 +45,9 @@ pub mod proc_kind {
 pub const PATH_LEN: usize = 256;
 pub const COMM_LEN: usize = 16;
 
-/// Slots of the per-CPU `DROPPED` counter array: I/O records are counted
-/// under their [`kind`] (so a report can say which ops were lost), thread
+/// Slots of the per-CPU `DROPPED` counter array: lost I/O records are counted
+/// under their [`kind`] (so a report can say which ops were lost), by the
+/// calls they stood for (a lost run counts all its calls), thread
 /// names under `DROPPED_NAME`, process records under `DROPPED_PROC`, and
 /// syscalls not followed because both of the thread's slots were busy under
 /// `DROPPED_BUSY`.

@@ -26,12 +26,15 @@ pub fn submit<T: 'static>(entry: RingBufEntry<T>) {
     entry.submit(NO_WAKEUP);
 }
 
-/// Sends an I/O record.
+/// Sends an I/O record; a full ring counts every call it stands for as lost.
 #[inline(always)]
 pub fn io(io: &IoEvent) {
-    if let Some(mut entry) = reserve::<IoEvent>(io.kind) {
-        entry.write(*io);
-        submit(entry);
+    match EVENTS.reserve::<IoEvent>(0) {
+        Some(mut entry) => {
+            entry.write(*io);
+            submit(entry);
+        }
+        None => count_drops(io.kind, io.calls as u64),
     }
 }
 
@@ -48,9 +51,13 @@ pub fn name(pid_tgid: u64, comm: &[u8; COMM_LEN]) {
 }
 
 pub fn count_drop(slot: u32) {
+    count_drops(slot, 1);
+}
+
+fn count_drops(slot: u32, calls: u64) {
     if let Some(n) = DROPPED.get_ptr_mut(slot) {
         // SAFETY: per-CPU slot; programs do not migrate while running.
-        unsafe { *n += 1 };
+        unsafe { *n += calls };
     }
 }
 

@@ -31,8 +31,14 @@ pub struct Manifest {
     pub hosts: Vec<String>,
     pub start_unix_ns: i64,
     pub end_unix_ns: i64,
+    /// Rows.
     pub events: u64,
-    /// Events the kernel side could not deliver (ring buffer full, …): counted, never silent.
+    /// Syscalls the rows stand for (more than `events` when rows stand for
+    /// runs of calls); absent in traces written before runs existed, where
+    /// every row is one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
+    /// Calls the kernel side could not deliver (ring buffer full, …): counted, never silent.
     pub dropped_events: u64,
     pub segments: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,6 +66,7 @@ impl Manifest {
             start_unix_ns: 0,
             end_unix_ns: 0,
             events: 0,
+            calls: None,
             dropped_events: 0,
             segments: Vec::new(),
             command: None,

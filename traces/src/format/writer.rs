@@ -83,6 +83,8 @@ struct OpenSegment {
     partial: PathBuf,
     writer: ArrowWriter<File>,
     rows: usize,
+    /// Syscalls its rows stand for (see `calls` in the schema).
+    calls: u64,
     /// First and last `ts` written to it; they reach the manifest with the
     /// rows when the segment is finished, so a stored manifest only ever
     /// describes finished segments.
@@ -247,7 +249,9 @@ impl TraceWriter {
                 .write(&part)
                 .map_err(|e| TraceError::parquet(&seg.partial, e))?;
             seg.rows += n;
-            let part_ts = Events::new(part).ts().clone();
+            let part = Events::new(part);
+            seg.calls += (0..n).map(|i| part.calls_at(i) as u64).sum::<u64>();
+            let part_ts = part.ts().clone();
             seg.ts_range.0 = seg.ts_range.0.min(part_ts.value(0));
             seg.ts_range.1 = seg.ts_range.1.max(part_ts.value(n - 1));
             let full = seg.rows >= segment_rows;
@@ -276,6 +280,7 @@ impl TraceWriter {
                 partial,
                 writer,
                 rows: 0,
+                calls: 0,
                 ts_range: (i64::MAX, i64::MIN),
             });
         }
@@ -296,6 +301,7 @@ impl TraceWriter {
         std::fs::rename(&seg.partial, &done).map_err(|e| TraceError::io(&done, e))?;
         self.manifest.segments.push(seg.name);
         self.manifest.events += seg.rows as u64;
+        *self.manifest.calls.get_or_insert(0) += seg.calls;
         self.manifest.start_unix_ns = self.manifest.start_unix_ns.min(seg.ts_range.0);
         self.manifest.end_unix_ns = self.manifest.end_unix_ns.max(seg.ts_range.1);
         self.store_manifest()

@@ -190,6 +190,8 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
                 _ => a.len.unwrap_or(0),
             },
             flags: None,
+            calls: 1,
+            span_ns: None,
         }
     });
     write_imported(out, opts.segment_rows, "fio-iolog", input, rows)

@@ -549,6 +549,8 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         size: r.size,
         ret: r.ret,
         flags: r.flags,
+        calls: 1,
+        span_ns: None,
     });
     write_imported(out, opts.segment_rows, "strace", input, events)
 }

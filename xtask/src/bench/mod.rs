@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 
 pub mod analysis;
 pub mod collector;
+pub mod collector_rate;
 pub mod fidelity;
 pub mod replayer;
 pub mod trace_format;
