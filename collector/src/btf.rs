@@ -197,7 +197,7 @@ impl Btf {
 /// The member offsets the kernel-side programs read, by global name.
 pub fn kernel_offsets(btf: &Btf) -> CollectResult<Vec<(&'static str, u64)>> {
     use iorepro_common::globals as g;
-    let wanted: [(&'static str, &str, &str); 15] = [
+    let wanted: [(&'static str, &str, &str); 16] = [
         (g::TASK_FILES, "task_struct", "files"),
         (g::TASK_FS, "task_struct", "fs"),
         (g::TASK_TGID, "task_struct", "tgid"),
@@ -206,6 +206,7 @@ pub fn kernel_offsets(btf: &Btf) -> CollectResult<Vec<(&'static str, u64)>> {
         (g::FDT_MAX_FDS, "fdtable", "max_fds"),
         (g::FDT_FD, "fdtable", "fd"),
         (g::FILE_INODE, "file", "f_inode"),
+        (g::FILE_FLAGS, "file", "f_flags"),
         (g::FILE_POS, "file", "f_pos"),
         (g::INODE_MODE, "inode", "i_mode"),
         (g::INODE_INO, "inode", "i_ino"),
@@ -214,10 +215,47 @@ pub fn kernel_offsets(btf: &Btf) -> CollectResult<Vec<(&'static str, u64)>> {
         (g::FS_PWD_DENTRY, "fs_struct", "pwd.dentry"),
         (g::DENTRY_INODE, "dentry", "d_inode"),
     ];
-    wanted
+    let mut offsets = wanted
         .iter()
         .map(|(global, s, m)| Ok((*global, btf.offset_of(s, m)?)))
-        .collect()
+        .collect::<CollectResult<Vec<_>>>()?;
+    let at = |name: &str| {
+        offsets
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, o)| *o)
+    };
+    // The kernel side reads f_inode, f_flags and f_pos with one read of a
+    // window of `struct file`, and i_mode, i_sb and i_ino with one read of
+    // the head of `struct inode`; this kernel's layout must fit.
+    let file_members = [at(g::FILE_INODE), at(g::FILE_FLAGS), at(g::FILE_POS)];
+    let window_at = file_members.iter().min().copied().unwrap_or(0) & !7;
+    let file_end = file_members.iter().max().copied().unwrap_or(0) + 8;
+    let inode_end = [at(g::INODE_MODE), at(g::INODE_INO), at(g::INODE_SB)]
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or(0)
+        + 8;
+    let aligned = at(g::FILE_INODE).is_multiple_of(8)
+        && at(g::FILE_POS).is_multiple_of(8)
+        && at(g::FILE_FLAGS).is_multiple_of(4)
+        && at(g::INODE_INO).is_multiple_of(8)
+        && at(g::INODE_SB).is_multiple_of(8)
+        && at(g::INODE_MODE).is_multiple_of(2);
+    if file_end - window_at > iorepro_common::FILE_WINDOW as u64
+        || inode_end > iorepro_common::INODE_WINDOW as u64
+        || !aligned
+    {
+        return Err(CollectError::Kernel(format!(
+            "this kernel's struct file / struct inode layout is not supported \
+             (f_inode..f_pos spans {} bytes, i_mode..i_ino {} bytes)",
+            file_end - window_at,
+            inode_end
+        )));
+    }
+    offsets.push((g::FILE_WINDOW_AT, window_at));
+    Ok(offsets)
 }
 
 #[cfg(test)]
@@ -231,7 +269,7 @@ mod tests {
             return;
         };
         let offs = kernel_offsets(&btf).unwrap();
-        assert_eq!(offs.len(), 15);
+        assert_eq!(offs.len(), 17);
         // `struct path` is { vfsmount *mnt; dentry *dentry }.
         assert_eq!(btf.offset_of("path", "dentry").unwrap(), 8);
         let tgid = btf.offset_of("task_struct", "tgid").unwrap();

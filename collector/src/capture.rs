@@ -4,10 +4,16 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iorepro_common::{proc_kind, IoEvent, PathEvent, ProcEvent, IO_EVENT_SIZE, PATH_EVENT_SIZE};
+use iorepro_common::{
+    proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, DROPPED_NAME, IO_EVENT_SIZE,
+    NAME_EVENT_SIZE, PATH_EVENT_SIZE,
+};
 use iorepro_traces::{Manifest, Op, Source, TraceError, TraceWriter, WriterOptions};
+
+use rustc_hash::FxHashMap;
 
 use crate::cli::{CaptureOptions, Target};
 use crate::error::{CollectError, CollectResult};
@@ -36,6 +42,11 @@ pub struct Outcome {
 struct Session {
     files: FileTable,
     procs: ProcTable,
+    /// Thread names by tid, as the kernel side reports them.
+    names: FxHashMap<u32, [u8; COMM_LEN]>,
+    /// Whether rows of a path are kept, by the address of the path's
+    /// interned string (held here, so the address cannot be reused).
+    kept_paths: FxHashMap<*const u8, (Rc<str>, bool)>,
     rows: Reorder,
     prefixes: Vec<String>,
     all_files: bool,
@@ -61,6 +72,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         _ => None,
     };
     let mut writer = TraceWriter::create(&opts.out, wopts)?;
+    salvage::reserve_space(&opts.out);
     writer.set_extra(
         "collector",
         serde_json::json!({ "hooks": HOOKS, "target": format!("{:?}", opts.target) }),
@@ -72,12 +84,15 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         // the kernel's absolute ones that the ancestor-id helper needs.
         cgroup: None,
         all_files: opts.all_files,
+        merge_runs: opts.merge_runs,
     })?;
     signals::install();
 
     let mut session = Session {
         files: FileTable::default(),
         procs: ProcTable::default(),
+        names: Default::default(),
+        kept_paths: Default::default(),
         rows: Reorder::new(hostname()),
         prefixes: opts.path_prefixes.clone(),
         all_files: opts.all_files,
@@ -149,7 +164,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             }
         }
         let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
-        if let Err(e) = session.rows.release(Some(watermark), &mut writer) {
+        if let Err(e) = session.release(Some(watermark), &mut writer) {
             write_error = Some(e);
             mid_capture = true;
             break;
@@ -158,9 +173,14 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             std::thread::sleep(POLL);
         }
     }
+    probes.detach();
     if write_error.is_none() {
         session.drain(&mut probes)?;
-        if let Err(e) = session.rows.release(None, &mut writer) {
+        let named: Vec<u32> = session.names.keys().copied().collect();
+        for run in probes.open_runs(named.into_iter()) {
+            session.on_io(&run);
+        }
+        if let Err(e) = session.release(None, &mut writer) {
             write_error = Some(e);
         }
     }
@@ -187,7 +207,12 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         let by_op: serde_json::Map<String, serde_json::Value> = dropped_by_kind
             .iter()
             .map(|(k, n)| {
-                let op = op_of(*k).map_or("unknown", |o| o.as_str());
+                let op = match op_of(*k) {
+                    Some(o) => o.as_str(),
+                    None if *k == DROPPED_NAME => "thread_name",
+                    None if *k == iorepro_common::DROPPED_BUSY => "busy_thread_slots",
+                    None => "unknown",
+                };
                 (op.to_string(), serde_json::json!(n))
             })
             .collect();
@@ -204,6 +229,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         "collector_usage",
         serde_json::json!({ "cpu_s": cpu_s, "max_rss_kib": max_rss_kib, "wall_s": start.elapsed().as_secs_f64() }),
     );
+    salvage::release_space(&opts.out);
     let manifest = match writer.finish() {
         Ok(m) => m,
         Err(e) => {
@@ -281,6 +307,17 @@ fn sweep(probes: &mut Probes) -> usize {
 }
 
 impl Session {
+    /// Hands the rows the watermark has passed to the writer.
+    fn release(
+        &mut self,
+        watermark: Option<i64>,
+        writer: &mut TraceWriter,
+    ) -> Result<usize, TraceError> {
+        let names = &self.names;
+        let comm = |tid: i32| names.get(&(tid as u32)).copied().unwrap_or([0; COMM_LEN]);
+        self.rows.release(watermark, comm, writer)
+    }
+
     fn adopt(&mut self, tgid: u32) {
         let parent = procs::parent_of(tgid).and_then(|p| self.procs_rank_known(p));
         self.procs.adopt(tgid, parent);
@@ -294,31 +331,38 @@ impl Session {
     /// Reads everything the kernel has handed over; process records first, so
     /// a child's rank is known before its I/O.
     fn drain(&mut self, probes: &mut Probes) -> CollectResult<usize> {
-        let mut n = 0;
-        while let Some(item) = probes.proc_events.next() {
+        let mut forked = Vec::new();
+        let mut n = probes.proc_events.drain(|item| {
             if item.len() >= std::mem::size_of::<ProcEvent>() {
                 // SAFETY: the kernel wrote a ProcEvent of this size.
                 let ev: ProcEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                if ev.kind == proc_kind::FORK {
+                    forked.push(ev.tgid);
+                }
                 self.on_proc(&ev);
             }
-            n += 1;
+        });
+        for tgid in forked {
+            probes.forked(tgid);
         }
-        while let Some(item) = probes.events.next() {
-            match item.len() {
-                IO_EVENT_SIZE => {
-                    // SAFETY: the kernel wrote an IoEvent of this size.
-                    let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                    self.on_io(&ev);
-                }
-                PATH_EVENT_SIZE => {
-                    // SAFETY: the kernel wrote a PathEvent of this size.
-                    let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                    self.on_path(&ev);
-                }
-                _ => {}
+        n += probes.events.drain(|item| match item.len() {
+            IO_EVENT_SIZE => {
+                // SAFETY: the kernel wrote an IoEvent of this size.
+                let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.on_io(&ev);
             }
-            n += 1;
-        }
+            PATH_EVENT_SIZE => {
+                // SAFETY: the kernel wrote a PathEvent of this size.
+                let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.on_path(&ev);
+            }
+            NAME_EVENT_SIZE => {
+                // SAFETY: the kernel wrote a NameEvent of this size.
+                let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.names.insert(ev.pid_tgid as u32, ev.comm);
+            }
+            _ => {}
+        });
         Ok(n)
     }
 
@@ -377,8 +421,8 @@ impl Session {
         self.keep(&ev.io, op, Some(path));
     }
 
-    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<std::sync::Arc<str>>) {
-        if !self.wanted(path.as_deref()) {
+    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<Rc<str>>) {
+        if !self.wanted(path.as_ref()) {
             return;
         }
         let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
@@ -386,11 +430,22 @@ impl Session {
             .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
     }
 
-    /// Regular files outside the kernel's pseudo file systems, under a prefix if given.
-    fn wanted(&self, path: Option<&str>) -> bool {
+    /// Regular files outside the kernel's pseudo file systems, under a prefix
+    /// if given; decided once per path (the file table interns paths, so rows
+    /// of one file share one string).
+    fn wanted(&mut self, path: Option<&Rc<str>>) -> bool {
         let Some(p) = path else {
             return self.prefixes.is_empty();
         };
+        if let Some((_, kept)) = self.kept_paths.get(&p.as_ptr()) {
+            return *kept;
+        }
+        let kept = self.decide(p);
+        self.kept_paths.insert(p.as_ptr(), (p.clone(), kept));
+        kept
+    }
+
+    fn decide(&self, p: &str) -> bool {
         if !self.all_files && ["/proc", "/sys", "/dev"].iter().any(|d| under(p, d)) {
             return false;
         }

@@ -45,6 +45,12 @@ pub struct Opts {
     /// Record every file type and path (pipes, sockets, /proc, /sys, /dev too).
     #[arg(long)]
     pub all_files: bool,
+    /// One row per call, each with its own time and duration. By default a
+    /// run of back-to-back equal-sized reads (or writes) of one thread at
+    /// consecutive offsets of one file becomes one row (column `calls`),
+    /// which costs the job and the collector far less.
+    #[arg(long)]
+    pub no_runs: bool,
     /// The job to run and trace.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -68,6 +74,7 @@ pub struct CaptureOptions {
     pub user: Option<String>,
     pub ring_buffer_bytes: u32,
     pub all_files: bool,
+    pub merge_runs: bool,
 }
 
 impl Opts {
@@ -114,6 +121,7 @@ impl Opts {
             user,
             ring_buffer_bytes: rb,
             all_files: self.all_files,
+            merge_runs: !self.no_runs,
         })
     }
 }

@@ -8,10 +8,11 @@
 //! the directory they were relative to), from `rename`, and for files opened
 //! before tracing began, from `/proc/PID/fd`, `/proc/PID/maps` and `/proc/PID/cwd`.
 
-use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
 
 /// `(user-space st_dev, inode)`.
 pub type FileKey = (u64, u64);
@@ -23,28 +24,28 @@ pub fn user_dev(kernel_dev: u32) -> u64 {
 
 #[derive(Default)]
 pub struct FileTable {
-    paths: HashMap<FileKey, Arc<str>>,
+    paths: FxHashMap<FileKey, Rc<str>>,
 }
 
 impl FileTable {
-    pub fn learn(&mut self, key: FileKey, path: &str) -> Arc<str> {
+    pub fn learn(&mut self, key: FileKey, path: &str) -> Rc<str> {
         if let Some(p) = self.paths.get(&key) {
             if &**p == path {
                 return p.clone();
             }
         }
-        let p: Arc<str> = Arc::from(path);
+        let p: Rc<str> = Rc::from(path);
         self.paths.insert(key, p.clone());
         p
     }
 
-    pub fn get(&self, key: FileKey) -> Option<Arc<str>> {
+    pub fn get(&self, key: FileKey) -> Option<Rc<str>> {
         self.paths.get(&key).cloned()
     }
 
     /// The path of an open file; for a file whose open was not seen, the
     /// process's descriptor link, checked to be that very inode.
-    pub fn path_of(&mut self, key: FileKey, tgid: u32, fd: i32) -> Option<Arc<str>> {
+    pub fn path_of(&mut self, key: FileKey, tgid: u32, fd: i32) -> Option<Rc<str>> {
         if let Some(p) = self.paths.get(&key) {
             return Some(p.clone());
         }
@@ -80,9 +81,9 @@ impl FileTable {
         let below = format!("{from}/");
         for p in self.paths.values_mut() {
             if &**p == from {
-                *p = Arc::from(to);
+                *p = Rc::from(to);
             } else if let Some(rest) = p.strip_prefix(&below) {
-                *p = Arc::from(format!("{to}/{rest}"));
+                *p = Rc::from(format!("{to}/{rest}"));
             }
         }
     }

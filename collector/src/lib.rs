@@ -69,6 +69,7 @@ pub mod error;
 pub mod files;
 pub mod probes;
 pub mod procs;
+pub mod ring;
 pub mod rows;
 pub mod salvage;
 pub mod signals;

@@ -2,15 +2,17 @@
 //! shares with them: the traced-process set, the two ring buffers and the
 //! per-CPU drop counters.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
-use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::{BtfTracePoint, RawTracePoint, TracePoint};
+use aya::maps::{Array, Map, MapData, PerCpuArray};
+use aya::programs::{BtfTracePoint, TracePoint};
 use aya::{Btf as AyaBtf, Ebpf, EbpfLoader};
-use iorepro_common::{globals, DROPPED_PROC};
+use iorepro_common::{globals, IoEvent, Slot, DROPPED_PROC, MAX_SLOTS};
 
 use crate::btf::{kernel_offsets, Btf};
 use crate::error::{CollectError, CollectResult};
+use crate::ring::Ring;
 
 /// The kernel-side programs, compiled from `ebpf/iorepro-ebpf` by `cargo xtask
 /// build-ebpf` and committed, so that this crate builds on stable Rust with no
@@ -24,24 +26,33 @@ pub struct ProbeConfig {
     /// `(cgroup id, level)`: trace a cgroup subtree instead of a tgid set.
     pub cgroup: Option<(u64, u32)>,
     pub all_files: bool,
+    /// Merge runs of back-to-back equal-sized calls into one record.
+    pub merge_runs: bool,
 }
 
 /// The loaded, attached programs; dropping it detaches everything.
 pub struct Probes {
-    _ebpf: Ebpf,
-    pub events: RingBuf<MapData>,
-    pub proc_events: RingBuf<MapData>,
-    traced: HashMap<MapData, u32, u8>,
+    /// The loaded programs; `None` once detached.
+    ebpf: Option<Ebpf>,
+    pub events: Ring,
+    pub proc_events: Ring,
+    /// Indexed by tgid; the kernel side sets the entries of forked children.
+    traced: Array<MapData, u64>,
+    /// The tgids set in `traced`, as far as user space knows: those it added
+    /// and the forks reported on the process ring.
+    traced_set: BTreeSet<u32>,
     dropped: PerCpuArray<MapData, u64>,
+    slots: Array<MapData, Slot>,
 }
 
 /// Where each program hooks in, recorded in the manifest.
 pub const HOOKS: &[&str] = &[
-    "raw_tracepoint:sys_enter",
-    "raw_tracepoint:sys_exit",
+    "tp_btf:sys_enter",
+    "tp_btf:sys_exit",
     "tp_btf:sched_process_fork",
     "tp_btf:sched_process_exec",
     "tp_btf:sched_process_exit",
+    "tp_btf:task_rename",
     "tracepoint:filemap:mm_filemap_add_to_page_cache",
 ];
 
@@ -63,12 +74,21 @@ impl Probes {
     pub fn load(cfg: &ProbeConfig) -> CollectResult<Probes> {
         ensure_tracefs()?;
         raise_memlock();
-        let offsets = kernel_offsets(&Btf::from_sys_fs()?)?;
-        let btf = AyaBtf::from_sys_fs()
-            .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")))?;
+        // The kernel's BTF is read twice, for the member offsets and by the
+        // loader; the two parses take most of start-up, so they run side by side.
+        let (offsets, btf) = std::thread::scope(|scope| {
+            let offsets = scope.spawn(|| kernel_offsets(&Btf::from_sys_fs()?));
+            let btf = AyaBtf::from_sys_fs()
+                .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")));
+            (offsets.join().expect("BTF parsing does not panic"), btf)
+        });
+        let (offsets, btf) = (offsets?, btf?);
         let (cg_id, cg_level) = cfg.cgroup.unwrap_or((0, 0));
         let cg_level = cg_level as u64;
         let all_files = cfg.all_files as u64;
+        let slots = slot_count();
+        let slot_mask = slots as u64 - 1;
+        let merge_runs = cfg.merge_runs as u64;
         let mut loader = EbpfLoader::new();
         loader.btf(Some(&btf));
         for (name, value) in &offsets {
@@ -78,61 +98,108 @@ impl Probes {
             .override_global(globals::CGROUP_ID, &cg_id, true)
             .override_global(globals::CGROUP_LEVEL, &cg_level, true)
             .override_global(globals::ALL_FILES, &all_files, true)
-            .map_max_entries("EVENTS", cfg.ring_buffer_bytes);
+            .override_global(globals::SLOT_MASK, &slot_mask, true)
+            .override_global(globals::MERGE_RUNS, &merge_runs, true)
+            .map_max_entries("EVENTS", cfg.ring_buffer_bytes)
+            .map_max_entries("SLOTS", slots)
+            .map_max_entries("TRACED", pid_limit());
         let mut ebpf = loader
             .load(OBJECT)
             .map_err(kernel_err("loading the eBPF object"))?;
 
-        for (name, tp) in [("sys_enter", "sys_enter"), ("sys_exit", "sys_exit")] {
-            let p: &mut RawTracePoint = program(&mut ebpf, name)?;
-            p.load().map_err(prog_err(name))?;
-            p.attach(tp).map_err(prog_err(name))?;
-        }
         for name in [
+            "sys_enter",
+            "sys_exit",
             "sched_process_fork",
             "sched_process_exec",
             "sched_process_exit",
+            "task_rename",
         ] {
-            let p: &mut BtfTracePoint = program(&mut ebpf, name)?;
-            p.load(name, &btf).map_err(prog_err(name))?;
-            p.attach().map_err(prog_err(name))?;
+            attach_btf(&mut ebpf, name, name, &btf)?;
         }
         let fill: &mut TracePoint = program(&mut ebpf, "filemap_add")?;
         fill.load().map_err(prog_err("filemap_add"))?;
         fill.attach("filemap", "mm_filemap_add_to_page_cache")
             .map_err(prog_err("filemap_add"))?;
 
-        let events =
-            RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?).map_err(map_err("EVENTS"))?;
-        let proc_events = RingBuf::try_from(take_map(&mut ebpf, "PROC_EVENTS")?)
-            .map_err(map_err("PROC_EVENTS"))?;
-        let traced =
-            HashMap::try_from(take_map(&mut ebpf, "TRACED")?).map_err(map_err("TRACED"))?;
+        let events = Ring::new(ring_map(&mut ebpf, "EVENTS")?)?;
+        let proc_events = Ring::new(ring_map(&mut ebpf, "PROC_EVENTS")?)?;
+        let traced = Array::try_from(take_map(&mut ebpf, "TRACED")?).map_err(map_err("TRACED"))?;
         let dropped =
             PerCpuArray::try_from(take_map(&mut ebpf, "DROPPED")?).map_err(map_err("DROPPED"))?;
+        let slots = Array::try_from(take_map(&mut ebpf, "SLOTS")?).map_err(map_err("SLOTS"))?;
         Ok(Probes {
-            _ebpf: ebpf,
+            ebpf: Some(ebpf),
             events,
             proc_events,
             traced,
+            traced_set: BTreeSet::new(),
             dropped,
+            slots,
         })
     }
 
+    /// Detaches every program: nothing more is recorded, and the state the
+    /// kernel side left (rings, open runs) holds still for a last read. The
+    /// kernel waits for a grace period per detached syscall hook, so the
+    /// programs are unloaded side by side.
+    pub fn detach(&mut self) {
+        let Some(mut ebpf) = self.ebpf.take() else {
+            return;
+        };
+        std::thread::scope(|scope| {
+            for (_, program) in ebpf.programs_mut() {
+                if let Ok(p) = <&mut BtfTracePoint>::try_from(program) {
+                    scope.spawn(move || {
+                        let _ = p.unload();
+                    });
+                }
+            }
+        });
+    }
+
+    /// The runs that the threads `tids` still had open, as records (after
+    /// [`Probes::detach`]). Every thread that took a slot has sent its name,
+    /// so the named threads' slots are all there is to look at.
+    pub fn open_runs(&self, tids: impl Iterator<Item = u32>) -> Vec<IoEvent> {
+        let mask = self.slots.len().saturating_sub(1);
+        let mut runs = Vec::new();
+        for tid in tids {
+            let (a, b) = iorepro_common::slot_indexes(tid, mask);
+            for i in [a, b] {
+                if let Ok(s) = self.slots.get(&i, 0) {
+                    if s.tid == tid && s.run.calls != 0 {
+                        runs.push(s.run.event());
+                        break;
+                    }
+                }
+            }
+        }
+        runs
+    }
+
     pub fn trace(&mut self, tgid: u32) -> CollectResult<()> {
-        self.traced.insert(tgid, 1, 0).map_err(map_err("TRACED"))
+        self.traced.set(tgid, 1, 0).map_err(map_err("TRACED"))?;
+        self.traced_set.insert(tgid);
+        Ok(())
+    }
+
+    /// A child the kernel side started tracing when it was forked.
+    pub fn forked(&mut self, tgid: u32) {
+        self.traced_set.insert(tgid);
     }
 
     pub fn untrace(&mut self, tgid: u32) {
-        let _ = self.traced.remove(&tgid);
+        let _ = self.traced.set(tgid, 0, 0);
+        self.traced_set.remove(&tgid);
     }
 
     pub fn traced(&self) -> Vec<u32> {
-        self.traced.keys().filter_map(Result::ok).collect()
+        self.traced_set.iter().copied().collect()
     }
 
-    /// Records lost to a full ring buffer so far: I/O records by kind, and
-    /// process records.
+    /// Records lost to a full ring buffer so far: I/O records by kind
+    /// (thread names among them), and process records.
     pub fn dropped(&self) -> (Vec<(u32, u64)>, u64) {
         let sum = |slot: u32| {
             self.dropped
@@ -156,6 +223,63 @@ where
         .program_mut(name)
         .ok_or_else(|| CollectError::Kernel(format!("eBPF object has no program {name}")))?;
     p.try_into().map_err(prog_err(name))
+}
+
+fn attach_btf(ebpf: &mut Ebpf, program_name: &str, hook: &str, btf: &AyaBtf) -> CollectResult<()> {
+    let p: &mut BtfTracePoint = program(ebpf, program_name)?;
+    let t0 = std::time::Instant::now();
+    p.load(hook, btf).map_err(prog_err(program_name))?;
+    if std::env::var("IOREPRO_T").is_ok() {
+        eprintln!(
+            "    load {program_name} {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    p.attach().map_err(prog_err(program_name))?;
+    Ok(())
+}
+
+/// Entries of the tgid-indexed traced-process array: `pid_max`, whose pids
+/// all fit (a child forked with a larger pid after `pid_max` was raised is
+/// counted as a lost process record).
+fn pid_limit() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(1 << 22)
+        .clamp(1024, 1 << 22)
+}
+
+/// Entries of the per-thread slot array: enough that live threads never
+/// share a slot below `pid_max` (tids are below it), within the map's limit.
+fn slot_count() -> u32 {
+    pid_limit().next_power_of_two().clamp(1024, MAX_SLOTS)
+}
+
+/// Only the two empty programs on the syscall hooks: what any tracer on them
+/// costs at least. Dropping the value detaches them.
+pub fn load_floor() -> CollectResult<Ebpf> {
+    ensure_tracefs()?;
+    raise_memlock();
+    let btf = AyaBtf::from_sys_fs()
+        .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")))?;
+    let mut ebpf = EbpfLoader::new()
+        .btf(Some(&btf))
+        .map_max_entries("SLOTS", 1024)
+        .load(OBJECT)
+        .map_err(kernel_err("loading the eBPF object"))?;
+    attach_btf(&mut ebpf, "empty_enter", "sys_enter", &btf)?;
+    attach_btf(&mut ebpf, "empty_exit", "sys_exit", &btf)?;
+    Ok(ebpf)
+}
+
+fn ring_map(ebpf: &mut Ebpf, name: &str) -> CollectResult<MapData> {
+    match take_map(ebpf, name)? {
+        Map::RingBuf(m) => Ok(m),
+        _ => Err(CollectError::Kernel(format!(
+            "map {name} is not a ring buffer"
+        ))),
+    }
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &str) -> CollectResult<aya::maps::Map> {

@@ -1,11 +1,11 @@
 //! Kernel records become trace rows here: path and rank looked up, ops mapped
 //! onto the trace's vocabulary, and rows held briefly in a reorder window so
 //! they reach the writer in `ts` order (records arrive in exit order, rows are
-//! stamped with the entry time).
+//! stamped with the entry time). A row names its thread by tid; the thread's
+//! name is looked up when the row is written.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::rc::Rc;
 
 use iorepro_common::{kind, IoEvent, PathEvent, COMM_LEN};
 use iorepro_traces::{EventRow, Op, TraceResult, TraceWriter};
@@ -18,14 +18,15 @@ pub struct Row {
     pub pid: i32,
     pub tid: i32,
     pub rank: Option<i32>,
-    pub comm: [u8; COMM_LEN],
     pub op: Op,
-    pub path: Option<Arc<str>>,
+    pub path: Option<Rc<str>>,
     pub fd: Option<i32>,
     pub offset: Option<i64>,
     pub size: Option<i64>,
     pub ret: i64,
     pub flags: Option<i32>,
+    pub calls: i64,
+    pub span_ns: Option<i64>,
 }
 
 pub fn op_of(kind: u32) -> Option<Op> {
@@ -53,7 +54,7 @@ impl Row {
         ev: &IoEvent,
         op: Op,
         rank: Option<i32>,
-        path: Option<Arc<str>>,
+        path: Option<Rc<str>>,
         wall_offset_ns: i64,
     ) -> Row {
         let has_fd = ev.fd >= 0;
@@ -74,7 +75,6 @@ impl Row {
             pid: (ev.pid_tgid >> 32) as i32,
             tid: ev.pid_tgid as u32 as i32,
             rank,
-            comm: ev.comm,
             op,
             path,
             fd: has_fd.then_some(ev.fd),
@@ -82,6 +82,8 @@ impl Row {
             size,
             ret: ev.ret,
             flags,
+            calls: ev.calls.max(1) as i64,
+            span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
         }
     }
 }
@@ -100,87 +102,105 @@ pub fn raw_paths(ev: &PathEvent) -> (&str, &str) {
     (c_str(&ev.path), c_str(&ev.path2))
 }
 
-struct Pending {
-    seq: u64,
-    row: Row,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Pending {
-    // Reversed: BinaryHeap is a max-heap and the oldest row must come first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.row.ts_ns, other.seq).cmp(&(self.row.ts_ns, self.seq))
-    }
-}
-
 /// Rows waiting until no earlier row can still arrive.
+///
+/// Records arrive in the order calls end and rows are stamped with their
+/// start, so a row may arrive after rows that started later. Rows are kept in
+/// buckets of [`BUCKET_NS`] of start time (a calendar queue): a row goes into
+/// its bucket at once, and a bucket is sorted only when the watermark has
+/// passed it and it is written out whole. (A binary heap of whole rows spent
+/// most of the collector's time moving rows.) A row older than every bucket
+/// left (a call that lasted longer than the reorder window) joins the oldest
+/// bucket, and is written out of order: the writer starts a new segment for it.
 pub struct Reorder {
-    heap: BinaryHeap<Pending>,
+    /// `buckets[i]` holds rows starting in `[base + i, base + i + 1) * BUCKET_NS`.
+    buckets: VecDeque<Vec<(u64, Row)>>,
+    /// Start of `buckets[0]`, in buckets.
+    base: i64,
     seq: u64,
+    len: usize,
     host: String,
+    /// Emptied buckets kept for reuse.
+    spare: Vec<Vec<(u64, Row)>>,
 }
+
+/// Width of a reorder bucket.
+const BUCKET_NS: i64 = 1_000_000;
 
 impl Reorder {
     pub fn new(host: String) -> Self {
         Reorder {
-            heap: BinaryHeap::new(),
+            buckets: VecDeque::new(),
+            base: 0,
             seq: 0,
+            len: 0,
             host,
+            spare: Vec::new(),
         }
     }
 
     pub fn push(&mut self, row: Row) {
+        let b = row.ts_ns.div_euclid(BUCKET_NS);
+        if self.buckets.is_empty() {
+            self.base = b;
+        }
+        let i = (b - self.base).max(0) as usize;
+        while self.buckets.len() <= i {
+            let fresh = self.spare.pop().unwrap_or_default();
+            self.buckets.push_back(fresh);
+        }
         self.seq += 1;
-        self.heap.push(Pending { seq: self.seq, row });
+        self.len += 1;
+        self.buckets[i].push((self.seq, row));
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 
-    /// Writes every row stamped before `watermark_ns` (all with `None`).
+    /// Writes every row stamped before `watermark_ns` (all with `None`),
+    /// in `ts` order; `comm` names a row's thread.
     pub fn release(
         &mut self,
         watermark_ns: Option<i64>,
+        comm: impl Fn(i32) -> [u8; COMM_LEN],
         out: &mut TraceWriter,
     ) -> TraceResult<usize> {
         let mut n = 0;
-        while let Some(top) = self.heap.peek() {
-            if watermark_ns.is_some_and(|w| top.row.ts_ns >= w) {
-                break;
+        // Whole buckets before the watermark's bucket; with no watermark, all.
+        let last = watermark_ns.map(|w| w.div_euclid(BUCKET_NS));
+        while !self.buckets.is_empty() && last.is_none_or(|l| self.base < l) {
+            let mut bucket = self.buckets.pop_front().expect("not empty");
+            self.base += 1;
+            bucket.sort_unstable_by_key(|(seq, r)| (r.ts_ns, *seq));
+            self.len -= bucket.len();
+            for (_, row) in bucket.drain(..) {
+                let name = comm(row.tid);
+                out.push(&EventRow {
+                    ts_ns: row.ts_ns,
+                    dur_ns: row.dur_ns,
+                    host: &self.host,
+                    pid: row.pid,
+                    tid: row.tid,
+                    rank: row.rank,
+                    comm: c_str(&name),
+                    op: row.op,
+                    path: row.path.as_deref(),
+                    fd: row.fd,
+                    offset: row.offset,
+                    size: row.size,
+                    ret: row.ret,
+                    flags: row.flags,
+                    calls: row.calls,
+                    span_ns: row.span_ns,
+                })?;
+                n += 1;
             }
-            let Pending { row, .. } = self.heap.pop().expect("peeked");
-            out.push(&EventRow {
-                ts_ns: row.ts_ns,
-                dur_ns: row.dur_ns,
-                host: &self.host,
-                pid: row.pid,
-                tid: row.tid,
-                rank: row.rank,
-                comm: c_str(&row.comm),
-                op: row.op,
-                path: row.path.as_deref(),
-                fd: row.fd,
-                offset: row.offset,
-                size: row.size,
-                ret: row.ret,
-                flags: row.flags,
-            })?;
-            n += 1;
+            self.spare.push(bucket);
         }
         Ok(n)
     }

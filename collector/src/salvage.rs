@@ -2,9 +2,11 @@
 //! reached, the device fails), the capture stops but the job does not: it was
 //! started to do its own work, and killing it would turn a tracing problem into
 //! a lost training run. What was written stays a readable trace: the unfinished
-//! segment (the collector's own, never readable without its footer) is removed
-//! to give the manifest room, and the manifest is rebuilt from the finished
-//! segments, marked incomplete, with the cause recorded.
+//! segment (the collector's own, never readable without its footer) is removed,
+//! and the manifest is rebuilt from the finished segments, marked incomplete,
+//! with the cause recorded. A full disk may leave no room even for that, so a
+//! capture sets some space aside when it starts ([`reserve_space`]) and gives
+//! it back for the manifest.
 
 use std::path::Path;
 
@@ -14,6 +16,7 @@ use iorepro_traces::{Manifest, TraceError};
 /// returns the one line to print (naming the directory and the cause).
 pub fn stop_writing(dir: &Path, err: &TraceError) -> String {
     let cause = cause_of(err);
+    release_space(dir);
     remove_unfinished(dir);
     let kept = match iorepro_traces::validate::repair(dir) {
         Ok(r) => {
@@ -41,6 +44,23 @@ pub fn stop_writing(dir: &Path, err: &TraceError) -> String {
         "{}: {cause}: capture stopped, {kept}; the job keeps running untraced",
         dir.display()
     )
+}
+
+/// The file holding the space set aside (hidden: not part of the trace).
+const RESERVE: &str = ".space-reserve";
+/// Room for a manifest listing about a thousand segments.
+const RESERVE_BYTES: usize = 64 << 10;
+
+/// Sets space aside in the trace directory for the manifest a full disk would
+/// otherwise leave no room for. Best effort: without it a full disk may leave
+/// the manifest to `validate --repair`.
+pub fn reserve_space(dir: &Path) {
+    let _ = std::fs::write(dir.join(RESERVE), vec![0u8; RESERVE_BYTES]);
+}
+
+/// Gives the space back (when the trace is finished, or to write its manifest).
+pub fn release_space(dir: &Path) {
+    let _ = std::fs::remove_file(dir.join(RESERVE));
 }
 
 /// What went wrong, said plainly: the Parquet encoder wraps the system error

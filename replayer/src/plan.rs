@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::SyncSender;
 
-use iorepro_traces::{Events, Op};
+use iorepro_traces::{Events, Op, Run};
 
 use crate::error::ReplayResult;
 use crate::remap::RankMap;
@@ -98,41 +98,46 @@ pub fn dispatch(
                 .path_at(row)
                 .and_then(|p| survey.path_ids.get(p).copied())
                 .unwrap_or(NO_PATH);
-            let offset = Events::opt_i64(ev.offset(), row);
-            let size = Events::opt_i64(ev.size(), row);
-            let (bytes, fd) = match op {
-                Op::Read | Op::Write | Op::Fault => (r, Events::opt_i32(ev.fd(), row)),
-                Op::Truncate => (size.or(offset).unwrap_or(0), Events::opt_i32(ev.fd(), row)),
-                Op::Open => (0, Some(r as i32)),
-                _ => (0, Events::opt_i32(ev.fd(), row)),
-            };
-            if matches!(op, Op::Read | Op::Write | Op::Fault) && bytes == 0 {
-                continue;
-            }
-            let planned = PlannedOp {
-                ts: t,
-                dur: dur.value(row).max(0),
-                offset: if matches!(op, Op::Truncate) {
-                    -1
-                } else {
-                    offset.unwrap_or(-1)
-                },
-                bytes,
-                pid: pid.value(row),
-                fd: fd.unwrap_or(-1),
-                path,
-                flags: Events::opt_i32(ev.flags(), row),
-                op,
-                phase: phase as u16,
-            };
-            for &i in dest {
-                if !alive[i] {
+            let _ = (r, dur);
+            // A row that stands for a run of calls is replayed call by call.
+            for call in Run::of(&ev, row).calls() {
+                let (bytes, fd) = match op {
+                    Op::Read | Op::Write | Op::Fault => (call.ret, Events::opt_i32(ev.fd(), row)),
+                    Op::Truncate => (
+                        call.size.or(call.offset).unwrap_or(0),
+                        Events::opt_i32(ev.fd(), row),
+                    ),
+                    Op::Open => (0, Some(call.ret as i32)),
+                    _ => (0, Events::opt_i32(ev.fd(), row)),
+                };
+                if matches!(op, Op::Read | Op::Write | Op::Fault) && bytes == 0 {
                     continue;
                 }
-                pending[i].push(planned);
-                if pending[i].len() >= CHUNK {
-                    let chunk = std::mem::replace(&mut pending[i], Vec::with_capacity(CHUNK));
-                    alive[i] = targets[i].1.send(chunk).is_ok();
+                let planned = PlannedOp {
+                    ts: call.ts_ns,
+                    dur: call.dur_ns.max(0),
+                    offset: if matches!(op, Op::Truncate) {
+                        -1
+                    } else {
+                        call.offset.unwrap_or(-1)
+                    },
+                    bytes,
+                    pid: pid.value(row),
+                    fd: fd.unwrap_or(-1),
+                    path,
+                    flags: Events::opt_i32(ev.flags(), row),
+                    op,
+                    phase: phase as u16,
+                };
+                for &i in dest {
+                    if !alive[i] {
+                        continue;
+                    }
+                    pending[i].push(planned);
+                    if pending[i].len() >= CHUNK {
+                        let chunk = std::mem::replace(&mut pending[i], Vec::with_capacity(CHUNK));
+                        alive[i] = targets[i].1.send(chunk).is_ok();
+                    }
                 }
             }
         }

@@ -154,6 +154,8 @@ impl RankRecorder {
                 bytes as i64
             },
             flags: op.flags,
+            calls: 1,
+            span_ns: None,
         });
         if self.builder.len() >= RECORD_BATCH_ROWS
             || self.last_flush.elapsed() >= RECORD_FLUSH_EVERY

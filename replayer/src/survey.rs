@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use iorepro_traces::schema::{
-    COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
-    COL_SIZE, COL_TS,
+use iorepro_traces::format::schema::{
+    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK,
+    COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS,
 };
 use iorepro_traces::{Events, Op, TraceReader};
 
@@ -17,9 +17,20 @@ use crate::error::ReplayResult;
 use crate::phases::{Phase, PhaseDetector, PhaseRow};
 
 /// The columns the replayer reads (the rest are never decoded).
-pub const REPLAY_COLUMNS: [&str; 11] = [
-    COL_TS, COL_DUR_NS, COL_RANK, COL_PID, COL_OP, COL_PATH, COL_FD, COL_OFFSET, COL_SIZE, COL_RET,
+pub const REPLAY_COLUMNS: [&str; 13] = [
+    COL_TS,
+    COL_DUR_NS,
+    COL_RANK,
+    COL_PID,
+    COL_OP,
+    COL_PATH,
+    COL_FD,
+    COL_OFFSET,
+    COL_SIZE,
+    COL_RET,
     COL_FLAGS,
+    COL_CALLS,
+    COL_SPAN_NS,
 ];
 
 #[derive(Debug, Clone, Default)]
@@ -92,13 +103,15 @@ impl Survey {
             let (ts, dur, ret) = (ev.ts(), ev.dur_ns(), ev.ret());
             for (row, &op) in ops.iter().enumerate() {
                 let t = ts.value(row);
-                let end = t + dur.value(row).max(0);
+                // A run of calls lasts its span; its calls are counted one by one.
+                let end = t + dur.value(row).max(ev.span_at(row)).max(0);
+                let calls = ev.calls_at(row) as u64;
                 s.start_ns = s.start_ns.min(t);
                 s.end_ns = s.end_ns.max(end);
-                s.events += 1;
+                s.events += calls;
                 let r = ret.value(row);
                 let rank = rank_or_zero(&ev, row);
-                *s.ops_per_source.entry(rank).or_default() += 1;
+                *s.ops_per_source.entry(rank).or_default() += calls;
                 let bytes = if r > 0 && matches!(op, Op::Read | Op::Write | Op::Fault) {
                     r as u64
                 } else {
@@ -122,7 +135,8 @@ impl Survey {
                     let requested = iorepro_traces::Events::opt_i64(ev.size(), row)
                         .unwrap_or(0)
                         .max(0) as u64;
-                    s.max_io_bytes = s.max_io_bytes.max(bytes).max(requested);
+                    // The buffer a call needs: a run's calls are equal parts.
+                    s.max_io_bytes = s.max_io_bytes.max(bytes / calls).max(requested / calls);
                 }
                 let Some(path) = ev.path_at(row) else {
                     continue;

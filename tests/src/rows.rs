@@ -1,9 +1,11 @@
 //! A trace read back as plain rows, for totals by path, process and rank.
+//! A row that stands for a run of calls comes back as one row per call, so
+//! tests compare call by call with their ground truth (fio's iolog, strace).
 
 use std::path::Path;
 
-use iorepro_traces::schema::Op;
-use iorepro_traces::{Events, Manifest, TraceReader};
+use iorepro_traces::Op;
+use iorepro_traces::{Events, Manifest, Run, TraceReader};
 
 /// One trace row, owned.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +42,8 @@ pub fn load(trace: &Path) -> Vec<Row> {
     load_with_manifest(trace).1
 }
 
-/// The manifest of a (small) trace and every row of it, in `ts` order.
+/// The manifest of a (small) trace and every call in it, in `ts` order (a
+/// run's calls follow its first call).
 pub fn load_with_manifest(trace: &Path) -> (Manifest, Vec<Row>) {
     let reader = TraceReader::open(trace).unwrap_or_else(|e| panic!("{e}"));
     let mut rows = Vec::new();
@@ -48,20 +51,22 @@ pub fn load_with_manifest(trace: &Path) -> (Manifest, Vec<Row>) {
         let ev = batch.unwrap_or_else(|e| panic!("{e}"));
         let ops = ev.ops();
         for (i, op) in ops.into_iter().enumerate() {
-            rows.push(Row {
-                ts_ns: ev.ts().value(i),
-                pid: ev.pid().value(i),
-                tid: ev.tid().value(i),
-                rank: Events::opt_i32(ev.rank(), i),
-                comm: ev.comm().value(i).to_string(),
-                op,
-                path: ev.path_at(i).map(str::to_string),
-                fd: Events::opt_i32(ev.fd(), i),
-                offset: Events::opt_i64(ev.offset(), i),
-                size: Events::opt_i64(ev.size(), i),
-                ret: ev.ret().value(i),
-                flags: Events::opt_i32(ev.flags(), i),
-            });
+            for call in Run::of(&ev, i).calls() {
+                rows.push(Row {
+                    ts_ns: call.ts_ns,
+                    pid: ev.pid().value(i),
+                    tid: ev.tid().value(i),
+                    rank: Events::opt_i32(ev.rank(), i),
+                    comm: ev.comm().value(i).to_string(),
+                    op,
+                    path: ev.path_at(i).map(str::to_string),
+                    fd: Events::opt_i32(ev.fd(), i),
+                    offset: call.offset,
+                    size: call.size,
+                    ret: call.ret,
+                    flags: Events::opt_i32(ev.flags(), i),
+                });
+            }
         }
     }
     (reader.manifest().clone(), rows)

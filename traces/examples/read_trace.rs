@@ -55,6 +55,8 @@ fn main() -> Result<()> {
             size,
             ret,
             flags: None,
+            calls: 1,
+            span_ns: None,
         };
         w.push(&row(Op::Open, None, None, 5, ts))?;
         for i in 0..ops {

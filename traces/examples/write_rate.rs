@@ -152,6 +152,8 @@ fn main() -> anyhow::Result<()> {
         size: (r.size >= 0).then_some(r.size),
         ret: r.ret,
         flags: (r.op == Op::Open).then_some(0),
+        calls: 1,
+        span_ns: None,
     };
 
     let start = Instant::now();

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+use crate::analysis::summary::Summary;
 use crate::error::TraceError;
-use crate::reader::TraceReader;
-use crate::summary::Summary;
+use crate::format::reader::TraceReader;
+use crate::format::writer::WriterOptions;
 use crate::synth::Workload;
-use crate::writer::WriterOptions;
 use crate::Source;
 
 #[derive(Debug, Parser)]
@@ -157,7 +157,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            crate::plot::plot_svg(&s.timeline, &s.phases, &title, &file)?;
+            crate::analysis::plot::plot_svg(&s.timeline, &s.phases, &title, &file)?;
             writeln!(
                 out,
                 "{}: {} phases over {:.3} s",
@@ -169,7 +169,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Cmd::Compare { a, b, json } => {
             let sa = Summary::compute(&TraceReader::open(&a)?)?;
             let sb = Summary::compute(&TraceReader::open(&b)?)?;
-            let c = crate::compare::compare(
+            let c = crate::analysis::compare::compare(
                 &a.display().to_string(),
                 &sa,
                 &b.display().to_string(),
@@ -187,7 +187,7 @@ pub fn run(cli: Cli) -> Result<()> {
             target,
             json,
         } => {
-            let r = crate::export_fio::export(&trace, &fio_iolog, target.as_deref())?;
+            let r = crate::interchange::export_fio::export(&trace, &fio_iolog, target.as_deref())?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
             } else {
@@ -201,7 +201,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     r.write_bytes,
                     r.skipped,
                     fio_iolog.display(),
-                    crate::export_fio::JOB_FILE
+                    crate::interchange::export_fio::JOB_FILE
                 )?;
             }
         }
@@ -220,27 +220,29 @@ pub fn run(cli: Cli) -> Result<()> {
                     Some(s) => s,
                     None => file_mtime_ns(&log)?,
                 };
-                let opts = crate::import_fio::ImportOptions {
+                let opts = crate::interchange::import_fio::ImportOptions {
                     host,
                     start_unix_ns: start,
                     segment_rows: segment_events,
                 };
-                crate::import_fio::import(&log, &dir, &opts)?
+                crate::interchange::import_fio::import(&log, &dir, &opts)?
             } else {
                 let input = strace.expect("clap requires one input");
                 let date_days = match date {
                     None => None,
-                    Some(d) => Some(crate::import_strace::parse_date(&d).ok_or_else(|| {
-                        TraceError::invalid(&input, format!("--date `{d}` is not YYYY-MM-DD"))
-                    })?),
+                    Some(d) => Some(
+                        crate::interchange::import_strace::parse_date(&d).ok_or_else(|| {
+                            TraceError::invalid(&input, format!("--date `{d}` is not YYYY-MM-DD"))
+                        })?,
+                    ),
                 };
-                let opts = crate::import_strace::StraceOptions {
+                let opts = crate::interchange::import_strace::StraceOptions {
                     host,
                     rank,
                     date_days,
                     segment_rows: segment_events,
                 };
-                crate::import_strace::import(&input, &dir, &opts)?
+                crate::interchange::import_strace::import(&input, &dir, &opts)?
             };
             writeln!(
                 out,
@@ -255,7 +257,7 @@ pub fn run(cli: Cli) -> Result<()> {
             out: dir,
             segment_events,
         } => {
-            let m = crate::merge::merge(&traces, &dir, segment_events)?;
+            let m = crate::interchange::merge::merge(&traces, &dir, segment_events)?;
             writeln!(
                 out,
                 "{}: {} events from {} traces, hosts {}, {} dropped at capture",

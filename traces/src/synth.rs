@@ -10,11 +10,11 @@ use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 
 use crate::error::{one_line, TraceError, TraceResult};
-use crate::event::EventRow;
-use crate::manifest::{Manifest, Source};
-use crate::schema::Op;
+use crate::format::event::EventRow;
+use crate::format::manifest::{Manifest, Source};
+use crate::format::schema::Op;
+use crate::format::writer::{TraceWriter, WriterOptions};
 use crate::units::{parse_duration_ns, parse_size};
-use crate::writer::{TraceWriter, WriterOptions};
 
 /// The workload file, as written by users (sizes and durations as strings).
 #[derive(Debug, Clone, Deserialize)]
@@ -521,6 +521,8 @@ impl<'w> Generator<'w> {
                 size: r.size,
                 ret: r.ret,
                 flags: r.flags,
+                calls: 1,
+                span_ns: None,
             })?;
         }
         Ok(())

@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::manifest::{Manifest, Source, MANIFEST_FILE};
-use crate::reader::{SegmentBatches, TraceReader};
-use crate::schema::SCHEMA_VERSION;
+use crate::format::columns::Events;
+use crate::format::manifest::{Manifest, Source, MANIFEST_FILE};
+use crate::format::reader::{SegmentBatches, TraceReader};
+use crate::format::schema::SCHEMA_VERSION;
 
 #[derive(Debug, Serialize)]
 pub struct Validation {
@@ -182,6 +182,7 @@ enum OldManifest {
 /// What one segment file holds, read end to end.
 struct SegmentCheck {
     rows: u64,
+    calls: u64,
     first_ts: i64,
     last_ts: i64,
     hosts: Vec<String>,
@@ -283,6 +284,8 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
         && adopted.is_empty()
         && missing.is_empty()
         && m.events == events
+        && m.calls
+            .is_none_or(|c| c == keep.iter().map(|(_, k)| k.calls).sum::<u64>())
         && (events == 0 || (m.start_unix_ns == start && m.end_unix_ns == end))
         && hosts.iter().all(|h| m.hosts.contains(h));
     let complete = old_complete && set_aside.is_empty() && missing.is_empty();
@@ -323,10 +326,11 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
             reason: why.clone(),
         });
     }
-    m.format = crate::schema::FORMAT_NAME.to_string();
+    m.format = crate::format::schema::FORMAT_NAME.to_string();
     m.schema_version = SCHEMA_VERSION as u64;
     m.segments = kept_names;
     m.events = events;
+    m.calls = Some(keep.iter().map(|(_, c)| c.calls).sum());
     m.start_unix_ns = start;
     m.end_unix_ns = end;
     m.hosts.retain(|h| hosts.contains(h));
@@ -391,7 +395,7 @@ fn load_old_manifest(dir: &Path) -> TraceResult<OldManifest> {
         }
     };
     let format = value.get("format").and_then(|f| f.as_str());
-    if format.is_some_and(|f| f != crate::schema::FORMAT_NAME) {
+    if format.is_some_and(|f| f != crate::format::schema::FORMAT_NAME) {
         return Ok(OldManifest::Unreadable(format!(
             "`format` is {:?}, not an iorepro trace",
             format.unwrap_or_default()
@@ -471,6 +475,7 @@ fn read_segment(path: &Path) -> TraceResult<SegmentCheck> {
     let footer_rows = reader.rows();
     let mut check = SegmentCheck {
         rows: 0,
+        calls: 0,
         first_ts: i64::MAX,
         last_ts: i64::MIN,
         hosts: Vec::new(),
@@ -489,6 +494,7 @@ fn read_segment(path: &Path) -> TraceResult<SegmentCheck> {
             }
         }
         check.rows += ev.len() as u64;
+        check.calls += (0..ev.len()).map(|i| ev.calls_at(i) as u64).sum::<u64>();
     }
     if check.rows != footer_rows {
         return Err(TraceError::invalid(

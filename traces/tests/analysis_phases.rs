@@ -75,6 +75,8 @@ fn with_log_noise(src: &Path, dst: &Path) {
             size: Some(size),
             ret: size,
             flags: None,
+            calls: 1,
+            span_ns: None,
         })
         .unwrap();
         off += size;

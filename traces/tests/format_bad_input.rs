@@ -26,6 +26,8 @@ fn good_trace(dir: &Path) {
             size: Some(10),
             ret: 10,
             flags: None,
+            calls: 1,
+            span_ns: None,
         })
         .unwrap();
     }

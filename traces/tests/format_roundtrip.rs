@@ -96,6 +96,8 @@ fn write(
             size: r.size,
             ret: r.ret,
             flags: r.flags,
+            calls: 1,
+            span_ns: None,
         })
         .unwrap();
     }

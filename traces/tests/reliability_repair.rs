@@ -29,6 +29,8 @@ fn row(i: i64) -> EventRow<'static> {
         size: Some(4096),
         ret: 4096,
         flags: None,
+        calls: 1,
+        span_ns: None,
     }
 }
 

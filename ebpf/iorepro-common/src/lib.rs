@@ -3,12 +3,16 @@
 //!
 //! Every struct is `#[repr(C)]`, `Copy`, and laid out with explicit padding so
 //! that the byte image written by the eBPF program is exactly what user space
-//! reads. [`IoEvent`] is the fixed, small record of every data and metadata
-//! syscall; [`PathEvent`] extends it with the path strings of `open`,
-//! `unlink` and `rename`; [`ProcEvent`] reports the process tree (fork, exec,
-//! exit) on its own ring buffer, so an I/O flood can never starve it.
-//! The kernel side also reads a few `Offsets` globals (structure member
-//! offsets computed by user space from the kernel's BTF), named here.
+//! reads. Records on the I/O ring are told apart by their size:
+//! [`IoEvent`] is the fixed, small record of every data and metadata syscall;
+//! [`PathEvent`] extends it with the path strings of `open`, `unlink` and
+//! `rename`; [`NameEvent`] gives a thread's name (`comm`) when the thread is
+//! first seen and whenever it changes, so the I/O records need not carry it.
+//! [`ProcEvent`] reports the process tree (fork, exec, exit) on its own ring
+//! buffer, so an I/O flood can never starve it.
+//! The kernel side also reads a few globals set by the loader (structure
+//! member offsets from the kernel's BTF, and the capture's settings), named
+//! in [`globals`].
 #![no_std]
 
 /// What an [`IoEvent`] or [`PathEvent`] describes.
@@ -41,25 +45,37 @@ pub mod proc_kind {
 pub const PATH_LEN: usize = 256;
 pub const COMM_LEN: usize = 16;
 
-/// Slots of the per-CPU `DROPPED` counter array: I/O records are counted
-/// under their [`kind`] (so a report can say which ops were lost), process
-/// records under `DROPPED_PROC`.
+/// Slots of the per-CPU `DROPPED` counter array: lost I/O records are counted
+/// under their [`kind`] (so a report can say which ops were lost), by the
+/// calls they stood for (a lost run counts all its calls), thread
+/// names under `DROPPED_NAME`, process records under `DROPPED_PROC`, and
+/// syscalls not followed because both of the thread's slots were busy under
+/// `DROPPED_BUSY`.
+pub const DROPPED_BUSY: u32 = 13;
+pub const DROPPED_NAME: u32 = 14;
 pub const DROPPED_PROC: u32 = 15;
 pub const DROPPED_SLOTS: u32 = 16;
 
-/// One syscall (or one fault) of a traced process.
+/// One syscall (or one fault) of a traced process, or a run of `calls`
+/// back-to-back calls of one thread that moved the same number of bytes each
+/// at consecutive offsets of one file (see [`Run`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct IoEvent {
-    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) at syscall entry.
+    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) at syscall entry (the first call's).
     pub ts_ns: u64,
+    /// Time inside the call (the sum over a run's calls).
     pub dur_ns: u64,
+    /// From the first call's entry to the last call's exit (`dur_ns` for one call).
+    pub span_ns: u64,
     /// `bpf_get_current_pid_tgid`: tgid in the upper half, tid in the lower.
     pub pid_tgid: u64,
+    /// Return value; for a run, the bytes all its calls moved.
     pub ret: i64,
-    /// File offset of the data op, or the op's offset argument; -1 when none.
+    /// File offset of the data op (a run's first), or the op's offset
+    /// argument; -1 when none.
     pub offset: i64,
-    /// Bytes requested; for lseek/truncate the length argument.
+    /// Bytes requested (a run's total); for lseek/truncate the length argument.
     pub size: u64,
     /// Inode of the file the descriptor refers to (0 when not looked up).
     pub ino: u64,
@@ -68,7 +84,9 @@ pub struct IoEvent {
     pub fd: i32,
     pub kind: u32,
     pub flags: u32,
-    pub comm: [u8; COMM_LEN],
+    /// Syscalls this record stands for: 1, or a run's length.
+    pub calls: u32,
+    pub _pad: u32,
 }
 
 /// `open`, `unlink`, `rename`: an [`IoEvent`] plus the path arguments as the
@@ -91,6 +109,15 @@ pub struct PathEvent {
     pub path2: [u8; PATH_LEN],
 }
 
+/// A traced thread's name: sent before the thread's first I/O record and
+/// again when the name changes (`prctl(PR_SET_NAME)`, exec).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NameEvent {
+    pub pid_tgid: u64,
+    pub comm: [u8; COMM_LEN],
+}
+
 /// A change in the traced process tree.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -103,12 +130,120 @@ pub struct ProcEvent {
     pub _pad: u32,
 }
 
-/// Size of the common prefix user space reads first to tell the records apart.
+/// `nr` of a [`Slot`] with no syscall in flight.
+pub const IDLE: u32 = u32::MAX;
+
+/// Files remembered per thread, by `fd % CACHED_FILES`.
+pub const CACHED_FILES: usize = 4;
+
+/// A file a thread used recently (see the kernel side's `slots`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CachedFile {
+    pub fd: u32,
+    pub mode: u32,
+    /// The `struct file *`; 0 for an empty entry.
+    pub file: u64,
+    /// The process's `TRACED` value when the entry was made.
+    pub gen: u64,
+    pub ino: u64,
+    pub dev: u32,
+    pub _pad: u32,
+}
+
+/// A run being built: back-to-back reads (or writes) of one thread on one
+/// descriptor, each moving exactly `size` bytes, each starting where the
+/// last ended. It is sent as one [`IoEvent`] when a call does not continue
+/// it, when the thread makes any other syscall or exits, or when it spans
+/// [`RUN_SPAN_NS`]; user space sends the runs still open when it stops.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub pid_tgid: u64,
+    /// Entry of the first call, exit of the last.
+    pub ts: u64,
+    pub end: u64,
+    /// Sum of the calls' durations.
+    pub dur: u64,
+    pub offset: i64,
+    /// Bytes of each call.
+    pub size: u64,
+    pub ino: u64,
+    pub dev: u32,
+    pub fd: i32,
+    /// `kind::READ` or `kind::WRITE`.
+    pub kind: u32,
+    /// 0 when no run is open.
+    pub calls: u32,
+}
+
+impl Run {
+    /// The record that stands for the run's calls.
+    pub fn event(&self) -> IoEvent {
+        let total = self.size.wrapping_mul(self.calls as u64);
+        IoEvent {
+            ts_ns: self.ts,
+            dur_ns: self.dur,
+            span_ns: self.end.wrapping_sub(self.ts),
+            pid_tgid: self.pid_tgid,
+            ret: total as i64,
+            offset: self.offset,
+            size: total,
+            ino: self.ino,
+            dev: self.dev,
+            fd: self.fd,
+            kind: self.kind,
+            flags: 0,
+            calls: self.calls,
+            _pad: 0,
+        }
+    }
+}
+
+/// The longest a run may last: rows stay fine-grained in time, and a run is
+/// never held back long from user space.
+pub const RUN_SPAN_NS: u64 = 1_000_000;
+
+/// A thread's state in the kernel side's `SLOTS` array: the syscall in
+/// flight (number and entry time, and for calls on a descriptor the file as
+/// it was at entry), its open run, and the files it used recently.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    pub tid: u32,
+    pub nr: u32,
+    pub ts: u64,
+    pub file: u64,
+    pub ino: u64,
+    pub pos: i64,
+    pub dev: u32,
+    pub file_flags: u32,
+    pub run: Run,
+    pub cache: [CachedFile; CACHED_FILES],
+    /// Where the kernel side reads windows of kernel structures.
+    pub scratch: Scratch,
+}
+
+/// Words of a [`Slot`]'s scratch buffer: room for the larger of
+/// [`FILE_WINDOW`] and [`INODE_WINDOW`].
+pub const SCRATCH_WORDS: usize = 32;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Scratch(pub [u32; SCRATCH_WORDS]);
+
+/// Sizes by which user space tells the I/O ring's records apart.
 pub const IO_EVENT_SIZE: usize = core::mem::size_of::<IoEvent>();
 pub const PATH_EVENT_SIZE: usize = core::mem::size_of::<PathEvent>();
+pub const NAME_EVENT_SIZE: usize = core::mem::size_of::<NameEvent>();
 
-/// Names of the read-only globals the kernel side reads its structure member
-/// offsets from (set by the loader from `/sys/kernel/btf/vmlinux`).
+/// Bytes of `struct file` read at once, from `FILE_WINDOW_AT`: it must hold
+/// `f_inode`, `f_flags` and `f_pos` (the loader checks, from the kernel's BTF).
+pub const FILE_WINDOW: usize = 96;
+/// Bytes of `struct inode` read at once from its start: `i_mode`, `i_sb`, `i_ino`.
+pub const INODE_WINDOW: usize = 128;
+
+/// Names of the read-only globals the kernel side reads (set by the loader).
 pub mod globals {
     pub const TASK_FILES: &str = "OFF_TASK_FILES";
     pub const TASK_FS: &str = "OFF_TASK_FS";
@@ -117,7 +252,10 @@ pub mod globals {
     pub const FILES_FDT: &str = "OFF_FILES_FDT";
     pub const FDT_MAX_FDS: &str = "OFF_FDT_MAX_FDS";
     pub const FDT_FD: &str = "OFF_FDT_FD";
+    /// Where the `struct file` window starts, and its members' places in it.
+    pub const FILE_WINDOW_AT: &str = "OFF_FILE_WINDOW_AT";
     pub const FILE_INODE: &str = "OFF_FILE_INODE";
+    pub const FILE_FLAGS: &str = "OFF_FILE_FLAGS";
     pub const FILE_POS: &str = "OFF_FILE_POS";
     pub const INODE_MODE: &str = "OFF_INODE_MODE";
     pub const INODE_INO: &str = "OFF_INODE_INO";
@@ -130,6 +268,22 @@ pub mod globals {
     pub const CGROUP_LEVEL: &str = "TRACE_CGROUP_LEVEL";
     /// Non-zero: record every file type, not regular files only.
     pub const ALL_FILES: &str = "TRACE_ALL_FILES";
+    /// Entries of the `SLOTS` map minus one (a power of two minus one).
+    pub const SLOT_MASK: &str = "SLOT_MASK";
+    /// Non-zero: merge runs of back-to-back calls into one record.
+    pub const MERGE_RUNS: &str = "TRACE_MERGE_RUNS";
+}
+
+/// Per-thread slots: the loader sizes the map to the smallest power of two
+/// at least `pid_max`, at most this many.
+pub const MAX_SLOTS: u32 = 1 << 16;
+
+/// The two slots a thread may use (`mask`: the map's size minus one): its
+/// tid's low bits, or a hash of its tid.
+#[inline(always)]
+pub fn slot_indexes(tid: u32, mask: u32) -> (u32, u32) {
+    let mask = mask & (MAX_SLOTS - 1);
+    (tid & mask, (tid.wrapping_mul(0x9E37_79B1) >> 16) & mask)
 }
 
 #[cfg(feature = "user")]
@@ -137,9 +291,15 @@ mod pod {
     // SAFETY: plain `#[repr(C)]` integers and byte arrays with no padding holes.
     unsafe impl aya::Pod for super::IoEvent {}
     unsafe impl aya::Pod for super::PathEvent {}
+    unsafe impl aya::Pod for super::NameEvent {}
     unsafe impl aya::Pod for super::ProcEvent {}
+    unsafe impl aya::Pod for super::Slot {}
 }
 
 const _: () = assert!(IO_EVENT_SIZE == 88);
 const _: () = assert!(PATH_EVENT_SIZE == 88 + 32 + 2 * PATH_LEN);
+const _: () = assert!(core::mem::size_of::<Run>() == 72);
+const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 72 + 40 * CACHED_FILES + 128);
+const _: () = assert!(FILE_WINDOW <= SCRATCH_WORDS * 4 && INODE_WINDOW <= SCRATCH_WORDS * 4);
+const _: () = assert!(NAME_EVENT_SIZE == 24);
 const _: () = assert!(core::mem::size_of::<ProcEvent>() == 24);

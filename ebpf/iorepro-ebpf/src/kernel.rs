@@ -1,26 +1,32 @@
 //! Reading kernel structures: which tasks are traced, and what file a
-//! descriptor refers to. Member offsets are globals that the loader fills in
-//! from the running kernel's BTF.
+//! descriptor refers to.
+//!
+//! Member offsets are read-only globals that the loader fills in from the
+//! running kernel's BTF; the loader freezes them before the programs are
+//! verified, so the verifier knows each one as a constant. Structures are
+//! read with `bpf_probe_read_kernel`, in whole windows where several members
+//! are needed (one helper call instead of one per member); plain loads are
+//! used only on the small BTF-typed tracepoint arguments (`pt_regs`, a task
+//! at fork), which are cheap to verify.
 
 use aya_ebpf::helpers::{
-    bpf_get_current_ancestor_cgroup_id, bpf_get_current_comm, bpf_get_current_task,
-    bpf_probe_read_kernel,
+    bpf_get_current_ancestor_cgroup_id, bpf_get_current_task, bpf_probe_read_kernel,
 };
 use core::ptr::read_volatile;
-use iorepro_common::COMM_LEN;
+use iorepro_common::{FILE_WINDOW, INODE_WINDOW, SCRATCH_WORDS};
 
 use crate::TRACED;
 
-macro_rules! offsets {
+macro_rules! globals {
     ($($name:ident),* $(,)?) => {
         $(
             #[unsafe(no_mangle)]
-            static $name: u64 = 0;
+            pub static $name: u64 = 0;
         )*
     };
 }
 
-offsets!(
+globals!(
     OFF_TASK_FILES,
     OFF_TASK_FS,
     OFF_TASK_TGID,
@@ -28,7 +34,9 @@ offsets!(
     OFF_FILES_FDT,
     OFF_FDT_MAX_FDS,
     OFF_FDT_FD,
+    OFF_FILE_WINDOW_AT,
     OFF_FILE_INODE,
+    OFF_FILE_FLAGS,
     OFF_FILE_POS,
     OFF_INODE_MODE,
     OFF_INODE_INO,
@@ -39,12 +47,19 @@ offsets!(
     TRACE_CGROUP_ID,
     TRACE_CGROUP_LEVEL,
     TRACE_ALL_FILES,
+    SLOT_MASK,
+    TRACE_MERGE_RUNS,
 );
 
 #[inline(always)]
-fn global(v: &'static u64) -> u64 {
+pub fn global(v: &'static u64) -> u64 {
     // SAFETY: a read of a read-only global the loader may have rewritten.
     unsafe { read_volatile(v) }
+}
+
+#[inline(always)]
+pub fn slot_mask() -> u32 {
+    global(&SLOT_MASK) as u32
 }
 
 #[inline(always)]
@@ -52,129 +67,249 @@ pub fn tracing_cgroup() -> bool {
     global(&TRACE_CGROUP_ID) != 0
 }
 
-/// The first check of every program: is the current task in the traced set?
+/// The `TRACED` value of a traced process: bit 0 set, bit 1 when its
+/// descriptor table is shared with another process (no file cache then), and
+/// above them its descriptor-table generation (see `slots`).
+pub type Traced = u64;
+pub const TRACED_BIT: u64 = 1;
+pub const SHARED_FILES: u64 = 2;
+pub const GEN_STEP: u64 = 4;
+
+/// The current task's `TRACED` value, 0 when it is not traced. A
+/// tgid-indexed array, whose lookup the verifier inlines; in a cgroup capture
+/// membership is the cgroup's, and the array only keeps the generation.
 #[inline(always)]
-pub fn is_traced(pid_tgid: u64) -> bool {
+pub fn traced(pid_tgid: u64) -> Traced {
+    let tgid = (pid_tgid >> 32) as u32;
     let cgroup = global(&TRACE_CGROUP_ID);
     if cgroup != 0 {
         let level = global(&TRACE_CGROUP_LEVEL) as i32;
         // SAFETY: helper without pointer arguments.
-        return unsafe { bpf_get_current_ancestor_cgroup_id(level) } == cgroup;
+        if unsafe { bpf_get_current_ancestor_cgroup_id(level) } != cgroup {
+            return 0;
+        }
+        return match TRACED.get_ptr_mut(tgid) {
+            Some(t) => {
+                // SAFETY: array values are valid memory.
+                unsafe {
+                    if *t == 0 {
+                        *t = TRACED_BIT;
+                    }
+                    *t
+                }
+            }
+            None => TRACED_BIT | SHARED_FILES,
+        };
     }
-    let tgid = (pid_tgid >> 32) as u32;
-    TRACED.get_ptr(tgid).is_some()
+    tgid_traced(tgid)
 }
 
 #[inline(always)]
-pub fn current_comm() -> [u8; COMM_LEN] {
-    bpf_get_current_comm().unwrap_or([0; COMM_LEN])
+pub fn is_traced(pid_tgid: u64) -> bool {
+    traced(pid_tgid) != 0
 }
 
 #[inline(always)]
-fn read<T>(base: *const u8, offset: u64) -> Option<T> {
+pub fn tgid_traced(tgid: u32) -> Traced {
+    TRACED.get(tgid).copied().unwrap_or(0)
+}
+
+/// A member of a BTF-typed kernel object, read with a plain load.
+///
+/// # Safety
+/// `base` must be a pointer the verifier knows by its BTF type, and `offset`
+/// a member of that type of size `size_of::<T>()`.
+#[inline(always)]
+unsafe fn member<T: Copy>(base: *const u8, offset: u64) -> T {
+    unsafe { read_volatile(base.wrapping_add(offset as usize) as *const T) }
+}
+
+/// Reads `T` at `addr` with the fault-safe helper (for memory BTF cannot type).
+#[inline(always)]
+fn probe<T>(addr: u64) -> Option<T> {
     // SAFETY: bpf_probe_read_kernel faults safely on a bad address.
-    unsafe { bpf_probe_read_kernel(base.wrapping_add(offset as usize) as *const T).ok() }
-}
-
-/// `(tgid, pid)` of a task.
-#[inline(always)]
-pub fn task_ids(task: *const u8) -> Option<(u32, u32)> {
-    let tgid = read::<u32>(task, global(&OFF_TASK_TGID))?;
-    let pid = read::<u32>(task, global(&OFF_TASK_PID))?;
-    Some((tgid, pid))
-}
-
-/// What the verifier-friendly lookups below learn about an open file.
-pub struct FileInfo {
-    pub file: *const u8,
-    pub ino: u64,
-    pub dev: u32,
-    pub mode: u32,
+    unsafe { bpf_probe_read_kernel(addr as *const T).ok() }
 }
 
 pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
+pub const O_APPEND: u32 = 0o2000;
 
-impl FileInfo {
-    pub fn is_regular(&self) -> bool {
-        self.mode & S_IFMT == S_IFREG
+/// The `struct file *` installed at descriptor `fd` of the current task.
+/// (Only on a file-cache miss: four helper reads. Plain loads from the
+/// BTF-typed `current` would save them, but checking each load against
+/// `task_struct`'s type made the programs several times slower to verify,
+/// and a capture's start-up with them.)
+#[inline(always)]
+pub fn file_of(fd: u64) -> Option<u64> {
+    // SAFETY: helper without arguments.
+    let task = unsafe { bpf_get_current_task() };
+    let files: u64 = probe(task.wrapping_add(global(&OFF_TASK_FILES)))?;
+    let fdt: u64 = probe(files.wrapping_add(global(&OFF_FILES_FDT)))?;
+    if files == 0 || fdt == 0 {
+        return None;
+    }
+    let max_fds: u32 = probe(fdt.wrapping_add(global(&OFF_FDT_MAX_FDS)))?;
+    if fd >= max_fds as u64 {
+        return None;
+    }
+    let table: u64 = probe(fdt.wrapping_add(global(&OFF_FDT_FD)))?;
+    let file: u64 = probe(table.wrapping_add(fd * 8))?;
+    (file != 0).then_some(file)
+}
+
+/// What one read of a `struct file` tells: its inode, open flags and position.
+pub struct FileWindow {
+    pub inode: u64,
+    pub flags: u32,
+    pub pos: i64,
+}
+
+/// Reads the window of `file` that holds its inode, flags and position into
+/// `scratch` (a per-thread buffer in map memory: a stack buffer would make
+/// every verifier state larger, and slower to compare).
+#[inline(always)]
+pub fn file_window(file: u64, scratch: &mut Scratch) -> Option<FileWindow> {
+    let at = global(&OFF_FILE_WINDOW_AT);
+    read_into(file.wrapping_add(at), &mut scratch.0[..FILE_WINDOW / 4])?;
+    Some(FileWindow {
+        inode: scratch.u64_at(global(&OFF_FILE_INODE).wrapping_sub(at)),
+        flags: scratch.u32_at(global(&OFF_FILE_FLAGS).wrapping_sub(at)),
+        pos: scratch.u64_at(global(&OFF_FILE_POS).wrapping_sub(at)) as i64,
+    })
+}
+
+/// Fills `buf` from kernel memory at `addr`.
+#[inline(always)]
+fn read_into(addr: u64, buf: &mut [u32]) -> Option<()> {
+    // SAFETY: the helper writes at most `buf`'s length and faults safely.
+    let r = unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_kernel(
+            buf.as_mut_ptr().cast(),
+            (buf.len() * 4) as u32,
+            addr as *const core::ffi::c_void,
+        )
+    };
+    (r == 0).then_some(())
+}
+
+/// A window of a kernel structure, read at once; members are picked out by
+/// their byte offset in the window (always a constant to the verifier).
+pub use iorepro_common::Scratch;
+
+trait Members {
+    fn u32_at(&self, off: u64) -> u32;
+    fn u64_at(&self, off: u64) -> u64;
+    fn u16_at(&self, off: u64) -> u16;
+}
+
+impl Members for Scratch {
+    #[inline(always)]
+    fn u32_at(&self, off: u64) -> u32 {
+        self.0[(off as usize / 4).min(SCRATCH_WORDS - 1)]
     }
 
+    /// An 8-byte member (8-aligned in the structure, as the window's start is).
+    #[inline(always)]
+    fn u64_at(&self, off: u64) -> u64 {
+        let i = (off as usize / 4).min(SCRATCH_WORDS - 2);
+        self.0[i] as u64 | (self.0[i + 1] as u64) << 32
+    }
+
+    /// A 2-byte member at any even offset.
+    #[inline(always)]
+    fn u16_at(&self, off: u64) -> u16 {
+        (self.u32_at(off) >> ((off as u32 & 2) * 8)) as u16
+    }
+}
+
+/// The file position now: where an O_APPEND write left it, read at its exit.
+#[inline(always)]
+pub fn position(file: u64) -> Option<i64> {
+    probe(file.wrapping_add(global(&OFF_FILE_POS)))
+}
+
+/// A file's identity as the trace records it.
+#[derive(Clone, Copy)]
+pub struct Identity {
+    pub ino: u64,
+    pub dev: u32,
+    pub mode: u32,
+}
+
+impl Identity {
     pub fn is_dir(&self) -> bool {
         self.mode & S_IFMT == S_IFDIR
     }
 
     /// Regular files, or everything when asked to record all file types.
     pub fn wanted(&self) -> bool {
-        self.is_regular() || global(&TRACE_ALL_FILES) != 0
-    }
-
-    /// The file position (`f_pos`) as it is now.
-    pub fn pos(&self) -> i64 {
-        read::<i64>(self.file, global(&OFF_FILE_POS)).unwrap_or(-1)
+        self.mode & S_IFMT == S_IFREG || global(&TRACE_ALL_FILES) != 0
     }
 }
 
-fn current_task() -> *const u8 {
-    // SAFETY: helper without arguments.
-    unsafe { bpf_get_current_task() as *const u8 }
+/// `(ino, dev, mode)` of an inode: one read of its head, one of its superblock's dev.
+#[inline(always)]
+pub fn identity(inode: u64, scratch: &mut Scratch) -> Option<Identity> {
+    if inode == 0 {
+        return None;
+    }
+    read_into(inode, &mut scratch.0[..INODE_WINDOW / 4])?;
+    let mode = scratch.u16_at(global(&OFF_INODE_MODE)) as u32;
+    let ino = scratch.u64_at(global(&OFF_INODE_INO));
+    let sb = scratch.u64_at(global(&OFF_INODE_SB));
+    let dev: u32 = probe(sb.wrapping_add(global(&OFF_SB_DEV)))?;
+    Some(Identity { ino, dev, mode })
 }
 
-/// `current->files->fdt->fd[fd]` and its inode.
-pub fn file_info(fd: u64) -> Option<FileInfo> {
-    let files = read::<*const u8>(current_task(), global(&OFF_TASK_FILES))?;
-    let fdt = read::<*const u8>(files, global(&OFF_FILES_FDT))?;
-    let max_fds = read::<u32>(fdt, global(&OFF_FDT_MAX_FDS))?;
-    if fd >= max_fds as u64 {
-        return None;
-    }
-    let table = read::<*const u8>(fdt, global(&OFF_FDT_FD))?;
-    let file = read::<*const u8>(table, fd * 8)?;
-    if file.is_null() {
-        return None;
-    }
-    let inode = read::<*const u8>(file, global(&OFF_FILE_INODE))?;
-    let (ino, dev, mode) = inode_info(inode)?;
-    Some(FileInfo {
-        file,
-        ino,
-        dev,
-        mode,
-    })
+/// The descriptor table of a BTF-typed task.
+///
+/// # Safety
+/// `task` must be a `struct task_struct *` the verifier knows by type.
+#[inline(always)]
+pub unsafe fn files_of(task: *const u8) -> u64 {
+    unsafe { member(task, global(&OFF_TASK_FILES)) }
 }
 
-fn inode_info(inode: *const u8) -> Option<(u64, u32, u32)> {
-    if inode.is_null() {
-        return None;
+/// `(tgid, pid)` of a BTF-typed task.
+///
+/// # Safety
+/// `task` must be a `struct task_struct *` the verifier knows by type.
+#[inline(always)]
+pub unsafe fn task_ids(task: *const u8) -> (u32, u32) {
+    unsafe {
+        (
+            member(task, global(&OFF_TASK_TGID)),
+            member(task, global(&OFF_TASK_PID)),
+        )
     }
-    let mode = read::<u16>(inode, global(&OFF_INODE_MODE))? as u32;
-    let ino = read::<u64>(inode, global(&OFF_INODE_INO))?;
-    let sb = read::<*const u8>(inode, global(&OFF_INODE_SB))?;
-    let dev = read::<u32>(sb, global(&OFF_SB_DEV))?;
-    Some((ino, dev, mode))
 }
 
 const AT_FDCWD: i32 = -100;
 
 /// (inode, dev) of the directory a relative path starts from: `dirfd`'s
 /// file, or the current working directory for `AT_FDCWD`.
-pub fn dir_of(dirfd: i32) -> (u64, u32) {
-    if dirfd == AT_FDCWD {
-        cwd().unwrap_or((0, 0))
+pub fn dir_of(dirfd: i32, scratch: &mut Scratch) -> (u64, u32) {
+    let inode = if dirfd == AT_FDCWD {
+        cwd_inode()
     } else if dirfd >= 0 {
-        file_info(dirfd as u64)
-            .map(|f| (f.ino, f.dev))
-            .unwrap_or((0, 0))
+        file_of(dirfd as u64)
+            .and_then(|f| file_window(f, scratch))
+            .map(|w| w.inode)
     } else {
-        (0, 0)
-    }
+        None
+    };
+    inode
+        .and_then(|i| identity(i, scratch))
+        .map(|i| (i.ino, i.dev))
+        .unwrap_or((0, 0))
 }
 
-fn cwd() -> Option<(u64, u32)> {
-    let fs = read::<*const u8>(current_task(), global(&OFF_TASK_FS))?;
-    let dentry = read::<*const u8>(fs, global(&OFF_FS_PWD_DENTRY))?;
-    let inode = read::<*const u8>(dentry, global(&OFF_DENTRY_INODE))?;
-    let (ino, dev, _) = inode_info(inode)?;
-    Some((ino, dev))
+fn cwd_inode() -> Option<u64> {
+    // SAFETY: helper without arguments.
+    let task = unsafe { bpf_get_current_task() };
+    let fs: u64 = probe(task.wrapping_add(global(&OFF_TASK_FS)))?;
+    let dentry: u64 = probe(fs.wrapping_add(global(&OFF_FS_PWD_DENTRY)))?;
+    probe(dentry.wrapping_add(global(&OFF_DENTRY_INODE)))
 }

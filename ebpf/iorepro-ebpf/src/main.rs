@@ -3,43 +3,55 @@
 //! collector through a ring buffer.
 //!
 //! Hooks (all available without kprobes or fentry):
-//! - raw tracepoints `sys_enter` / `sys_exit`: one program each for every
-//!   syscall of interest. Entry only stamps the time (and, for `close`, notes
-//!   the file before it goes away); the exit reads the arguments back from the
-//!   saved user registers, so nothing but a timestamp is kept per thread.
+//! - BTF tracepoints on the raw `sys_enter` / `sys_exit`: every syscall of
+//!   the host passes here, so the first test is a bitmap of the syscall
+//!   numbers of interest, the second a tgid-indexed array of traced
+//!   processes; only then does any work start. The entry of a call on a
+//!   descriptor finds the file and drops calls on files the trace does not
+//!   record (see `syscalls`); per-thread state lives in an array (`slots`).
 //! - BTF tracepoints `sched_process_fork` / `exec` / `exit`: the tree is
-//!   followed in the kernel, so a child is traced from its first instruction.
+//!   followed in the kernel, so a child is traced from its first instruction;
+//!   `task_rename` keeps thread names current.
 //! - tracepoint `filemap:mm_filemap_add_to_page_cache`: page-cache fills
 //!   (reads from storage) caused by faults under a file mapping.
 //!
-//! Each data op carries the file's (dev, inode) and, for plain `read`/`write`,
-//! the exact offset, read from the open file at syscall exit
-//! (`task->files->fdt->fd[fd]->f_pos - ret`). Structure member offsets come
-//! from user space (computed from the kernel's BTF) as read-only globals,
-//! because this program is not relocated (no CO-RE).
+//! The BTF tracepoints give typed pointers (the saved registers, `current`),
+//! which the verifier lets the programs read with plain loads; member offsets
+//! come from user space (computed from the kernel's BTF) as frozen read-only
+//! globals, which the verifier treats as the constants they are.
+//!
+//! `empty_enter` / `empty_exit` do nothing: loaded alone, they measure what
+//! the hooks themselves cost, the floor under any tracer on these hooks.
 #![no_std]
 #![no_main]
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod kernel;
+mod records;
+mod runs;
+mod slots;
 mod syscalls;
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
-    maps::{HashMap, PerCpuArray, RingBuf},
-    programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
+    macros::{btf_tracepoint, map, tracepoint},
+    maps::{Array, PerCpuArray, RingBuf},
+    programs::{BtfTracePointContext, TracePointContext},
 };
-use iorepro_common::{kind, proc_kind, IoEvent, ProcEvent, DROPPED_PROC, DROPPED_SLOTS};
+use iorepro_common::{kind, proc_kind, IoEvent, COMM_LEN, DROPPED_SLOTS, MAX_SLOTS};
 
-use crate::kernel::{current_comm, is_traced, task_ids};
+use crate::kernel::{is_traced, task_ids, tgid_traced};
+use crate::slots::Slot;
 
-/// Tgids of the traced processes (when not tracing a cgroup).
+/// Traced processes, indexed by tgid: 0 untraced, else a [`kernel::Traced`]
+/// value. The loader sizes it to `pid_max`.
 #[map]
-static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
+static TRACED: Array<kernel::Traced> = Array::with_max_entries(1 << 22, 0);
 
-/// Per-thread state between syscall entry and exit.
+/// Per-thread state (see `slots`; the loader sets the size).
 #[map]
-static INFLIGHT: HashMap<u32, Inflight> = HashMap::with_max_entries(65536, 0);
+static SLOTS: Array<Slot> = Array::with_max_entries(MAX_SLOTS, 0);
 
 /// I/O records; user space polls it, so submissions never wake it up.
 #[map]
@@ -53,126 +65,45 @@ static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 << 10, 0);
 #[map]
 static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROPPED_SLOTS, 0);
 
-/// `nr` once the exit has been handled: a stale entry is never reused.
-const CONSUMED: u32 = u32::MAX;
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Inflight {
-    ts: u64,
-    ino: u64,
-    nr: u32,
-    dev: u32,
-}
-
-/// `BPF_RB_NO_WAKEUP`: the collector polls on a short interval instead.
-const NO_WAKEUP: u64 = 1;
-
-#[raw_tracepoint(tracepoint = "sys_enter")]
-pub fn sys_enter(ctx: RawTracePointContext) -> u32 {
+#[btf_tracepoint(function = "sys_enter")]
+pub fn sys_enter(ctx: BtfTracePointContext) -> u32 {
     let nr: u64 = ctx.arg(1);
+    let pid_tgid = bpf_get_current_pid_tgid();
     if !syscalls::interesting(nr) {
-        return 0;
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced(pid_tgid) {
-        return 0;
-    }
-    let mut state = Inflight {
-        ts: unsafe { bpf_ktime_get_ns() },
-        ino: 0,
-        nr: nr as u32,
-        dev: 0,
-    };
-    if nr == syscalls::CLOSE {
-        let regs: *const u8 = ctx.arg(0);
-        match syscalls::close_target(regs) {
-            Some((ino, dev)) => {
-                state.ino = ino;
-                state.dev = dev;
-            }
-            None => return 0,
+        // The thread is about to do something else (and may wait in it):
+        // its run, if it has one, is complete.
+        if let Some(slot) = slots::owned(pid_tgid) {
+            // SAFETY: the slot belongs to this thread.
+            runs::flush(unsafe { &mut (*slot).run });
         }
+        return 0;
     }
-    let _ = INFLIGHT.insert(pid_tgid as u32, state, 0);
+    let traced = kernel::traced(pid_tgid);
+    if traced == 0 {
+        return 0;
+    }
+    syscalls::on_enter(ctx.arg(0), nr, pid_tgid, traced);
     0
 }
 
-#[raw_tracepoint(tracepoint = "sys_exit")]
-pub fn sys_exit(ctx: RawTracePointContext) -> u32 {
+#[btf_tracepoint(function = "sys_exit")]
+pub fn sys_exit(ctx: BtfTracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(state) = INFLIGHT.get_ptr_mut(pid_tgid as u32) else {
+    let Some(slot) = slots::in_flight(pid_tgid) else {
         return 0;
     };
-    // SAFETY: the entry belongs to this thread; only this thread writes it.
-    let (nr, ts, ino, dev) = unsafe {
-        let s = &mut *state;
-        if s.nr == CONSUMED {
-            return 0;
-        }
-        let taken = (s.nr, s.ts, s.ino, s.dev);
-        s.nr = CONSUMED;
-        taken
-    };
-    let regs: *const u8 = ctx.arg(0);
-    let ret: i64 = ctx.arg(1);
-    let io = IoEvent {
-        ts_ns: ts,
-        dur_ns: unsafe { bpf_ktime_get_ns() }.wrapping_sub(ts),
-        pid_tgid,
-        ret,
-        offset: -1,
-        size: 0,
-        ino,
-        dev,
-        fd: -1,
-        kind: 0,
-        flags: 0,
-        comm: current_comm(),
-    };
-    syscalls::on_exit(regs, nr as u64, io);
+    syscalls::on_exit(ctx.arg(0), ctx.arg(1), pid_tgid, slot);
     0
 }
 
-/// Reserves room for `T` in the I/O ring buffer, counting a failure as a drop.
-pub fn reserve_io<T: 'static>(kind: u32) -> Option<aya_ebpf::maps::ring_buf::RingBufEntry<T>> {
-    let entry = EVENTS.reserve::<T>(0);
-    if entry.is_none() {
-        count_drop(kind);
-    }
-    entry
+#[btf_tracepoint(function = "sys_enter")]
+pub fn empty_enter(_ctx: BtfTracePointContext) -> u32 {
+    0
 }
 
-pub fn submit_io<T: 'static>(entry: aya_ebpf::maps::ring_buf::RingBufEntry<T>) {
-    entry.submit(NO_WAKEUP);
-}
-
-/// Sends a fixed-size record, counting a full buffer as a drop.
-pub fn output_io(event: &IoEvent) {
-    if EVENTS.output::<IoEvent>(event, NO_WAKEUP).is_err() {
-        count_drop(event.kind);
-    }
-}
-
-fn count_drop(slot: u32) {
-    if let Some(n) = DROPPED.get_ptr_mut(slot) {
-        // SAFETY: per-CPU slot; programs do not migrate while running.
-        unsafe { *n += 1 };
-    }
-}
-
-fn output_proc(kind: u32, tgid: u32, parent_tgid: u32) {
-    let ev = ProcEvent {
-        ts_ns: unsafe { bpf_ktime_get_ns() },
-        kind,
-        tgid,
-        parent_tgid,
-        _pad: 0,
-    };
-    // Process records are rare and drive the tree: wake the reader for them.
-    if PROC_EVENTS.output::<ProcEvent>(&ev, 0).is_err() {
-        count_drop(DROPPED_PROC);
-    }
+#[btf_tracepoint(function = "sys_exit")]
+pub fn empty_exit(_ctx: BtfTracePointContext) -> u32 {
+    0
 }
 
 #[btf_tracepoint(function = "sched_process_fork")]
@@ -181,17 +112,38 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
     if !is_traced(pid_tgid) {
         return 0;
     }
+    let parent: *const u8 = ctx.arg(0);
     let child: *const u8 = ctx.arg(1);
-    let Some((child_tgid, child_pid)) = task_ids(child) else {
-        return 0;
-    };
+    // SAFETY: the tracepoint's arguments are the BTF-typed parent and child.
+    let (child_tgid, child_pid) = unsafe { task_ids(child) };
     if child_tgid != child_pid {
         return 0; // a new thread: its tgid is already traced
     }
-    if !kernel::tracing_cgroup() {
-        let _ = TRACED.insert(child_tgid, 1u8, 0);
+    // A child sharing its parent's descriptor table (CLONE_FILES without
+    // CLONE_THREAD) could close a file under the other's cached pointer
+    // without moving the other's generation: neither caches files then.
+    // SAFETY: both are BTF-typed tasks.
+    let shared = if unsafe { kernel::files_of(parent) == kernel::files_of(child) } {
+        kernel::SHARED_FILES
+    } else {
+        0
+    };
+    if shared != 0 {
+        if let Some(t) = TRACED.get_ptr_mut((pid_tgid >> 32) as u32) {
+            // SAFETY: array values are valid memory.
+            unsafe { *t |= shared };
+        }
     }
-    output_proc(proc_kind::FORK, child_tgid, (pid_tgid >> 32) as u32);
+    if TRACED
+        .set(child_tgid, kernel::TRACED_BIT | shared, 0)
+        .is_err()
+    {
+        // A pid beyond the array (pid_max raised after loading): the child
+        // goes untraced, counted with the lost process records.
+        records::count_drop(iorepro_common::DROPPED_PROC);
+        return 0;
+    }
+    records::process(proc_kind::FORK, child_tgid, (pid_tgid >> 32) as u32);
     0
 }
 
@@ -199,7 +151,9 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
 pub fn sched_process_exec(_ctx: BtfTracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if is_traced(pid_tgid) {
-        output_proc(proc_kind::EXEC, (pid_tgid >> 32) as u32, 0);
+        // Close-on-exec descriptors are gone: cached file pointers are stale.
+        slots::bump_generation((pid_tgid >> 32) as u32);
+        records::process(proc_kind::EXEC, (pid_tgid >> 32) as u32, 0);
     }
     0
 }
@@ -210,10 +164,30 @@ pub fn sched_process_exit(_ctx: BtfTracePointContext) -> u32 {
     if !is_traced(pid_tgid) {
         return 0;
     }
-    let _ = INFLIGHT.remove(pid_tgid as u32);
+    slots::release(pid_tgid);
     let tgid = (pid_tgid >> 32) as u32;
     if tgid == pid_tgid as u32 {
-        output_proc(proc_kind::EXIT, tgid, 0);
+        records::process(proc_kind::EXIT, tgid, 0);
+    }
+    0
+}
+
+/// A thread was renamed (`prctl(PR_SET_NAME)`, a write to `comm`, exec).
+#[btf_tracepoint(function = "task_rename")]
+pub fn task_rename(ctx: BtfTracePointContext) -> u32 {
+    let task: *const u8 = ctx.arg(0);
+    // SAFETY: the first argument is the BTF-typed renamed task.
+    let (tgid, pid) = unsafe { task_ids(task) };
+    if kernel::tracing_cgroup() || tgid_traced(tgid) == 0 {
+        // In a cgroup capture the renamed task may not be `current`; its
+        // name is read when it next claims a slot.
+        return 0;
+    }
+    let new: *const u8 = ctx.arg(1);
+    let mut comm = [0u8; COMM_LEN];
+    // SAFETY: the second argument is the new name, a kernel string.
+    if unsafe { bpf_probe_read_kernel_str_bytes(new, &mut comm) }.is_ok() {
+        slots::send_rename((tgid as u64) << 32 | pid as u64, &comm);
     }
     0
 }
@@ -237,14 +211,12 @@ const TP_ORDER: usize = 36;
 
 fn page_cache_fill(ctx: &TracePointContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced(pid_tgid) {
+    if !is_traced(pid_tgid) || slots::in_flight(pid_tgid).is_some() {
         return;
     }
-    if let Some(state) = INFLIGHT.get_ptr(pid_tgid as u32) {
-        // SAFETY: the entry belongs to this thread.
-        if unsafe { (*state).nr } != CONSUMED {
-            return;
-        }
+    // The thread must be named before its first record.
+    if slots::claim(pid_tgid).is_none() {
+        return;
     }
     // SAFETY: offsets inside the tracepoint record.
     let (ino, dev, index, order) = unsafe {
@@ -255,9 +227,14 @@ fn page_cache_fill(ctx: &TracePointContext) {
             ctx.read_at::<u8>(TP_ORDER).unwrap_or(0) & 31,
         )
     };
-    let ev = IoEvent {
+    let Some(mut entry) = records::reserve::<IoEvent>(kind::FAULT) else {
+        return;
+    };
+    entry.write(IoEvent {
+        // SAFETY: helper without arguments.
         ts_ns: unsafe { bpf_ktime_get_ns() },
         dur_ns: 0,
+        span_ns: 0,
         pid_tgid,
         ret: 0,
         offset: (index << PAGE_SHIFT) as i64,
@@ -267,9 +244,10 @@ fn page_cache_fill(ctx: &TracePointContext) {
         fd: -1,
         kind: kind::FAULT,
         flags: 0,
-        comm: current_comm(),
-    };
-    output_io(&ev);
+        calls: 1,
+        _pad: 0,
+    });
+    records::submit(entry);
 }
 
 #[cfg(not(test))]

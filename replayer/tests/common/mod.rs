@@ -168,6 +168,8 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
                 bytes
             },
             flags,
+            calls: 1,
+            span_ns: None,
         })
         .unwrap();
     }

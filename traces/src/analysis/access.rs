@@ -36,7 +36,18 @@ pub struct AccessTracker {
 impl AccessTracker {
     /// Records a data access of `len` bytes at `offset` to file `file` by `owner`.
     #[inline]
-    pub fn record(&mut self, file: u32, owner: i64, offset: i64, len: i64, write: bool) {
+    /// `calls` back-to-back accesses covering `len` bytes from `offset` (one
+    /// access, or a run of calls, each after the last: all but the first are
+    /// sequential).
+    pub fn record(
+        &mut self,
+        file: u32,
+        owner: i64,
+        offset: i64,
+        len: i64,
+        write: bool,
+        calls: u64,
+    ) {
         let next = self.next_offset.entry((file, owner)).or_insert(0);
         let sequential = *next == offset;
         *next = offset + len.max(0);
@@ -50,5 +61,6 @@ impl AccessTracker {
         } else {
             c.random += 1;
         }
+        c.sequential += calls.saturating_sub(1);
     }
 }

@@ -46,6 +46,12 @@ impl SizeHistogram {
         self.counts[Self::bucket(size)] += 1;
     }
 
+    /// `calls` requests of `size` bytes each (the calls of a run).
+    #[inline]
+    pub fn add_calls(&mut self, size: u64, calls: u64) {
+        self.counts[Self::bucket(size)] += calls;
+    }
+
     pub fn merge(&mut self, other: &SizeHistogram) {
         for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
             *a += b;

@@ -1,15 +1,73 @@
-//! Collector benchmarks: what tracing costs the job (dd bs=4k over a cached
-//! file, traced vs untraced vs strace), how many events per second it keeps
-//! up with and what happens past that, how compact the trace is next to
-//! gzip'd JSON lines, and what the collector itself uses (CPU, RSS).
+//! Collector benchmarks: what tracing costs the job, per call, next to the
+//! floor any tracer on the same hooks pays (empty programs) and next to
+//! strace; what a capture costs processes it does not trace; start-up and
+//! shut-down; the collector's own CPU and memory; trace size next to gzip'd
+//! JSON lines. The rates it keeps up with are in `collector_rate`.
+//!
+//! The job is `jobs/pairs.c`: 4 KiB reads of a cached file, each written to
+//! /dev/null, as `dd bs=4k` does. It reports its own thread CPU time per
+//! read+write pair, the least over many chunks, which counts what the probes
+//! cost the job (they run in its thread) and not what other processes on
+//! these two cores take from it; `dd`'s own elapsed time is reported too.
 
 use std::io::Write;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
 use super::{dir_size, Ctx};
+
+/// The compiled benchmark jobs and their data file.
+pub struct Jobs {
+    pub pairs: PathBuf,
+    pub flood: PathBuf,
+    pub data: PathBuf,
+}
+
+impl Jobs {
+    /// Compiles the C jobs with `cc` and writes a cached data file of `mib` MiB.
+    pub fn build(dir: &Path, mib: usize) -> Result<Jobs> {
+        let compile = |name: &str, source: &str, extra: &[&str]| -> Result<PathBuf> {
+            let src = dir.join(format!("{name}.c"));
+            std::fs::write(&src, source)?;
+            let bin = dir.join(name);
+            let o = Command::new("cc")
+                .args(["-O2", "-o"])
+                .arg(&bin)
+                .arg(&src)
+                .args(extra)
+                .output()
+                .context("running cc (the benchmark jobs are C programs)")?;
+            if !o.status.success() {
+                bail!("cc {name}.c: {}", String::from_utf8_lossy(&o.stderr));
+            }
+            Ok(bin)
+        };
+        let data = dir.join("data.bin");
+        // Incompressible, so nothing below the page cache flatters a read.
+        let mut block = vec![0u8; 1 << 20];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut f = std::fs::File::create(&data)?;
+        for _ in 0..mib {
+            for b in block.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b.copy_from_slice(&x.to_le_bytes());
+            }
+            f.write_all(&block)?;
+        }
+        drop(f);
+        std::fs::read(&data)?; // into the page cache
+        Ok(Jobs {
+            pairs: compile("pairs", include_str!("jobs/pairs.c"), &[])?,
+            flood: compile("flood", include_str!("jobs/flood.c"), &["-pthread"])?,
+            data,
+        })
+    }
+}
 
 pub fn run(ctx: &Ctx) -> Result<()> {
     if !crate::setup::is_root() {
@@ -17,144 +75,303 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         return Ok(());
     }
     let dir = ctx.dir("collector")?;
-    let mib: usize = if ctx.quick { 64 } else { 256 };
-    let data = dir.join("data.bin");
-    std::fs::write(&data, vec![0x5au8; mib << 20])?;
-    std::fs::read(&data)?; // into the page cache
-    let loops = if ctx.quick { 1 } else { 2 };
-    let reps = if ctx.quick { 1 } else { 3 };
-    let job = format!(
-        "for i in $(seq {loops}); do dd if={} of=/dev/null bs=4k; done",
-        data.display()
-    );
-    let reads = (loops * (mib << 20) / 4096) as f64;
+    let jobs = Jobs::build(&dir, if ctx.quick { 64 } else { 256 })?;
+    overhead(ctx, &dir, &jobs)?;
+    untraced_neighbour(ctx, &dir, &jobs)?;
+    dd_and_size(ctx, &dir, &jobs)?;
+    start_up(ctx, &dir)?;
+    super::collector_rate::run(ctx, &dir, &jobs)
+}
 
-    // Overhead: dd's own reported time, so collector start-up is not counted.
-    let untraced = median(reps, || dd_seconds(Command::new("sh").args(["-c", &job])))?;
-    let mut traced_runs = Vec::new();
-    for i in 0..reps {
-        let out = dir.join(format!("dd-trace-{i}"));
-        let secs = dd_seconds(collect_cmd(ctx, &out, &[]).args(["sh", "-c", &job]))?;
-        traced_runs.push((secs, out));
+/// Per-pair cost: untraced, the floor, the collector (runs merged and not),
+/// strace; rounds alternate so a machine that speeds up or slows down
+/// affects all alike, and each figure is the median over rounds.
+fn overhead(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
+    let (chunks, pairs) = if ctx.quick {
+        (10, 10_000)
+    } else {
+        (30, 20_000)
+    };
+    let rounds = if ctx.quick { 1 } else { 3 };
+    let job = |cmd: &mut Command| -> Result<f64> {
+        let o = cmd
+            .arg(&jobs.pairs)
+            .arg(&jobs.data)
+            .args([chunks.to_string(), pairs.to_string()])
+            .stderr(Stdio::null())
+            .output()
+            .with_context(|| format!("running {cmd:?}"))?;
+        let out = String::from_utf8_lossy(&o.stdout);
+        out.split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("{cmd:?} printed no timing: {out}"))
+    };
+    let mut untraced = Vec::new();
+    let mut floor = Vec::new();
+    let mut runs = Vec::new();
+    let mut each_call = Vec::new();
+    for round in 0..rounds {
+        untraced.push(job(&mut Command::new("env"))?);
+        {
+            let _floor = Floor::attach(ctx)?;
+            floor.push(job(&mut Command::new("env"))?);
+        }
+        let out = dir.join(format!("pairs-{round}"));
+        runs.push(job(&mut collect_cmd(ctx, &out, &[]))?);
+        let out = dir.join(format!("pairs-each-{round}"));
+        each_call.push(job(&mut collect_cmd(ctx, &out, &["--no-runs"]))?);
     }
-    traced_runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (traced, trace) = traced_runs[traced_runs.len() / 2].clone();
-    let strace = if have("strace") {
-        Some(median(1, || {
-            dd_seconds(Command::new("strace").args([
+    let strace = have("strace")
+        .then(|| {
+            job(Command::new("strace").args([
                 "-f",
+                "-qq",
                 "-e",
-                "trace=read",
+                "trace=read,write",
                 "-o",
                 "/dev/null",
-                "sh",
-                "-c",
-                &job,
             ]))
-        })?)
-    } else {
-        None
-    };
-    let m = Manifest::load(&trace)?;
+        })
+        .transpose()?;
+    let base = median(&untraced);
+    let added = |v: &[f64]| median(v) - base;
+    let ratio = |v: &[f64]| median(v) / base;
     ctx.line(
         "collector-overhead",
         format!(
-            "dd bs=4k, {:.0} reads of a cached file: untraced {:.3} s, traced {:.3} s ({:.2}x, {:.0} ns/read added){}; dropped {}",
-            reads,
-            untraced,
-            traced,
-            traced / untraced,
-            (traced - untraced) / reads * 1e9,
+            "4 KiB read + write to /dev/null of a cached file, thread CPU per pair (least of {chunks} x {pairs}, median of {rounds}): \
+             untraced {base:.0} ns; floor (empty programs on the same hooks) +{:.0} ns; \
+             iorepro-collect +{:.0} ns ({:.2}x); --no-runs +{:.0} ns ({:.2}x){}",
+            added(&floor),
+            added(&runs),
+            ratio(&runs),
+            added(&each_call),
+            ratio(&each_call),
             strace
-                .map(|s| format!(", strace -f -e trace=read {s:.3} s ({:.1}x)", s / untraced))
-                .unwrap_or_default(),
+                .map(|s| format!("; strace -f +{:.0} ns ({:.1}x)", s - base, s / base))
+                .unwrap_or_default()
+        ),
+    );
+    Ok(())
+}
+
+/// What a capture costs a process it does not trace.
+fn untraced_neighbour(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
+    let (chunks, pairs) = if ctx.quick {
+        (10, 10_000)
+    } else {
+        (30, 20_000)
+    };
+    let rounds = if ctx.quick { 1 } else { 3 };
+    let job = || -> Result<f64> {
+        let o = Command::new(&jobs.pairs)
+            .arg(&jobs.data)
+            .args([chunks.to_string(), pairs.to_string()])
+            .output()?;
+        let out = String::from_utf8_lossy(&o.stdout);
+        out.split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .context("pairs printed no timing")
+    };
+    let (mut alone, mut beside) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        alone.push(job()?);
+        let out = dir.join(format!("idle-capture-{round}"));
+        let mut capture = collect_cmd(ctx, &out, &[])
+            .args(["sleep", "600"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        wait_for_manifest(&out)?;
+        let measured = job();
+        stop(&mut capture);
+        beside.push(measured?);
+    }
+    let (a, b) = (median(&alone), median(&beside));
+    ctx.line(
+        "collector-untraced",
+        format!(
+            "the same pairs in an untraced process while a capture of another job runs: {a:.0} -> {b:.0} ns per pair (+{:.0} ns, {:.2}x)",
+            b - a,
+            b / a
+        ),
+    );
+    Ok(())
+}
+
+/// dd's own time (what a user of dd sees), and trace size per row and per
+/// call next to the same rows as gzip'd JSON lines.
+fn dd_and_size(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
+    let job = format!("dd if={} of=/dev/null bs=4k", jobs.data.display());
+    let reads = std::fs::metadata(&jobs.data)?.len() as f64 / 4096.0;
+    let rounds = if ctx.quick { 1 } else { 3 };
+    let mut untraced = Vec::new();
+    let mut traced = Vec::new();
+    let mut trace = PathBuf::new();
+    for round in 0..rounds {
+        untraced.push(dd_seconds(Command::new("sh").args(["-c", &job]))?);
+        trace = dir.join(format!("dd-{round}"));
+        traced.push(dd_seconds(
+            collect_cmd(ctx, &trace, &[]).args(["sh", "-c", &job]),
+        )?);
+    }
+    let (u, t) = (median(&untraced), median(&traced));
+    let m = Manifest::load(&trace)?;
+    ctx.line(
+        "collector-dd",
+        format!(
+            "dd bs=4k of a cached file, dd's own time: untraced {u:.3} s, traced {t:.3} s ({:.2}x, +{:.0} ns per read+write pair); dropped {}",
+            t / u,
+            (t - u) / reads * 1e9,
             m.dropped_events
         ),
     );
-
-    // Size: bytes per event on disk vs the same rows as gzip'd JSON lines.
-    let trace_bytes = dir_size(&trace) as f64;
-    let json_gz = json_lines_gz(&trace)? as f64;
-    let events = m.events.max(1) as f64;
-    ctx.line(
-        "collector-size",
-        format!(
-            "{} events: trace {:.2} bytes/event, gzip'd JSON lines {:.2} bytes/event ({:.1}x smaller)",
-            m.events,
-            trace_bytes / events,
-            json_gz / events,
-            json_gz / trace_bytes
-        ),
-    );
-    if let Some(u) = m.extra.get("collector_usage") {
-        let cpu = u["cpu_s"].as_f64().unwrap_or(0.0);
-        let wall = u["wall_s"].as_f64().unwrap_or(1.0);
-        ctx.line(
-            "collector-usage",
-            format!(
-                "during the dd capture: collector CPU {:.2} s over {:.2} s ({:.0}% of one core, {:.2} us/event), max RSS {} MiB",
-                cpu,
-                wall,
-                100.0 * cpu / wall,
-                cpu / events * 1e6,
-                u["max_rss_kib"].as_i64().unwrap_or(0) / 1024
-            ),
+    // A mixed capture for size: the dd capture is a handful of run rows.
+    let mixed = dir.join("size-capture");
+    let o = collect_cmd(ctx, &mixed, &[])
+        .arg(&jobs.flood)
+        .arg(&jobs.data)
+        .args(["2", "1", "random", "4096"])
+        .output()?;
+    if !o.status.success() {
+        bail!(
+            "flood capture failed: {}",
+            String::from_utf8_lossy(&o.stderr)
         );
     }
-
-    // Rate: parallel dd bs=512 readers, default ring buffer, then a small one.
-    for (readers, ring) in [(1, None), (2, None), (4, None), (2, Some("1048576"))] {
-        let out = dir.join(format!("rate-{readers}-{}", ring.unwrap_or("default")));
-        let job = format!(
-            "for i in $(seq {readers}); do dd if={} of=/dev/null bs=512 & done; wait",
-            data.display()
-        );
-        let extra: Vec<&str> = ring
-            .map(|r| vec!["--ring-buffer-bytes", r])
-            .unwrap_or_default();
-        let mut cmd = collect_cmd(ctx, &out, &extra);
-        let o = cmd.args(["sh", "-c", &job]).output()?;
-        if !o.status.success() {
-            bail!("rate run failed: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        let secs = parse_dd_seconds(&String::from_utf8_lossy(&o.stderr))
-            .into_iter()
-            .fold(0.0f64, f64::max);
-        let m = Manifest::load(&out)?;
-        let issued = m.events + m.dropped_events;
+    for (what, trace) in [
+        ("dd capture (runs)", &trace),
+        ("random 4 KiB preads", &mixed),
+    ] {
+        let m = Manifest::load(trace)?;
+        let bytes = dir_size(trace) as f64;
+        let json_gz = json_lines_gz(trace)? as f64;
+        let rows = m.events.max(1) as f64;
+        let calls = m.calls.max(1) as f64;
         ctx.line(
-            "collector-rate",
+            "collector-size",
             format!(
-                "{readers} x dd bs=512{}: {:.0} events/s issued, {} captured, {} dropped ({:.2}%){}",
-                ring.map(|r| format!(" (ring buffer {r} B)")).unwrap_or_default(),
-                issued as f64 / secs.max(1e-9),
+                "{what}: {} rows for {} calls: trace {:.2} bytes/row, {:.3} bytes/call; gzip'd JSON lines of the same rows {:.2} bytes/row ({:.1}x larger)",
                 m.events,
-                m.dropped_events,
-                100.0 * m.dropped_events as f64 / issued.max(1) as f64,
-                if m.dropped_events > 0 { ", counted in the manifest and warned" } else { ", zero drops" }
+                m.calls,
+                bytes / rows,
+                bytes / calls,
+                json_gz / rows,
+                json_gz / bytes
             ),
         );
     }
     Ok(())
 }
 
-fn collect_cmd(ctx: &Ctx, out: &Path, extra: &[&str]) -> Command {
+/// `iorepro-collect -- true`: from launch to the job's start, and from the
+/// job's end to the collector's exit.
+fn start_up(ctx: &Ctx, dir: &Path) -> Result<()> {
+    let runs = if ctx.quick { 3 } else { 7 };
+    let (mut to_start, mut total) = (Vec::new(), Vec::new());
+    for i in 0..runs {
+        let out = dir.join(format!("startup-{i}"));
+        let stamp = dir.join(format!("startup-{i}.ns"));
+        let launched = wall_ns();
+        let t = Instant::now();
+        let status = collect_cmd(ctx, &out, &[])
+            .args(["sh", "-c", &format!("date +%s%N > {}", stamp.display())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        let took = t.elapsed().as_secs_f64();
+        if !status.success() {
+            bail!("iorepro-collect -- date failed");
+        }
+        let started: i64 = std::fs::read_to_string(&stamp)?.trim().parse()?;
+        to_start.push((started - launched) as f64 / 1e9);
+        total.push(took);
+    }
+    let (s, t) = (median(&to_start), median(&total));
+    ctx.line(
+        "collector-startup",
+        format!(
+            "iorepro-collect -- (a job that only stamps the time), median of {runs}: the job starts {:.0} ms after launch; \
+             the whole capture takes {:.0} ms, of which {:.0} ms after the job started (its end, detaching, the trace's close)",
+            s * 1e3,
+            t * 1e3,
+            (t - s) * 1e3
+        ),
+    );
+    Ok(())
+}
+
+pub fn collect_cmd(ctx: &Ctx, out: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(ctx.bin("iorepro-collect"));
     c.arg("--out").arg(out).args(extra).arg("--");
     c
 }
 
-fn have(tool: &str) -> bool {
+/// Empty programs on the collector's syscall hooks, attached until dropped.
+struct Floor(Child);
+
+impl Floor {
+    fn attach(ctx: &Ctx) -> Result<Floor> {
+        let mut child = Command::new(ctx.bin_dir.join("examples/empty_probes"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("running examples/empty_probes")?;
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
+        if line.trim() != "attached" {
+            bail!("empty_probes did not attach: {line}");
+        }
+        Ok(Floor(child))
+    }
+}
+
+impl Drop for Floor {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for_manifest(trace: &Path) -> Result<()> {
+    let t = Instant::now();
+    while !trace.join("manifest.json").exists() {
+        if t.elapsed() > Duration::from_secs(30) {
+            bail!("the capture into {} did not start", trace.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The manifest is written before the probes attach; give them time.
+    std::thread::sleep(Duration::from_millis(500));
+    Ok(())
+}
+
+fn stop(child: &mut Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+}
+
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+pub fn have(tool: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
-fn median(n: usize, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
-    let mut v = (0..n).map(|_| f()).collect::<Result<Vec<_>>>()?;
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    Ok(v[v.len() / 2])
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Runs a job of dd commands and sums the times dd itself reports.
@@ -186,19 +403,22 @@ fn parse_dd_seconds(stderr: &str) -> Vec<f64> {
 }
 
 /// The manifest keys these benchmarks read.
-struct Manifest {
-    events: u64,
-    dropped_events: u64,
-    extra: serde_json::Value,
+pub struct Manifest {
+    pub events: u64,
+    pub calls: u64,
+    pub dropped_events: u64,
+    pub extra: serde_json::Value,
 }
 
 impl Manifest {
-    fn load(trace: &Path) -> Result<Manifest> {
+    pub fn load(trace: &Path) -> Result<Manifest> {
         let path = trace.join("manifest.json");
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)
             .with_context(|| format!("{}: not JSON", path.display()))?;
+        let events = v["events"].as_u64().unwrap_or(0);
         Ok(Manifest {
-            events: v["events"].as_u64().unwrap_or(0),
+            events,
+            calls: v["calls"].as_u64().unwrap_or(events),
             dropped_events: v["dropped_events"].as_u64().unwrap_or(0),
             extra: v,
         })

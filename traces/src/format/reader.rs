@@ -20,11 +20,13 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use parquet::arrow::ProjectionMask;
 use parquet::file::statistics::Statistics;
 
-use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::manifest::{Manifest, MANIFEST_FILE};
-use crate::schema::{trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
-use crate::segment_file::{guard, SegmentFile};
+use crate::format::columns::Events;
+use crate::format::manifest::{Manifest, MANIFEST_FILE};
+use crate::format::schema::{
+    trace_schema, COLUMNS, COL_CALLS, COL_TS, PARQUET_VERSION_KEY, REQUIRED_COLUMNS, SCHEMA_VERSION,
+};
+use crate::format::segment_file::{guard, SegmentFile};
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
@@ -56,7 +58,7 @@ impl TraceReader {
             let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
             (m, files)
         } else {
-            let mut m = Manifest::new(crate::manifest::Source::Import);
+            let mut m = Manifest::new(crate::format::manifest::Source::Import);
             m.complete = true;
             m.segments = vec![path
                 .file_name()
@@ -206,14 +208,19 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
     })
 }
 
-/// For each canonical column, where it is in the file and what it must be cast
-/// from; errors name the column and the problem.
-fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<usize>> {
+/// For each canonical column, where it is in the file (`None` for a column
+/// added after the file was written) and whether it can be cast from what is
+/// there; errors name the column and the problem.
+fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<Option<usize>>> {
     let canon = trace_schema();
     let mut positions = Vec::with_capacity(COLUMNS.len());
     for field in canon.fields() {
         let name = field.name();
         let Ok(pos) = schema.index_of(name) else {
+            if !REQUIRED_COLUMNS.contains(&name.as_str()) {
+                positions.push(None); // a later addition: the reader fills it in
+                continue;
+            }
             return Err(TraceError::column(
                 path,
                 name,
@@ -228,7 +235,7 @@ fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<usize>> {
                 format!("has type {found}, expected {}", describe(field.data_type())),
             ));
         }
-        positions.push(pos);
+        positions.push(Some(pos));
     }
     Ok(positions)
 }
@@ -279,9 +286,24 @@ fn normalise(
             continue;
         }
         let name = field.name();
-        let src = batch.column_by_name(name).ok_or_else(|| {
-            TraceError::column(path, name, "missing (required by trace format v1)")
-        })?;
+        let Some(src) = batch.column_by_name(name) else {
+            if REQUIRED_COLUMNS.contains(&name.as_str()) {
+                return Err(TraceError::column(
+                    path,
+                    name,
+                    "missing (required by trace format v1)",
+                ));
+            }
+            // A column added after this trace was written: every row is a
+            // single call.
+            cols.push(if name == COL_CALLS {
+                Arc::new(arrow_array::Int64Array::from_value(1, n)) as ArrayRef
+            } else {
+                new_null_array(field.data_type(), n)
+            });
+            fields.push(field.as_ref().clone().with_nullable(true));
+            continue;
+        };
         let arr = if src.data_type() == field.data_type() {
             src.clone()
         } else {
@@ -342,8 +364,8 @@ impl SegmentBatches {
                 .map_err(|e| TraceError::parquet(path, e))?;
             let positions = plan_columns(path, builder.schema())?;
             let wanted: Vec<usize> = match &projection {
-                Some(p) => p.iter().map(|&i| positions[i]).collect(),
-                None => positions,
+                Some(p) => p.iter().filter_map(|&i| positions[i]).collect(),
+                None => positions.into_iter().flatten().collect(),
             };
             let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
             builder

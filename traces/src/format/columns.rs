@@ -8,7 +8,7 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 
-use crate::schema::{idx, Op};
+use crate::format::schema::{idx, Op};
 
 /// One batch of trace rows in the canonical schema.
 #[derive(Debug, Clone)]
@@ -19,7 +19,7 @@ pub struct Events {
 impl Events {
     /// Wraps a batch that has the canonical schema (from the reader or the builder).
     pub fn new(batch: RecordBatch) -> Self {
-        debug_assert_eq!(batch.num_columns(), crate::schema::COLUMNS.len());
+        debug_assert_eq!(batch.num_columns(), crate::format::schema::COLUMNS.len());
         Events { batch }
     }
 
@@ -80,6 +80,34 @@ impl Events {
     }
     pub fn flags(&self) -> &Int32Array {
         self.batch.column(idx::FLAGS).as_primitive()
+    }
+    /// Syscalls each row stands for (see [`crate::format::schema::COL_CALLS`]).
+    pub fn calls(&self) -> &Int64Array {
+        self.batch.column(idx::CALLS).as_primitive()
+    }
+    pub fn span_ns(&self) -> &Int64Array {
+        self.batch.column(idx::SPAN_NS).as_primitive()
+    }
+
+    /// How many calls a row stands for: at least 1 (a projection that left
+    /// the column out reads as nulls, which mean 1).
+    pub fn calls_at(&self, row: usize) -> i64 {
+        let c = self.calls();
+        if c.is_valid(row) {
+            c.value(row).max(1)
+        } else {
+            1
+        }
+    }
+
+    /// From a row's start to the end of its last call.
+    pub fn span_at(&self, row: usize) -> i64 {
+        let s = self.span_ns();
+        if s.is_valid(row) {
+            s.value(row)
+        } else {
+            self.dur_ns().value(row)
+        }
     }
 
     /// The op of every row, decoded once per dictionary value rather than per row.

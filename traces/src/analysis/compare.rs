@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::analysis::phases::{Phase, PhaseKind};
-use crate::summary::Summary;
+use crate::analysis::summary::Summary;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PhaseComparison {

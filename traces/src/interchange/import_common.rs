@@ -1,13 +1,13 @@
-//! What the importers ([`crate::import_fio`], [`crate::import_strace`]) share:
+//! What the importers ([`super::import_fio`], [`super::import_strace`]) share:
 //! finding the log files of an input directory, and writing the converted
 //! rows as a trace with source `import` that records where it came from.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
-use crate::event::EventRow;
-use crate::manifest::{Manifest, Source};
-use crate::writer::{TraceWriter, WriterOptions};
+use crate::format::event::EventRow;
+use crate::format::manifest::{Manifest, Source};
+use crate::format::writer::{TraceWriter, WriterOptions};
 
 /// The regular files of directory `dir` that `keep` accepts, in name order;
 /// an error saying `none_found` when there are none.

@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
-use crate::manifest::{Manifest, Source};
-use crate::reader::{MergeByTs, TraceReader};
-use crate::writer::{TraceWriter, WriterOptions};
+use crate::format::manifest::{Manifest, Source};
+use crate::format::reader::{MergeByTs, TraceReader};
+use crate::format::writer::{TraceWriter, WriterOptions};
 
 pub fn merge(inputs: &[PathBuf], out: &Path, segment_rows: usize) -> TraceResult<Manifest> {
     if inputs.is_empty() {

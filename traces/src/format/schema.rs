@@ -27,11 +27,47 @@ pub const COL_OFFSET: &str = "offset";
 pub const COL_SIZE: &str = "size";
 pub const COL_RET: &str = "ret";
 pub const COL_FLAGS: &str = "flags";
+/// Syscalls a row stands for (added in tool version 0.2; absent means 1).
+///
+/// A row with `calls = n > 1` is a *run*: n back-to-back reads (or writes)
+/// of one thread on one descriptor, each moving exactly `size / n` bytes,
+/// the i-th (from 0) at `offset + i * size / n`. `size` and `ret` are the
+/// run's totals (so `sum(ret)` is the bytes moved, as for single calls),
+/// `ts` is the first call's start, `dur_ns` the time spent inside the calls
+/// summed, and [`COL_SPAN_NS`] how long the run lasted. Count calls with
+/// `sum(calls)`, not `count(*)`. [`crate::format::runs`] expands a run back
+/// into its calls.
+pub const COL_CALLS: &str = "calls";
+/// From the first call's start to the last call's end; null when it equals
+/// `dur_ns` (every single call).
+pub const COL_SPAN_NS: &str = "span_ns";
 
-/// All required columns, in schema order.
-pub const COLUMNS: [&str; 14] = [
+/// Columns every trace must have, in schema order.
+pub const REQUIRED_COLUMNS: [&str; 14] = [
     COL_TS, COL_DUR_NS, COL_HOST, COL_PID, COL_TID, COL_RANK, COL_COMM, COL_OP, COL_PATH, COL_FD,
     COL_OFFSET, COL_SIZE, COL_RET, COL_FLAGS,
+];
+
+/// Every column of the canonical schema, in order: the required ones, then
+/// those added later, which a trace may lack (readers fill them in: `calls`
+/// with 1, `span_ns` with nulls).
+pub const COLUMNS: [&str; 16] = [
+    COL_TS,
+    COL_DUR_NS,
+    COL_HOST,
+    COL_PID,
+    COL_TID,
+    COL_RANK,
+    COL_COMM,
+    COL_OP,
+    COL_PATH,
+    COL_FD,
+    COL_OFFSET,
+    COL_SIZE,
+    COL_RET,
+    COL_FLAGS,
+    COL_CALLS,
+    COL_SPAN_NS,
 ];
 
 /// Position of each column in [`trace_schema`].
@@ -50,6 +86,8 @@ pub mod idx {
     pub const SIZE: usize = 11;
     pub const RET: usize = 12;
     pub const FLAGS: usize = 13;
+    pub const CALLS: usize = 14;
+    pub const SPAN_NS: usize = 15;
 }
 
 pub fn ts_type() -> DataType {
@@ -88,11 +126,13 @@ fn build_schema() -> Schema {
         Field::new(COL_SIZE, DataType::Int64, true),
         Field::new(COL_RET, DataType::Int64, false),
         Field::new(COL_FLAGS, DataType::Int32, true),
+        Field::new(COL_CALLS, DataType::Int64, false),
+        Field::new(COL_SPAN_NS, DataType::Int64, true),
     ])
 }
 
 /// The operations a trace row can record. Vectored and positional variants fold
-/// into `Read`/`Write` (one row per call, total size).
+/// into `Read`/`Write` (one row per call, total size, or one row per run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Op {

@@ -9,7 +9,7 @@ use arrow_array::builder::{
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 
-use crate::schema::{trace_schema, Op};
+use crate::format::schema::{trace_schema, Op};
 
 /// A row borrowed from its producer (collector, synth, importer): no allocation per row.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +28,36 @@ pub struct EventRow<'a> {
     pub size: Option<i64>,
     pub ret: i64,
     pub flags: Option<i32>,
+    /// Syscalls the row stands for: 1, or a run's length (see
+    /// [`crate::format::schema::COL_CALLS`]).
+    pub calls: i64,
+    /// A run's span; `None` for a single call (it equals `dur_ns`).
+    pub span_ns: Option<i64>,
+}
+
+impl EventRow<'_> {
+    /// A single call (not a run) with nothing but the columns every row has;
+    /// producers fill in the rest with struct update syntax.
+    pub fn single<'a>(ts_ns: i64, host: &'a str, comm: &'a str, op: Op) -> EventRow<'a> {
+        EventRow {
+            ts_ns,
+            dur_ns: 0,
+            host,
+            pid: 0,
+            tid: 0,
+            rank: None,
+            comm,
+            op,
+            path: None,
+            fd: None,
+            offset: None,
+            size: None,
+            ret: 0,
+            flags: None,
+            calls: 1,
+            span_ns: None,
+        }
+    }
 }
 
 /// Accumulates rows into one Arrow batch of the canonical schema.
@@ -46,6 +76,8 @@ pub struct EventBatchBuilder {
     size: Int64Builder,
     ret: Int64Builder,
     flags: Int32Builder,
+    calls: Int64Builder,
+    span_ns: Int64Builder,
     rows: usize,
     sorted: bool,
     last_ts: i64,
@@ -68,6 +100,8 @@ impl EventBatchBuilder {
             size: Int64Builder::with_capacity(rows),
             ret: Int64Builder::with_capacity(rows),
             flags: Int32Builder::with_capacity(rows),
+            calls: Int64Builder::with_capacity(rows),
+            span_ns: Int64Builder::with_capacity(rows),
             rows: 0,
             sorted: true,
             last_ts: i64::MIN,
@@ -89,6 +123,9 @@ impl EventBatchBuilder {
         self.size.append_option(e.size);
         self.ret.append_value(e.ret);
         self.flags.append_option(e.flags);
+        self.calls.append_value(e.calls.max(1));
+        self.span_ns
+            .append_option(e.span_ns.filter(|s| e.calls > 1 || *s != e.dur_ns));
         self.rows += 1;
         self.sorted &= e.ts_ns >= self.last_ts;
         self.last_ts = e.ts_ns;
@@ -124,6 +161,8 @@ impl EventBatchBuilder {
             Arc::new(self.size.finish()),
             Arc::new(self.ret.finish()),
             Arc::new(self.flags.finish()),
+            Arc::new(self.calls.finish()),
+            Arc::new(self.span_ns.finish()),
         ];
         self.rows = 0;
         self.sorted = true;

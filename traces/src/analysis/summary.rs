@@ -20,10 +20,10 @@ use crate::analysis::phases::{self, Phase};
 use crate::analysis::prefetch::Prefetch;
 use crate::analysis::timeline::{Timeline, BASE_WINDOW_NS};
 use crate::error::TraceResult;
-use crate::reader::TraceReader;
-use crate::schema::{
-    Op, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET, COL_SIZE,
-    COL_TS,
+use crate::format::reader::TraceReader;
+use crate::format::schema::{
+    Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
+    COL_SIZE, COL_SPAN_NS, COL_TS,
 };
 
 /// How many files the summary lists, busiest first.
@@ -133,9 +133,19 @@ impl Ranks {
 
 impl Summary {
     /// The columns a summary reads; the others are never decoded.
-    pub const COLUMNS: [&'static str; 10] = [
-        COL_TS, COL_DUR_NS, COL_HOST, COL_PID, COL_RANK, COL_OP, COL_PATH, COL_OFFSET, COL_SIZE,
+    pub const COLUMNS: [&'static str; 12] = [
+        COL_TS,
+        COL_DUR_NS,
+        COL_HOST,
+        COL_PID,
+        COL_RANK,
+        COL_OP,
+        COL_PATH,
+        COL_OFFSET,
+        COL_SIZE,
         COL_RET,
+        COL_CALLS,
+        COL_SPAN_NS,
     ];
 
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
@@ -153,7 +163,14 @@ impl Summary {
             if ev.is_empty() {
                 continue;
             }
-            events += ev.len() as u64;
+            let (calls, span) = (ev.calls(), ev.span_ns());
+            let calls_of = |i: usize| {
+                if calls.is_valid(i) {
+                    calls.value(i).max(1) as u64
+                } else {
+                    1
+                }
+            };
             for h in ev.host_values() {
                 if !hosts.iter().any(|x| x == h) {
                     hosts.push(h.to_string());
@@ -175,6 +192,9 @@ impl Summary {
             let mut prev_rank: Option<(i32, usize)> = None;
             for i in 0..ev.len() {
                 let op = op_table[op_keys[i] as usize];
+                // A run of calls counts as its calls (see format::runs).
+                let n = calls_of(i);
+                events += n;
                 let file = if path.is_valid(i) {
                     let p = path.value(i);
                     match prev_path {
@@ -192,7 +212,7 @@ impl Summary {
                 let data = op.is_read_data() || op.is_write_data();
                 let moved = if data && ret[i] > 0 { ret[i] as u64 } else { 0 };
                 let st = &mut ops[op as usize];
-                st.count += 1;
+                st.count += n;
                 st.bytes += moved;
                 let write = op.is_write_data();
                 match r {
@@ -206,18 +226,18 @@ impl Summary {
                             }
                         };
                         let rs = &mut ranks.stats[slot];
-                        rs.events += 1;
+                        rs.events += n;
                         if write {
                             rs.write_bytes += moved;
                         } else {
                             rs.read_bytes += moved;
                         }
                     }
-                    None => ranks.unranked += 1,
+                    None => ranks.unranked += n,
                 }
                 if let Some(id) = file {
                     let fs = &mut files.stats[id as usize];
-                    fs.events += 1;
+                    fs.events += n;
                     if write {
                         fs.write_bytes += moved;
                     } else {
@@ -228,7 +248,7 @@ impl Summary {
                     continue;
                 }
                 if size.is_valid(i) {
-                    hist[op as usize].add(size.value(i).max(0) as u64);
+                    hist[op as usize].add_calls(size.value(i).max(0) as u64 / n, n);
                 }
                 let owner = match r {
                     Some(rk) => rk as i64,
@@ -236,14 +256,20 @@ impl Summary {
                 };
                 if let (Some(id), true) = (file, offset.is_valid(i)) {
                     if ret[i] >= 0 {
-                        access.record(id, owner, offset.value(i), ret[i], write);
+                        access.record(id, owner, offset.value(i), ret[i], write, n);
                     }
                 }
                 if moved > 0 {
-                    if write {
-                        timeline.add_write(ts[i], dur[i], moved, owner);
+                    // A run's bytes moved over its whole span.
+                    let lasted = if span.is_valid(i) {
+                        span.value(i)
                     } else {
-                        timeline.add_read(ts[i], dur[i], moved);
+                        dur[i]
+                    };
+                    if write {
+                        timeline.add_write(ts[i], lasted, moved, owner);
+                    } else {
+                        timeline.add_read(ts[i], lasted, moved);
                     }
                 }
             }

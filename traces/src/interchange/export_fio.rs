@@ -18,8 +18,12 @@ use arrow_array::Array;
 use serde::Serialize;
 
 use crate::error::{TraceError, TraceResult};
-use crate::reader::TraceReader;
-use crate::schema::{Op, COL_OFFSET, COL_OP, COL_PATH, COL_RANK, COL_RET, COL_TS};
+use crate::format::reader::TraceReader;
+use crate::format::runs::Run;
+use crate::format::schema::{
+    Op, COL_CALLS, COL_DUR_NS, COL_OFFSET, COL_OP, COL_PATH, COL_RANK, COL_RET, COL_SIZE,
+    COL_SPAN_NS, COL_TS,
+};
 
 pub const JOB_FILE: &str = "job.fio";
 
@@ -101,8 +105,18 @@ fn remap(target: Option<&Path>, path: &str) -> Option<String> {
 }
 
 pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResult<ExportReport> {
-    let reader = TraceReader::open(trace)?
-        .with_columns(&[COL_TS, COL_RANK, COL_OP, COL_PATH, COL_OFFSET, COL_RET]);
+    let reader = TraceReader::open(trace)?.with_columns(&[
+        COL_TS,
+        COL_DUR_NS,
+        COL_RANK,
+        COL_OP,
+        COL_PATH,
+        COL_OFFSET,
+        COL_SIZE,
+        COL_RET,
+        COL_CALLS,
+        COL_SPAN_NS,
+    ]);
     std::fs::create_dir_all(out_dir).map_err(|e| TraceError::io(out_dir, e))?;
     let origin = reader.manifest().start_unix_ns;
     let mut logs: HashMap<Option<i32>, RankLog> = HashMap::new();
@@ -168,22 +182,26 @@ pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResul
                         continue;
                     }
                     if !offset.is_valid(i) {
-                        report.skipped += 1;
+                        report.skipped += ev.calls_at(i) as u64;
                         continue;
                     }
                     log.ensure_open(us, &file)?;
-                    let (verb, total) = if op == Op::Read {
-                        ("read", &mut report.read_bytes)
-                    } else {
-                        ("write", &mut report.write_bytes)
-                    };
-                    *total += ret[i] as u64;
-                    report.ios += 1;
-                    log.line(format_args!(
-                        "{us} {file} {verb} {} {}\n",
-                        offset.value(i),
-                        ret[i]
-                    ))?;
+                    let verb = if op == Op::Read { "read" } else { "write" };
+                    // fio replays calls: a run of calls is written call by call.
+                    for call in Run::of(&ev, i).calls() {
+                        let (Some(at), moved) = (call.offset, call.ret) else {
+                            continue;
+                        };
+                        let us = ((call.ts_ns - t0).max(0) / 1000) as u64;
+                        log.last_us = us;
+                        if op == Op::Read {
+                            report.read_bytes += moved as u64;
+                        } else {
+                            report.write_bytes += moved as u64;
+                        }
+                        report.ios += 1;
+                        log.line(format_args!("{us} {file} {verb} {at} {moved}\n"))?;
+                    }
                 }
                 _ => {
                     log.ensure_open(us, &file)?;

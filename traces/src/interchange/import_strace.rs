@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
-use crate::event::EventRow;
-use crate::import_common::{files_in, write_imported};
-use crate::manifest::Manifest;
-use crate::schema::Op;
+use crate::format::event::EventRow;
+use crate::format::manifest::Manifest;
+use crate::format::schema::Op;
+use crate::interchange::import_common::{files_in, write_imported};
 
 pub struct StraceOptions {
     pub host: String,
@@ -549,6 +549,8 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         size: r.size,
         ret: r.ret,
         flags: r.flags,
+        calls: 1,
+        span_ns: None,
     });
     write_imported(out, opts.segment_rows, "strace", input, events)
 }

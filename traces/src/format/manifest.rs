@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{one_line, TraceError, TraceResult};
-use crate::schema::{FORMAT_NAME, SCHEMA_VERSION};
+use crate::format::schema::{FORMAT_NAME, SCHEMA_VERSION};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 
@@ -31,8 +31,14 @@ pub struct Manifest {
     pub hosts: Vec<String>,
     pub start_unix_ns: i64,
     pub end_unix_ns: i64,
+    /// Rows.
     pub events: u64,
-    /// Events the kernel side could not deliver (ring buffer full, …): counted, never silent.
+    /// Syscalls the rows stand for (more than `events` when rows stand for
+    /// runs of calls); absent in traces written before runs existed, where
+    /// every row is one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
+    /// Calls the kernel side could not deliver (ring buffer full, …): counted, never silent.
     pub dropped_events: u64,
     pub segments: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,6 +66,7 @@ impl Manifest {
             start_unix_ns: 0,
             end_unix_ns: 0,
             events: 0,
+            calls: None,
             dropped_events: 0,
             segments: Vec::new(),
             command: None,
@@ -127,7 +134,7 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         let tmp = dir.join(".manifest.json.tmp");
         let text = serde_json::to_string_pretty(self).expect("manifest serializes");
-        crate::writer::write_private_file(&tmp, text.as_bytes())?;
+        crate::format::private_file::write_private_file(&tmp, text.as_bytes())?;
         std::fs::rename(&tmp, &path).map_err(|e| TraceError::io(&path, e))
     }
 

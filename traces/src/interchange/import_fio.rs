@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
-use crate::event::EventRow;
-use crate::import_common::{files_in, write_imported};
-use crate::manifest::Manifest;
-use crate::schema::Op;
+use crate::format::event::EventRow;
+use crate::format::manifest::Manifest;
+use crate::format::schema::Op;
+use crate::interchange::import_common::{files_in, write_imported};
 
 /// One action of a log, with its file interned.
 struct Action {
@@ -190,6 +190,8 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
                 _ => a.len.unwrap_or(0),
             },
             flags: None,
+            calls: 1,
+            span_ns: None,
         }
     });
     write_imported(out, opts.segment_rows, "fio-iolog", input, rows)

@@ -4,7 +4,6 @@
 //! killed at any moment leaves a readable trace of every finished segment.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -18,16 +17,14 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
 
-use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::event::{EventBatchBuilder, EventRow};
-use crate::manifest::{Manifest, Source};
-use crate::schema::{
+use crate::format::columns::Events;
+use crate::format::event::{EventBatchBuilder, EventRow};
+use crate::format::manifest::{Manifest, Source};
+use crate::format::private_file::TRACE_FILE_MODE;
+use crate::format::schema::{
     trace_schema, COL_DUR_NS, COL_OFFSET, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
 };
-
-/// Trace files hold paths and command lines of someone's job: not world-readable.
-pub const TRACE_FILE_MODE: u32 = 0o640;
 
 #[derive(Debug, Clone)]
 pub struct WriterOptions {
@@ -86,6 +83,8 @@ struct OpenSegment {
     partial: PathBuf,
     writer: ArrowWriter<File>,
     rows: usize,
+    /// Syscalls its rows stand for (see `calls` in the schema).
+    calls: u64,
     /// First and last `ts` written to it; they reach the manifest with the
     /// rows when the segment is finished, so a stored manifest only ever
     /// describes finished segments.
@@ -250,7 +249,9 @@ impl TraceWriter {
                 .write(&part)
                 .map_err(|e| TraceError::parquet(&seg.partial, e))?;
             seg.rows += n;
-            let part_ts = Events::new(part).ts().clone();
+            let part = Events::new(part);
+            seg.calls += (0..n).map(|i| part.calls_at(i) as u64).sum::<u64>();
+            let part_ts = part.ts().clone();
             seg.ts_range.0 = seg.ts_range.0.min(part_ts.value(0));
             seg.ts_range.1 = seg.ts_range.1.max(part_ts.value(n - 1));
             let full = seg.rows >= segment_rows;
@@ -279,6 +280,7 @@ impl TraceWriter {
                 partial,
                 writer,
                 rows: 0,
+                calls: 0,
                 ts_range: (i64::MAX, i64::MIN),
             });
         }
@@ -299,6 +301,7 @@ impl TraceWriter {
         std::fs::rename(&seg.partial, &done).map_err(|e| TraceError::io(&done, e))?;
         self.manifest.segments.push(seg.name);
         self.manifest.events += seg.rows as u64;
+        *self.manifest.calls.get_or_insert(0) += seg.calls;
         self.manifest.start_unix_ns = self.manifest.start_unix_ns.min(seg.ts_range.0);
         self.manifest.end_unix_ns = self.manifest.end_unix_ns.max(seg.ts_range.1);
         self.store_manifest()
@@ -322,17 +325,4 @@ fn sort_by_ts(batch: RecordBatch) -> RecordBatch {
     }
     let idx = sort_to_indices(ev.ts(), None, None).expect("timestamps sort");
     take_record_batch(&batch, &idx).expect("take by sort indices")
-}
-
-/// Creates (or truncates) a file readable by owner and group only.
-pub fn write_private_file(path: &Path, bytes: &[u8]) -> TraceResult<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(TRACE_FILE_MODE)
-        .open(path)
-        .map_err(|e| TraceError::io(path, e))?;
-    f.write_all(bytes).map_err(|e| TraceError::io(path, e))?;
-    f.sync_data().map_err(|e| TraceError::io(path, e))
 }
