@@ -1,8 +1,7 @@
 //! How data ops reach the kernel: plain positional syscalls (`psync`) or
 //! io_uring, one op in flight per rank as in the trace (each traced thread
 //! issued its calls one after another). Also the page-aligned buffer that
-//! O_DIRECT needs, and the one data buffer all ranks of a process share
-//! ([`SharedData`]).
+//! O_DIRECT needs, and the per-block stamps that keep written data unique.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
@@ -194,6 +193,9 @@ pub const ALIGN: usize = 4096;
 /// Largest single transfer; bigger trace ops are issued in pieces of this size.
 pub const MAX_IO: usize = 16 << 20;
 
+/// Bytes of the stamp at the start of each 4 KiB block.
+pub const STAMP: usize = 8;
+
 /// A page-aligned buffer of incompressible bytes.
 pub struct AlignedBuf {
     ptr: *mut u8,
@@ -217,6 +219,12 @@ impl AlignedBuf {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The start of the buffer, for a caller that hands it to the kernel
+    /// without forming references (see `buffers::SharedData`).
+    pub fn raw_ptr(&self) -> *mut u8 {
+        self.ptr
     }
 
     pub fn is_empty(&self) -> bool {
@@ -257,110 +265,8 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// The one data buffer of a process, as large as the trace's largest op
-/// (within [`MAX_IO`]), filled with incompressible bytes once: every rank
-/// reads into it, and buffered writes take their bytes from it (each 4 KiB
-/// block behind the writing rank's own stamp, see [`StampedWrite`]). Memory
-/// stays at one largest op, however many ranks the process runs.
-///
-/// What reads bring in lands here while other ranks write from it; the
-/// bytes written are then partly those of a data file, still incompressible
-/// and still unique per block behind their stamps. No Rust reference to the
-/// bytes is ever formed after the fill: only pointers handed to the kernel.
-pub struct SharedData {
-    buf: AlignedBuf,
-}
-
-// SAFETY: after construction the buffer is only passed to system calls as a
-// raw pointer; concurrent kernel reads and writes of its bytes are harmless
-// to the replay, which never inspects them.
-unsafe impl Sync for SharedData {}
-
-impl SharedData {
-    pub fn new(len: usize) -> Self {
-        SharedData {
-            buf: AlignedBuf::new(len, 0x5eed),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.buf.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.buf.len == 0
-    }
-
-    pub fn ptr(&self) -> *mut u8 {
-        self.buf.ptr
-    }
-}
-
-/// Most pieces one vectored write takes (Linux's `UIO_MAXIOV`).
-const IOV_MAX: usize = 1024;
-/// Bytes of the stamp at the start of each 4 KiB block.
-const STAMP: usize = 8;
-/// Most bytes one stamped vectored write carries: two pieces per block.
-pub const STAMPED_MAX: usize = IOV_MAX / 2 * ALIGN;
-
-/// A buffered write of unique 4 KiB blocks without a private copy of its
-/// bytes: each block is its stamp (8 bytes of the rank's own) followed by
-/// 4,088 bytes of [`SharedData`], as the pieces of one vectored write.
-/// A rank keeps one of these (about 24 KiB) instead of a buffer as large as
-/// its largest write.
-#[derive(Default)]
-pub struct StampedWrite {
-    stamps: Vec<[u8; STAMP]>,
-    iov: Vec<libc::iovec>,
-}
-
-// SAFETY: the iovecs point into the stamps (owned) and into SharedData
-// (shared, Sync); they are rebuilt before every call.
-unsafe impl Send for StampedWrite {}
-
-impl StampedWrite {
-    /// Writes `len` (at most [`STAMPED_MAX`]) bytes at `offset`, block `i`
-    /// stamped with a value derived from `tag` and `i`; returns the bytes
-    /// written, which may be fewer (the caller writes the rest).
-    pub fn write(
-        &mut self,
-        engine: &mut dyn Engine,
-        fd: RawFd,
-        data: &SharedData,
-        len: usize,
-        offset: u64,
-        tag: u64,
-    ) -> io::Result<usize> {
-        let len = len.min(STAMPED_MAX).min(data.len());
-        let blocks = len.div_ceil(ALIGN);
-        self.stamps.clear();
-        self.stamps
-            .extend((0..blocks).map(|i| stamp_value(tag, i).to_le_bytes()));
-        self.iov.clear();
-        for (i, stamp) in self.stamps.iter().enumerate() {
-            let start = i * ALIGN;
-            let block = (len - start).min(ALIGN);
-            let head = block.min(STAMP);
-            self.iov.push(libc::iovec {
-                iov_base: stamp.as_ptr() as *mut libc::c_void,
-                iov_len: head,
-            });
-            if block > head {
-                self.iov.push(libc::iovec {
-                    // SAFETY: start + block <= len <= data.len().
-                    iov_base: unsafe { data.ptr().add(start + head) }.cast(),
-                    iov_len: block - head,
-                });
-            }
-        }
-        // SAFETY: every piece points into self.stamps or data, both alive
-        // and unchanged for the duration of the call.
-        unsafe { engine.write_vectored_at(fd, &self.iov, offset) }
-    }
-}
-
 /// The stamp of block `i` of a write tagged `tag`.
-fn stamp_value(tag: u64, i: usize) -> u64 {
+pub(crate) fn stamp_value(tag: u64, i: usize) -> u64 {
     tag.wrapping_mul(0x9E37_79B9_7F4A_7C15)
         .wrapping_add(i as u64)
 }
@@ -399,42 +305,5 @@ mod tests {
             assert_eq!(back, data.as_slice());
         }
         assert_eq!(f.metadata().unwrap().len(), 12288);
-    }
-
-    #[test]
-    fn stamped_writes_make_every_block_unique_and_match_a_stamped_copy() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        let data = SharedData::new(3 * ALIGN);
-        let mut w = StampedWrite::default();
-        let len = 2 * ALIGN + 100; // a last block shorter than a page
-        let mut engine = Psync;
-        assert_eq!(
-            w.write(&mut engine, f.as_raw_fd(), &data, len, 0, 7)
-                .unwrap(),
-            len
-        );
-        assert_eq!(
-            w.write(&mut engine, f.as_raw_fd(), &data, len, len as u64, 8)
-                .unwrap(),
-            len
-        );
-        let back = std::fs::read(dir.path().join("f")).unwrap();
-        // The same bytes as a private copy of the shared data, stamped.
-        let mut copy = AlignedBuf::new(3 * ALIGN, 0);
-        // SAFETY: reading the shared buffer in a test where nothing writes it.
-        let shared = unsafe { std::slice::from_raw_parts(data.ptr(), data.len()) };
-        copy.as_mut_slice().copy_from_slice(shared);
-        copy.stamp(len, 7);
-        assert_eq!(&back[..len], &copy.as_slice()[..len]);
-        // No two 4 KiB blocks alike, across both writes.
-        let blocks: std::collections::HashSet<&[u8]> = back.chunks(ALIGN).collect();
-        assert_eq!(blocks.len(), back.len().div_ceil(ALIGN));
     }
 }

@@ -13,10 +13,9 @@ use std::time::Instant;
 
 use iorepro_traces::Op;
 
+use crate::buffers::{PrivateCopies, SharedData, StampedWrite, STAMPED_MAX};
 use crate::confine::Confined;
-use crate::engine::{
-    new_engine, AlignedBuf, Engine, EngineKind, SharedData, StampedWrite, ALIGN, MAX_IO,
-};
+use crate::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
 use crate::phases::{Phase, PhaseKind};
 use crate::plan::{PlannedOp, NO_PATH};
@@ -42,6 +41,8 @@ pub struct Shared {
     pub host: String,
     /// The data buffer every rank of this process reads into and writes from.
     pub data: SharedData,
+    /// Private copies for writes too large to gather, and for O_DIRECT.
+    pub copies: PrivateCopies,
 }
 
 impl Shared {
@@ -117,9 +118,6 @@ pub struct Worker<'s> {
     dirs: HashSet<PathBuf>,
     /// The rank's own stamps for buffered writes from [`Shared::data`].
     stamped: StampedWrite,
-    /// A private stamped copy for O_DIRECT writes, which cannot be gathered
-    /// from 8-byte pieces (allocated on the first one, or up front with --direct).
-    direct_buf: Option<AlignedBuf>,
     write_tag: u64,
     ops: Vec<Option<OpStats>>,
     result: RankResult,
@@ -156,10 +154,6 @@ impl<'s> Worker<'s> {
             paths: HashMap::new(),
             dirs: HashSet::new(),
             stamped: StampedWrite::default(),
-            // Allocated and filled before the clock starts, not mid-checkpoint.
-            direct_buf: shared
-                .direct
-                .then(|| AlignedBuf::new(shared.data.len(), 0x5eed ^ rank as u64)),
             write_tag: (rank as u64) << 40,
             ops: vec![None; Op::ALL.len()],
             result,
@@ -371,23 +365,24 @@ impl<'s> Worker<'s> {
         Ok((f.direct.as_ref().expect("just opened").as_raw_fd(), true))
     }
 
-    /// One piece of a write of up to `n` bytes at `at`, every 4 KiB block
-    /// stamped so that storage which deduplicates finds no two alike.
+    /// One call writing `n` bytes at `at`, every 4 KiB block stamped so that
+    /// storage which deduplicates finds no two alike: gathered from the
+    /// shared data when it can be, else from a private copy.
     fn write_piece(&mut self, fd: RawFd, direct: bool, n: usize, at: u64) -> io::Result<usize> {
         self.write_tag += 1;
-        let data = &self.shared.data;
-        if !direct {
+        if !direct && n <= STAMPED_MAX {
+            let data = &self.shared.data;
             return self
                 .stamped
                 .write(&mut *self.engine, fd, data, n, at, self.write_tag);
         }
-        let n = n.min(data.len());
-        let buf = match &mut self.direct_buf {
-            Some(b) if b.len() >= n => b,
-            slot => slot.insert(AlignedBuf::new(data.len(), 0x5eed ^ self.rank as u64)),
-        };
+        let copies = &self.shared.copies;
+        let mut buf = copies.take();
+        let n = n.min(buf.len());
         buf.stamp(n, self.write_tag);
-        self.engine.write_at(fd, &buf.as_slice()[..n], at)
+        let r = self.engine.write_at(fd, &buf.as_slice()[..n], at);
+        copies.give(buf);
+        r
     }
 
     /// Moves `len` bytes at `offset`, in pieces the size of the shared data

@@ -7,7 +7,8 @@
 //! the target, all resolved through [`confine`] so nothing outside it is
 //! touched; [`prepare`] creates the data files the replay reads; [`plan`]
 //! streams the trace a second time into bounded per-rank channels; each rank
-//! runs an [`execute::Worker`] issuing the calls through an [`engine`] on the
+//! runs an [`execute::Worker`] issuing the calls through an [`engine`] (the
+//! bytes from the process's [`buffers`]) on the
 //! schedule of [`timing`], keeping [`stats`]; ranks meet through
 //! [`rendezvous`] (threads of one process, or processes of a [`launcher`]
 //! through MPI or a rendezvous directory);
@@ -15,6 +16,7 @@
 //! our JSON, fio's or MLPerf Storage's layout), [`record`] writes what was
 //! done as a trace, and [`run`] ties the steps together for the [`cli`].
 
+pub mod buffers;
 pub mod cli;
 pub mod confine;
 pub mod engine;

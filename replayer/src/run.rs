@@ -8,9 +8,9 @@ use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::buffers::{PrivateCopies, SharedData, STAMPED_MAX};
 use crate::confine::Confined;
 use crate::engine::EngineKind;
-use crate::engine::SharedData;
 use crate::error::{ReplayError, ReplayResult};
 use crate::execute::{data_buffer_len, Shared, Worker};
 use crate::launcher::{self, LaunchedRank};
@@ -256,6 +256,20 @@ fn replay(
         Some((r, s)) => (Some(r), Some(s)),
         None => (None, None),
     };
+    let data_len = data_buffer_len(survey.max_io_bytes);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let copies_limit = PrivateCopies::limit_for(lay.local.len(), cores, data_len);
+    // Copies a rank will need are made before the clock starts.
+    let needs_copies = opts.direct || survey.max_write_bytes > STAMPED_MAX as u64;
+    let copies = PrivateCopies::new(
+        data_len,
+        copies_limit,
+        if needs_copies {
+            lay.local.len().min(cores)
+        } else {
+            0
+        },
+    );
     let shared = Shared {
         conf: conf.clone(),
         survey: survey.clone(),
@@ -268,7 +282,8 @@ fn replay(
         progress,
         recorder,
         host,
-        data: SharedData::new(data_buffer_len(survey.max_io_bytes)),
+        data: SharedData::new(data_len),
+        copies,
     };
     let mut extra_errors = Vec::new();
     let results: Vec<RankResult> = std::thread::scope(|s| {

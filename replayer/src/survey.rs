@@ -59,6 +59,8 @@ pub struct Survey {
     /// The largest single read or write, so workers size their buffers once
     /// up front instead of growing (and filling) them inside a timed phase.
     pub max_io_bytes: u64,
+    /// The largest single write (whether writes need private copies).
+    pub max_write_bytes: u64,
 }
 
 /// Rows without a rank (a trace of one untagged process) replay as rank 0.
@@ -136,7 +138,11 @@ impl Survey {
                         .unwrap_or(0)
                         .max(0) as u64;
                     // The buffer a call needs: a run's calls are equal parts.
-                    s.max_io_bytes = s.max_io_bytes.max(bytes / calls).max(requested / calls);
+                    let call = (bytes / calls).max(requested / calls);
+                    s.max_io_bytes = s.max_io_bytes.max(call);
+                    if op == Op::Write {
+                        s.max_write_bytes = s.max_write_bytes.max(call);
+                    }
                 }
                 let Some(path) = ev.path_at(row) else {
                     continue;
