@@ -4,23 +4,17 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iorepro_common::{
-    proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, DROPPED_NAME, IO_EVENT_SIZE,
-    NAME_EVENT_SIZE, PATH_EVENT_SIZE,
-};
-use iorepro_traces::{Manifest, Op, Source, TraceError, TraceWriter, WriterOptions};
-
-use rustc_hash::FxHashMap;
+use iorepro_common::DROPPED_NAME;
+use iorepro_traces::{Manifest, Source, TraceError, TraceWriter, WriterOptions};
 
 use crate::cli::{CaptureOptions, Target};
+use crate::decode::Decoder;
 use crate::error::{CollectError, CollectResult};
-use crate::files::{user_dev, FileTable};
 use crate::probes::{check_privileges, ProbeConfig, Probes, HOOKS};
-use crate::procs::{self, ProcTable};
-use crate::rows::{c_str, op_of, raw_paths, Reorder, Row};
+use crate::procs;
+use crate::rows::{c_str, op_of};
 use crate::salvage;
 use crate::signals;
 use crate::spawn::{spawn_gated, Job};
@@ -36,21 +30,6 @@ pub struct Outcome {
     /// What `iorepro-collect` exits with: the job's status, or 0.
     pub exit_code: i32,
     pub manifest: Manifest,
-}
-
-/// Everything needed to turn records into rows.
-struct Session {
-    files: FileTable,
-    procs: ProcTable,
-    /// Thread names by tid, as the kernel side reports them.
-    names: FxHashMap<u32, [u8; COMM_LEN]>,
-    /// Whether rows of a path are kept, by the address of the path's
-    /// interned string (held here, so the address cannot be reused).
-    kept_paths: FxHashMap<*const u8, (Rc<str>, bool)>,
-    rows: Reorder,
-    prefixes: Vec<String>,
-    all_files: bool,
-    wall_offset_ns: i64,
 }
 
 pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
@@ -88,16 +67,12 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     })?;
     signals::install();
 
-    let mut session = Session {
-        files: FileTable::default(),
-        procs: ProcTable::default(),
-        names: Default::default(),
-        kept_paths: Default::default(),
-        rows: Reorder::new(hostname()),
-        prefixes: opts.path_prefixes.clone(),
-        all_files: opts.all_files,
-        wall_offset_ns: wall_offset_ns(),
-    };
+    let mut session = Decoder::new(
+        hostname(),
+        opts.path_prefixes.clone(),
+        opts.all_files,
+        wall_offset_ns(),
+    );
     let mut job = match &opts.target {
         Target::Command(cmd) => {
             let mut job = spawn_gated(cmd, opts.user.as_deref())?;
@@ -304,159 +279,6 @@ fn sweep(probes: &mut Probes) -> usize {
         }
     }
     live
-}
-
-impl Session {
-    /// Hands the rows the watermark has passed to the writer.
-    fn release(
-        &mut self,
-        watermark: Option<i64>,
-        writer: &mut TraceWriter,
-    ) -> Result<usize, TraceError> {
-        let names = &self.names;
-        let comm = |tid: i32| names.get(&(tid as u32)).copied().unwrap_or([0; COMM_LEN]);
-        self.rows.release(watermark, comm, writer)
-    }
-
-    fn adopt(&mut self, tgid: u32) {
-        let parent = procs::parent_of(tgid).and_then(|p| self.procs_rank_known(p));
-        self.procs.adopt(tgid, parent);
-        self.files.scan_process(tgid);
-    }
-
-    fn procs_rank_known(&mut self, tgid: u32) -> Option<i32> {
-        self.procs.rank(tgid)
-    }
-
-    /// Reads everything the kernel has handed over; process records first, so
-    /// a child's rank is known before its I/O.
-    fn drain(&mut self, probes: &mut Probes) -> CollectResult<usize> {
-        let mut forked = Vec::new();
-        let mut n = probes.proc_events.drain(|item| {
-            if item.len() >= std::mem::size_of::<ProcEvent>() {
-                // SAFETY: the kernel wrote a ProcEvent of this size.
-                let ev: ProcEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                if ev.kind == proc_kind::FORK {
-                    forked.push(ev.tgid);
-                }
-                self.on_proc(&ev);
-            }
-        });
-        for tgid in forked {
-            probes.forked(tgid);
-        }
-        n += probes.events.drain(|item| match item.len() {
-            IO_EVENT_SIZE => {
-                // SAFETY: the kernel wrote an IoEvent of this size.
-                let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.on_io(&ev);
-            }
-            PATH_EVENT_SIZE => {
-                // SAFETY: the kernel wrote a PathEvent of this size.
-                let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.on_path(&ev);
-            }
-            NAME_EVENT_SIZE => {
-                // SAFETY: the kernel wrote a NameEvent of this size.
-                let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.names.insert(ev.pid_tgid as u32, ev.comm);
-            }
-            _ => {}
-        });
-        Ok(n)
-    }
-
-    fn on_proc(&mut self, ev: &ProcEvent) {
-        match ev.kind {
-            proc_kind::FORK => self.procs.on_fork(ev.tgid, ev.parent_tgid),
-            proc_kind::EXEC => {
-                self.procs.on_exec(ev.tgid);
-                self.files.learn_exe(ev.tgid);
-            }
-            // Ranks are kept: the process's last records may still be queued.
-            _ => {}
-        }
-    }
-
-    fn on_io(&mut self, ev: &IoEvent) {
-        let Some(op) = op_of(ev.kind) else { return };
-        let tgid = (ev.pid_tgid >> 32) as u32;
-        let key = (user_dev(ev.dev), ev.ino);
-        let path = self
-            .files
-            .path_of(key, tgid, if op == Op::Fault { -1 } else { ev.fd });
-        self.keep(ev, op, path);
-    }
-
-    fn on_path(&mut self, ev: &PathEvent) {
-        let Some(op) = op_of(ev.io.kind) else { return };
-        let tgid = (ev.io.pid_tgid >> 32) as u32;
-        let (raw, raw2) = raw_paths(ev);
-        let path = self
-            .files
-            .resolve(raw, (user_dev(ev.dir_dev), ev.dir_ino), tgid);
-        let path = match op {
-            Op::Open => {
-                let key = (user_dev(ev.io.dev), ev.io.ino);
-                let p = self.files.learn(key, &path);
-                // Directories are only remembered, as starts of relative paths.
-                const S_IFMT: u32 = 0o170000;
-                const S_IFDIR: u32 = 0o040000;
-                if ev.mode & S_IFMT == S_IFDIR {
-                    return;
-                }
-                p
-            }
-            Op::Rename => {
-                let to = self
-                    .files
-                    .resolve(raw2, (user_dev(ev.dir2_dev), ev.dir2_ino), tgid);
-                if ev.io.ret == 0 {
-                    self.files.rename(&path, &to);
-                }
-                path.into()
-            }
-            _ => path.into(),
-        };
-        self.keep(&ev.io, op, Some(path));
-    }
-
-    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<Rc<str>>) {
-        if !self.wanted(path.as_ref()) {
-            return;
-        }
-        let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
-        self.rows
-            .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
-    }
-
-    /// Regular files outside the kernel's pseudo file systems, under a prefix
-    /// if given; decided once per path (the file table interns paths, so rows
-    /// of one file share one string).
-    fn wanted(&mut self, path: Option<&Rc<str>>) -> bool {
-        let Some(p) = path else {
-            return self.prefixes.is_empty();
-        };
-        if let Some((_, kept)) = self.kept_paths.get(&p.as_ptr()) {
-            return *kept;
-        }
-        let kept = self.decide(p);
-        self.kept_paths.insert(p.as_ptr(), (p.clone(), kept));
-        kept
-    }
-
-    fn decide(&self, p: &str) -> bool {
-        if !self.all_files && ["/proc", "/sys", "/dev"].iter().any(|d| under(p, d)) {
-            return false;
-        }
-        self.prefixes.is_empty() || self.prefixes.iter().any(|d| under(p, d))
-    }
-}
-
-/// `path` is `dir` or inside it.
-fn under(path: &str, dir: &str) -> bool {
-    let dir = dir.trim_end_matches('/');
-    path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')) || dir.is_empty()
 }
 
 fn rank_of_own_env() -> Option<i32> {

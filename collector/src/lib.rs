@@ -65,6 +65,7 @@
 pub mod btf;
 pub mod capture;
 pub mod cli;
+pub mod decode;
 pub mod error;
 pub mod files;
 pub mod probes;

@@ -107,15 +107,10 @@ impl Probes {
             .load(OBJECT)
             .map_err(kernel_err("loading the eBPF object"))?;
 
-        for name in [
-            "sys_enter",
-            "sys_exit",
-            "sched_process_fork",
-            "sched_process_exec",
-            "sched_process_exit",
-            "task_rename",
-        ] {
-            attach_btf(&mut ebpf, name, name, &btf)?;
+        load_btf_programs(&mut ebpf, &btf)?;
+        for name in BTF_PROGRAMS {
+            let p: &mut BtfTracePoint = program(&mut ebpf, name)?;
+            p.attach().map_err(prog_err(name))?;
         }
         let fill: &mut TracePoint = program(&mut ebpf, "filemap_add")?;
         fill.load().map_err(prog_err("filemap_add"))?;
@@ -223,6 +218,44 @@ where
         .program_mut(name)
         .ok_or_else(|| CollectError::Kernel(format!("eBPF object has no program {name}")))?;
     p.try_into().map_err(prog_err(name))
+}
+
+/// The programs on BTF tracepoints, each named after its tracepoint.
+const BTF_PROGRAMS: [&str; 6] = [
+    "sys_enter",
+    "sys_exit",
+    "sched_process_fork",
+    "sched_process_exec",
+    "sched_process_exit",
+    "task_rename",
+];
+
+/// Verifies and loads the BTF-tracepoint programs side by side: verifying
+/// the two syscall programs takes most of a capture's start-up.
+fn load_btf_programs(ebpf: &mut Ebpf, btf: &AyaBtf) -> CollectResult<()> {
+    let mut programs: Vec<(&str, &mut BtfTracePoint)> = Vec::new();
+    for (name, p) in ebpf.programs_mut() {
+        if let Some(hook) = BTF_PROGRAMS.iter().find(|h| **h == name) {
+            let p: &mut BtfTracePoint = p.try_into().map_err(prog_err(name))?;
+            programs.push((hook, p));
+        }
+    }
+    if programs.len() != BTF_PROGRAMS.len() {
+        return Err(CollectError::Kernel(
+            "eBPF object lacks a BTF tracepoint program".into(),
+        ));
+    }
+    std::thread::scope(|scope| {
+        let loads: Vec<_> = programs
+            .into_iter()
+            .map(|(hook, p)| scope.spawn(move || p.load(hook, btf).map_err(prog_err(hook))))
+            .collect();
+        loads
+            .into_iter()
+            .map(|l| l.join().expect("program loading does not panic"))
+            .collect::<CollectResult<Vec<()>>>()
+    })?;
+    Ok(())
 }
 
 fn attach_btf(ebpf: &mut Ebpf, program_name: &str, hook: &str, btf: &AyaBtf) -> CollectResult<()> {

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use iorepro_common::{kind, IoEvent, PathEvent, COMM_LEN};
+use iorepro_common::{kind, IoEvent, COMM_LEN};
 use iorepro_traces::{EventRow, Op, TraceResult, TraceWriter};
 
 /// One row, owned until the reorder window lets it go.
@@ -27,6 +27,7 @@ pub struct Row {
     pub flags: Option<i32>,
     pub calls: i64,
     pub span_ns: Option<i64>,
+    pub path2: Option<Rc<str>>,
 }
 
 pub fn op_of(kind: u32) -> Option<Op> {
@@ -43,6 +44,13 @@ pub fn op_of(kind: u32) -> Option<Op> {
         kind::RENAME => Op::Rename,
         kind::MMAP => Op::Mmap,
         kind::FAULT => Op::Fault,
+        kind::STAT => Op::Stat,
+        kind::ACCESS => Op::Access,
+        kind::MKDIR => Op::Mkdir,
+        kind::RMDIR => Op::Rmdir,
+        kind::GETDENTS => Op::Getdents,
+        kind::LINK => Op::Link,
+        kind::SYMLINK => Op::Symlink,
         _ => return None,
     })
 }
@@ -66,7 +74,18 @@ impl Row {
             ),
             Op::Lseek => (Some(ev.offset), None, Some(ev.flags as i32)),
             Op::Truncate => (None, Some(ev.size as i64), None),
-            Op::Open | Op::Unlink | Op::Rename => (None, None, Some(ev.flags as i32)),
+            Op::Getdents => (None, Some(ev.size as i64), None),
+            // Open flags; the AT_* flags of a stat, unlink, rename or link; the
+            // mode of an access or mkdir.
+            Op::Open
+            | Op::Unlink
+            | Op::Rename
+            | Op::Stat
+            | Op::Access
+            | Op::Mkdir
+            | Op::Rmdir
+            | Op::Link
+            | Op::Symlink => (None, None, Some(ev.flags as i32)),
             _ => (None, None, None),
         };
         Row {
@@ -84,6 +103,7 @@ impl Row {
             flags,
             calls: ev.calls.max(1) as i64,
             span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
+            path2: None,
         }
     }
 }
@@ -95,11 +115,6 @@ pub fn c_str(buf: &[u8]) -> &str {
         Ok(s) => s,
         Err(e) => std::str::from_utf8(&buf[..e.valid_up_to()]).unwrap_or(""),
     }
-}
-
-/// The path arguments of a path record as strings.
-pub fn raw_paths(ev: &PathEvent) -> (&str, &str) {
-    (c_str(&ev.path), c_str(&ev.path2))
 }
 
 /// Rows waiting until no earlier row can still arrive.
@@ -197,6 +212,7 @@ impl Reorder {
                     flags: row.flags,
                     calls: row.calls,
                     span_ns: row.span_ns,
+                    path2: row.path2.as_deref(),
                 })?;
                 n += 1;
             }

@@ -98,6 +98,7 @@ fn write(
             flags: r.flags,
             calls: 1,
             span_ns: None,
+            path2: None,
         })
         .unwrap();
     }

@@ -31,6 +31,7 @@ fn row(i: i64) -> EventRow<'static> {
         flags: None,
         calls: 1,
         span_ns: None,
+        path2: None,
     }
 }
 

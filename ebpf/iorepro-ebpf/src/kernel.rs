@@ -291,6 +291,24 @@ const AT_FDCWD: i32 = -100;
 /// (inode, dev) of the directory a relative path starts from: `dirfd`'s
 /// file, or the current working directory for `AT_FDCWD`.
 pub fn dir_of(dirfd: i32, scratch: &mut Scratch) -> (u64, u32) {
+    let mut dev = 0u64;
+    let ino = dir_identity(dirfd as i64, scratch, &mut dev);
+    (ino, dev as u32)
+}
+
+/// [`dir_of`] as a global function: the verifier checks it once, on its
+/// own, instead of at every place a path record is made (each of which
+/// multiplied the states it explored). Returns the inode and puts the
+/// device in `dev`; 0 when unknown.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn dir_identity(dirfd: i64, scratch: *mut Scratch, dev: *mut u64) -> u64 {
+    if scratch.is_null() || dev.is_null() {
+        return 0;
+    }
+    // SAFETY: checked non-null; the caller's slot scratch and stack variable.
+    let (scratch, dev) = unsafe { (&mut *scratch, &mut *dev) };
+    let dirfd = dirfd as i32;
     let inode = if dirfd == AT_FDCWD {
         cwd_inode()
     } else if dirfd >= 0 {
@@ -300,10 +318,13 @@ pub fn dir_of(dirfd: i32, scratch: &mut Scratch) -> (u64, u32) {
     } else {
         None
     };
-    inode
-        .and_then(|i| identity(i, scratch))
-        .map(|i| (i.ino, i.dev))
-        .unwrap_or((0, 0))
+    match inode.and_then(|i| identity(i, scratch)) {
+        Some(id) => {
+            *dev = id.dev as u64;
+            id.ino
+        }
+        None => 0,
+    }
 }
 
 fn cwd_inode() -> Option<u64> {

@@ -28,6 +28,7 @@
 #![allow(internal_features)]
 
 mod kernel;
+mod paths;
 mod records;
 mod runs;
 mod slots;
@@ -39,7 +40,9 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, TracePointContext},
 };
-use iorepro_common::{kind, proc_kind, IoEvent, COMM_LEN, DROPPED_SLOTS, MAX_SLOTS};
+use iorepro_common::{
+    kind, proc_kind, IoEvent, COMM_LEN, DROPPED_SLOTS, MAX_SLOTS, PATH_RECORD_MAX,
+};
 
 use crate::kernel::{is_traced, task_ids, tgid_traced};
 use crate::slots::Slot;
@@ -60,6 +63,10 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
 /// Process-tree records, apart so an I/O flood cannot starve them.
 #[map]
 static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 << 10, 0);
+
+/// Where a path record is put together before it goes to the ring (see `paths`).
+#[map]
+static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entries(1, 0);
 
 /// Records that found the ring buffer full, per CPU, by record kind.
 #[map]

@@ -89,6 +89,15 @@ impl Events {
         self.batch.column(idx::SPAN_NS).as_primitive()
     }
 
+    pub fn path2(&self) -> &StringArray {
+        self.batch.column(idx::PATH2).as_string()
+    }
+
+    pub fn path2_at(&self, row: usize) -> Option<&str> {
+        let p = self.path2();
+        p.is_valid(row).then(|| p.value(row))
+    }
+
     /// How many calls a row stands for: at least 1 (a projection that left
     /// the column out reads as nulls, which mean 1).
     pub fn calls_at(&self, row: usize) -> i64 {

@@ -551,6 +551,7 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         flags: r.flags,
         calls: 1,
         span_ns: None,
+        path2: None,
     });
     write_imported(out, opts.segment_rows, "strace", input, events)
 }
