@@ -65,6 +65,12 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         all_files: opts.all_files,
         merge_runs: opts.merge_runs,
     })?;
+    if let Err(why) = &probes.uring {
+        writer.set_extra(
+            "io_uring",
+            serde_json::json!(format!("requests not followed: {why}")),
+        );
+    }
     signals::install();
 
     let mut session = Decoder::new(

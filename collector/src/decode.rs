@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use iorepro_common::{
     kind, proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, IO_EVENT_SIZE,
-    NAME_EVENT_SIZE, PATH_EVENT_SIZE,
+    NAME_EVENT_SIZE, PATH_EVENT_SIZE, RET_PENDING, VIA_IO_URING,
 };
 use iorepro_traces::{Op, TraceError, TraceWriter};
 use rustc_hash::FxHashMap;
@@ -35,6 +35,9 @@ pub struct Decoder {
     all_files: bool,
     /// Wall clock minus the kernel's monotonic clock.
     pub wall_offset_ns: i64,
+    /// io_uring opens and statx sent at submission, waiting for their
+    /// result, by request (see the kernel side's `uring`).
+    pending: FxHashMap<i64, (PathEvent, Rc<str>)>,
 }
 
 /// A path record: its header and its two path strings.
@@ -75,6 +78,7 @@ impl Decoder {
             prefixes,
             all_files,
             wall_offset_ns,
+            pending: FxHashMap::default(),
         }
     }
 
@@ -148,12 +152,47 @@ impl Decoder {
     /// A call on a descriptor (or a run of them, or a page-cache fill).
     pub fn on_io(&mut self, ev: &IoEvent) {
         let Some(op) = op_of(ev.kind) else { return };
+        if ev.via == VIA_IO_URING && matches!(op, Op::Open | Op::Stat) {
+            return self.on_uring_result(ev, op);
+        }
         let tgid = (ev.pid_tgid >> 32) as u32;
         let key = (user_dev(ev.dev), ev.ino);
         let path = self
             .files
             .path_of(key, tgid, if op == Op::Fault { -1 } else { ev.fd });
         self.keep(ev, op, path);
+    }
+
+    /// The result of an io_uring open or statx whose path came at submission.
+    fn on_uring_result(&mut self, ev: &IoEvent, op: Op) {
+        let Some((header, path)) = self.pending.remove(&ev.offset) else {
+            return;
+        };
+        let path = if op == Op::Open && ev.ret >= 0 && ev.ino != 0 {
+            self.files.learn((user_dev(ev.dev), ev.ino), &path)
+        } else {
+            path
+        };
+        if !self.decide(&path) {
+            return;
+        }
+        let io = IoEvent {
+            ret: ev.ret,
+            dur_ns: ev.dur_ns,
+            span_ns: ev.dur_ns,
+            fd: ev.fd,
+            ino: ev.ino,
+            dev: ev.dev,
+            ..header.io
+        };
+        let rank = self.procs.rank((io.pid_tgid >> 32) as u32);
+        self.rows.push(Row::from_event(
+            &io,
+            op,
+            rank,
+            Some(path),
+            self.wall_offset_ns,
+        ));
     }
 
     fn on_named(&mut self, named: Named) {
@@ -181,6 +220,12 @@ impl Decoder {
                 (ev.dir2_dev, ev.dir2_ino),
             )
         });
+        if ev.io.ret == RET_PENDING {
+            // An io_uring request: its result comes at completion.
+            self.pending
+                .insert(ev.io.offset, (*ev, Rc::from(path.as_str())));
+            return;
+        }
         let path: Rc<str> = match op {
             Op::Open if ev.io.ret >= 0 => {
                 let key = (user_dev(ev.io.dev), ev.io.ino);

@@ -10,7 +10,7 @@ use aya::programs::{BtfTracePoint, TracePoint};
 use aya::{Btf as AyaBtf, Ebpf, EbpfLoader};
 use iorepro_common::{globals, IoEvent, Slot, DROPPED_PROC, MAX_SLOTS};
 
-use crate::btf::{kernel_offsets, Btf};
+use crate::btf::{kernel_offsets, uring_offsets, Btf};
 use crate::error::{CollectError, CollectResult};
 use crate::ring::Ring;
 
@@ -43,6 +43,8 @@ pub struct Probes {
     traced_set: BTreeSet<u32>,
     dropped: PerCpuArray<MapData, u64>,
     slots: Array<MapData, Slot>,
+    /// Whether io_uring requests are followed, or why not.
+    pub uring: Result<(), String>,
 }
 
 /// Where each program hooks in, recorded in the manifest.
@@ -53,6 +55,8 @@ pub const HOOKS: &[&str] = &[
     "tp_btf:sched_process_exec",
     "tp_btf:sched_process_exit",
     "tp_btf:task_rename",
+    "tp_btf:io_uring_submit_req",
+    "tp_btf:io_uring_complete",
     "tracepoint:filemap:mm_filemap_add_to_page_cache",
 ];
 
@@ -77,12 +81,15 @@ impl Probes {
         // The kernel's BTF is read twice, for the member offsets and by the
         // loader; the two parses take most of start-up, so they run side by side.
         let (offsets, btf) = std::thread::scope(|scope| {
-            let offsets = scope.spawn(|| kernel_offsets(&Btf::from_sys_fs()?));
+            let offsets = scope.spawn(|| -> CollectResult<_> {
+                let ours = Btf::from_sys_fs()?;
+                Ok((kernel_offsets(&ours)?, uring_offsets(&ours)))
+            });
             let btf = AyaBtf::from_sys_fs()
                 .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")));
             (offsets.join().expect("BTF parsing does not panic"), btf)
         });
-        let (offsets, btf) = (offsets?, btf?);
+        let ((offsets, uring), btf) = (offsets?, btf?);
         let (cg_id, cg_level) = cfg.cgroup.unwrap_or((0, 0));
         let cg_level = cg_level as u64;
         let all_files = cfg.all_files as u64;
@@ -91,7 +98,7 @@ impl Probes {
         let merge_runs = cfg.merge_runs as u64;
         let mut loader = EbpfLoader::new();
         loader.btf(Some(&btf));
-        for (name, value) in &offsets {
+        for (name, value) in offsets.iter().chain(uring.iter().flatten()) {
             loader.override_global(name, value, true);
         }
         loader
@@ -107,8 +114,21 @@ impl Probes {
             .load(OBJECT)
             .map_err(kernel_err("loading the eBPF object"))?;
 
-        load_btf_programs(&mut ebpf, &btf)?;
-        for name in BTF_PROGRAMS {
+        // io_uring requests are followed where this kernel's structures are
+        // known; the manifest says so either way.
+        let programs: Vec<&str> = BTF_PROGRAMS
+            .iter()
+            .chain(
+                uring
+                    .is_ok()
+                    .then_some(&URING_PROGRAMS)
+                    .into_iter()
+                    .flatten(),
+            )
+            .copied()
+            .collect();
+        load_btf_programs(&mut ebpf, &btf, &programs)?;
+        for name in &programs {
             let p: &mut BtfTracePoint = program(&mut ebpf, name)?;
             p.attach().map_err(prog_err(name))?;
         }
@@ -131,6 +151,7 @@ impl Probes {
             traced_set: BTreeSet::new(),
             dropped,
             slots,
+            uring: uring.map(|_| ()),
         })
     }
 
@@ -230,17 +251,20 @@ const BTF_PROGRAMS: [&str; 6] = [
     "task_rename",
 ];
 
-/// Verifies and loads the BTF-tracepoint programs side by side: verifying
-/// the two syscall programs takes most of a capture's start-up.
-fn load_btf_programs(ebpf: &mut Ebpf, btf: &AyaBtf) -> CollectResult<()> {
+/// The programs on io_uring's tracepoints (see the kernel side's `uring`).
+const URING_PROGRAMS: [&str; 2] = ["io_uring_submit_req", "io_uring_complete"];
+
+/// Verifies and loads the BTF-tracepoint programs `names` side by side:
+/// verifying the two syscall programs takes most of a capture's start-up.
+fn load_btf_programs(ebpf: &mut Ebpf, btf: &AyaBtf, names: &[&str]) -> CollectResult<()> {
     let mut programs: Vec<(&str, &mut BtfTracePoint)> = Vec::new();
     for (name, p) in ebpf.programs_mut() {
-        if let Some(hook) = BTF_PROGRAMS.iter().find(|h| **h == name) {
+        if let Some(hook) = names.iter().find(|h| **h == name) {
             let p: &mut BtfTracePoint = p.try_into().map_err(prog_err(name))?;
             programs.push((hook, p));
         }
     }
-    if programs.len() != BTF_PROGRAMS.len() {
+    if programs.len() != names.len() {
         return Err(CollectError::Kernel(
             "eBPF object lacks a BTF tracepoint program".into(),
         ));

@@ -7,7 +7,8 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use iorepro_common::{kind, IoEvent, COMM_LEN};
+use iorepro_common::{kind, IoEvent, COMM_LEN, VIA_IO_URING};
+use iorepro_traces::format::schema;
 use iorepro_traces::{EventRow, Op, TraceResult, TraceWriter};
 
 /// One row, owned until the reorder window lets it go.
@@ -28,6 +29,7 @@ pub struct Row {
     pub calls: i64,
     pub span_ns: Option<i64>,
     pub path2: Option<Rc<str>>,
+    pub via: Option<&'static str>,
 }
 
 pub fn op_of(kind: u32) -> Option<Op> {
@@ -67,6 +69,7 @@ impl Row {
     ) -> Row {
         let has_fd = ev.fd >= 0;
         let (offset, size, flags) = match op {
+            // (An io_uring open or statx names its request in `offset`.)
             Op::Read | Op::Write | Op::Mmap | Op::Fault => (
                 Some(ev.offset),
                 Some(ev.size as i64),
@@ -104,6 +107,7 @@ impl Row {
             calls: ev.calls.max(1) as i64,
             span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
             path2: None,
+            via: (ev.via == VIA_IO_URING).then_some(schema::VIA_IO_URING),
         }
     }
 }
@@ -213,6 +217,7 @@ impl Reorder {
                     calls: row.calls,
                     span_ns: row.span_ns,
                     path2: row.path2.as_deref(),
+                    via: row.via,
                 })?;
                 n += 1;
             }

@@ -58,6 +58,7 @@ fn main() -> Result<()> {
             calls: 1,
             span_ns: None,
             path2: None,
+            via: None,
         };
         w.push(&row(Op::Open, None, None, 5, ts))?;
         for i in 0..ops {

@@ -155,6 +155,7 @@ fn main() -> anyhow::Result<()> {
         calls: 1,
         span_ns: None,
         path2: None,
+        via: None,
     };
 
     let start = Instant::now();

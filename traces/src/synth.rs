@@ -524,6 +524,7 @@ impl<'w> Generator<'w> {
                 calls: 1,
                 span_ns: None,
                 path2: None,
+                via: None,
             })?;
         }
         Ok(())

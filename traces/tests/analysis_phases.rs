@@ -78,6 +78,7 @@ fn with_log_noise(src: &Path, dst: &Path) {
             calls: 1,
             span_ns: None,
             path2: None,
+            via: None,
         })
         .unwrap();
         off += size;

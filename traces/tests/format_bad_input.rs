@@ -29,6 +29,7 @@ fn good_trace(dir: &Path) {
             calls: 1,
             span_ns: None,
             path2: None,
+            via: None,
         })
         .unwrap();
     }

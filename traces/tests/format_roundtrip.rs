@@ -99,6 +99,7 @@ fn write(
             calls: 1,
             span_ns: None,
             path2: None,
+            via: None,
         })
         .unwrap();
     }

@@ -32,6 +32,7 @@ fn row(i: i64) -> EventRow<'static> {
         calls: 1,
         span_ns: None,
         path2: None,
+        via: None,
     }
 }
 

@@ -7,7 +7,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 /// Debian packages: LLVM for bpf-linker (the `BPF_LINKER_LLVM` version), fio / strace / Open MPI as test and
-/// benchmark partners, compression libraries for the linker build.
+/// benchmark partners, compression libraries for the linker build, liburing for
+/// the test job that drives io_uring itself.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -19,6 +20,7 @@ const APT_PACKAGES: &[&str] = &[
     "libopenmpi-dev",
     "gzip",
     "time",
+    "liburing-dev",
 ];
 
 /// Python test partners, at exact versions (their APIs move: DuckDB 2.0

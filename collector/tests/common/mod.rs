@@ -178,12 +178,13 @@ pub fn compile_c_with(dir: &Path, name: &str, source: &str, extra: &[&str]) -> P
     let src = dir.join(format!("{name}.c"));
     let bin = dir.join(name);
     std::fs::write(&src, source).unwrap();
+    // Extra arguments after the source: libraries (-l) must follow it.
     let cc = Command::new("cc")
         .arg("-O2")
-        .args(extra)
         .arg("-o")
         .arg(&bin)
         .arg(&src)
+        .args(extra)
         .status()
         .unwrap();
     assert!(cc.success());

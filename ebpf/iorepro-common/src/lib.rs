@@ -100,8 +100,19 @@ pub struct IoEvent {
     pub flags: u32,
     /// Syscalls this record stands for: 1, or a run's length.
     pub calls: u32,
-    pub _pad: u32,
+    /// How the call was made: [`VIA_SYSCALL`] or [`VIA_IO_URING`].
+    pub via: u32,
 }
+
+pub const VIA_SYSCALL: u32 = 0;
+/// An io_uring request: `ts_ns` is its submission, `dur_ns` the time to its
+/// completion.
+pub const VIA_IO_URING: u32 = 1;
+
+/// `ret` of the path record an io_uring open or statx sends when it is
+/// submitted: the result follows in an [`IoEvent`] at completion, whose
+/// `offset` names the request (as the path record's `offset` does).
+pub const RET_PENDING: i64 = i64::MIN;
 
 /// A call that names paths: an [`IoEvent`], the directories relative paths
 /// start from, and the lengths of the two path strings that follow the
@@ -217,7 +228,7 @@ impl Run {
             kind: self.kind,
             flags: 0,
             calls: self.calls,
-            _pad: 0,
+            via: VIA_SYSCALL,
         }
     }
 }
@@ -271,6 +282,7 @@ pub mod globals {
     pub const TASK_FS: &str = "OFF_TASK_FS";
     pub const TASK_TGID: &str = "OFF_TASK_TGID";
     pub const TASK_PID: &str = "OFF_TASK_PID";
+    pub const TASK_FLAGS: &str = "OFF_TASK_FLAGS";
     pub const FILES_FDT: &str = "OFF_FILES_FDT";
     pub const FDT_MAX_FDS: &str = "OFF_FDT_MAX_FDS";
     pub const FDT_FD: &str = "OFF_FDT_FD";
@@ -294,6 +306,21 @@ pub mod globals {
     pub const SLOT_MASK: &str = "SLOT_MASK";
     /// Non-zero: merge runs of back-to-back calls into one record.
     pub const MERGE_RUNS: &str = "TRACE_MERGE_RUNS";
+    /// Members of an io_uring request (`struct io_kiocb`) and of the
+    /// per-opcode command data at its start.
+    pub const REQ_OPCODE: &str = "OFF_REQ_OPCODE";
+    pub const REQ_FD: &str = "OFF_REQ_FD";
+    pub const RW_POS: &str = "OFF_RW_POS";
+    pub const RW_ADDR: &str = "OFF_RW_ADDR";
+    pub const RW_LEN: &str = "OFF_RW_LEN";
+    pub const OPEN_DFD: &str = "OFF_OPEN_DFD";
+    pub const OPEN_FILENAME: &str = "OFF_OPEN_FILENAME";
+    pub const OPEN_FLAGS: &str = "OFF_OPEN_FLAGS";
+    pub const STATX_DFD: &str = "OFF_STATX_DFD";
+    pub const STATX_FILENAME: &str = "OFF_STATX_FILENAME";
+    pub const CLOSE_FD: &str = "OFF_CLOSE_FD";
+    pub const FILENAME_NAME: &str = "OFF_FILENAME_NAME";
+    pub const CQE_RES: &str = "OFF_CQE_RES";
 }
 
 /// Per-thread slots: the loader sizes the map to the smallest power of two

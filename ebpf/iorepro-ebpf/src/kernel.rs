@@ -31,6 +31,7 @@ globals!(
     OFF_TASK_FS,
     OFF_TASK_TGID,
     OFF_TASK_PID,
+    OFF_TASK_FLAGS,
     OFF_FILES_FDT,
     OFF_FDT_MAX_FDS,
     OFF_FDT_FD,
@@ -49,6 +50,19 @@ globals!(
     TRACE_ALL_FILES,
     SLOT_MASK,
     TRACE_MERGE_RUNS,
+    OFF_REQ_OPCODE,
+    OFF_REQ_FD,
+    OFF_RW_POS,
+    OFF_RW_ADDR,
+    OFF_RW_LEN,
+    OFF_OPEN_DFD,
+    OFF_OPEN_FILENAME,
+    OFF_OPEN_FLAGS,
+    OFF_STATX_DFD,
+    OFF_STATX_FILENAME,
+    OFF_CLOSE_FD,
+    OFF_FILENAME_NAME,
+    OFF_CQE_RES,
 );
 
 #[inline(always)]
@@ -261,6 +275,71 @@ pub fn identity(inode: u64, scratch: &mut Scratch) -> Option<Identity> {
     let sb = scratch.u64_at(global(&OFF_INODE_SB));
     let dev: u32 = probe(sb.wrapping_add(global(&OFF_SB_DEV)))?;
     Some(Identity { ino, dev, mode })
+}
+
+/// Whether the current task is one of io_uring's workers (`PF_IO_WORKER`),
+/// whose page-cache fills serve ring requests rather than faults.
+#[inline(always)]
+pub fn io_worker() -> bool {
+    const PF_IO_WORKER: u32 = 0x10;
+    // SAFETY: helper without arguments.
+    let task = unsafe { bpf_get_current_task() };
+    probe::<u32>(task.wrapping_add(global(&OFF_TASK_FLAGS))).is_some_and(|f| f & PF_IO_WORKER != 0)
+}
+
+/// A file's identity (and whether it is one), for callers that need nothing
+/// else from the file: a global function, so the verifier checks the walk
+/// once rather than at every place it is used. `file` 0 means "the file at
+/// descriptor `fd` of the current task".
+#[repr(C)]
+pub struct Looked {
+    pub ino: u64,
+    pub dev: u32,
+    pub mode: u32,
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn look_up_file(file: u64, fd: i64, scratch: *mut Scratch, out: *mut Looked) -> i64 {
+    if scratch.is_null() || out.is_null() {
+        return 0;
+    }
+    // SAFETY: checked non-null; a scratch buffer and the caller's stack.
+    let (scratch, out) = unsafe { (&mut *scratch, &mut *out) };
+    let file = if file != 0 {
+        Some(file)
+    } else if fd >= 0 {
+        file_of(fd as u64)
+    } else {
+        None
+    };
+    match file
+        .and_then(|f| file_window(f, scratch))
+        .and_then(|w| identity(w.inode, scratch))
+    {
+        Some(id) => {
+            out.ino = id.ino;
+            out.dev = id.dev;
+            out.mode = id.mode;
+            1
+        }
+        None => 0,
+    }
+}
+
+/// [`look_up_file`] as an `Identity`.
+#[inline(always)]
+pub fn file_identity(file: u64, fd: i64, scratch: &mut Scratch) -> Option<Identity> {
+    let mut out = Looked {
+        ino: 0,
+        dev: 0,
+        mode: 0,
+    };
+    (look_up_file(file, fd, scratch, &mut out) != 0).then_some(Identity {
+        ino: out.ino,
+        dev: out.dev,
+        mode: out.mode,
+    })
 }
 
 /// The descriptor table of a BTF-typed task.

@@ -33,11 +33,12 @@ mod records;
 mod runs;
 mod slots;
 mod syscalls;
+mod uring;
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, TracePointContext},
 };
 use iorepro_common::{
@@ -67,6 +68,15 @@ static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 << 10, 0);
 /// Where a path record is put together before it goes to the ring (see `paths`).
 #[map]
 static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entries(1, 0);
+
+/// io_uring requests of traced threads, from submission to completion.
+#[map]
+static URING: HashMap<u64, uring::Request> = HashMap::with_max_entries(16384, 0);
+
+/// Where io_uring completions read windows of kernel structures (they may
+/// run in a thread that has no slot).
+#[map]
+static URING_SCRATCH: PerCpuArray<kernel::Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Records that found the ring buffer full, per CPU, by record kind.
 #[map]
@@ -199,6 +209,29 @@ pub fn task_rename(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+/// An io_uring request submitted (see `uring`).
+#[btf_tracepoint(function = "io_uring_submit_req")]
+pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(0);
+    uring::submitted(req);
+    0
+}
+
+/// An io_uring request completed.
+#[btf_tracepoint(function = "io_uring_complete")]
+pub fn io_uring_complete(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(1);
+    let cqe: u64 = ctx.arg(2);
+    let res: i32 = unsafe {
+        aya_ebpf::helpers::bpf_probe_read_kernel(
+            cqe.wrapping_add(kernel::global(&kernel::OFF_CQE_RES)) as *const i32,
+        )
+    }
+    .unwrap_or(0);
+    uring::completed(req, res);
+    0
+}
+
 /// A folio added to the page cache: a read from storage. Fills made inside a
 /// recorded syscall belong to that call's row; the others were caused by a
 /// fault under a mapping (including the readahead it triggered).
@@ -218,7 +251,7 @@ const TP_ORDER: usize = 36;
 
 fn page_cache_fill(ctx: &TracePointContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced(pid_tgid) || slots::in_flight(pid_tgid).is_some() {
+    if !is_traced(pid_tgid) || slots::in_flight(pid_tgid).is_some() || kernel::io_worker() {
         return;
     }
     // The thread must be named before its first record.
@@ -252,7 +285,7 @@ fn page_cache_fill(ctx: &TracePointContext) {
         kind: kind::FAULT,
         flags: 0,
         calls: 1,
-        _pad: 0,
+        via: iorepro_common::VIA_SYSCALL,
     });
     records::submit(entry);
 }

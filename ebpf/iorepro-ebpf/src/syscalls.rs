@@ -61,11 +61,12 @@ pub const RENAMEAT2: u64 = 316;
 pub const PREADV2: u64 = 327;
 pub const PWRITEV2: u64 = 328;
 pub const STATX: u64 = 332;
+pub const IO_URING_ENTER: u64 = 426;
 pub const CLOSE_RANGE: u64 = 436;
 pub const OPENAT2: u64 = 437;
 pub const FACCESSAT2: u64 = 439;
 
-const ALL: [u64; 46] = [
+const ALL: [u64; 47] = [
     READ,
     WRITE,
     OPEN,
@@ -109,6 +110,7 @@ const ALL: [u64; 46] = [
     PREADV2,
     PWRITEV2,
     STATX,
+    IO_URING_ENTER,
     CLOSE_RANGE,
     OPENAT2,
     FACCESSAT2,
@@ -203,6 +205,9 @@ fn entry_of(nr: u64, regs: *const u8) -> Option<Entry> {
             }
         }
         DUP2 | DUP3 | CLOSE_RANGE => Entry::Table,
+        // Followed only to be "in a call": page-cache fills while the ring
+        // works for the thread are its requests', not faults (see main).
+        IO_URING_ENTER => Entry::Named,
         _ => Entry::Named,
     })
 }
@@ -311,7 +316,7 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
         kind: 0,
         flags: 0,
         calls: 1,
-        _pad: 0,
+        via: iorepro_common::VIA_SYSCALL,
     };
     let (di, si, dx, r10) = (
         reg(regs, regs::DI),
@@ -404,7 +409,7 @@ struct IovSum {
 /// Bytes a vectored call asked for: the sum of its iovecs' lengths, read in
 /// batches (one helper call per batch instead of one per iovec), under
 /// `bpf_loop`, so the verifier follows one batch rather than every one.
-fn iov_total(iov: u64, count: u64, scratch: &mut kernel::Scratch) -> u64 {
+pub fn iov_total(iov: u64, count: u64, scratch: &mut kernel::Scratch) -> u64 {
     let count = count.min(IOV_MAX);
     let mut sum = IovSum {
         iov,

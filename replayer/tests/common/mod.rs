@@ -171,6 +171,7 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
             calls: 1,
             span_ns: None,
             path2: None,
+            via: None,
         })
         .unwrap();
     }

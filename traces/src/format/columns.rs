@@ -98,6 +98,19 @@ impl Events {
         p.is_valid(row).then(|| p.value(row))
     }
 
+    pub fn via(&self) -> &DictionaryArray<Int32Type> {
+        self.batch.column(idx::VIA).as_dictionary()
+    }
+
+    /// Whether a row is an io_uring request (not a syscall).
+    pub fn via_io_uring(&self, row: usize) -> bool {
+        let via = self.via();
+        via.is_valid(row) && {
+            let names: &StringArray = via.values().as_string();
+            names.value(via.keys().value(row) as usize) == crate::format::schema::VIA_IO_URING
+        }
+    }
+
     /// How many calls a row stands for: at least 1 (a projection that left
     /// the column out reads as nulls, which mean 1).
     pub fn calls_at(&self, row: usize) -> i64 {

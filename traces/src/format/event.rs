@@ -35,6 +35,8 @@ pub struct EventRow<'a> {
     pub span_ns: Option<i64>,
     /// The second path of a rename, link or symlink.
     pub path2: Option<&'a str>,
+    /// `Some("io_uring")` for an io_uring request; `None` for a syscall.
+    pub via: Option<&'a str>,
 }
 
 impl EventRow<'_> {
@@ -59,6 +61,7 @@ impl EventRow<'_> {
             calls: 1,
             span_ns: None,
             path2: None,
+            via: None,
         }
     }
 }
@@ -82,6 +85,7 @@ pub struct EventBatchBuilder {
     calls: Int64Builder,
     span_ns: Int64Builder,
     path2: StringBuilder,
+    via: StringDictionaryBuilder<Int32Type>,
     rows: usize,
     sorted: bool,
     last_ts: i64,
@@ -107,6 +111,7 @@ impl EventBatchBuilder {
             calls: Int64Builder::with_capacity(rows),
             span_ns: Int64Builder::with_capacity(rows),
             path2: StringBuilder::new(),
+            via: StringDictionaryBuilder::new(),
             rows: 0,
             sorted: true,
             last_ts: i64::MIN,
@@ -132,6 +137,7 @@ impl EventBatchBuilder {
         self.span_ns
             .append_option(e.span_ns.filter(|s| e.calls > 1 || *s != e.dur_ns));
         self.path2.append_option(e.path2);
+        self.via.append_option(e.via);
         self.rows += 1;
         self.sorted &= e.ts_ns >= self.last_ts;
         self.last_ts = e.ts_ns;
@@ -170,6 +176,7 @@ impl EventBatchBuilder {
             Arc::new(self.calls.finish()),
             Arc::new(self.span_ns.finish()),
             Arc::new(self.path2.finish()),
+            Arc::new(self.via.finish()),
         ];
         self.rows = 0;
         self.sorted = true;

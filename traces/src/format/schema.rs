@@ -45,6 +45,11 @@ pub const COL_SPAN_NS: &str = "span_ns";
 /// new name of a `rename` or `link`, the link itself of a `symlink` (whose
 /// `path` is then its target, as written).
 pub const COL_PATH2: &str = "path2";
+/// How a call was made (added in tool version 0.2): null for a syscall,
+/// `io_uring` for an io_uring request (whose `ts` is its submission and
+/// `dur_ns` the time to its completion).
+pub const COL_VIA: &str = "via";
+pub const VIA_IO_URING: &str = "io_uring";
 
 /// Columns every trace must have, in schema order.
 pub const REQUIRED_COLUMNS: [&str; 14] = [
@@ -54,8 +59,8 @@ pub const REQUIRED_COLUMNS: [&str; 14] = [
 
 /// Every column of the canonical schema, in order: the required ones, then
 /// those added later, which a trace may lack (readers fill them in: `calls`
-/// with 1, `span_ns` and `path2` with nulls).
-pub const COLUMNS: [&str; 17] = [
+/// with 1, `span_ns`, `path2` and `via` with nulls).
+pub const COLUMNS: [&str; 18] = [
     COL_TS,
     COL_DUR_NS,
     COL_HOST,
@@ -73,6 +78,7 @@ pub const COLUMNS: [&str; 17] = [
     COL_CALLS,
     COL_SPAN_NS,
     COL_PATH2,
+    COL_VIA,
 ];
 
 /// Position of each column in [`trace_schema`].
@@ -94,6 +100,7 @@ pub mod idx {
     pub const CALLS: usize = 14;
     pub const SPAN_NS: usize = 15;
     pub const PATH2: usize = 16;
+    pub const VIA: usize = 17;
 }
 
 pub fn ts_type() -> DataType {
@@ -135,6 +142,7 @@ fn build_schema() -> Schema {
         Field::new(COL_CALLS, DataType::Int64, false),
         Field::new(COL_SPAN_NS, DataType::Int64, true),
         Field::new(COL_PATH2, DataType::Utf8, true),
+        Field::new(COL_VIA, dict_type(), true),
     ])
 }
 

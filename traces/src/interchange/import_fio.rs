@@ -193,6 +193,7 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
             calls: 1,
             span_ns: None,
             path2: None,
+            via: None,
         }
     });
     write_imported(out, opts.segment_rows, "fio-iolog", input, rows)

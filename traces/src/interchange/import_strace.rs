@@ -632,6 +632,7 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         calls: 1,
         span_ns: None,
         path2: r.path2.as_deref(),
+        via: None,
     });
     write_imported(out, opts.segment_rows, "strace", input, events)
 }
