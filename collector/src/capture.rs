@@ -2,13 +2,13 @@
 //! drain the ring buffers on a short poll interval, turn records into rows,
 //! and close the trace when the job ends, on a signal, or after `--duration`.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iorepro_common::DROPPED_NAME;
 use iorepro_traces::{Manifest, Source, TraceError, TraceWriter, WriterOptions};
 
+use crate::cgroup::Cgroup;
 use crate::cli::{CaptureOptions, Target};
 use crate::decode::Decoder;
 use crate::error::{CollectError, CollectResult};
@@ -35,7 +35,7 @@ pub struct Outcome {
 pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     check_privileges(opts.user.is_some())?;
     let cgroup = match &opts.target {
-        Target::Cgroup(p) => Some(cgroup_id(p)?),
+        Target::Cgroup(p) => Some(Cgroup::open(p)?),
         _ => None,
     };
     if let Target::Pid(pid) = opts.target {
@@ -58,10 +58,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     );
     let mut probes = Probes::load(&ProbeConfig {
         ring_buffer_bytes: opts.ring_buffer_bytes,
-        // Members are traced by tgid (found now, followed through fork in the
-        // kernel): cgroup levels seen from inside a cgroup namespace are not
-        // the kernel's absolute ones that the ancestor-id helper needs.
-        cgroup: None,
+        cgroup: cgroup.as_ref().map(|c| &c.dir),
         all_files: opts.all_files,
         merge_runs: opts.merge_runs,
     })?;
@@ -99,8 +96,9 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             None
         }
         Target::Cgroup(_) => {
-            for tgid in cgroup.as_ref().map(|c| c.2.clone()).unwrap_or_default() {
-                probes.trace(tgid)?;
+            // The kernel side follows the cgroup itself; the processes already
+            // in it are looked at for their ranks and open files.
+            for tgid in cgroup.as_ref().map(Cgroup::processes).unwrap_or_default() {
                 session.adopt(tgid);
             }
             None
@@ -140,8 +138,16 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         }
         if last_sweep.elapsed() >= Duration::from_secs(1) {
             last_sweep = Instant::now();
-            if sweep(&mut probes) == 0 && job.is_none() {
-                break; // every process of an attached tree or cgroup has exited
+            match &cgroup {
+                // A cgroup capture lasts while the cgroup does: processes
+                // may join it at any time, until it is removed.
+                Some(cg) if !cg.exists() => break,
+                Some(_) => {}
+                None => {
+                    if sweep(&mut probes) == 0 && job.is_none() {
+                        break; // every process of the attached tree has exited
+                    }
+                }
             }
         }
         let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
@@ -205,6 +211,16 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     if let Some(sig) = signals::received() {
         writer.set_extra("stopped_by_signal", serde_json::json!(sig));
     }
+    // A cgroup capture can start before anything runs in the cgroup (a Slurm
+    // prolog), and nothing may ever have: an empty trace must not pass for
+    // a complete record of a job.
+    let empty_cgroup = cgroup.is_some() && session.names.is_empty();
+    if empty_cgroup {
+        writer.set_extra(
+            "no_process_seen",
+            serde_json::json!("no process of the cgroup made a call the trace records"),
+        );
+    }
     let (cpu_s, max_rss_kib) = own_usage();
     writer.set_extra(
         "collector_usage",
@@ -228,6 +244,11 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             "warning: {} I/O events and {} process events were lost (ring buffer full); \
              the trace is incomplete: raise --ring-buffer-bytes",
             dropped_io, dropped_proc
+        );
+    }
+    if empty_cgroup {
+        eprintln!(
+            "warning: no process of the cgroup made a call the trace records: the trace is empty"
         );
     }
     Ok(Outcome {
@@ -291,35 +312,6 @@ fn rank_of_own_env() -> Option<i32> {
     crate::procs::RANK_VARS
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
-}
-
-/// `(cgroup id, level below the root, processes in it and below)` of a cgroup v2 directory.
-fn cgroup_id(path: &Path) -> CollectResult<(u64, u32, Vec<u32>)> {
-    let root = Path::new("/sys/fs/cgroup");
-    let full: PathBuf = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        root.join(path)
-    };
-    let meta = std::fs::metadata(&full).map_err(|e| CollectError::io(&full, e))?;
-    let rel = full.strip_prefix(root).map_err(|_| {
-        CollectError::Usage(format!(
-            "--cgroup {}: not under /sys/fs/cgroup",
-            full.display()
-        ))
-    })?;
-    let level = rel.components().count() as u32;
-    let mut pids = Vec::new();
-    let mut stack = vec![full.clone()];
-    while let Some(dir) = stack.pop() {
-        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-            pids.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
-        }
-        if let Ok(rd) = std::fs::read_dir(&dir) {
-            stack.extend(rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()));
-        }
-    }
-    Ok((meta.ino(), level, pids))
 }
 
 fn clock_ns(clock: libc::clockid_t) -> i64 {

@@ -144,6 +144,7 @@ impl Decoder {
                 self.procs.on_exec(ev.tgid);
                 self.files.learn_exe(ev.tgid);
             }
+            proc_kind::JOIN => self.adopt(ev.tgid),
             // Ranks are kept: the process's last records may still be queued.
             _ => {}
         }

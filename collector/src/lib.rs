@@ -64,6 +64,7 @@
 
 pub mod btf;
 pub mod capture;
+pub mod cgroup;
 pub mod cli;
 pub mod decode;
 pub mod error;

@@ -21,10 +21,11 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/iorepro.bpf.o");
 
 /// How the programs are set up before loading.
 #[derive(Debug, Clone)]
-pub struct ProbeConfig {
+pub struct ProbeConfig<'a> {
     pub ring_buffer_bytes: u32,
-    /// `(cgroup id, level)`: trace a cgroup subtree instead of a tgid set.
-    pub cgroup: Option<(u64, u32)>,
+    /// Trace this cgroup (an open cgroup v2 directory) and below, instead
+    /// of a tgid set.
+    pub cgroup: Option<&'a std::fs::File>,
     pub all_files: bool,
     /// Merge runs of back-to-back equal-sized calls into one record.
     pub merge_runs: bool,
@@ -75,7 +76,7 @@ fn map_err(what: &str) -> impl Fn(aya::maps::MapError) -> CollectError + '_ {
 impl Probes {
     /// Loads and attaches every program. Nothing is traced until a tgid is
     /// added with [`Probes::trace`] (or, for a cgroup, at once).
-    pub fn load(cfg: &ProbeConfig) -> CollectResult<Probes> {
+    pub fn load(cfg: &ProbeConfig<'_>) -> CollectResult<Probes> {
         ensure_tracefs()?;
         raise_memlock();
         // The kernel's BTF is read twice, for the member offsets and by the
@@ -90,8 +91,7 @@ impl Probes {
             (offsets.join().expect("BTF parsing does not panic"), btf)
         });
         let ((offsets, uring), btf) = (offsets?, btf?);
-        let (cg_id, cg_level) = cfg.cgroup.unwrap_or((0, 0));
-        let cg_level = cg_level as u64;
+        let by_cgroup = cfg.cgroup.is_some() as u64;
         let all_files = cfg.all_files as u64;
         let slots = slot_count();
         let slot_mask = slots as u64 - 1;
@@ -102,8 +102,7 @@ impl Probes {
             loader.override_global(name, value, true);
         }
         loader
-            .override_global(globals::CGROUP_ID, &cg_id, true)
-            .override_global(globals::CGROUP_LEVEL, &cg_level, true)
+            .override_global(globals::CGROUP, &by_cgroup, true)
             .override_global(globals::ALL_FILES, &all_files, true)
             .override_global(globals::SLOT_MASK, &slot_mask, true)
             .override_global(globals::MERGE_RUNS, &merge_runs, true)
@@ -137,6 +136,16 @@ impl Probes {
         fill.attach("filemap", "mm_filemap_add_to_page_cache")
             .map_err(prog_err("filemap_add"))?;
 
+        if let Some(dir) = cfg.cgroup {
+            match ebpf.map("CGROUP") {
+                Some(Map::CgroupArray(data)) => set_cgroup(data, dir)?,
+                _ => {
+                    return Err(CollectError::Kernel(
+                        "eBPF object has no cgroup array CGROUP".into(),
+                    ))
+                }
+            }
+        }
         let events = Ring::new(ring_map(&mut ebpf, "EVENTS")?)?;
         let proc_events = Ring::new(ring_map(&mut ebpf, "PROC_EVENTS")?)?;
         let traced = Array::try_from(take_map(&mut ebpf, "TRACED")?).map_err(map_err("TRACED"))?;
@@ -328,6 +337,46 @@ pub fn load_floor() -> CollectResult<Ebpf> {
     attach_btf(&mut ebpf, "empty_enter", "sys_enter", &btf)?;
     attach_btf(&mut ebpf, "empty_exit", "sys_exit", &btf)?;
     Ok(ebpf)
+}
+
+/// Puts the cgroup directory `dir` at index 0 of the cgroup array `map`
+/// (aya has no typed wrapper for cgroup arrays: the bpf syscall directly).
+fn set_cgroup(map: &MapData, dir: &std::fs::File) -> CollectResult<()> {
+    use std::os::fd::{AsFd, AsRawFd};
+    #[repr(C)]
+    struct UpdateElem {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let key: u32 = 0;
+    let value: u32 = dir.as_raw_fd() as u32;
+    let attr = UpdateElem {
+        map_fd: map.fd().as_fd().as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags: 0,
+    };
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    // SAFETY: the attribute layout of BPF_MAP_UPDATE_ELEM, pointing at locals.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &attr as *const UpdateElem,
+            std::mem::size_of::<UpdateElem>(),
+        )
+    };
+    if r != 0 {
+        return Err(CollectError::Kernel(format!(
+            "following the cgroup: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
 }
 
 fn ring_map(ebpf: &mut Ebpf, name: &str) -> CollectResult<MapData> {

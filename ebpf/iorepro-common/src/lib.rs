@@ -52,6 +52,9 @@ pub mod proc_kind {
     pub const EXEC: u32 = 2;
     /// A thread-group leader exited.
     pub const EXIT: u32 = 3;
+    /// A process of the followed cgroup seen for the first time (it may have
+    /// joined the cgroup after the capture began).
+    pub const JOIN: u32 = 4;
 }
 
 /// Bytes of a path string, its terminating NUL included (`PATH_MAX`): a
@@ -297,9 +300,8 @@ pub mod globals {
     pub const SB_DEV: &str = "OFF_SB_DEV";
     pub const FS_PWD_DENTRY: &str = "OFF_FS_PWD_DENTRY";
     pub const DENTRY_INODE: &str = "OFF_DENTRY_INODE";
-    /// Non-zero: trace by cgroup (this id, at `CGROUP_LEVEL`) instead of by tgid.
-    pub const CGROUP_ID: &str = "TRACE_CGROUP_ID";
-    pub const CGROUP_LEVEL: &str = "TRACE_CGROUP_LEVEL";
+    /// Non-zero: trace the cgroup in the `CGROUP` map (and below) instead of a tgid set.
+    pub const CGROUP: &str = "TRACE_CGROUP";
     /// Non-zero: record every file type, not regular files only.
     pub const ALL_FILES: &str = "TRACE_ALL_FILES";
     /// Entries of the `SLOTS` map minus one (a power of two minus one).

@@ -9,13 +9,11 @@
 //! used only on the small BTF-typed tracepoint arguments (`pt_regs`, a task
 //! at fork), which are cheap to verify.
 
-use aya_ebpf::helpers::{
-    bpf_get_current_ancestor_cgroup_id, bpf_get_current_task, bpf_probe_read_kernel,
-};
+use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
 use core::ptr::read_volatile;
 use iorepro_common::{FILE_WINDOW, INODE_WINDOW, SCRATCH_WORDS};
 
-use crate::TRACED;
+use crate::{CGROUP, TRACED};
 
 macro_rules! globals {
     ($($name:ident),* $(,)?) => {
@@ -45,8 +43,7 @@ globals!(
     OFF_SB_DEV,
     OFF_FS_PWD_DENTRY,
     OFF_DENTRY_INODE,
-    TRACE_CGROUP_ID,
-    TRACE_CGROUP_LEVEL,
+    TRACE_CGROUP,
     TRACE_ALL_FILES,
     SLOT_MASK,
     TRACE_MERGE_RUNS,
@@ -78,7 +75,7 @@ pub fn slot_mask() -> u32 {
 
 #[inline(always)]
 pub fn tracing_cgroup() -> bool {
-    global(&TRACE_CGROUP_ID) != 0
+    global(&TRACE_CGROUP) != 0
 }
 
 /// The `TRACED` value of a traced process: bit 0 set, bit 1 when its
@@ -95,11 +92,12 @@ pub const GEN_STEP: u64 = 4;
 #[inline(always)]
 pub fn traced(pid_tgid: u64) -> Traced {
     let tgid = (pid_tgid >> 32) as u32;
-    let cgroup = global(&TRACE_CGROUP_ID);
-    if cgroup != 0 {
-        let level = global(&TRACE_CGROUP_LEVEL) as i32;
-        // SAFETY: helper without pointer arguments.
-        if unsafe { bpf_get_current_ancestor_cgroup_id(level) } != cgroup {
+    if tracing_cgroup() {
+        // The cgroup is a directory's descriptor in the `CGROUP` array: the
+        // helper asks the kernel whether `current` is in it or below, so
+        // processes that join it after the capture began are followed too,
+        // and no cgroup level (which a cgroup namespace hides) is needed.
+        if !CGROUP.current_task_under_cgroup(0).unwrap_or(false) {
             return 0;
         }
         return match TRACED.get_ptr_mut(tgid) {
@@ -108,6 +106,8 @@ pub fn traced(pid_tgid: u64) -> Traced {
                 unsafe {
                     if *t == 0 {
                         *t = TRACED_BIT;
+                        // User space looks at it now, while it surely runs.
+                        crate::records::process(iorepro_common::proc_kind::JOIN, tgid, 0);
                     }
                     *t
                 }

@@ -38,7 +38,7 @@ mod uring;
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, CgroupArray, HashMap, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, TracePointContext},
 };
 use iorepro_common::{
@@ -52,6 +52,10 @@ use crate::slots::Slot;
 /// value. The loader sizes it to `pid_max`.
 #[map]
 static TRACED: Array<kernel::Traced> = Array::with_max_entries(1 << 22, 0);
+
+/// The cgroup a cgroup capture follows (a directory descriptor, set by the loader).
+#[map]
+static CGROUP: CgroupArray = CgroupArray::with_max_entries(1, 0);
 
 /// Per-thread state (see `slots`; the loader sets the size).
 #[map]
@@ -185,6 +189,10 @@ pub fn sched_process_exit(_ctx: BtfTracePointContext) -> u32 {
     let tgid = (pid_tgid >> 32) as u32;
     if tgid == pid_tgid as u32 {
         records::process(proc_kind::EXIT, tgid, 0);
+        if kernel::tracing_cgroup() {
+            // A later process with this pid is new to the capture.
+            let _ = TRACED.set(tgid, 0, 0);
+        }
     }
     0
 }
@@ -195,9 +203,15 @@ pub fn task_rename(ctx: BtfTracePointContext) -> u32 {
     let task: *const u8 = ctx.arg(0);
     // SAFETY: the first argument is the BTF-typed renamed task.
     let (tgid, pid) = unsafe { task_ids(task) };
-    if kernel::tracing_cgroup() || tgid_traced(tgid) == 0 {
-        // In a cgroup capture the renamed task may not be `current`; its
-        // name is read when it next claims a slot.
+    let traced = if kernel::tracing_cgroup() {
+        // Whether a task is in the cgroup can only be asked of `current`.
+        let current = bpf_get_current_pid_tgid();
+        current as u32 == pid && kernel::is_traced(current)
+    } else {
+        tgid_traced(tgid) != 0
+    };
+    if !traced {
+        // A name not sent now is read when the thread next takes a slot.
         return 0;
     }
     let new: *const u8 = ctx.arg(1);
