@@ -82,7 +82,7 @@ fn processes_that_join_the_cgroup_later_are_captured_and_no_others() {
     write_file(&inside, 1 << 20);
     write_file(&outside, 1 << 20);
     let trace = dir.path().join("trace");
-    let mut capture = collector()
+    let capture = collector()
         .arg("--out")
         .arg(&trace)
         .arg("--cgroup")
