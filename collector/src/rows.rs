@@ -125,7 +125,7 @@ pub fn c_str(buf: &[u8]) -> &str {
 ///
 /// Records arrive in the order calls end and rows are stamped with their
 /// start, so a row may arrive after rows that started later. Rows are kept in
-/// buckets of [`BUCKET_NS`] of start time (a calendar queue): a row goes into
+/// buckets of `BUCKET_NS` of start time (a calendar queue): a row goes into
 /// its bucket at once, and a bucket is sorted only when the watermark has
 /// passed it and it is written out whole. (A binary heap of whole rows spent
 /// most of the collector's time moving rows.) A row older than every bucket
