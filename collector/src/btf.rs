@@ -197,8 +197,9 @@ impl Btf {
 /// The member offsets the kernel-side programs read, by global name.
 pub fn kernel_offsets(btf: &Btf) -> CollectResult<Vec<(&'static str, u64)>> {
     use iorepro_common::globals as g;
-    let wanted: [(&'static str, &str, &str); 16] = [
+    let wanted: [(&'static str, &str, &str); 17] = [
         (g::TASK_FILES, "task_struct", "files"),
+        (g::TASK_FLAGS, "task_struct", "flags"),
         (g::TASK_FS, "task_struct", "fs"),
         (g::TASK_TGID, "task_struct", "tgid"),
         (g::TASK_PID, "task_struct", "pid"),
@@ -258,6 +259,40 @@ pub fn kernel_offsets(btf: &Btf) -> CollectResult<Vec<(&'static str, u64)>> {
     Ok(offsets)
 }
 
+/// The io_uring structure offsets the kernel side reads (see its `uring`),
+/// or why io_uring requests cannot be followed on this kernel.
+pub fn uring_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, String> {
+    use iorepro_common::globals as g;
+    // A request's command data (`struct io_rw`, `io_open`, ...) begins the
+    // request: the union holding it is the first member of `io_kiocb`.
+    let cmd = btf
+        .offset_of("io_kiocb", "cmd")
+        .map_err(|e| format!("{e}"))?;
+    let wanted: [(&'static str, &str, &str, u64); 13] = [
+        (g::REQ_OPCODE, "io_kiocb", "opcode", 0),
+        (g::REQ_FD, "io_kiocb", "cqe.fd", 0),
+        (g::RW_POS, "io_rw", "kiocb.ki_pos", cmd),
+        (g::RW_ADDR, "io_rw", "addr", cmd),
+        (g::RW_LEN, "io_rw", "len", cmd),
+        (g::OPEN_DFD, "io_open", "dfd", cmd),
+        (g::OPEN_FILENAME, "io_open", "filename", cmd),
+        (g::OPEN_FLAGS, "io_open", "how.flags", cmd),
+        (g::STATX_DFD, "io_statx", "dfd", cmd),
+        (g::STATX_FILENAME, "io_statx", "filename", cmd),
+        (g::CLOSE_FD, "io_close", "fd", cmd),
+        (g::FILENAME_NAME, "filename", "name", 0),
+        (g::CQE_RES, "io_uring_cqe", "res", 0),
+    ];
+    wanted
+        .iter()
+        .map(|(global, s, m, base)| {
+            btf.offset_of(s, m)
+                .map(|o| (*global, base + o))
+                .map_err(|e| format!("{e}"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,12 +304,15 @@ mod tests {
             return;
         };
         let offs = kernel_offsets(&btf).unwrap();
-        assert_eq!(offs.len(), 17);
+        assert_eq!(offs.len(), 18);
         // `struct path` is { vfsmount *mnt; dentry *dentry }.
         assert_eq!(btf.offset_of("path", "dentry").unwrap(), 8);
         let tgid = btf.offset_of("task_struct", "tgid").unwrap();
         let pid = btf.offset_of("task_struct", "pid").unwrap();
         assert_eq!(tgid, pid + 4, "pid and tgid are adjacent in task_struct");
         assert!(btf.offset_of("task_struct", "no_such_member").is_err());
+        // This kernel has io_uring: its requests are followed.
+        let uring = uring_offsets(&btf).unwrap();
+        assert_eq!(uring.len(), 13);
     }
 }

@@ -2,25 +2,19 @@
 //! drain the ring buffers on a short poll interval, turn records into rows,
 //! and close the trace when the job ends, on a signal, or after `--duration`.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use iorepro_common::{
-    proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, DROPPED_NAME, IO_EVENT_SIZE,
-    NAME_EVENT_SIZE, PATH_EVENT_SIZE,
-};
-use iorepro_traces::{Manifest, Op, Source, TraceError, TraceWriter, WriterOptions};
+use iorepro_common::DROPPED_NAME;
+use iorepro_traces::{Manifest, Source, TraceError, TraceWriter, WriterOptions};
 
-use rustc_hash::FxHashMap;
-
+use crate::cgroup::Cgroup;
 use crate::cli::{CaptureOptions, Target};
+use crate::decode::Decoder;
 use crate::error::{CollectError, CollectResult};
-use crate::files::{user_dev, FileTable};
 use crate::probes::{check_privileges, ProbeConfig, Probes, HOOKS};
-use crate::procs::{self, ProcTable};
-use crate::rows::{c_str, op_of, raw_paths, Reorder, Row};
+use crate::procs;
+use crate::rows::{c_str, op_of};
 use crate::salvage;
 use crate::signals;
 use crate::spawn::{spawn_gated, Job};
@@ -38,25 +32,10 @@ pub struct Outcome {
     pub manifest: Manifest,
 }
 
-/// Everything needed to turn records into rows.
-struct Session {
-    files: FileTable,
-    procs: ProcTable,
-    /// Thread names by tid, as the kernel side reports them.
-    names: FxHashMap<u32, [u8; COMM_LEN]>,
-    /// Whether rows of a path are kept, by the address of the path's
-    /// interned string (held here, so the address cannot be reused).
-    kept_paths: FxHashMap<*const u8, (Rc<str>, bool)>,
-    rows: Reorder,
-    prefixes: Vec<String>,
-    all_files: bool,
-    wall_offset_ns: i64,
-}
-
 pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     check_privileges(opts.user.is_some())?;
     let cgroup = match &opts.target {
-        Target::Cgroup(p) => Some(cgroup_id(p)?),
+        Target::Cgroup(p) => Some(Cgroup::open(p)?),
         _ => None,
     };
     if let Target::Pid(pid) = opts.target {
@@ -79,25 +58,24 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     );
     let mut probes = Probes::load(&ProbeConfig {
         ring_buffer_bytes: opts.ring_buffer_bytes,
-        // Members are traced by tgid (found now, followed through fork in the
-        // kernel): cgroup levels seen from inside a cgroup namespace are not
-        // the kernel's absolute ones that the ancestor-id helper needs.
-        cgroup: None,
+        cgroup: cgroup.as_ref().map(|c| &c.dir),
         all_files: opts.all_files,
         merge_runs: opts.merge_runs,
     })?;
+    if let Err(why) = &probes.uring {
+        writer.set_extra(
+            "io_uring",
+            serde_json::json!(format!("requests not followed: {why}")),
+        );
+    }
     signals::install();
 
-    let mut session = Session {
-        files: FileTable::default(),
-        procs: ProcTable::default(),
-        names: Default::default(),
-        kept_paths: Default::default(),
-        rows: Reorder::new(hostname()),
-        prefixes: opts.path_prefixes.clone(),
-        all_files: opts.all_files,
-        wall_offset_ns: wall_offset_ns(),
-    };
+    let mut session = Decoder::new(
+        hostname(),
+        opts.path_prefixes.clone(),
+        opts.all_files,
+        wall_offset_ns(),
+    );
     let mut job = match &opts.target {
         Target::Command(cmd) => {
             let mut job = spawn_gated(cmd, opts.user.as_deref())?;
@@ -118,8 +96,9 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             None
         }
         Target::Cgroup(_) => {
-            for tgid in cgroup.as_ref().map(|c| c.2.clone()).unwrap_or_default() {
-                probes.trace(tgid)?;
+            // The kernel side follows the cgroup itself; the processes already
+            // in it are looked at for their ranks and open files.
+            for tgid in cgroup.as_ref().map(Cgroup::processes).unwrap_or_default() {
                 session.adopt(tgid);
             }
             None
@@ -159,8 +138,16 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         }
         if last_sweep.elapsed() >= Duration::from_secs(1) {
             last_sweep = Instant::now();
-            if sweep(&mut probes) == 0 && job.is_none() {
-                break; // every process of an attached tree or cgroup has exited
+            match &cgroup {
+                // A cgroup capture lasts while the cgroup does: processes
+                // may join it at any time, until it is removed.
+                Some(cg) if !cg.exists() => break,
+                Some(_) => {}
+                None => {
+                    if sweep(&mut probes) == 0 && job.is_none() {
+                        break; // every process of the attached tree has exited
+                    }
+                }
             }
         }
         let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
@@ -224,6 +211,16 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     if let Some(sig) = signals::received() {
         writer.set_extra("stopped_by_signal", serde_json::json!(sig));
     }
+    // A cgroup capture can start before anything runs in the cgroup (a Slurm
+    // prolog), and nothing may ever have: an empty trace must not pass for
+    // a complete record of a job.
+    let empty_cgroup = cgroup.is_some() && session.names.is_empty();
+    if empty_cgroup {
+        writer.set_extra(
+            "no_process_seen",
+            serde_json::json!("no process of the cgroup made a call the trace records"),
+        );
+    }
     let (cpu_s, max_rss_kib) = own_usage();
     writer.set_extra(
         "collector_usage",
@@ -247,6 +244,11 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             "warning: {} I/O events and {} process events were lost (ring buffer full); \
              the trace is incomplete: raise --ring-buffer-bytes",
             dropped_io, dropped_proc
+        );
+    }
+    if empty_cgroup {
+        eprintln!(
+            "warning: no process of the cgroup made a call the trace records: the trace is empty"
         );
     }
     Ok(Outcome {
@@ -306,192 +308,10 @@ fn sweep(probes: &mut Probes) -> usize {
     live
 }
 
-impl Session {
-    /// Hands the rows the watermark has passed to the writer.
-    fn release(
-        &mut self,
-        watermark: Option<i64>,
-        writer: &mut TraceWriter,
-    ) -> Result<usize, TraceError> {
-        let names = &self.names;
-        let comm = |tid: i32| names.get(&(tid as u32)).copied().unwrap_or([0; COMM_LEN]);
-        self.rows.release(watermark, comm, writer)
-    }
-
-    fn adopt(&mut self, tgid: u32) {
-        let parent = procs::parent_of(tgid).and_then(|p| self.procs_rank_known(p));
-        self.procs.adopt(tgid, parent);
-        self.files.scan_process(tgid);
-    }
-
-    fn procs_rank_known(&mut self, tgid: u32) -> Option<i32> {
-        self.procs.rank(tgid)
-    }
-
-    /// Reads everything the kernel has handed over; process records first, so
-    /// a child's rank is known before its I/O.
-    fn drain(&mut self, probes: &mut Probes) -> CollectResult<usize> {
-        let mut forked = Vec::new();
-        let mut n = probes.proc_events.drain(|item| {
-            if item.len() >= std::mem::size_of::<ProcEvent>() {
-                // SAFETY: the kernel wrote a ProcEvent of this size.
-                let ev: ProcEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                if ev.kind == proc_kind::FORK {
-                    forked.push(ev.tgid);
-                }
-                self.on_proc(&ev);
-            }
-        });
-        for tgid in forked {
-            probes.forked(tgid);
-        }
-        n += probes.events.drain(|item| match item.len() {
-            IO_EVENT_SIZE => {
-                // SAFETY: the kernel wrote an IoEvent of this size.
-                let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.on_io(&ev);
-            }
-            PATH_EVENT_SIZE => {
-                // SAFETY: the kernel wrote a PathEvent of this size.
-                let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.on_path(&ev);
-            }
-            NAME_EVENT_SIZE => {
-                // SAFETY: the kernel wrote a NameEvent of this size.
-                let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.names.insert(ev.pid_tgid as u32, ev.comm);
-            }
-            _ => {}
-        });
-        Ok(n)
-    }
-
-    fn on_proc(&mut self, ev: &ProcEvent) {
-        match ev.kind {
-            proc_kind::FORK => self.procs.on_fork(ev.tgid, ev.parent_tgid),
-            proc_kind::EXEC => {
-                self.procs.on_exec(ev.tgid);
-                self.files.learn_exe(ev.tgid);
-            }
-            // Ranks are kept: the process's last records may still be queued.
-            _ => {}
-        }
-    }
-
-    fn on_io(&mut self, ev: &IoEvent) {
-        let Some(op) = op_of(ev.kind) else { return };
-        let tgid = (ev.pid_tgid >> 32) as u32;
-        let key = (user_dev(ev.dev), ev.ino);
-        let path = self
-            .files
-            .path_of(key, tgid, if op == Op::Fault { -1 } else { ev.fd });
-        self.keep(ev, op, path);
-    }
-
-    fn on_path(&mut self, ev: &PathEvent) {
-        let Some(op) = op_of(ev.io.kind) else { return };
-        let tgid = (ev.io.pid_tgid >> 32) as u32;
-        let (raw, raw2) = raw_paths(ev);
-        let path = self
-            .files
-            .resolve(raw, (user_dev(ev.dir_dev), ev.dir_ino), tgid);
-        let path = match op {
-            Op::Open => {
-                let key = (user_dev(ev.io.dev), ev.io.ino);
-                let p = self.files.learn(key, &path);
-                // Directories are only remembered, as starts of relative paths.
-                const S_IFMT: u32 = 0o170000;
-                const S_IFDIR: u32 = 0o040000;
-                if ev.mode & S_IFMT == S_IFDIR {
-                    return;
-                }
-                p
-            }
-            Op::Rename => {
-                let to = self
-                    .files
-                    .resolve(raw2, (user_dev(ev.dir2_dev), ev.dir2_ino), tgid);
-                if ev.io.ret == 0 {
-                    self.files.rename(&path, &to);
-                }
-                path.into()
-            }
-            _ => path.into(),
-        };
-        self.keep(&ev.io, op, Some(path));
-    }
-
-    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<Rc<str>>) {
-        if !self.wanted(path.as_ref()) {
-            return;
-        }
-        let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
-        self.rows
-            .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
-    }
-
-    /// Regular files outside the kernel's pseudo file systems, under a prefix
-    /// if given; decided once per path (the file table interns paths, so rows
-    /// of one file share one string).
-    fn wanted(&mut self, path: Option<&Rc<str>>) -> bool {
-        let Some(p) = path else {
-            return self.prefixes.is_empty();
-        };
-        if let Some((_, kept)) = self.kept_paths.get(&p.as_ptr()) {
-            return *kept;
-        }
-        let kept = self.decide(p);
-        self.kept_paths.insert(p.as_ptr(), (p.clone(), kept));
-        kept
-    }
-
-    fn decide(&self, p: &str) -> bool {
-        if !self.all_files && ["/proc", "/sys", "/dev"].iter().any(|d| under(p, d)) {
-            return false;
-        }
-        self.prefixes.is_empty() || self.prefixes.iter().any(|d| under(p, d))
-    }
-}
-
-/// `path` is `dir` or inside it.
-fn under(path: &str, dir: &str) -> bool {
-    let dir = dir.trim_end_matches('/');
-    path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')) || dir.is_empty()
-}
-
 fn rank_of_own_env() -> Option<i32> {
     crate::procs::RANK_VARS
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
-}
-
-/// `(cgroup id, level below the root, processes in it and below)` of a cgroup v2 directory.
-fn cgroup_id(path: &Path) -> CollectResult<(u64, u32, Vec<u32>)> {
-    let root = Path::new("/sys/fs/cgroup");
-    let full: PathBuf = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        root.join(path)
-    };
-    let meta = std::fs::metadata(&full).map_err(|e| CollectError::io(&full, e))?;
-    let rel = full.strip_prefix(root).map_err(|_| {
-        CollectError::Usage(format!(
-            "--cgroup {}: not under /sys/fs/cgroup",
-            full.display()
-        ))
-    })?;
-    let level = rel.components().count() as u32;
-    let mut pids = Vec::new();
-    let mut stack = vec![full.clone()];
-    while let Some(dir) = stack.pop() {
-        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-            pids.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
-        }
-        if let Ok(rd) = std::fs::read_dir(&dir) {
-            stack.extend(rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()));
-        }
-    }
-    Ok((meta.ino(), level, pids))
 }
 
 fn clock_ns(clock: libc::clockid_t) -> i64 {

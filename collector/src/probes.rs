@@ -10,7 +10,7 @@ use aya::programs::{BtfTracePoint, TracePoint};
 use aya::{Btf as AyaBtf, Ebpf, EbpfLoader};
 use iorepro_common::{globals, IoEvent, Slot, DROPPED_PROC, MAX_SLOTS};
 
-use crate::btf::{kernel_offsets, Btf};
+use crate::btf::{kernel_offsets, uring_offsets, Btf};
 use crate::error::{CollectError, CollectResult};
 use crate::ring::Ring;
 
@@ -21,10 +21,11 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/iorepro.bpf.o");
 
 /// How the programs are set up before loading.
 #[derive(Debug, Clone)]
-pub struct ProbeConfig {
+pub struct ProbeConfig<'a> {
     pub ring_buffer_bytes: u32,
-    /// `(cgroup id, level)`: trace a cgroup subtree instead of a tgid set.
-    pub cgroup: Option<(u64, u32)>,
+    /// Trace this cgroup (an open cgroup v2 directory) and below, instead
+    /// of a tgid set.
+    pub cgroup: Option<&'a std::fs::File>,
     pub all_files: bool,
     /// Merge runs of back-to-back equal-sized calls into one record.
     pub merge_runs: bool,
@@ -43,6 +44,8 @@ pub struct Probes {
     traced_set: BTreeSet<u32>,
     dropped: PerCpuArray<MapData, u64>,
     slots: Array<MapData, Slot>,
+    /// Whether io_uring requests are followed, or why not.
+    pub uring: Result<(), String>,
 }
 
 /// Where each program hooks in, recorded in the manifest.
@@ -53,6 +56,8 @@ pub const HOOKS: &[&str] = &[
     "tp_btf:sched_process_exec",
     "tp_btf:sched_process_exit",
     "tp_btf:task_rename",
+    "tp_btf:io_uring_submit_req",
+    "tp_btf:io_uring_complete",
     "tracepoint:filemap:mm_filemap_add_to_page_cache",
 ];
 
@@ -71,32 +76,33 @@ fn map_err(what: &str) -> impl Fn(aya::maps::MapError) -> CollectError + '_ {
 impl Probes {
     /// Loads and attaches every program. Nothing is traced until a tgid is
     /// added with [`Probes::trace`] (or, for a cgroup, at once).
-    pub fn load(cfg: &ProbeConfig) -> CollectResult<Probes> {
+    pub fn load(cfg: &ProbeConfig<'_>) -> CollectResult<Probes> {
         ensure_tracefs()?;
         raise_memlock();
         // The kernel's BTF is read twice, for the member offsets and by the
         // loader; the two parses take most of start-up, so they run side by side.
         let (offsets, btf) = std::thread::scope(|scope| {
-            let offsets = scope.spawn(|| kernel_offsets(&Btf::from_sys_fs()?));
+            let offsets = scope.spawn(|| -> CollectResult<_> {
+                let ours = Btf::from_sys_fs()?;
+                Ok((kernel_offsets(&ours)?, uring_offsets(&ours)))
+            });
             let btf = AyaBtf::from_sys_fs()
                 .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")));
             (offsets.join().expect("BTF parsing does not panic"), btf)
         });
-        let (offsets, btf) = (offsets?, btf?);
-        let (cg_id, cg_level) = cfg.cgroup.unwrap_or((0, 0));
-        let cg_level = cg_level as u64;
+        let ((offsets, uring), btf) = (offsets?, btf?);
+        let by_cgroup = cfg.cgroup.is_some() as u64;
         let all_files = cfg.all_files as u64;
         let slots = slot_count();
         let slot_mask = slots as u64 - 1;
         let merge_runs = cfg.merge_runs as u64;
         let mut loader = EbpfLoader::new();
         loader.btf(Some(&btf));
-        for (name, value) in &offsets {
+        for (name, value) in offsets.iter().chain(uring.iter().flatten()) {
             loader.override_global(name, value, true);
         }
         loader
-            .override_global(globals::CGROUP_ID, &cg_id, true)
-            .override_global(globals::CGROUP_LEVEL, &cg_level, true)
+            .override_global(globals::CGROUP, &by_cgroup, true)
             .override_global(globals::ALL_FILES, &all_files, true)
             .override_global(globals::SLOT_MASK, &slot_mask, true)
             .override_global(globals::MERGE_RUNS, &merge_runs, true)
@@ -107,21 +113,39 @@ impl Probes {
             .load(OBJECT)
             .map_err(kernel_err("loading the eBPF object"))?;
 
-        for name in [
-            "sys_enter",
-            "sys_exit",
-            "sched_process_fork",
-            "sched_process_exec",
-            "sched_process_exit",
-            "task_rename",
-        ] {
-            attach_btf(&mut ebpf, name, name, &btf)?;
+        // io_uring requests are followed where this kernel's structures are
+        // known; the manifest says so either way.
+        let programs: Vec<&str> = BTF_PROGRAMS
+            .iter()
+            .chain(
+                uring
+                    .is_ok()
+                    .then_some(&URING_PROGRAMS)
+                    .into_iter()
+                    .flatten(),
+            )
+            .copied()
+            .collect();
+        load_btf_programs(&mut ebpf, &btf, &programs)?;
+        for name in &programs {
+            let p: &mut BtfTracePoint = program(&mut ebpf, name)?;
+            p.attach().map_err(prog_err(name))?;
         }
         let fill: &mut TracePoint = program(&mut ebpf, "filemap_add")?;
         fill.load().map_err(prog_err("filemap_add"))?;
         fill.attach("filemap", "mm_filemap_add_to_page_cache")
             .map_err(prog_err("filemap_add"))?;
 
+        if let Some(dir) = cfg.cgroup {
+            match ebpf.map("CGROUP") {
+                Some(Map::CgroupArray(data)) => set_cgroup(data, dir)?,
+                _ => {
+                    return Err(CollectError::Kernel(
+                        "eBPF object has no cgroup array CGROUP".into(),
+                    ))
+                }
+            }
+        }
         let events = Ring::new(ring_map(&mut ebpf, "EVENTS")?)?;
         let proc_events = Ring::new(ring_map(&mut ebpf, "PROC_EVENTS")?)?;
         let traced = Array::try_from(take_map(&mut ebpf, "TRACED")?).map_err(map_err("TRACED"))?;
@@ -136,6 +160,7 @@ impl Probes {
             traced_set: BTreeSet::new(),
             dropped,
             slots,
+            uring: uring.map(|_| ()),
         })
     }
 
@@ -225,6 +250,47 @@ where
     p.try_into().map_err(prog_err(name))
 }
 
+/// The programs on BTF tracepoints, each named after its tracepoint.
+const BTF_PROGRAMS: [&str; 6] = [
+    "sys_enter",
+    "sys_exit",
+    "sched_process_fork",
+    "sched_process_exec",
+    "sched_process_exit",
+    "task_rename",
+];
+
+/// The programs on io_uring's tracepoints (see the kernel side's `uring`).
+const URING_PROGRAMS: [&str; 2] = ["io_uring_submit_req", "io_uring_complete"];
+
+/// Verifies and loads the BTF-tracepoint programs `names` side by side:
+/// verifying the two syscall programs takes most of a capture's start-up.
+fn load_btf_programs(ebpf: &mut Ebpf, btf: &AyaBtf, names: &[&str]) -> CollectResult<()> {
+    let mut programs: Vec<(&str, &mut BtfTracePoint)> = Vec::new();
+    for (name, p) in ebpf.programs_mut() {
+        if let Some(hook) = names.iter().find(|h| **h == name) {
+            let p: &mut BtfTracePoint = p.try_into().map_err(prog_err(name))?;
+            programs.push((hook, p));
+        }
+    }
+    if programs.len() != names.len() {
+        return Err(CollectError::Kernel(
+            "eBPF object lacks a BTF tracepoint program".into(),
+        ));
+    }
+    std::thread::scope(|scope| {
+        let loads: Vec<_> = programs
+            .into_iter()
+            .map(|(hook, p)| scope.spawn(move || p.load(hook, btf).map_err(prog_err(hook))))
+            .collect();
+        loads
+            .into_iter()
+            .map(|l| l.join().expect("program loading does not panic"))
+            .collect::<CollectResult<Vec<()>>>()
+    })?;
+    Ok(())
+}
+
 fn attach_btf(ebpf: &mut Ebpf, program_name: &str, hook: &str, btf: &AyaBtf) -> CollectResult<()> {
     let p: &mut BtfTracePoint = program(ebpf, program_name)?;
     let t0 = std::time::Instant::now();
@@ -271,6 +337,46 @@ pub fn load_floor() -> CollectResult<Ebpf> {
     attach_btf(&mut ebpf, "empty_enter", "sys_enter", &btf)?;
     attach_btf(&mut ebpf, "empty_exit", "sys_exit", &btf)?;
     Ok(ebpf)
+}
+
+/// Puts the cgroup directory `dir` at index 0 of the cgroup array `map`
+/// (aya has no typed wrapper for cgroup arrays: the bpf syscall directly).
+fn set_cgroup(map: &MapData, dir: &std::fs::File) -> CollectResult<()> {
+    use std::os::fd::{AsFd, AsRawFd};
+    #[repr(C)]
+    struct UpdateElem {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let key: u32 = 0;
+    let value: u32 = dir.as_raw_fd() as u32;
+    let attr = UpdateElem {
+        map_fd: map.fd().as_fd().as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags: 0,
+    };
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    // SAFETY: the attribute layout of BPF_MAP_UPDATE_ELEM, pointing at locals.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &attr as *const UpdateElem,
+            std::mem::size_of::<UpdateElem>(),
+        )
+    };
+    if r != 0 {
+        return Err(CollectError::Kernel(format!(
+            "following the cgroup: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
 }
 
 fn ring_map(ebpf: &mut Ebpf, name: &str) -> CollectResult<MapData> {

@@ -6,7 +6,7 @@
 //! early as possible) moves that cache line between the cores once per
 //! record, and the job's syscalls pay for it. This reader takes the producer
 //! position once, reads every record up to it, and publishes its own
-//! position once per call (and at least every [`PUBLISH_EVERY`] bytes, so a
+//! position once per call (and at least every `PUBLISH_EVERY` bytes, so a
 //! long batch still frees space as it goes).
 //!
 //! Layout (kernel/bpf/ringbuf.c): page 0 is the consumer position (mapped

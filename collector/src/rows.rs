@@ -7,7 +7,8 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use iorepro_common::{kind, IoEvent, PathEvent, COMM_LEN};
+use iorepro_common::{kind, IoEvent, COMM_LEN, VIA_IO_URING};
+use iorepro_traces::format::schema;
 use iorepro_traces::{EventRow, Op, TraceResult, TraceWriter};
 
 /// One row, owned until the reorder window lets it go.
@@ -27,6 +28,8 @@ pub struct Row {
     pub flags: Option<i32>,
     pub calls: i64,
     pub span_ns: Option<i64>,
+    pub path2: Option<Rc<str>>,
+    pub via: Option<&'static str>,
 }
 
 pub fn op_of(kind: u32) -> Option<Op> {
@@ -43,6 +46,13 @@ pub fn op_of(kind: u32) -> Option<Op> {
         kind::RENAME => Op::Rename,
         kind::MMAP => Op::Mmap,
         kind::FAULT => Op::Fault,
+        kind::STAT => Op::Stat,
+        kind::ACCESS => Op::Access,
+        kind::MKDIR => Op::Mkdir,
+        kind::RMDIR => Op::Rmdir,
+        kind::GETDENTS => Op::Getdents,
+        kind::LINK => Op::Link,
+        kind::SYMLINK => Op::Symlink,
         _ => return None,
     })
 }
@@ -59,6 +69,7 @@ impl Row {
     ) -> Row {
         let has_fd = ev.fd >= 0;
         let (offset, size, flags) = match op {
+            // (An io_uring open or statx names its request in `offset`.)
             Op::Read | Op::Write | Op::Mmap | Op::Fault => (
                 Some(ev.offset),
                 Some(ev.size as i64),
@@ -66,7 +77,18 @@ impl Row {
             ),
             Op::Lseek => (Some(ev.offset), None, Some(ev.flags as i32)),
             Op::Truncate => (None, Some(ev.size as i64), None),
-            Op::Open | Op::Unlink | Op::Rename => (None, None, Some(ev.flags as i32)),
+            Op::Getdents => (None, Some(ev.size as i64), None),
+            // Open flags; the AT_* flags of a stat, unlink, rename or link; the
+            // mode of an access or mkdir.
+            Op::Open
+            | Op::Unlink
+            | Op::Rename
+            | Op::Stat
+            | Op::Access
+            | Op::Mkdir
+            | Op::Rmdir
+            | Op::Link
+            | Op::Symlink => (None, None, Some(ev.flags as i32)),
             _ => (None, None, None),
         };
         Row {
@@ -84,6 +106,8 @@ impl Row {
             flags,
             calls: ev.calls.max(1) as i64,
             span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
+            path2: None,
+            via: (ev.via == VIA_IO_URING).then_some(schema::VIA_IO_URING),
         }
     }
 }
@@ -97,16 +121,11 @@ pub fn c_str(buf: &[u8]) -> &str {
     }
 }
 
-/// The path arguments of a path record as strings.
-pub fn raw_paths(ev: &PathEvent) -> (&str, &str) {
-    (c_str(&ev.path), c_str(&ev.path2))
-}
-
 /// Rows waiting until no earlier row can still arrive.
 ///
 /// Records arrive in the order calls end and rows are stamped with their
 /// start, so a row may arrive after rows that started later. Rows are kept in
-/// buckets of [`BUCKET_NS`] of start time (a calendar queue): a row goes into
+/// buckets of `BUCKET_NS` of start time (a calendar queue): a row goes into
 /// its bucket at once, and a bucket is sorted only when the watermark has
 /// passed it and it is written out whole. (A binary heap of whole rows spent
 /// most of the collector's time moving rows.) A row older than every bucket
@@ -197,6 +216,8 @@ impl Reorder {
                     flags: row.flags,
                     calls: row.calls,
                     span_ns: row.span_ns,
+                    path2: row.path2.as_deref(),
+                    via: row.via,
                 })?;
                 n += 1;
             }

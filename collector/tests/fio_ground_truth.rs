@@ -12,8 +12,9 @@ use iorepro_traces::Op;
 
 const FILE_SIZE: usize = 1 << 20;
 
-/// Jobs covering ioengine=sync (read/write after lseek) and psync
-/// (pread/pwrite), sequential and random, reads and writes, with fsync.
+/// Jobs covering ioengine=sync (read/write after lseek), psync
+/// (pread/pwrite) and io_uring (requests, several in flight), sequential and
+/// random, reads and writes, with fsync.
 const JOBS: &[(&str, &str, &str)] = &[
     ("sync_seqread", "sync", "rw=read"),
     ("sync_randread", "sync", "rw=randread"),
@@ -23,6 +24,18 @@ const JOBS: &[(&str, &str, &str)] = &[
         "psync_randrw",
         "psync",
         "rw=randrw\nbsrange=512-16k\nfsync=5",
+    ),
+    ("uring_seqread", "io_uring", "rw=read\niodepth=8"),
+    ("uring_randread", "io_uring", "rw=randread\niodepth=16"),
+    (
+        "uring_randwrite",
+        "io_uring",
+        "rw=randwrite\niodepth=8\nfsync=8",
+    ),
+    (
+        "uring_randrw",
+        "io_uring",
+        "rw=randrw\nbsrange=512-16k\niodepth=4\nfsync=5",
     ),
 ];
 
@@ -117,6 +130,13 @@ fn fio_iolog_equals_the_captured_reads_and_writes() {
             .path
             .clone()
             .expect("every row of a data file has its path");
+        let via_ring = path.contains("/uring_");
+        if matches!(r.op, Op::Read | Op::Write | Op::Fsync) {
+            assert_eq!(
+                r.io_uring, via_ring,
+                "io_uring requests are marked so: {r:?}"
+            );
+        }
         match r.op {
             Op::Read | Op::Write => {
                 assert_eq!(r.ret, r.size.unwrap(), "fio moves whole blocks: {r:?}");
@@ -151,4 +171,85 @@ fn fio_iolog_equals_the_captured_reads_and_writes() {
             "fsyncs of {file}: want {n}, got {got_syncs:?}"
         );
     }
+}
+
+/// io_uring requests that name paths (openat, statx) and close: their path,
+/// result and descriptor, failures included, attributed to the thread that
+/// submitted them.
+const URING_OPEN_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <sys/stat.h>
+static int run(struct io_uring *ring) {
+    struct io_uring_cqe *cqe;
+    io_uring_submit(ring);
+    io_uring_wait_cqe(ring, &cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    return res;
+}
+int main(int argc, char **argv) {
+    struct io_uring ring;
+    if (io_uring_queue_init(8, &ring, 0) < 0) return 3;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/data.bin", argv[1]);
+    io_uring_prep_openat(io_uring_get_sqe(&ring), AT_FDCWD, path, O_RDONLY, 0);
+    int fd = run(&ring);
+    struct statx stx;
+    io_uring_prep_statx(io_uring_get_sqe(&ring), AT_FDCWD, path, 0, STATX_SIZE, &stx);
+    run(&ring);
+    char buf[4096];
+    for (int i = 0; i < 4; i++) {
+        io_uring_prep_read(io_uring_get_sqe(&ring), fd, buf, sizeof buf, i * 8192);
+        run(&ring);
+    }
+    snprintf(path, sizeof path, "%s/missing.bin", argv[1]);
+    io_uring_prep_openat(io_uring_get_sqe(&ring), AT_FDCWD, path, O_RDONLY, 0);
+    run(&ring);
+    io_uring_prep_close(io_uring_get_sqe(&ring), fd);
+    run(&ring);
+    return 0;
+}
+"#;
+
+#[test]
+fn io_uring_opens_statx_reads_and_closes_are_recorded() {
+    if !can_trace() || !have("cc") {
+        return;
+    }
+    if !std::path::Path::new("/usr/include/liburing.h").exists() {
+        eprintln!("skipped: liburing-dev is not installed (cargo xtask setup installs it)");
+        return;
+    }
+    let dir = scratch();
+    let data = dir.path().join("data.bin");
+    write_file(&data, 65536);
+    let bin = compile_c_with(dir.path(), "uring", URING_OPEN_C, &["-luring"]);
+    let out = dir.path().join("trace");
+    let d = dir.path().to_str().unwrap();
+    let o = collect(&out, &["--path-prefix", d], &[bin.to_str().unwrap(), d]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, rows) = read_rows(&out);
+    let ring: Vec<(Op, String, i64, Option<i64>)> = rows
+        .iter()
+        .filter(|r| r.io_uring)
+        .map(|r| (r.op, r.path.clone().unwrap_or_default(), r.ret, r.offset))
+        .collect();
+    let file = data.to_str().unwrap().to_string();
+    let missing = format!("{d}/missing.bin");
+    let fd = ring[0].2;
+    assert!(fd >= 0, "{ring:?}");
+    let want = vec![
+        (Op::Open, file.clone(), fd, None),
+        (Op::Stat, file.clone(), 0, None),
+        (Op::Read, file.clone(), 4096, Some(0)),
+        (Op::Read, file.clone(), 4096, Some(8192)),
+        (Op::Read, file.clone(), 4096, Some(16384)),
+        (Op::Read, file.clone(), 4096, Some(24576)),
+        (Op::Open, missing, -(libc::ENOENT as i64), None),
+        (Op::Close, file, 0, None),
+    ];
+    assert_eq!(ring, want);
 }

@@ -156,6 +156,8 @@ impl RankRecorder {
             flags: op.flags,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         });
         if self.builder.len() >= RECORD_BATCH_ROWS
             || self.last_flush.elapsed() >= RECORD_FLUSH_EVERY

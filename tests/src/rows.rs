@@ -17,6 +17,10 @@ pub struct Row {
     pub comm: String,
     pub op: Op,
     pub path: Option<String>,
+    /// A rename's or link's new name, a symlink's link.
+    pub path2: Option<String>,
+    /// An io_uring request rather than a syscall.
+    pub io_uring: bool,
     pub fd: Option<i32>,
     pub offset: Option<i64>,
     pub size: Option<i64>,
@@ -60,6 +64,8 @@ pub fn load_with_manifest(trace: &Path) -> (Manifest, Vec<Row>) {
                     comm: ev.comm().value(i).to_string(),
                     op,
                     path: ev.path_at(i).map(str::to_string),
+                    path2: ev.path2_at(i).map(str::to_string),
+                    io_uring: ev.via_io_uring(i),
                     fd: Events::opt_i32(ev.fd(), i),
                     offset: call.offset,
                     size: call.size,

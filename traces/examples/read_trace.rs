@@ -57,6 +57,8 @@ fn main() -> Result<()> {
             flags: None,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         };
         w.push(&row(Op::Open, None, None, 5, ts))?;
         for i in 0..ops {

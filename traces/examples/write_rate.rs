@@ -154,6 +154,8 @@ fn main() -> anyhow::Result<()> {
         flags: (r.op == Op::Open).then_some(0),
         calls: 1,
         span_ns: None,
+        path2: None,
+        via: None,
     };
 
     let start = Instant::now();

@@ -523,6 +523,8 @@ impl<'w> Generator<'w> {
                 flags: r.flags,
                 calls: 1,
                 span_ns: None,
+                path2: None,
+                via: None,
             })?;
         }
         Ok(())

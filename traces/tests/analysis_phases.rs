@@ -77,6 +77,8 @@ fn with_log_noise(src: &Path, dst: &Path) {
             flags: None,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         })
         .unwrap();
         off += size;

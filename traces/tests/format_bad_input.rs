@@ -28,6 +28,8 @@ fn good_trace(dir: &Path) {
             flags: None,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         })
         .unwrap();
     }

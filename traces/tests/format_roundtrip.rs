@@ -98,6 +98,8 @@ fn write(
             flags: r.flags,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         })
         .unwrap();
     }

@@ -31,6 +31,8 @@ fn row(i: i64) -> EventRow<'static> {
         flags: None,
         calls: 1,
         span_ns: None,
+        path2: None,
+        via: None,
     }
 }
 

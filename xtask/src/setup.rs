@@ -7,8 +7,9 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 /// Debian packages: LLVM for bpf-linker (the `BPF_LINKER_LLVM` version), fio / strace / Open MPI as test and
-/// benchmark partners, compression libraries for the linker build, and
-/// libclang for the replayer's `mpi` feature (bindgen reads Open MPI's headers).
+/// benchmark partners, compression libraries for the linker build, liburing for
+/// the test job that drives io_uring itself, and libclang for the replayer's
+/// `mpi` feature (bindgen reads Open MPI's headers).
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -22,6 +23,7 @@ const APT_PACKAGES: &[&str] = &[
     "clang-14",
     "gzip",
     "time",
+    "liburing-dev",
 ];
 
 /// The libclang that generates the MPI bindings: the `mpi` crate's bindgen

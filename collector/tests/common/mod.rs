@@ -169,14 +169,22 @@ impl ReaderCapture {
 
 /// Compiles the C program `source` into `dir/name` with `cc -O2`.
 pub fn compile_c(dir: &Path, name: &str, source: &str) -> PathBuf {
+    compile_c_with(dir, name, source, &[])
+}
+
+/// [`compile_c`] with extra compiler arguments (`-static`: a program whose
+/// only file I/O is its own, with no dynamic loader reading libraries).
+pub fn compile_c_with(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
     let bin = dir.join(name);
     std::fs::write(&src, source).unwrap();
+    // Extra arguments after the source: libraries (-l) must follow it.
     let cc = Command::new("cc")
         .arg("-O2")
         .arg("-o")
         .arg(&bin)
         .arg(&src)
+        .args(extra)
         .status()
         .unwrap();
     assert!(cc.success());

@@ -4,9 +4,10 @@
 //! Every struct is `#[repr(C)]`, `Copy`, and laid out with explicit padding so
 //! that the byte image written by the eBPF program is exactly what user space
 //! reads. Records on the I/O ring are told apart by their size:
-//! [`IoEvent`] is the fixed, small record of every data and metadata syscall;
-//! [`PathEvent`] extends it with the path strings of `open`, `unlink` and
-//! `rename`; [`NameEvent`] gives a thread's name (`comm`) when the thread is
+//! [`IoEvent`] is the fixed, small record of every call on a descriptor;
+//! [`PathEvent`] is the header of a call that names paths (open, stat,
+//! unlink, rename, mkdir, ...), followed by the path strings themselves, as
+//! long as they are (up to `PATH_MAX`); [`NameEvent`] gives a thread's name (`comm`) when the thread is
 //! first seen and whenever it changes, so the I/O records need not carry it.
 //! [`ProcEvent`] reports the process tree (fork, exec, exit) on its own ring
 //! buffer, so an I/O flood can never starve it.
@@ -30,6 +31,18 @@ pub mod kind {
     pub const MMAP: u32 = 11;
     /// A page-cache fill under a file mapping (`offset`/`size` in bytes).
     pub const FAULT: u32 = 12;
+    /// stat, lstat, fstat, newfstatat, statx.
+    pub const STAT: u32 = 13;
+    /// access, faccessat, faccessat2.
+    pub const ACCESS: u32 = 14;
+    pub const MKDIR: u32 = 15;
+    pub const RMDIR: u32 = 16;
+    /// getdents64 (a directory listing; `size` is the buffer, `ret` the bytes).
+    pub const GETDENTS: u32 = 17;
+    /// A hard link: `path` the existing name, `path2` the new one.
+    pub const LINK: u32 = 18;
+    /// A symbolic link: `path` its target as given, `path2` the link.
+    pub const SYMLINK: u32 = 19;
 }
 
 /// What a [`ProcEvent`] describes.
@@ -39,10 +52,14 @@ pub mod proc_kind {
     pub const EXEC: u32 = 2;
     /// A thread-group leader exited.
     pub const EXIT: u32 = 3;
+    /// A process of the followed cgroup seen for the first time (it may have
+    /// joined the cgroup after the capture began).
+    pub const JOIN: u32 = 4;
 }
 
-/// Bytes of a path kept per string; longer paths are cut (flagged in `truncated`).
-pub const PATH_LEN: usize = 256;
+/// Bytes of a path string, its terminating NUL included (`PATH_MAX`): a
+/// longer one the kernel refuses anyway (ENAMETOOLONG); it is cut and flagged.
+pub const PATH_MAX: usize = 4096;
 pub const COMM_LEN: usize = 16;
 
 /// Slots of the per-CPU `DROPPED` counter array: lost I/O records are counted
@@ -51,10 +68,10 @@ pub const COMM_LEN: usize = 16;
 /// names under `DROPPED_NAME`, process records under `DROPPED_PROC`, and
 /// syscalls not followed because both of the thread's slots were busy under
 /// `DROPPED_BUSY`.
-pub const DROPPED_BUSY: u32 = 13;
-pub const DROPPED_NAME: u32 = 14;
-pub const DROPPED_PROC: u32 = 15;
-pub const DROPPED_SLOTS: u32 = 16;
+pub const DROPPED_BUSY: u32 = 29;
+pub const DROPPED_NAME: u32 = 30;
+pub const DROPPED_PROC: u32 = 31;
+pub const DROPPED_SLOTS: u32 = 32;
 
 /// One syscall (or one fault) of a traced process, or a run of `calls`
 /// back-to-back calls of one thread that moved the same number of bytes each
@@ -86,11 +103,24 @@ pub struct IoEvent {
     pub flags: u32,
     /// Syscalls this record stands for: 1, or a run's length.
     pub calls: u32,
-    pub _pad: u32,
+    /// How the call was made: [`VIA_SYSCALL`] or [`VIA_IO_URING`].
+    pub via: u32,
 }
 
-/// `open`, `unlink`, `rename`: an [`IoEvent`] plus the path arguments as the
-/// process passed them, and the directories relative paths start from.
+pub const VIA_SYSCALL: u32 = 0;
+/// An io_uring request: `ts_ns` is its submission, `dur_ns` the time to its
+/// completion.
+pub const VIA_IO_URING: u32 = 1;
+
+/// `ret` of the path record an io_uring open or statx sends when it is
+/// submitted: the result follows in an [`IoEvent`] at completion, whose
+/// `offset` names the request (as the path record's `offset` does).
+pub const RET_PENDING: i64 = i64::MIN;
+
+/// A call that names paths: an [`IoEvent`], the directories relative paths
+/// start from, and the lengths of the two path strings that follow the
+/// header in the record (`path_len` bytes, then `path2_len` bytes, no NULs).
+/// `path2` is a rename's or link's new name, or a symlink's own name.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct PathEvent {
@@ -102,12 +132,18 @@ pub struct PathEvent {
     pub dir2_dev: u32,
     /// `S_IF*` type bits of the opened file (open only).
     pub mode: u32,
-    /// Bit 0: `path` was cut at PATH_LEN; bit 1: `path2` was.
-    pub truncated: u32,
-    pub path: [u8; PATH_LEN],
-    /// The new name of a rename.
-    pub path2: [u8; PATH_LEN],
+    /// Bit 0: `path` was cut at [`PATH_MAX`]; bit 1: `path2` was.
+    pub truncated: u16,
+    /// Bit 0: `path` is relative to `dir_*`; bit 1: `path2` to `dir2_*`.
+    pub relative: u16,
+    pub path_len: u32,
+    pub path2_len: u32,
 }
+
+/// Bytes of the per-CPU buffer a path record is put together in: the
+/// header, and room for each path at the most ([`PATH_MAX`]) wherever the
+/// first one ends.
+pub const PATH_RECORD_MAX: usize = PATH_EVENT_SIZE + 3 * PATH_MAX;
 
 /// A traced thread's name: sent before the thread's first I/O record and
 /// again when the name changes (`prctl(PR_SET_NAME)`, exec).
@@ -195,7 +231,7 @@ impl Run {
             kind: self.kind,
             flags: 0,
             calls: self.calls,
-            _pad: 0,
+            via: VIA_SYSCALL,
         }
     }
 }
@@ -225,8 +261,8 @@ pub struct Slot {
 }
 
 /// Words of a [`Slot`]'s scratch buffer: room for the larger of
-/// [`FILE_WINDOW`] and [`INODE_WINDOW`].
-pub const SCRATCH_WORDS: usize = 32;
+/// [`FILE_WINDOW`] and [`INODE_WINDOW`], and for 16 iovecs.
+pub const SCRATCH_WORDS: usize = 64;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -249,6 +285,7 @@ pub mod globals {
     pub const TASK_FS: &str = "OFF_TASK_FS";
     pub const TASK_TGID: &str = "OFF_TASK_TGID";
     pub const TASK_PID: &str = "OFF_TASK_PID";
+    pub const TASK_FLAGS: &str = "OFF_TASK_FLAGS";
     pub const FILES_FDT: &str = "OFF_FILES_FDT";
     pub const FDT_MAX_FDS: &str = "OFF_FDT_MAX_FDS";
     pub const FDT_FD: &str = "OFF_FDT_FD";
@@ -263,15 +300,29 @@ pub mod globals {
     pub const SB_DEV: &str = "OFF_SB_DEV";
     pub const FS_PWD_DENTRY: &str = "OFF_FS_PWD_DENTRY";
     pub const DENTRY_INODE: &str = "OFF_DENTRY_INODE";
-    /// Non-zero: trace by cgroup (this id, at `CGROUP_LEVEL`) instead of by tgid.
-    pub const CGROUP_ID: &str = "TRACE_CGROUP_ID";
-    pub const CGROUP_LEVEL: &str = "TRACE_CGROUP_LEVEL";
+    /// Non-zero: trace the cgroup in the `CGROUP` map (and below) instead of a tgid set.
+    pub const CGROUP: &str = "TRACE_CGROUP";
     /// Non-zero: record every file type, not regular files only.
     pub const ALL_FILES: &str = "TRACE_ALL_FILES";
     /// Entries of the `SLOTS` map minus one (a power of two minus one).
     pub const SLOT_MASK: &str = "SLOT_MASK";
     /// Non-zero: merge runs of back-to-back calls into one record.
     pub const MERGE_RUNS: &str = "TRACE_MERGE_RUNS";
+    /// Members of an io_uring request (`struct io_kiocb`) and of the
+    /// per-opcode command data at its start.
+    pub const REQ_OPCODE: &str = "OFF_REQ_OPCODE";
+    pub const REQ_FD: &str = "OFF_REQ_FD";
+    pub const RW_POS: &str = "OFF_RW_POS";
+    pub const RW_ADDR: &str = "OFF_RW_ADDR";
+    pub const RW_LEN: &str = "OFF_RW_LEN";
+    pub const OPEN_DFD: &str = "OFF_OPEN_DFD";
+    pub const OPEN_FILENAME: &str = "OFF_OPEN_FILENAME";
+    pub const OPEN_FLAGS: &str = "OFF_OPEN_FLAGS";
+    pub const STATX_DFD: &str = "OFF_STATX_DFD";
+    pub const STATX_FILENAME: &str = "OFF_STATX_FILENAME";
+    pub const CLOSE_FD: &str = "OFF_CLOSE_FD";
+    pub const FILENAME_NAME: &str = "OFF_FILENAME_NAME";
+    pub const CQE_RES: &str = "OFF_CQE_RES";
 }
 
 /// Per-thread slots: the loader sizes the map to the smallest power of two
@@ -297,9 +348,9 @@ mod pod {
 }
 
 const _: () = assert!(IO_EVENT_SIZE == 88);
-const _: () = assert!(PATH_EVENT_SIZE == 88 + 32 + 2 * PATH_LEN);
+const _: () = assert!(PATH_EVENT_SIZE == 88 + 40);
 const _: () = assert!(core::mem::size_of::<Run>() == 72);
-const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 72 + 40 * CACHED_FILES + 128);
+const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 72 + 40 * CACHED_FILES + 256);
 const _: () = assert!(FILE_WINDOW <= SCRATCH_WORDS * 4 && INODE_WINDOW <= SCRATCH_WORDS * 4);
 const _: () = assert!(NAME_EVENT_SIZE == 24);
 const _: () = assert!(core::mem::size_of::<ProcEvent>() == 24);

@@ -9,13 +9,11 @@
 //! used only on the small BTF-typed tracepoint arguments (`pt_regs`, a task
 //! at fork), which are cheap to verify.
 
-use aya_ebpf::helpers::{
-    bpf_get_current_ancestor_cgroup_id, bpf_get_current_task, bpf_probe_read_kernel,
-};
+use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
 use core::ptr::read_volatile;
 use iorepro_common::{FILE_WINDOW, INODE_WINDOW, SCRATCH_WORDS};
 
-use crate::TRACED;
+use crate::{CGROUP, TRACED};
 
 macro_rules! globals {
     ($($name:ident),* $(,)?) => {
@@ -31,6 +29,7 @@ globals!(
     OFF_TASK_FS,
     OFF_TASK_TGID,
     OFF_TASK_PID,
+    OFF_TASK_FLAGS,
     OFF_FILES_FDT,
     OFF_FDT_MAX_FDS,
     OFF_FDT_FD,
@@ -44,11 +43,23 @@ globals!(
     OFF_SB_DEV,
     OFF_FS_PWD_DENTRY,
     OFF_DENTRY_INODE,
-    TRACE_CGROUP_ID,
-    TRACE_CGROUP_LEVEL,
+    TRACE_CGROUP,
     TRACE_ALL_FILES,
     SLOT_MASK,
     TRACE_MERGE_RUNS,
+    OFF_REQ_OPCODE,
+    OFF_REQ_FD,
+    OFF_RW_POS,
+    OFF_RW_ADDR,
+    OFF_RW_LEN,
+    OFF_OPEN_DFD,
+    OFF_OPEN_FILENAME,
+    OFF_OPEN_FLAGS,
+    OFF_STATX_DFD,
+    OFF_STATX_FILENAME,
+    OFF_CLOSE_FD,
+    OFF_FILENAME_NAME,
+    OFF_CQE_RES,
 );
 
 #[inline(always)]
@@ -64,7 +75,7 @@ pub fn slot_mask() -> u32 {
 
 #[inline(always)]
 pub fn tracing_cgroup() -> bool {
-    global(&TRACE_CGROUP_ID) != 0
+    global(&TRACE_CGROUP) != 0
 }
 
 /// The `TRACED` value of a traced process: bit 0 set, bit 1 when its
@@ -81,11 +92,12 @@ pub const GEN_STEP: u64 = 4;
 #[inline(always)]
 pub fn traced(pid_tgid: u64) -> Traced {
     let tgid = (pid_tgid >> 32) as u32;
-    let cgroup = global(&TRACE_CGROUP_ID);
-    if cgroup != 0 {
-        let level = global(&TRACE_CGROUP_LEVEL) as i32;
-        // SAFETY: helper without pointer arguments.
-        if unsafe { bpf_get_current_ancestor_cgroup_id(level) } != cgroup {
+    if tracing_cgroup() {
+        // The cgroup is a directory's descriptor in the `CGROUP` array: the
+        // helper asks the kernel whether `current` is in it or below, so
+        // processes that join it after the capture began are followed too,
+        // and no cgroup level (which a cgroup namespace hides) is needed.
+        if !CGROUP.current_task_under_cgroup(0).unwrap_or(false) {
             return 0;
         }
         return match TRACED.get_ptr_mut(tgid) {
@@ -94,6 +106,8 @@ pub fn traced(pid_tgid: u64) -> Traced {
                 unsafe {
                     if *t == 0 {
                         *t = TRACED_BIT;
+                        // User space looks at it now, while it surely runs.
+                        crate::records::process(iorepro_common::proc_kind::JOIN, tgid, 0);
                     }
                     *t
                 }
@@ -263,6 +277,71 @@ pub fn identity(inode: u64, scratch: &mut Scratch) -> Option<Identity> {
     Some(Identity { ino, dev, mode })
 }
 
+/// Whether the current task is one of io_uring's workers (`PF_IO_WORKER`),
+/// whose page-cache fills serve ring requests rather than faults.
+#[inline(always)]
+pub fn io_worker() -> bool {
+    const PF_IO_WORKER: u32 = 0x10;
+    // SAFETY: helper without arguments.
+    let task = unsafe { bpf_get_current_task() };
+    probe::<u32>(task.wrapping_add(global(&OFF_TASK_FLAGS))).is_some_and(|f| f & PF_IO_WORKER != 0)
+}
+
+/// A file's identity (and whether it is one), for callers that need nothing
+/// else from the file: a global function, so the verifier checks the walk
+/// once rather than at every place it is used. `file` 0 means "the file at
+/// descriptor `fd` of the current task".
+#[repr(C)]
+pub struct Looked {
+    pub ino: u64,
+    pub dev: u32,
+    pub mode: u32,
+}
+
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn look_up_file(file: u64, fd: i64, scratch: *mut Scratch, out: *mut Looked) -> i64 {
+    if scratch.is_null() || out.is_null() {
+        return 0;
+    }
+    // SAFETY: checked non-null; a scratch buffer and the caller's stack.
+    let (scratch, out) = unsafe { (&mut *scratch, &mut *out) };
+    let file = if file != 0 {
+        Some(file)
+    } else if fd >= 0 {
+        file_of(fd as u64)
+    } else {
+        None
+    };
+    match file
+        .and_then(|f| file_window(f, scratch))
+        .and_then(|w| identity(w.inode, scratch))
+    {
+        Some(id) => {
+            out.ino = id.ino;
+            out.dev = id.dev;
+            out.mode = id.mode;
+            1
+        }
+        None => 0,
+    }
+}
+
+/// [`look_up_file`] as an `Identity`.
+#[inline(always)]
+pub fn file_identity(file: u64, fd: i64, scratch: &mut Scratch) -> Option<Identity> {
+    let mut out = Looked {
+        ino: 0,
+        dev: 0,
+        mode: 0,
+    };
+    (look_up_file(file, fd, scratch, &mut out) != 0).then_some(Identity {
+        ino: out.ino,
+        dev: out.dev,
+        mode: out.mode,
+    })
+}
+
 /// The descriptor table of a BTF-typed task.
 ///
 /// # Safety
@@ -291,6 +370,24 @@ const AT_FDCWD: i32 = -100;
 /// (inode, dev) of the directory a relative path starts from: `dirfd`'s
 /// file, or the current working directory for `AT_FDCWD`.
 pub fn dir_of(dirfd: i32, scratch: &mut Scratch) -> (u64, u32) {
+    let mut dev = 0u64;
+    let ino = dir_identity(dirfd as i64, scratch, &mut dev);
+    (ino, dev as u32)
+}
+
+/// [`dir_of`] as a global function: the verifier checks it once, on its
+/// own, instead of at every place a path record is made (each of which
+/// multiplied the states it explored). Returns the inode and puts the
+/// device in `dev`; 0 when unknown.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn dir_identity(dirfd: i64, scratch: *mut Scratch, dev: *mut u64) -> u64 {
+    if scratch.is_null() || dev.is_null() {
+        return 0;
+    }
+    // SAFETY: checked non-null; the caller's slot scratch and stack variable.
+    let (scratch, dev) = unsafe { (&mut *scratch, &mut *dev) };
+    let dirfd = dirfd as i32;
     let inode = if dirfd == AT_FDCWD {
         cwd_inode()
     } else if dirfd >= 0 {
@@ -300,10 +397,13 @@ pub fn dir_of(dirfd: i32, scratch: &mut Scratch) -> (u64, u32) {
     } else {
         None
     };
-    inode
-        .and_then(|i| identity(i, scratch))
-        .map(|i| (i.ino, i.dev))
-        .unwrap_or((0, 0))
+    match inode.and_then(|i| identity(i, scratch)) {
+        Some(id) => {
+            *dev = id.dev as u64;
+            id.ino
+        }
+        None => 0,
+    }
 }
 
 fn cwd_inode() -> Option<u64> {

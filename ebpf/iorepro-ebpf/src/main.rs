@@ -28,18 +28,22 @@
 #![allow(internal_features)]
 
 mod kernel;
+mod paths;
 mod records;
 mod runs;
 mod slots;
 mod syscalls;
+mod uring;
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, PerCpuArray, RingBuf},
+    maps::{Array, CgroupArray, HashMap, PerCpuArray, RingBuf},
     programs::{BtfTracePointContext, TracePointContext},
 };
-use iorepro_common::{kind, proc_kind, IoEvent, COMM_LEN, DROPPED_SLOTS, MAX_SLOTS};
+use iorepro_common::{
+    kind, proc_kind, IoEvent, COMM_LEN, DROPPED_SLOTS, MAX_SLOTS, PATH_RECORD_MAX,
+};
 
 use crate::kernel::{is_traced, task_ids, tgid_traced};
 use crate::slots::Slot;
@@ -48,6 +52,10 @@ use crate::slots::Slot;
 /// value. The loader sizes it to `pid_max`.
 #[map]
 static TRACED: Array<kernel::Traced> = Array::with_max_entries(1 << 22, 0);
+
+/// The cgroup a cgroup capture follows (a directory descriptor, set by the loader).
+#[map]
+static CGROUP: CgroupArray = CgroupArray::with_max_entries(1, 0);
 
 /// Per-thread state (see `slots`; the loader sets the size).
 #[map]
@@ -60,6 +68,19 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
 /// Process-tree records, apart so an I/O flood cannot starve them.
 #[map]
 static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 << 10, 0);
+
+/// Where a path record is put together before it goes to the ring (see `paths`).
+#[map]
+static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entries(1, 0);
+
+/// io_uring requests of traced threads, from submission to completion.
+#[map]
+static URING: HashMap<u64, uring::Request> = HashMap::with_max_entries(16384, 0);
+
+/// Where io_uring completions read windows of kernel structures (they may
+/// run in a thread that has no slot).
+#[map]
+static URING_SCRATCH: PerCpuArray<kernel::Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Records that found the ring buffer full, per CPU, by record kind.
 #[map]
@@ -168,6 +189,10 @@ pub fn sched_process_exit(_ctx: BtfTracePointContext) -> u32 {
     let tgid = (pid_tgid >> 32) as u32;
     if tgid == pid_tgid as u32 {
         records::process(proc_kind::EXIT, tgid, 0);
+        if kernel::tracing_cgroup() {
+            // A later process with this pid is new to the capture.
+            let _ = TRACED.set(tgid, 0, 0);
+        }
     }
     0
 }
@@ -178,9 +203,15 @@ pub fn task_rename(ctx: BtfTracePointContext) -> u32 {
     let task: *const u8 = ctx.arg(0);
     // SAFETY: the first argument is the BTF-typed renamed task.
     let (tgid, pid) = unsafe { task_ids(task) };
-    if kernel::tracing_cgroup() || tgid_traced(tgid) == 0 {
-        // In a cgroup capture the renamed task may not be `current`; its
-        // name is read when it next claims a slot.
+    let traced = if kernel::tracing_cgroup() {
+        // Whether a task is in the cgroup can only be asked of `current`.
+        let current = bpf_get_current_pid_tgid();
+        current as u32 == pid && kernel::is_traced(current)
+    } else {
+        tgid_traced(tgid) != 0
+    };
+    if !traced {
+        // A name not sent now is read when the thread next takes a slot.
         return 0;
     }
     let new: *const u8 = ctx.arg(1);
@@ -189,6 +220,29 @@ pub fn task_rename(ctx: BtfTracePointContext) -> u32 {
     if unsafe { bpf_probe_read_kernel_str_bytes(new, &mut comm) }.is_ok() {
         slots::send_rename((tgid as u64) << 32 | pid as u64, &comm);
     }
+    0
+}
+
+/// An io_uring request submitted (see `uring`).
+#[btf_tracepoint(function = "io_uring_submit_req")]
+pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(0);
+    uring::submitted(req);
+    0
+}
+
+/// An io_uring request completed.
+#[btf_tracepoint(function = "io_uring_complete")]
+pub fn io_uring_complete(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(1);
+    let cqe: u64 = ctx.arg(2);
+    let res: i32 = unsafe {
+        aya_ebpf::helpers::bpf_probe_read_kernel(
+            cqe.wrapping_add(kernel::global(&kernel::OFF_CQE_RES)) as *const i32,
+        )
+    }
+    .unwrap_or(0);
+    uring::completed(req, res);
     0
 }
 
@@ -211,7 +265,7 @@ const TP_ORDER: usize = 36;
 
 fn page_cache_fill(ctx: &TracePointContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced(pid_tgid) || slots::in_flight(pid_tgid).is_some() {
+    if !is_traced(pid_tgid) || slots::in_flight(pid_tgid).is_some() || kernel::io_worker() {
         return;
     }
     // The thread must be named before its first record.
@@ -245,7 +299,7 @@ fn page_cache_fill(ctx: &TracePointContext) {
         kind: kind::FAULT,
         flags: 0,
         calls: 1,
-        _pad: 0,
+        via: iorepro_common::VIA_SYSCALL,
     });
     records::submit(entry);
 }

@@ -38,6 +38,15 @@ pub fn io(io: &IoEvent) {
     }
 }
 
+/// Sends a record already put together as bytes (a path record); a full
+/// ring counts `calls` lost under `kind`.
+#[inline(always)]
+pub fn bytes(record: &[u8], kind: u32, calls: u64) {
+    if EVENTS.output::<[u8]>(record, NO_WAKEUP).is_err() {
+        count_drops(kind, calls);
+    }
+}
+
 #[inline(always)]
 pub fn name(pid_tgid: u64, comm: &[u8; COMM_LEN]) {
     let Some(mut entry) = reserve::<NameEvent>(DROPPED_NAME) else {

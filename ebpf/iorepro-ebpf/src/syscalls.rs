@@ -8,10 +8,12 @@
 //! from the saved user registers. `regs` is always the BTF-typed
 //! `struct pt_regs *` of the raw syscall tracepoints, read with plain loads.
 
-use aya_ebpf::helpers::{bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_str_bytes};
-use iorepro_common::{kind, IoEvent, PathEvent, PATH_LEN};
+use aya_ebpf::helpers::bpf_ktime_get_ns;
+use aya_ebpf::helpers::generated::{bpf_loop, bpf_probe_read_user};
+use iorepro_common::{kind, IoEvent, SCRATCH_WORDS};
 
-use crate::kernel::{self, dir_of, file_of, file_window, identity, Traced, O_APPEND};
+use crate::kernel::{self, file_of, file_window, identity, Traced, O_APPEND};
+use crate::paths::{self, Name};
 use crate::records;
 use crate::runs;
 use crate::slots::{self, Slot, IDLE};
@@ -20,60 +22,98 @@ pub const READ: u64 = 0;
 pub const WRITE: u64 = 1;
 pub const OPEN: u64 = 2;
 pub const CLOSE: u64 = 3;
+pub const STAT: u64 = 4;
+pub const FSTAT: u64 = 5;
+pub const LSTAT: u64 = 6;
 pub const LSEEK: u64 = 8;
 pub const MMAP: u64 = 9;
 pub const PREAD64: u64 = 17;
 pub const PWRITE64: u64 = 18;
 pub const READV: u64 = 19;
 pub const WRITEV: u64 = 20;
+pub const ACCESS: u64 = 21;
 pub const DUP2: u64 = 33;
 pub const FSYNC: u64 = 74;
 pub const FDATASYNC: u64 = 75;
+pub const TRUNCATE: u64 = 76;
 pub const FTRUNCATE: u64 = 77;
+pub const GETDENTS: u64 = 78;
 pub const RENAME: u64 = 82;
+pub const MKDIR: u64 = 83;
+pub const RMDIR: u64 = 84;
 pub const CREAT: u64 = 85;
+pub const LINK: u64 = 86;
 pub const UNLINK: u64 = 87;
+pub const SYMLINK: u64 = 88;
+pub const GETDENTS64: u64 = 217;
 pub const OPENAT: u64 = 257;
+pub const MKDIRAT: u64 = 258;
+pub const NEWFSTATAT: u64 = 262;
 pub const UNLINKAT: u64 = 263;
 pub const RENAMEAT: u64 = 264;
+pub const LINKAT: u64 = 265;
+pub const SYMLINKAT: u64 = 266;
+pub const FACCESSAT: u64 = 269;
 pub const DUP3: u64 = 292;
 pub const PREADV: u64 = 295;
 pub const PWRITEV: u64 = 296;
 pub const RENAMEAT2: u64 = 316;
 pub const PREADV2: u64 = 327;
 pub const PWRITEV2: u64 = 328;
+pub const STATX: u64 = 332;
+pub const IO_URING_ENTER: u64 = 426;
 pub const CLOSE_RANGE: u64 = 436;
 pub const OPENAT2: u64 = 437;
+pub const FACCESSAT2: u64 = 439;
 
-const ALL: [u64; 28] = [
+const ALL: [u64; 47] = [
     READ,
     WRITE,
     OPEN,
     CLOSE,
+    STAT,
+    FSTAT,
+    LSTAT,
     LSEEK,
     MMAP,
     PREAD64,
     PWRITE64,
     READV,
     WRITEV,
+    ACCESS,
     DUP2,
     FSYNC,
     FDATASYNC,
+    TRUNCATE,
     FTRUNCATE,
+    GETDENTS,
     RENAME,
+    MKDIR,
+    RMDIR,
     CREAT,
+    LINK,
     UNLINK,
+    SYMLINK,
+    GETDENTS64,
     OPENAT,
+    MKDIRAT,
+    NEWFSTATAT,
     UNLINKAT,
     RENAMEAT,
+    LINKAT,
+    SYMLINKAT,
+    FACCESSAT,
     DUP3,
     PREADV,
     PWRITEV,
     RENAMEAT2,
     PREADV2,
     PWRITEV2,
+    STATX,
+    IO_URING_ENTER,
     CLOSE_RANGE,
     OPENAT2,
+    FACCESSAT2,
 ];
 
 const BITMAP_WORDS: usize = 8;
@@ -125,28 +165,66 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
-/// Entry of an interesting syscall of a traced thread.
+/// What a syscall's entry does.
+enum Entry {
+    /// A call on descriptor `fd`, recorded only if the file is one the trace
+    /// records (`dirs`: directories too).
+    OnFile { fd: u64, dirs: bool },
+    /// A call that names paths: the entry time is all the exit needs.
+    Named,
+    /// A change to the descriptor table: only its exit matters (see `slots`).
+    Table,
+}
+
 #[inline(always)]
-pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
-    let data_op = matches!(
-        nr,
-        READ | WRITE | PREAD64 | PWRITE64 | READV | WRITEV | PREADV | PWRITEV | PREADV2 | PWRITEV2
-    );
-    let fd = match nr {
-        _ if data_op => reg(regs, regs::DI),
-        LSEEK | FSYNC | FDATASYNC | FTRUNCATE | CLOSE => reg(regs, regs::DI),
+fn entry_of(nr: u64, regs: *const u8) -> Option<Entry> {
+    Some(match nr {
+        READ | WRITE | PREAD64 | PWRITE64 | READV | WRITEV | PREADV | PWRITEV | PREADV2
+        | PWRITEV2 | LSEEK | FSYNC | FDATASYNC | FTRUNCATE => Entry::OnFile {
+            fd: reg(regs, regs::DI),
+            dirs: false,
+        },
+        // A close is followed whatever the file: it moves the generation.
+        CLOSE => Entry::OnFile {
+            fd: reg(regs, regs::DI),
+            dirs: true,
+        },
+        FSTAT | GETDENTS | GETDENTS64 => Entry::OnFile {
+            fd: reg(regs, regs::DI),
+            dirs: true,
+        },
         MMAP => {
             const MAP_ANONYMOUS: u64 = 0x20;
             let fd = reg(regs, regs::R8);
             if reg(regs, regs::R10) & MAP_ANONYMOUS != 0 || (fd as i32) < 0 {
-                return;
+                return None;
             }
-            fd as u32 as u64
+            Entry::OnFile {
+                fd: fd as u32 as u64,
+                dirs: false,
+            }
         }
-        // Descriptor-table changes only matter at their exit (see `slots`).
-        DUP2 | DUP3 | CLOSE_RANGE => u64::MAX,
-        // Path calls: the entry time is all the exit needs.
-        _ => u64::MAX - 1,
+        DUP2 | DUP3 | CLOSE_RANGE => Entry::Table,
+        // Followed only to be "in a call": page-cache fills while the ring
+        // works for the thread are its requests', not faults (see main).
+        IO_URING_ENTER => Entry::Named,
+        _ => Entry::Named,
+    })
+}
+
+#[inline(always)]
+fn is_data_op(nr: u64) -> bool {
+    matches!(
+        nr,
+        READ | WRITE | PREAD64 | PWRITE64 | READV | WRITEV | PREADV | PWRITEV | PREADV2 | PWRITEV2
+    )
+}
+
+/// Entry of an interesting syscall of a traced thread.
+#[inline(always)]
+pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
+    let Some(entry) = entry_of(nr, regs) else {
+        return;
     };
     let Some(slot) = slots::claim(pid_tgid) else {
         records::count_drop(iorepro_common::DROPPED_BUSY);
@@ -154,18 +232,15 @@ pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
     };
     // SAFETY: the slot belongs to this thread.
     let s = unsafe { &mut *slot };
-    if !data_op {
+    if !is_data_op(nr) {
         // Only a data op can continue the thread's run.
         runs::flush(&mut s.run);
     }
     s.file = 0;
-    if fd == u64::MAX - 1 {
-        s.ts = now();
-        s.nr = nr as u32;
-        return;
-    }
-    if fd != u64::MAX && !learn_file(s, nr, fd, traced) && nr != CLOSE {
-        return; // not a recorded file: nothing to do at exit
+    if let Entry::OnFile { fd, dirs } = entry {
+        if !learn_file(s, nr, fd, traced, dirs) && nr != CLOSE {
+            return; // not a recorded file: nothing to do at exit
+        }
     }
     s.ts = now();
     s.nr = nr as u32;
@@ -174,12 +249,12 @@ pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
 /// Fills the slot with the file at `fd` if it is one the trace records;
 /// returns whether it is.
 #[inline(always)]
-fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced) -> bool {
+fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> bool {
     // Plain read/write start at the file position: it is read at every call.
     let at_position = matches!(nr, READ | WRITE | READV | WRITEV | PREADV2 | PWRITEV2);
     let (file, id) = match slots::cached(s, fd, traced) {
         Some((file, id)) => {
-            if !id.wanted() {
+            if !(id.wanted() || dirs && id.is_dir()) {
                 return false;
             }
             if at_position {
@@ -207,7 +282,7 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced) -> bool {
             (file, id)
         }
     };
-    if !id.wanted() {
+    if !(id.wanted() || dirs && id.is_dir()) {
         return false;
     }
     s.file = file;
@@ -241,8 +316,14 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
         kind: 0,
         flags: 0,
         calls: 1,
-        _pad: 0,
+        via: iorepro_common::VIA_SYSCALL,
     };
+    let (di, si, dx, r10) = (
+        reg(regs, regs::DI),
+        reg(regs, regs::SI),
+        reg(regs, regs::DX),
+        reg(regs, regs::R10),
+    );
     match nr {
         READ | PREAD64 | READV | PREADV | PREADV2 => data_op(kind::READ, nr, regs, s, io),
         WRITE | PWRITE64 | WRITEV | PWRITEV | PWRITEV2 => data_op(kind::WRITE, nr, regs, s, io),
@@ -250,30 +331,34 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
             // A file may have left the table: cached descriptors are stale.
             slots::bump_generation((pid_tgid >> 32) as u32);
             if nr == CLOSE && s.file != 0 {
-                fd_op(kind::CLOSE, reg(regs, regs::DI), io);
+                fd_op(kind::CLOSE, di, io);
             }
         }
-        LSEEK => {
-            let mut io = io;
-            io.offset = reg(regs, regs::SI) as i64;
-            io.flags = reg(regs, regs::DX) as u32;
-            fd_op(kind::LSEEK, reg(regs, regs::DI), io);
-        }
-        FSYNC => fd_op(kind::FSYNC, reg(regs, regs::DI), io),
-        FDATASYNC => fd_op(kind::FDATASYNC, reg(regs, regs::DI), io),
-        FTRUNCATE => {
-            let mut io = io;
-            io.size = reg(regs, regs::SI);
-            fd_op(kind::TRUNCATE, reg(regs, regs::DI), io);
-        }
-        MMAP => {
-            let mut io = io;
-            io.offset = reg(regs, regs::R9) as i64;
-            io.size = reg(regs, regs::SI);
-            io.flags = reg(regs, regs::R10) as u32;
-            fd_op(kind::MMAP, reg(regs, regs::R8) as u32 as u64, io);
-        }
-        _ => path_exit(nr, regs, s, io),
+        LSEEK => fd_op(
+            kind::LSEEK,
+            di,
+            IoEvent {
+                offset: si as i64,
+                flags: dx as u32,
+                ..io
+            },
+        ),
+        FSYNC => fd_op(kind::FSYNC, di, io),
+        FDATASYNC => fd_op(kind::FDATASYNC, di, io),
+        FTRUNCATE => fd_op(kind::TRUNCATE, di, IoEvent { size: si, ..io }),
+        FSTAT => fd_op(kind::STAT, di, io),
+        GETDENTS | GETDENTS64 => fd_op(kind::GETDENTS, di, IoEvent { size: dx, ..io }),
+        MMAP => fd_op(
+            kind::MMAP,
+            reg(regs, regs::R8) as u32 as u64,
+            IoEvent {
+                offset: reg(regs, regs::R9) as i64,
+                size: si,
+                flags: r10 as u32,
+                ..io
+            },
+        ),
+        _ => named_exit(nr, regs, s, io),
     }
 }
 
@@ -288,7 +373,7 @@ fn data_op(op: u32, nr: u64, regs: *const u8, s: &mut Slot, mut io: IoEvent) {
     );
     let vectored = matches!(nr, READV | WRITEV | PREADV | PWRITEV | PREADV2 | PWRITEV2);
     io.size = if vectored {
-        iov_total(buf, count)
+        iov_total(buf, count, &mut s.scratch)
     } else {
         count
     };
@@ -307,21 +392,75 @@ fn data_op(op: u32, nr: u64, regs: *const u8, s: &mut Slot, mut io: IoEvent) {
     runs::record(&mut s.run, &io);
 }
 
-/// Most iovecs looked at; a larger vector's size counts its first entries only.
-const MAX_IOV: u64 = 8;
+/// `IOV_MAX`: the most iovecs a vectored call takes.
+const IOV_MAX: u64 = 1024;
+/// iovecs read at once (into the slot's scratch buffer).
+const IOV_BATCH: u64 = (SCRATCH_WORDS * 4 / 16) as u64;
 
-fn iov_total(iov: u64, count: u64) -> u64 {
-    let mut total = 0u64;
-    for i in 0..MAX_IOV {
-        if i >= count {
+/// What [`iov_batch`] works on, on the caller's stack.
+#[repr(C)]
+struct IovSum {
+    iov: u64,
+    count: u64,
+    total: u64,
+    scratch: *mut kernel::Scratch,
+}
+
+/// Bytes a vectored call asked for: the sum of its iovecs' lengths, read in
+/// batches (one helper call per batch instead of one per iovec), under
+/// `bpf_loop`, so the verifier follows one batch rather than every one.
+pub fn iov_total(iov: u64, count: u64, scratch: &mut kernel::Scratch) -> u64 {
+    let count = count.min(IOV_MAX);
+    let mut sum = IovSum {
+        iov,
+        count,
+        total: 0,
+        scratch,
+    };
+    let batches = count.div_ceil(IOV_BATCH) as u32;
+    // SAFETY: the callback and its context live for the duration of the call.
+    unsafe {
+        bpf_loop(
+            batches,
+            iov_batch as *mut core::ffi::c_void,
+            (&mut sum as *mut IovSum).cast(),
+            0,
+        )
+    };
+    sum.total
+}
+
+#[inline(never)]
+extern "C" fn iov_batch(batch: u64, ctx: *mut core::ffi::c_void) -> i64 {
+    // SAFETY: `ctx` is the caller's IovSum.
+    let sum = unsafe { &mut *(ctx as *mut IovSum) };
+    // SAFETY: the slot's scratch buffer, owned by this thread.
+    let scratch = unsafe { &mut *sum.scratch };
+    let first = batch * IOV_BATCH;
+    if first >= sum.count {
+        return 1;
+    }
+    let n = (sum.count - first).min(IOV_BATCH);
+    // SAFETY: at most the scratch buffer's size, from user memory.
+    let r = unsafe {
+        bpf_probe_read_user(
+            scratch.0.as_mut_ptr().cast(),
+            (n * 16) as u32,
+            sum.iov.wrapping_add(first * 16) as *const core::ffi::c_void,
+        )
+    };
+    if r != 0 {
+        return 1;
+    }
+    for i in 0..IOV_BATCH {
+        if i >= n {
             break;
         }
         // iov_len is the second word of struct iovec.
-        let at = iov.wrapping_add(i * 16 + 8) as *const u64;
-        // SAFETY: probe read of user memory.
-        total += unsafe { bpf_probe_read_user(at) }.unwrap_or(0);
+        let w = (i * 4 + 2) as usize;
+        sum.total += scratch.0[w] as u64 | (scratch.0[w + 1] as u64) << 32;
     }
-    total
+    0
 }
 
 #[inline(always)]
@@ -332,11 +471,17 @@ fn fd_op(op: u32, fd: u64, mut io: IoEvent) {
 }
 
 const AT_FDCWD: i32 = -100;
+const AT_EMPTY_PATH: u64 = 0x1000;
+const AT_REMOVEDIR: u64 = 0x200;
+const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
 const O_WRONLY: u32 = 0o1;
 const O_CREAT: u32 = 0o100;
 const O_TRUNC: u32 = 0o1000;
 
-fn path_exit(nr: u64, regs: *const u8, s: &mut Slot, io: IoEvent) {
+/// Exit of a call that names paths. The arms only pick the arguments; one
+/// call puts the record together (one copy of that code for the verifier to
+/// follow, not one per syscall).
+fn named_exit(nr: u64, regs: *const u8, s: &mut Slot, io: IoEvent) {
     let (di, si, dx, r10, r8) = (
         reg(regs, regs::DI),
         reg(regs, regs::SI),
@@ -344,136 +489,112 @@ fn path_exit(nr: u64, regs: *const u8, s: &mut Slot, io: IoEvent) {
         reg(regs, regs::R10),
         reg(regs, regs::R8),
     );
-    match nr {
-        OPEN => open_op(di, AT_FDCWD, si as u32, s, io),
-        CREAT => open_op(di, AT_FDCWD, O_CREAT | O_WRONLY | O_TRUNC, s, io),
-        OPENAT => open_op(si, di as i32, dx as u32, s, io),
+    let at = |dirfd: u64, path: u64| Name::At(dirfd as i32, path);
+    let cwd = |path: u64| Name::At(AT_FDCWD, path);
+    let (kind, first, second, flags, size) = match nr {
+        OPEN => return open_exit(cwd(di), si as u32, s, io),
+        CREAT => return open_exit(cwd(di), O_CREAT | O_WRONLY | O_TRUNC, s, io),
+        OPENAT => return open_exit(at(di, si), dx as u32, s, io),
         OPENAT2 => {
             // struct open_how begins with the u64 flags.
             // SAFETY: probe read of user memory.
-            let flags = unsafe { bpf_probe_read_user(dx as *const u64) }.unwrap_or(0);
-            open_op(si, di as i32, flags as u32, s, io)
+            let flags = unsafe { aya_ebpf::helpers::bpf_probe_read_user(dx as *const u64) };
+            return open_exit(at(di, si), flags.unwrap_or(0) as u32, s, io);
         }
-        UNLINK => path_op(kind::UNLINK, (AT_FDCWD, di), None, 0, s, io),
-        UNLINKAT => path_op(kind::UNLINK, (di as i32, si), None, dx as u32, s, io),
-        RENAME => path_op(kind::RENAME, (AT_FDCWD, di), Some((AT_FDCWD, si)), 0, s, io),
-        RENAMEAT => path_op(
-            kind::RENAME,
-            (di as i32, si),
-            Some((dx as i32, r10)),
-            0,
-            s,
-            io,
-        ),
-        RENAMEAT2 => path_op(
-            kind::RENAME,
-            (di as i32, si),
-            Some((dx as i32, r10)),
-            r8 as u32,
-            s,
-            io,
-        ),
-        _ => {}
-    }
+        NEWFSTATAT => return stat_at(di, si, r10, s, io),
+        STATX => return stat_at(di, si, dx, s, io),
+        STAT => (kind::STAT, cwd(di), None, 0, 0),
+        LSTAT => (kind::STAT, cwd(di), None, AT_SYMLINK_NOFOLLOW, 0),
+        ACCESS => (kind::ACCESS, cwd(di), None, si, 0),
+        FACCESSAT | FACCESSAT2 => (kind::ACCESS, at(di, si), None, dx, 0),
+        MKDIR => (kind::MKDIR, cwd(di), None, si, 0),
+        MKDIRAT => (kind::MKDIR, at(di, si), None, dx, 0),
+        RMDIR => (kind::RMDIR, cwd(di), None, 0, 0),
+        TRUNCATE => (kind::TRUNCATE, cwd(di), None, 0, si),
+        UNLINK => (kind::UNLINK, cwd(di), None, 0, 0),
+        UNLINKAT if dx & AT_REMOVEDIR != 0 => (kind::RMDIR, at(di, si), None, dx, 0),
+        UNLINKAT => (kind::UNLINK, at(di, si), None, dx, 0),
+        RENAME => (kind::RENAME, cwd(di), Some(cwd(si)), 0, 0),
+        RENAMEAT => (kind::RENAME, at(di, si), Some(at(dx, r10)), 0, 0),
+        RENAMEAT2 => (kind::RENAME, at(di, si), Some(at(dx, r10)), r8, 0),
+        LINK => (kind::LINK, cwd(di), Some(cwd(si)), 0, 0),
+        LINKAT => (kind::LINK, at(di, si), Some(at(dx, r10)), r8, 0),
+        SYMLINK => (kind::SYMLINK, Name::Verbatim(di), Some(cwd(si)), 0, 0),
+        SYMLINKAT => (kind::SYMLINK, Name::Verbatim(di), Some(at(si, dx)), 0, 0),
+        _ => return,
+    };
+    let io = IoEvent {
+        kind,
+        flags: flags as u32,
+        size,
+        ino: 0,
+        dev: 0,
+        ..io
+    };
+    paths::record(&io, first, second, 0, &mut s.scratch)
 }
 
-fn open_op(path: u64, dirfd: i32, flags: u32, s: &mut Slot, mut io: IoEvent) {
-    if io.ret < 0 {
-        return;
+/// newfstatat / statx: a stat of a path, or with `AT_EMPTY_PATH` and an
+/// empty path, of the descriptor itself (what `fstat` does).
+fn stat_at(dirfd: u64, path: u64, flags: u64, s: &mut Slot, io: IoEvent) {
+    if flags & AT_EMPTY_PATH != 0 {
+        // SAFETY: probe read of user memory.
+        let first = unsafe { aya_ebpf::helpers::bpf_probe_read_user(path as *const u8) };
+        if first == Ok(0) {
+            let traced = kernel::tgid_traced((io.pid_tgid >> 32) as u32);
+            if learn_file(s, FSTAT, dirfd, traced, true) {
+                let io = IoEvent {
+                    ino: s.ino,
+                    dev: s.dev,
+                    ..io
+                };
+                fd_op(kind::STAT, dirfd, io);
+            }
+            return;
+        }
     }
-    let fd = io.ret as u64;
-    let traced = kernel::tgid_traced((io.pid_tgid >> 32) as u32);
-    let Some(file) = file_of(fd) else {
-        return;
+    let io = IoEvent {
+        kind: kind::STAT,
+        flags: flags as u32,
+        ino: 0,
+        dev: 0,
+        ..io
     };
-    let Some(w) = file_window(file, &mut s.scratch) else {
-        return;
-    };
-    let Some(id) = identity(w.inode, &mut s.scratch) else {
-        return;
-    };
-    slots::remember(s, fd, file, &id, traced);
-    // Directories are sent too: they name the start of later relative paths.
-    if !id.wanted() && !id.is_dir() {
-        return;
-    }
-    io.kind = kind::OPEN;
-    io.fd = fd as i32;
-    io.flags = flags;
-    io.ino = id.ino;
-    io.dev = id.dev;
-    let Some(mut entry) = records::reserve::<PathEvent>(io.kind) else {
-        return;
-    };
-    // SAFETY: the reserved record is written field by field, then submitted.
-    let ev = unsafe { &mut *entry.as_mut_ptr() };
-    ev.io = io;
-    ev.mode = id.mode;
-    ev.dir2_ino = 0;
-    ev.dir2_dev = 0;
-    ev.path2[0] = 0;
-    let (ino, dev, truncated) = read_path(path, dirfd, &mut ev.path, &mut s.scratch);
-    ev.dir_ino = ino;
-    ev.dir_dev = dev;
-    ev.truncated = truncated;
-    records::submit(entry);
+    paths::record(&io, Name::At(dirfd as i32, path), None, 0, &mut s.scratch)
 }
 
-fn path_op(
-    op: u32,
-    first: (i32, u64),
-    second: Option<(i32, u64)>,
-    flags: u32,
-    s: &mut Slot,
-    mut io: IoEvent,
-) {
-    io.kind = op;
-    io.flags = flags;
-    io.ino = 0;
-    io.dev = 0;
-    let Some(mut entry) = records::reserve::<PathEvent>(io.kind) else {
-        return;
+/// An open: the new descriptor's file is looked up (and cached for the
+/// calls that follow); a failed open is recorded with its error.
+fn open_exit(name: Name, flags: u32, s: &mut Slot, io: IoEvent) {
+    let mut io = IoEvent {
+        kind: kind::OPEN,
+        flags,
+        ino: 0,
+        dev: 0,
+        ..io
     };
-    // SAFETY: the reserved record is written field by field, then submitted.
-    let ev = unsafe { &mut *entry.as_mut_ptr() };
-    ev.io = io;
-    ev.mode = 0;
-    let (ino, dev, t1) = read_path(first.1, first.0, &mut ev.path, &mut s.scratch);
-    ev.dir_ino = ino;
-    ev.dir_dev = dev;
-    let (ino2, dev2, t2) = match second {
-        Some((dirfd, p)) => read_path(p, dirfd, &mut ev.path2, &mut s.scratch),
-        None => {
-            ev.path2[0] = 0;
-            (0, 0, 0)
+    let mut mode = 0;
+    if io.ret >= 0 {
+        let fd = io.ret as u64;
+        let traced = kernel::tgid_traced((io.pid_tgid >> 32) as u32);
+        let Some(file) = file_of(fd) else {
+            return;
+        };
+        let Some(w) = file_window(file, &mut s.scratch) else {
+            return;
+        };
+        let Some(id) = identity(w.inode, &mut s.scratch) else {
+            return;
+        };
+        slots::remember(s, fd, file, &id, traced);
+        // Directories are sent too: they name the start of later relative paths.
+        if !id.wanted() && !id.is_dir() {
+            return;
         }
-    };
-    ev.dir2_ino = ino2;
-    ev.dir2_dev = dev2;
-    ev.truncated = t1 | (t2 << 1);
-    records::submit(entry);
-}
-
-/// Copies a user path; returns the start directory (for a relative path) and
-/// whether the string was cut.
-fn read_path(
-    user: u64,
-    dirfd: i32,
-    buf: &mut [u8; PATH_LEN],
-    scratch: &mut kernel::Scratch,
-) -> (u64, u32, u32) {
-    // SAFETY: probe read of user memory into the reserved record.
-    let len = match unsafe { bpf_probe_read_user_str_bytes(user as *const u8, buf) } {
-        Ok(s) => s.len(),
-        Err(_) => {
-            buf[0] = 0;
-            return (0, 0, 0);
-        }
-    };
-    let truncated = (len + 1 >= PATH_LEN) as u32;
-    if buf[0] == b'/' {
-        return (0, 0, truncated);
+        io.fd = fd as i32;
+        io.ino = id.ino;
+        io.dev = id.dev;
+        mode = id.mode;
     }
-    let (ino, dev) = dir_of(dirfd, scratch);
-    (ino, dev, truncated)
+    paths::record(&io, name, None, mode, &mut s.scratch);
 }

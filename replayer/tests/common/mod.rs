@@ -170,6 +170,8 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
             flags,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         })
         .unwrap();
     }

@@ -89,6 +89,28 @@ impl Events {
         self.batch.column(idx::SPAN_NS).as_primitive()
     }
 
+    pub fn path2(&self) -> &StringArray {
+        self.batch.column(idx::PATH2).as_string()
+    }
+
+    pub fn path2_at(&self, row: usize) -> Option<&str> {
+        let p = self.path2();
+        p.is_valid(row).then(|| p.value(row))
+    }
+
+    pub fn via(&self) -> &DictionaryArray<Int32Type> {
+        self.batch.column(idx::VIA).as_dictionary()
+    }
+
+    /// Whether a row is an io_uring request (not a syscall).
+    pub fn via_io_uring(&self, row: usize) -> bool {
+        let via = self.via();
+        via.is_valid(row) && {
+            let names: &StringArray = via.values().as_string();
+            names.value(via.keys().value(row) as usize) == crate::format::schema::VIA_IO_URING
+        }
+    }
+
     /// How many calls a row stands for: at least 1 (a projection that left
     /// the column out reads as nulls, which mean 1).
     pub fn calls_at(&self, row: usize) -> i64 {

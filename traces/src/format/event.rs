@@ -33,6 +33,10 @@ pub struct EventRow<'a> {
     pub calls: i64,
     /// A run's span; `None` for a single call (it equals `dur_ns`).
     pub span_ns: Option<i64>,
+    /// The second path of a rename, link or symlink.
+    pub path2: Option<&'a str>,
+    /// `Some("io_uring")` for an io_uring request; `None` for a syscall.
+    pub via: Option<&'a str>,
 }
 
 impl EventRow<'_> {
@@ -56,6 +60,8 @@ impl EventRow<'_> {
             flags: None,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         }
     }
 }
@@ -78,6 +84,8 @@ pub struct EventBatchBuilder {
     flags: Int32Builder,
     calls: Int64Builder,
     span_ns: Int64Builder,
+    path2: StringBuilder,
+    via: StringDictionaryBuilder<Int32Type>,
     rows: usize,
     sorted: bool,
     last_ts: i64,
@@ -102,6 +110,8 @@ impl EventBatchBuilder {
             flags: Int32Builder::with_capacity(rows),
             calls: Int64Builder::with_capacity(rows),
             span_ns: Int64Builder::with_capacity(rows),
+            path2: StringBuilder::new(),
+            via: StringDictionaryBuilder::new(),
             rows: 0,
             sorted: true,
             last_ts: i64::MIN,
@@ -126,6 +136,8 @@ impl EventBatchBuilder {
         self.calls.append_value(e.calls.max(1));
         self.span_ns
             .append_option(e.span_ns.filter(|s| e.calls > 1 || *s != e.dur_ns));
+        self.path2.append_option(e.path2);
+        self.via.append_option(e.via);
         self.rows += 1;
         self.sorted &= e.ts_ns >= self.last_ts;
         self.last_ts = e.ts_ns;
@@ -163,6 +175,8 @@ impl EventBatchBuilder {
             Arc::new(self.flags.finish()),
             Arc::new(self.calls.finish()),
             Arc::new(self.span_ns.finish()),
+            Arc::new(self.path2.finish()),
+            Arc::new(self.via.finish()),
         ];
         self.rows = 0;
         self.sorted = true;

@@ -41,6 +41,15 @@ pub const COL_CALLS: &str = "calls";
 /// From the first call's start to the last call's end; null when it equals
 /// `dur_ns` (every single call).
 pub const COL_SPAN_NS: &str = "span_ns";
+/// A call's second path (added in tool version 0.2; absent means none): the
+/// new name of a `rename` or `link`, the link itself of a `symlink` (whose
+/// `path` is then its target, as written).
+pub const COL_PATH2: &str = "path2";
+/// How a call was made (added in tool version 0.2): null for a syscall,
+/// `io_uring` for an io_uring request (whose `ts` is its submission and
+/// `dur_ns` the time to its completion).
+pub const COL_VIA: &str = "via";
+pub const VIA_IO_URING: &str = "io_uring";
 
 /// Columns every trace must have, in schema order.
 pub const REQUIRED_COLUMNS: [&str; 14] = [
@@ -50,8 +59,8 @@ pub const REQUIRED_COLUMNS: [&str; 14] = [
 
 /// Every column of the canonical schema, in order: the required ones, then
 /// those added later, which a trace may lack (readers fill them in: `calls`
-/// with 1, `span_ns` with nulls).
-pub const COLUMNS: [&str; 16] = [
+/// with 1, `span_ns`, `path2` and `via` with nulls).
+pub const COLUMNS: [&str; 18] = [
     COL_TS,
     COL_DUR_NS,
     COL_HOST,
@@ -68,6 +77,8 @@ pub const COLUMNS: [&str; 16] = [
     COL_FLAGS,
     COL_CALLS,
     COL_SPAN_NS,
+    COL_PATH2,
+    COL_VIA,
 ];
 
 /// Position of each column in [`trace_schema`].
@@ -88,6 +99,8 @@ pub mod idx {
     pub const FLAGS: usize = 13;
     pub const CALLS: usize = 14;
     pub const SPAN_NS: usize = 15;
+    pub const PATH2: usize = 16;
+    pub const VIA: usize = 17;
 }
 
 pub fn ts_type() -> DataType {
@@ -128,6 +141,8 @@ fn build_schema() -> Schema {
         Field::new(COL_FLAGS, DataType::Int32, true),
         Field::new(COL_CALLS, DataType::Int64, false),
         Field::new(COL_SPAN_NS, DataType::Int64, true),
+        Field::new(COL_PATH2, DataType::Utf8, true),
+        Field::new(COL_VIA, dict_type(), true),
     ])
 }
 
@@ -149,12 +164,24 @@ pub enum Op {
     Mmap,
     /// Page-cache fill under an mmap: `offset`/`size` are the file range faulted in.
     Fault,
+    /// stat, lstat, fstat, newfstatat, statx (a path, or a descriptor's file).
+    Stat,
+    /// access, faccessat, faccessat2.
+    Access,
+    Mkdir,
+    Rmdir,
+    /// A directory listing (getdents64): `size` is the buffer, `ret` the bytes returned.
+    Getdents,
+    /// A hard link: `path` the existing name, `path2` the new one.
+    Link,
+    /// A symbolic link: `path` its target as written, `path2` the link.
+    Symlink,
     /// An op name this version does not know (kept by readers, counted as-is).
     Other,
 }
 
 impl Op {
-    pub const ALL: [Op; 13] = [
+    pub const ALL: [Op; 20] = [
         Op::Open,
         Op::Close,
         Op::Read,
@@ -167,6 +194,13 @@ impl Op {
         Op::Rename,
         Op::Mmap,
         Op::Fault,
+        Op::Stat,
+        Op::Access,
+        Op::Mkdir,
+        Op::Rmdir,
+        Op::Getdents,
+        Op::Link,
+        Op::Symlink,
         Op::Other,
     ];
 
@@ -184,6 +218,13 @@ impl Op {
             Op::Rename => "rename",
             Op::Mmap => "mmap",
             Op::Fault => "fault",
+            Op::Stat => "stat",
+            Op::Access => "access",
+            Op::Mkdir => "mkdir",
+            Op::Rmdir => "rmdir",
+            Op::Getdents => "getdents",
+            Op::Link => "link",
+            Op::Symlink => "symlink",
             Op::Other => "other",
         }
     }
@@ -204,6 +245,25 @@ impl Op {
 
     pub fn is_write_data(self) -> bool {
         matches!(self, Op::Write)
+    }
+
+    /// Calls that work on the name space rather than on data: what a file
+    /// system's metadata server serves.
+    pub fn is_metadata(self) -> bool {
+        matches!(
+            self,
+            Op::Open
+                | Op::Close
+                | Op::Stat
+                | Op::Access
+                | Op::Mkdir
+                | Op::Rmdir
+                | Op::Getdents
+                | Op::Unlink
+                | Op::Rename
+                | Op::Link
+                | Op::Symlink
+        )
     }
 }
 

@@ -192,6 +192,8 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
             flags: None,
             calls: 1,
             span_ns: None,
+            path2: None,
+            via: None,
         }
     });
     write_imported(out, opts.segment_rows, "fio-iolog", input, rows)

@@ -96,6 +96,21 @@ fn errno(name: &str) -> i64 {
         "EROFS" => libc::EROFS,
         "ENAMETOOLONG" => libc::ENAMETOOLONG,
         "ELOOP" => libc::ELOOP,
+        "ENOTEMPTY" => libc::ENOTEMPTY,
+        "EXDEV" => libc::EXDEV,
+        "EMLINK" => libc::EMLINK,
+        "EMFILE" => libc::EMFILE,
+        "ENFILE" => libc::ENFILE,
+        "EFBIG" => libc::EFBIG,
+        "EDQUOT" => libc::EDQUOT,
+        "ENODEV" => libc::ENODEV,
+        "ENXIO" => libc::ENXIO,
+        "EBUSY" => libc::EBUSY,
+        "ETXTBSY" => libc::ETXTBSY,
+        "ENOTSUP" | "EOPNOTSUPP" => libc::EOPNOTSUPP,
+        "ESTALE" => libc::ESTALE,
+        "ENODATA" => libc::ENODATA,
+        "EOVERFLOW" => libc::EOVERFLOW,
         _ => 1,
     };
     -(n as i64)
@@ -313,6 +328,8 @@ struct Row {
     pid: i32,
     op: Op,
     path: String,
+    /// A rename's or link's new name, a symlink's link.
+    path2: Option<String>,
     fd: Option<i32>,
     offset: Option<i64>,
     size: Option<i64>,
@@ -328,6 +345,7 @@ fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
         pid: c.pid,
         op,
         path: path.to_string(),
+        path2: None,
         fd,
         offset,
         size,
@@ -434,22 +452,84 @@ fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
                 .flatten();
             regular(&path).then(|| row(op, &path, Some(fd), None, size, None))
         }
-        "truncate" | "unlink" | "unlinkat" | "rename" | "renameat" | "renameat2" => {
-            let i = if c.name.ends_with("at") || c.name == "renameat2" {
-                1
+        "truncate" => {
+            let path = string_arg(a.first()?)?;
+            let size = a.get(1).and_then(|s| s.parse().ok());
+            regular(path).then(|| row(Op::Truncate, path, None, None, size, None))
+        }
+        "fstat" => {
+            let (fd, path) = fd_path(t, 0)?;
+            regular(&path).then(|| row(Op::Stat, &path, Some(fd), None, None, None))
+        }
+        "getdents64" | "getdents" => {
+            let (fd, path) = fd_path(t, 0)?;
+            let size = a.get(2).and_then(|s| s.parse().ok());
+            regular(&path).then(|| row(Op::Getdents, &path, Some(fd), None, size, None))
+        }
+        // Calls that name paths: (op, argument of the path and of its
+        // directory descriptor, of the second path and its descriptor).
+        "stat" | "lstat" | "newfstatat" | "statx" | "access" | "faccessat" | "faccessat2"
+        | "mkdir" | "mkdirat" | "rmdir" | "unlink" | "unlinkat" | "rename" | "renameat"
+        | "renameat2" | "link" | "linkat" | "symlink" | "symlinkat" => {
+            let (op, first, second) = match c.name {
+                "stat" | "lstat" => (Op::Stat, (None, 0), None),
+                "newfstatat" | "statx" => (Op::Stat, (Some(0), 1), None),
+                "access" => (Op::Access, (None, 0), None),
+                "faccessat" | "faccessat2" => (Op::Access, (Some(0), 1), None),
+                "mkdir" => (Op::Mkdir, (None, 0), None),
+                "mkdirat" => (Op::Mkdir, (Some(0), 1), None),
+                "rmdir" => (Op::Rmdir, (None, 0), None),
+                "unlink" => (Op::Unlink, (None, 0), None),
+                "unlinkat" if a.get(2).is_some_and(|f| f.contains("AT_REMOVEDIR")) => {
+                    (Op::Rmdir, (Some(0), 1), None)
+                }
+                "unlinkat" => (Op::Unlink, (Some(0), 1), None),
+                "rename" => (Op::Rename, (None, 0), Some((None, 1))),
+                "link" => (Op::Link, (None, 0), Some((None, 1))),
+                "renameat" | "renameat2" => (Op::Rename, (Some(0), 1), Some((Some(2), 3))),
+                "linkat" => (Op::Link, (Some(0), 1), Some((Some(2), 3))),
+                // A symlink's target is a string, kept as written.
+                "symlink" => (Op::Symlink, (Some(usize::MAX), 0), Some((None, 1))),
+                _ => (Op::Symlink, (Some(usize::MAX), 0), Some((Some(1), 2))),
+            };
+            let name = |(dirfd, i): (Option<usize>, usize)| -> Option<String> {
+                let raw = string_arg(a.get(i)?)?;
+                if dirfd == Some(usize::MAX) || raw.starts_with('/') {
+                    return Some(raw.to_string());
+                }
+                // Relative to a descriptor (`3</dir>` with -y), or to the
+                // working directory, which strace does not show.
+                match dirfd.and_then(|d| fd_arg(a.get(d)?)) {
+                    Some((_, Some(dir))) if raw.is_empty() => Some(dir.to_string()),
+                    Some((_, Some(dir))) => Some(format!("{}/{raw}", dir.trim_end_matches('/'))),
+                    _ => Some(raw.to_string()),
+                }
+            };
+            let path = name(first)?;
+            let path2 = match second {
+                Some(n) => Some(name(n)?),
+                None => None,
+            };
+            // A symlink is judged by the link, not by its target.
+            let judged = if op == Op::Symlink {
+                path2.as_deref()?
             } else {
-                0
+                &path
             };
-            let path = string_arg(a.get(i)?)?;
-            let op = match c.name {
-                "truncate" => Op::Truncate,
-                n if n.starts_with("unlink") => Op::Unlink,
-                _ => Op::Rename,
-            };
-            let size = (op == Op::Truncate)
-                .then(|| a.get(1).and_then(|s| s.parse().ok()))
-                .flatten();
-            regular(path).then(|| row(op, path, None, None, size, None))
+            if !regular(judged) {
+                return None;
+            }
+            let fd = (c.name == "newfstatat" || c.name == "statx")
+                .then(|| {
+                    string_arg(a.get(1)?)
+                        .filter(|p| p.is_empty())
+                        .and(fd_arg(a.first()?))
+                })
+                .flatten()
+                .map(|(fd, _)| fd);
+            let mut r = row(op, &path, fd, None, None, None);
+            r.path2 = path2;
+            Some(r)
         }
         "mmap" => {
             let (fd, path) = fd_path(t, 4)?;
@@ -551,6 +631,8 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         flags: r.flags,
         calls: 1,
         span_ns: None,
+        path2: r.path2.as_deref(),
+        via: None,
     });
     write_imported(out, opts.segment_rows, "strace", input, events)
 }

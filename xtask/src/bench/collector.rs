@@ -253,7 +253,7 @@ fn dd_and_size(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
         ctx.line(
             "collector-size",
             format!(
-                "{what}: {} rows for {} calls: trace {:.2} bytes/row, {:.3} bytes/call; gzip'd JSON lines of the same rows {:.2} bytes/row ({:.1}x larger)",
+                "{what}: {} rows for {} calls: trace {:.2} bytes/row, {:.3} bytes/call; the same rows as gzip'd JSON lines {:.2} bytes/row ({:.1}x the trace)",
                 m.events,
                 m.calls,
                 bytes / rows,

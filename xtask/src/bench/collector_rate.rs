@@ -59,12 +59,16 @@ pub fn run(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
                 "collector-rate",
                 format!(
                     "pread 512 B, {pattern} offsets, {threads} thread(s): {rate:.0} calls/s issued; {captured} calls captured in {} rows, {} lost ({:.2}%, counted); \
-                     collector CPU at steady state {:.2} us per call, {:.2} us per row; RSS {rss_mib} MiB",
+                     collector CPU at steady state {:.3} us per call, {} per row; RSS {rss_mib} MiB",
                     m.events,
                     m.dropped_events,
                     100.0 * m.dropped_events as f64 / (issued.max(1) as f64),
                     cpu.max(0.0) / captured.max(1) as f64 * 1e6,
-                    cpu.max(0.0) / m.events.max(1) as f64 * 1e6,
+                    if m.events >= 10_000 {
+                        format!("{:.3} us", cpu.max(0.0) / m.events as f64 * 1e6)
+                    } else {
+                        "(too few rows to tell)".to_string()
+                    },
                 ),
             );
         }

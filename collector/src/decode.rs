@@ -1,0 +1,306 @@
+//! Kernel records become trace rows: each record's file or path names are
+//! resolved to absolute paths, its process to a rank, its thread to a name,
+//! and the row joins the reorder window (see `rows`).
+//!
+//! Records on the I/O ring are told apart by size: an [`IoEvent`] (a call on
+//! a descriptor, or a run of them), a [`NameEvent`] (a thread's name), or a
+//! [`PathEvent`] header followed by its path strings.
+
+use std::rc::Rc;
+
+use iorepro_common::{
+    kind, proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, IO_EVENT_SIZE,
+    NAME_EVENT_SIZE, PATH_EVENT_SIZE, RET_PENDING, VIA_IO_URING,
+};
+use iorepro_traces::{Op, TraceError, TraceWriter};
+use rustc_hash::FxHashMap;
+
+use crate::error::CollectResult;
+use crate::files::{user_dev, FileTable};
+use crate::probes::Probes;
+use crate::procs::{self, ProcTable};
+use crate::rows::{op_of, Reorder, Row};
+
+/// Everything needed to turn records into rows.
+pub struct Decoder {
+    pub files: FileTable,
+    pub procs: ProcTable,
+    /// Thread names by tid, as the kernel side reports them.
+    pub names: FxHashMap<u32, [u8; COMM_LEN]>,
+    /// Whether rows of a path are kept, by the address of the path's
+    /// interned string (held here, so the address cannot be reused).
+    kept_paths: FxHashMap<*const u8, (Rc<str>, bool)>,
+    rows: Reorder,
+    prefixes: Vec<String>,
+    all_files: bool,
+    /// Wall clock minus the kernel's monotonic clock.
+    pub wall_offset_ns: i64,
+    /// io_uring opens and statx sent at submission, waiting for their
+    /// result, by request (see the kernel side's `uring`).
+    pending: FxHashMap<i64, (PathEvent, Rc<str>)>,
+}
+
+/// A path record: its header and its two path strings.
+struct Named {
+    header: PathEvent,
+    path: String,
+    path2: String,
+}
+
+impl Named {
+    fn parse(item: &[u8]) -> Option<Named> {
+        if item.len() < PATH_EVENT_SIZE {
+            return None;
+        }
+        // SAFETY: the kernel wrote a PathEvent header at the start.
+        let header: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+        let rest = &item[PATH_EVENT_SIZE..];
+        let (l1, l2) = (header.path_len as usize, header.path2_len as usize);
+        let path = rest.get(..l1)?;
+        let path2 = rest.get(l1..l1 + l2)?;
+        // Linux names are bytes; the trace's paths are UTF-8 strings.
+        Some(Named {
+            header,
+            path: String::from_utf8_lossy(path).into_owned(),
+            path2: String::from_utf8_lossy(path2).into_owned(),
+        })
+    }
+}
+
+impl Decoder {
+    pub fn new(host: String, prefixes: Vec<String>, all_files: bool, wall_offset_ns: i64) -> Self {
+        Decoder {
+            files: FileTable::default(),
+            procs: ProcTable::default(),
+            names: FxHashMap::default(),
+            kept_paths: FxHashMap::default(),
+            rows: Reorder::new(host),
+            prefixes,
+            all_files,
+            wall_offset_ns,
+            pending: FxHashMap::default(),
+        }
+    }
+
+    /// Hands the rows the watermark has passed to the writer.
+    pub fn release(
+        &mut self,
+        watermark: Option<i64>,
+        writer: &mut TraceWriter,
+    ) -> Result<usize, TraceError> {
+        let names = &self.names;
+        let comm = |tid: i32| names.get(&(tid as u32)).copied().unwrap_or([0; COMM_LEN]);
+        self.rows.release(watermark, comm, writer)
+    }
+
+    /// A process found already running (in an attached tree or cgroup).
+    pub fn adopt(&mut self, tgid: u32) {
+        let parent = procs::parent_of(tgid).and_then(|p| self.procs.rank(p));
+        self.procs.adopt(tgid, parent);
+        self.files.scan_process(tgid);
+    }
+
+    /// Reads everything the kernel has handed over; process records first, so
+    /// a child's rank is known before its I/O.
+    pub fn drain(&mut self, probes: &mut Probes) -> CollectResult<usize> {
+        let mut forked = Vec::new();
+        let mut n = probes.proc_events.drain(|item| {
+            if item.len() >= std::mem::size_of::<ProcEvent>() {
+                // SAFETY: the kernel wrote a ProcEvent of this size.
+                let ev: ProcEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                if ev.kind == proc_kind::FORK {
+                    forked.push(ev.tgid);
+                }
+                self.on_proc(&ev);
+            }
+        });
+        for tgid in forked {
+            probes.forked(tgid);
+        }
+        n += probes.events.drain(|item| match item.len() {
+            IO_EVENT_SIZE => {
+                // SAFETY: the kernel wrote an IoEvent of this size.
+                let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.on_io(&ev);
+            }
+            NAME_EVENT_SIZE => {
+                // SAFETY: the kernel wrote a NameEvent of this size.
+                let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                self.names.insert(ev.pid_tgid as u32, ev.comm);
+            }
+            _ => {
+                if let Some(named) = Named::parse(item) {
+                    self.on_named(named);
+                }
+            }
+        });
+        Ok(n)
+    }
+
+    fn on_proc(&mut self, ev: &ProcEvent) {
+        match ev.kind {
+            proc_kind::FORK => self.procs.on_fork(ev.tgid, ev.parent_tgid),
+            proc_kind::EXEC => {
+                self.procs.on_exec(ev.tgid);
+                self.files.learn_exe(ev.tgid);
+            }
+            proc_kind::JOIN => self.adopt(ev.tgid),
+            // Ranks are kept: the process's last records may still be queued.
+            _ => {}
+        }
+    }
+
+    /// A call on a descriptor (or a run of them, or a page-cache fill).
+    pub fn on_io(&mut self, ev: &IoEvent) {
+        let Some(op) = op_of(ev.kind) else { return };
+        if ev.via == VIA_IO_URING && matches!(op, Op::Open | Op::Stat) {
+            return self.on_uring_result(ev, op);
+        }
+        let tgid = (ev.pid_tgid >> 32) as u32;
+        let key = (user_dev(ev.dev), ev.ino);
+        let path = self
+            .files
+            .path_of(key, tgid, if op == Op::Fault { -1 } else { ev.fd });
+        self.keep(ev, op, path);
+    }
+
+    /// The result of an io_uring open or statx whose path came at submission.
+    fn on_uring_result(&mut self, ev: &IoEvent, op: Op) {
+        let Some((header, path)) = self.pending.remove(&ev.offset) else {
+            return;
+        };
+        let path = if op == Op::Open && ev.ret >= 0 && ev.ino != 0 {
+            self.files.learn((user_dev(ev.dev), ev.ino), &path)
+        } else {
+            path
+        };
+        if !self.decide(&path) {
+            return;
+        }
+        let io = IoEvent {
+            ret: ev.ret,
+            dur_ns: ev.dur_ns,
+            span_ns: ev.dur_ns,
+            fd: ev.fd,
+            ino: ev.ino,
+            dev: ev.dev,
+            ..header.io
+        };
+        let rank = self.procs.rank((io.pid_tgid >> 32) as u32);
+        self.rows.push(Row::from_event(
+            &io,
+            op,
+            rank,
+            Some(path),
+            self.wall_offset_ns,
+        ));
+    }
+
+    fn on_named(&mut self, named: Named) {
+        let ev = &named.header;
+        let Some(op) = op_of(ev.io.kind) else { return };
+        let tgid = (ev.io.pid_tgid >> 32) as u32;
+        let resolve = |files: &mut FileTable, raw: &str, relative: bool, dir: (u32, u64)| {
+            if relative {
+                files.resolve(raw, (user_dev(dir.0), dir.1), tgid)
+            } else {
+                raw.to_string()
+            }
+        };
+        let path = resolve(
+            &mut self.files,
+            &named.path,
+            ev.relative & 1 != 0,
+            (ev.dir_dev, ev.dir_ino),
+        );
+        let path2 = (op_has_second_path(ev.io.kind)).then(|| {
+            resolve(
+                &mut self.files,
+                &named.path2,
+                ev.relative & 2 != 0,
+                (ev.dir2_dev, ev.dir2_ino),
+            )
+        });
+        if ev.io.ret == RET_PENDING {
+            // An io_uring request: its result comes at completion.
+            self.pending
+                .insert(ev.io.offset, (*ev, Rc::from(path.as_str())));
+            return;
+        }
+        let path: Rc<str> = match op {
+            Op::Open if ev.io.ret >= 0 => {
+                let key = (user_dev(ev.io.dev), ev.io.ino);
+                let p = self.files.learn(key, &path);
+                // Directories are only remembered, as starts of relative paths.
+                const S_IFMT: u32 = 0o170000;
+                const S_IFDIR: u32 = 0o040000;
+                if ev.mode & S_IFMT == S_IFDIR {
+                    return;
+                }
+                p
+            }
+            Op::Rename if ev.io.ret == 0 => {
+                if let Some(to) = &path2 {
+                    self.files.rename(&path, to);
+                }
+                path.into()
+            }
+            _ => path.into(),
+        };
+        // A symlink's target is only a string: the link itself decides.
+        // (Paths named by calls are not interned, so not cached either.)
+        let decides = match (op, &path2) {
+            (Op::Symlink, Some(link)) => link.as_str(),
+            _ => &*path,
+        };
+        if !self.decide(decides) {
+            return;
+        }
+        let rank = self.procs.rank(tgid);
+        let mut row = Row::from_event(&ev.io, op, rank, Some(path), self.wall_offset_ns);
+        row.path2 = path2.map(Rc::from);
+        self.rows.push(row);
+    }
+
+    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<Rc<str>>) {
+        if !self.wanted(path.as_ref()) {
+            return;
+        }
+        let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
+        self.rows
+            .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
+    }
+
+    /// Whether rows of an open file's path are kept; decided once per path
+    /// (the file table interns the paths of open files, so the rows of one
+    /// file share one string).
+    fn wanted(&mut self, path: Option<&Rc<str>>) -> bool {
+        let Some(p) = path else {
+            return self.prefixes.is_empty();
+        };
+        if let Some((_, kept)) = self.kept_paths.get(&p.as_ptr()) {
+            return *kept;
+        }
+        let kept = self.decide(p);
+        self.kept_paths.insert(p.as_ptr(), (p.clone(), kept));
+        kept
+    }
+
+    /// Regular files outside the kernel's pseudo file systems, under a prefix if given.
+    fn decide(&self, p: &str) -> bool {
+        if !self.all_files && ["/proc", "/sys", "/dev"].iter().any(|d| under(p, d)) {
+            return false;
+        }
+        self.prefixes.is_empty() || self.prefixes.iter().any(|d| under(p, d))
+    }
+}
+
+fn op_has_second_path(k: u32) -> bool {
+    matches!(k, kind::RENAME | kind::LINK | kind::SYMLINK)
+}
+
+/// `path` is `dir` or inside it.
+fn under(path: &str, dir: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')) || dir.is_empty()
+}
