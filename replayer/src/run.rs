@@ -323,7 +323,10 @@ fn replay(
     drop(shared);
     // Ranks report the failed calls; this says why they failed, once. A target
     // unmounted under a running replay fails no call at all, only this check.
-    let vanished = conf.vanished().map(|why| {
+    // Calls that failed may be the first sign of a target being removed; a
+    // removal under way finishes within moments, so look again briefly.
+    let calls_failed = results.iter().any(|r| !r.errors.is_empty());
+    let vanished = settled_vanished(&conf, calls_failed).map(|why| {
         format!(
             "target {} vanished during the replay: {why}",
             opts.target.display()
@@ -398,4 +401,16 @@ fn replay(
             _rendezvous: rendezvous,
         },
     })
+}
+
+/// Whether the target vanished; after failed calls, asked again for up to a
+/// second, so a target whose removal was still under way is named as such.
+fn settled_vanished(conf: &crate::confine::Confined, calls_failed: bool) -> Option<String> {
+    let mut why = conf.vanished();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while why.is_none() && calls_failed && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        why = conf.vanished();
+    }
+    why
 }
