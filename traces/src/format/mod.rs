@@ -3,7 +3,8 @@
 //! into rotating, always-complete segments and keeps the [`manifest`] current;
 //! [`reader`] streams them back in time order, accepting traces written by
 //! other tools and normalising them to the canonical schema, which [`columns`]
-//! then exposes as typed columns. [`segment_file`] holds the reader's defences
+//! then exposes as typed columns; [`scan`] reads the row groups of a trace in
+//! parallel for analyses that merge partial results. [`segment_file`] holds the reader's defences
 //! against hostile segment files, and [`private_file`] creates the files a
 //! trace is made of with owner-and-group permissions.
 
@@ -12,6 +13,7 @@ pub mod event;
 pub mod manifest;
 pub mod private_file;
 pub mod reader;
+pub mod scan;
 pub mod schema;
 pub(crate) mod segment_file;
 pub mod writer;

@@ -43,6 +43,8 @@ pub struct SegmentInfo {
     pub rows: u64,
     /// `ts` range from Parquet statistics, in the file's own unit, when present.
     pub ts_range: Option<(i64, i64)>,
+    /// The same range in nanoseconds.
+    pub ts_ns_range: Option<(i64, i64)>,
 }
 
 impl TraceReader {
@@ -107,6 +109,20 @@ impl TraceReader {
 
     pub fn segments(&self) -> &[SegmentInfo] {
         &self.segments
+    }
+
+    /// First and last `ts` (Unix ns) according to the segment footers, when
+    /// every segment has statistics.
+    pub fn ts_span_ns(&self) -> Option<(i64, i64)> {
+        self.segments
+            .iter()
+            .try_fold((i64::MAX, i64::MIN), |(lo, hi), s| {
+                s.ts_ns_range
+                    .filter(|_| s.rows > 0)
+                    .map(|(a, b)| (lo.min(a), hi.max(b)))
+                    .or((s.rows == 0).then_some((lo, hi)))
+            })
+            .filter(|(lo, hi)| lo <= hi)
     }
 
     /// Total rows according to the segment footers.
@@ -195,20 +211,33 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
         }
     }
     let rows = meta.file_metadata().num_rows().max(0) as u64;
+    let ts_range = if have_stats {
+        range.or(Some((0, 0)))
+    } else {
+        None
+    };
+    let ns_per_unit = match builder
+        .schema()
+        .field_with_name(COL_TS)
+        .map(|f| f.data_type())
+    {
+        Ok(DataType::Timestamp(TimeUnit::Second, _)) => 1_000_000_000,
+        Ok(DataType::Timestamp(TimeUnit::Millisecond, _)) => 1_000_000,
+        Ok(DataType::Timestamp(TimeUnit::Microsecond, _)) => 1_000,
+        _ => 1,
+    };
     Ok(SegmentInfo {
         path: path.to_path_buf(),
         rows,
-        ts_range: if have_stats {
-            range.or(Some((0, 0)))
-        } else {
-            None
-        },
+        ts_range,
+        ts_ns_range: ts_range
+            .map(|(a, b)| (a.saturating_mul(ns_per_unit), b.saturating_mul(ns_per_unit))),
     })
 }
 
 /// For each canonical column, where it is in the file and what it must be cast
 /// from; errors name the column and the problem.
-fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<usize>> {
+pub(crate) fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<usize>> {
     let canon = trace_schema();
     let mut positions = Vec::with_capacity(COLUMNS.len());
     for field in canon.fields() {
@@ -264,10 +293,6 @@ fn normalise(
     projection: Option<&[usize]>,
 ) -> TraceResult<RecordBatch> {
     let canon = trace_schema();
-    let opts = CastOptions {
-        safe: false,
-        ..Default::default()
-    };
     let n = batch.num_rows();
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(COLUMNS.len());
     let mut fields: Vec<Field> = Vec::with_capacity(COLUMNS.len());
@@ -282,34 +307,7 @@ fn normalise(
         let src = batch.column_by_name(name).ok_or_else(|| {
             TraceError::column(path, name, "missing (required by trace format v1)")
         })?;
-        let arr = if src.data_type() == field.data_type() {
-            src.clone()
-        } else {
-            let src = match (src.data_type(), field.data_type()) {
-                // A timestamp without a zone (pandas' default) is taken as UTC:
-                // scale it to nanoseconds and reinterpret it as Int64, because a
-                // cast from zoneless to "UTC" would look the zone name up.
-                // Int64 is nanoseconds already and reinterprets directly; a
-                // timestamp in another zone or unit is the same instant.
-                (DataType::Timestamp(_, None), DataType::Timestamp(..)) => {
-                    cast_with_options(src, &DataType::Timestamp(TimeUnit::Nanosecond, None), &opts)
-                        .and_then(|a| cast_with_options(&a, &DataType::Int64, &opts))
-                        .map_err(|e| {
-                            TraceError::column(path, name, format!("cannot convert: {e}"))
-                        })?
-                }
-                _ => src.clone(),
-            };
-            cast_with_options(&src, field.data_type(), &opts)
-                .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
-        };
-        if !field.is_nullable() && arr.null_count() > 0 {
-            return Err(TraceError::column(
-                path,
-                name,
-                "has null values but is required",
-            ));
-        }
+        let arr = normalise_column(path, field, src)?;
         cols.push(arr);
         fields.push(
             field
@@ -324,6 +322,47 @@ fn normalise(
         canon
     };
     RecordBatch::try_new(schema, cols).map_err(|e| TraceError::invalid(path, e.to_string()))
+}
+
+/// One column cast to its canonical type (`field`); errors name the column.
+/// Nulls in a required column are an error.
+pub(crate) fn normalise_column(
+    path: &Path,
+    field: &Field,
+    src: &ArrayRef,
+) -> TraceResult<ArrayRef> {
+    let name = field.name();
+    let opts = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let arr = if src.data_type() == field.data_type() {
+        src.clone()
+    } else {
+        let src = match (src.data_type(), field.data_type()) {
+            // A timestamp without a zone (pandas' default) is taken as UTC:
+            // scale it to nanoseconds and reinterpret it as Int64, because a
+            // cast from zoneless to "UTC" would look the zone name up.
+            // Int64 is nanoseconds already and reinterprets directly; a
+            // timestamp in another zone or unit is the same instant.
+            (DataType::Timestamp(_, None), DataType::Timestamp(..)) => {
+                cast_with_options(src, &DataType::Timestamp(TimeUnit::Nanosecond, None), &opts)
+                    .and_then(|a| cast_with_options(&a, &DataType::Int64, &opts))
+                    .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
+            }
+            _ => src.clone(),
+        };
+        cast_with_options(&src, field.data_type(), &opts)
+            .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
+    };
+    if !field.is_nullable() && arr.null_count() > 0 {
+        return Err(TraceError::column(
+            path,
+            name,
+            "has null values but is required",
+        ));
+    }
+    Ok(arr)
 }
 
 /// Batches of one segment, normalised.
