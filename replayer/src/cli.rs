@@ -8,10 +8,10 @@ use clap::Parser;
 
 use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
-use crate::phases::PhaseKind;
 use crate::prepare::PrepareMode;
 use crate::run::Options;
 use crate::timing::Timing;
+use iorepro_traces::analysis::phases::PhaseKind;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -16,7 +16,6 @@ use iorepro_traces::Op;
 use crate::confine::Confined;
 use crate::engine::{new_engine, AlignedBuf, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
-use crate::phases::{Phase, PhaseKind};
 use crate::plan::{PlannedOp, NO_PATH};
 use crate::record::Recorder;
 use crate::remap::{remap, RankMap};
@@ -24,6 +23,7 @@ use crate::rendezvous::Rendezvous;
 use crate::stats::{OpStats, PhaseStats, RankResult};
 use crate::survey::Survey;
 use crate::timing::{Schedule, Timing};
+use iorepro_traces::analysis::phases::{Phase, PhaseKind};
 
 /// What all local ranks share.
 pub struct Shared {
@@ -52,7 +52,7 @@ impl Shared {
             .iter()
             .zip(&self.phase_selected)
             .find(|(_, &on)| on)
-            .map_or(self.survey.start_ns, |(p, _)| p.start_ns)
+            .map_or(self.survey.start_ns, |(p, _)| p.start_unix_ns)
     }
 }
 

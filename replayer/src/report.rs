@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::phases::PhaseKind;
 use crate::prepare::PrepareStats;
 use crate::stats::{OpStats, RankResult};
 use crate::survey::Survey;
+use iorepro_traces::analysis::phases::PhaseKind;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -168,7 +168,7 @@ impl Report {
                 PhaseReport {
                     kind: p.kind,
                     duration_s,
-                    trace_duration_s: secs((p.end_ns - p.start_ns).max(0) as u64),
+                    trace_duration_s: secs((p.end_unix_ns - p.start_unix_ns).max(0) as u64),
                     read_bytes,
                     write_bytes,
                     gib_s: per_s((read_bytes + write_bytes) as f64 / GIB, duration_s),

@@ -13,7 +13,8 @@ use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
 use crate::execute::{Shared, Worker};
 use crate::launcher::{self, LaunchedRank};
-use crate::phases::{PhaseKind, WriteBurstDetector};
+use iorepro_traces::analysis::phases::PhaseKind;
+
 use crate::plan::{dispatch, CHANNEL_CHUNKS};
 use crate::prepare::{self, PrepareMode, PrepareStats};
 use crate::record;
@@ -130,10 +131,7 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
         prepare::check_can_drop_caches()?;
     }
     let launched = launcher::detect()?;
-    let survey = Arc::new(Survey::run(
-        &opts.trace,
-        &mut WriteBurstDetector::default(),
-    )?);
+    let survey = Arc::new(Survey::run(&opts.trace)?);
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
+use iorepro_traces::analysis::activity::{writer_of, Activity};
+use iorepro_traces::analysis::phases::{self, Phase, PhaseKind};
 use iorepro_traces::format::schema::{
     COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
     COL_SIZE, COL_TS,
@@ -14,7 +16,6 @@ use iorepro_traces::format::schema::{
 use iorepro_traces::{Events, Op, TraceReader};
 
 use crate::error::ReplayResult;
-use crate::phases::{Phase, PhaseDetector, PhaseRow};
 
 /// The columns the replayer reads (the rest are never decoded).
 pub const REPLAY_COLUMNS: [&str; 11] = [
@@ -79,13 +80,14 @@ impl Survey {
         id
     }
 
-    pub fn run(trace: &Path, detector: &mut dyn PhaseDetector) -> ReplayResult<Survey> {
+    pub fn run(trace: &Path) -> ReplayResult<Survey> {
         let reader = open_reader(trace)?;
         let mut s = Survey {
             start_ns: i64::MAX,
             end_ns: i64::MIN,
             ..Default::default()
         };
+        let mut activity = Activity::default();
         for ev in reader.events()? {
             let ev = ev?;
             let ops = ev.ops();
@@ -104,12 +106,8 @@ impl Survey {
                 } else {
                     0
                 };
-                detector.observe(&PhaseRow {
-                    ts: t,
-                    end,
-                    op,
-                    bytes,
-                });
+                let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
+                activity.observe(t, dur.value(row), op, r, writer);
                 if r < 0 {
                     continue;
                 }
@@ -154,7 +152,21 @@ impl Survey {
         if s.sources.is_empty() {
             s.sources.push(0);
         }
-        s.phases = detector.finish(s.start_ns, s.end_ns);
+        activity.finish();
+        s.phases = phases::detect(&activity);
+        if s.phases.is_empty() {
+            // A trace without calls replays as one idle phase.
+            s.phases.push(Phase {
+                kind: PhaseKind::Idle,
+                start_s: 0.0,
+                end_s: 0.0,
+                read_bytes: 0,
+                write_bytes: 0,
+                max_writers: 0,
+                start_unix_ns: s.start_ns,
+                end_unix_ns: s.end_ns.max(s.start_ns + 1),
+            });
+        }
         Ok(s)
     }
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+use crate::analysis::overview::Overview;
 use crate::analysis::summary::Summary;
 use crate::error::TraceError;
 use crate::format::reader::TraceReader;
@@ -116,6 +117,9 @@ pub enum Cmd {
         /// Rows per segment file.
         #[arg(long, default_value_t = 1 << 20)]
         segment_events: usize,
+        /// Rows per Parquet row group (at most --segment-events).
+        #[arg(long, default_value_t = 1 << 20)]
+        row_group_events: usize,
     },
 }
 
@@ -142,7 +146,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Phases { trace, json } => {
             let reader = TraceReader::open(&trace)?;
-            let s = Summary::compute(&reader)?;
+            let s = Overview::compute(&reader)?;
             if json {
                 let v = serde_json::json!({ "duration_s": s.duration_s, "phases": s.phases });
                 writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
@@ -152,7 +156,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Plot { trace, out: file } => {
             let reader = TraceReader::open(&trace)?;
-            let s = Summary::compute(&reader)?;
+            let s = Overview::compute(&reader)?;
             let title = trace
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -167,8 +171,8 @@ pub fn run(cli: Cli) -> Result<()> {
             )?;
         }
         Cmd::Compare { a, b, json } => {
-            let sa = Summary::compute(&TraceReader::open(&a)?)?;
-            let sb = Summary::compute(&TraceReader::open(&b)?)?;
+            let sa = Overview::compute(&TraceReader::open(&a)?)?;
+            let sb = Overview::compute(&TraceReader::open(&b)?)?;
             let c = crate::analysis::compare::compare(
                 &a.display().to_string(),
                 &sa,
@@ -306,10 +310,12 @@ pub fn run(cli: Cli) -> Result<()> {
             workload,
             out: dir,
             segment_events,
+            row_group_events,
         } => {
             let w = Workload::load(&workload)?;
             let mut opts = WriterOptions::new(Source::Synth);
             opts.segment_rows = segment_events.max(1);
+            opts.row_group_rows = row_group_events.max(1);
             opts.command = Some(std::env::args().collect());
             let m = w.write_trace(&dir, opts)?;
             writeln!(

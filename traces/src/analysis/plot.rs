@@ -55,11 +55,11 @@ fn draw(
     let tl = timeline.at_most(PLOT_WINDOWS);
     let secs = tl.window_s();
     let rate = |b: u64| b as f64 / GIB / secs;
-    let duration = tl.duration_s().max(secs);
+    let duration = (tl.len() as f64 * secs).max(secs);
     let ymax = tl
-        .read
+        .read()
         .iter()
-        .chain(tl.write.iter())
+        .chain(tl.write().iter())
         .map(|&b| rate(b))
         .fold(0.0f64, f64::max)
         .max(1e-6)
@@ -110,14 +110,20 @@ fn draw(
     let mid = |i: usize| (i as f64 + 0.5) * secs;
     chart
         .draw_series(LineSeries::new(
-            tl.read.iter().enumerate().map(|(i, &b)| (mid(i), rate(b))),
+            tl.read()
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| (mid(i), rate(b))),
             READ_COLOR.stroke_width(2),
         ))?
         .label("read GiB/s")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], READ_COLOR.stroke_width(2)));
     chart
         .draw_series(LineSeries::new(
-            tl.write.iter().enumerate().map(|(i, &b)| (mid(i), rate(b))),
+            tl.write()
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| (mid(i), rate(b))),
             WRITE_COLOR.stroke_width(2),
         ))?
         .label("write GiB/s")
