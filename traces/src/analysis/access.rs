@@ -5,10 +5,8 @@
 //! ended (or at offset 0 for a stream's first access), random otherwise.
 //!
 //! Parts of a trace tracked apart (row groups read in parallel) merge in time
-//! order into exactly the counts of one pass: a part leaves each stream's
-//! first access to be judged by the parts before it.
-
-use std::collections::hash_map::Entry;
+//! order into exactly the counts of one pass: a part's accesses are judged
+//! when it is merged, against where each stream stood after the parts before.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -37,26 +35,166 @@ impl AccessCounts {
             self.random += 1;
         }
     }
+}
 
-    fn add(&mut self, other: AccessCounts) {
-        self.sequential += other.sequential;
-        self.random += other.random;
+/// Owners (ranks, or processes) numbered densely; ranks, small and
+/// non-negative, are found by index rather than by hashing.
+#[derive(Debug, Clone, Default)]
+struct Owners {
+    by_rank: Vec<u32>,
+    others: FxHashMap<i64, u32>,
+    owner: Vec<i64>,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+const DENSE_OWNERS: i64 = 1 << 16;
+
+impl Owners {
+    #[inline]
+    fn slot(&mut self, owner: i64) -> u32 {
+        if (0..DENSE_OWNERS).contains(&owner) {
+            let i = owner as usize;
+            if i >= self.by_rank.len() {
+                self.by_rank.resize(i + 1, NO_SLOT);
+            }
+            if self.by_rank[i] == NO_SLOT {
+                self.by_rank[i] = self.owner.len() as u32;
+                self.owner.push(owner);
+            }
+            return self.by_rank[i];
+        }
+        let next = self.owner.len() as u32;
+        let slot = *self.others.entry(owner).or_insert(next);
+        if slot == next {
+            self.owner.push(owner);
+        }
+        slot
     }
 }
 
-/// A stream's first access in a part, and where its next sequential access
-/// would start.
+/// One data access, in the order of the rows (24 bytes: the sort moves them).
 #[derive(Debug, Clone, Copy)]
-struct Stream {
+struct Access {
+    /// File id, a write flag and the owner slot: `file << 32 | write << 31 | slot`.
+    key: u64,
+    offset: i64,
+    next: i64,
+}
+
+const WRITE_BIT: u64 = 1 << 31;
+const SLOT_MASK: u64 = WRITE_BIT - 1;
+
+impl Access {
+    /// File id and owner slot: `file << 32 | slot`.
+    fn stream(&self) -> u64 {
+        self.key & !WRITE_BIT
+    }
+
+    fn write(&self) -> bool {
+        self.key & WRITE_BIT != 0
+    }
+}
+
+/// A stream's accesses in one part, all but the first already judged.
+#[derive(Debug, Clone, Copy)]
+struct PartStream {
+    stream: u64,
     first_offset: i64,
     first_write: bool,
     next: i64,
 }
 
-/// Streams keyed by (file id, owner); memory grows with files × ranks only.
+/// Where each stream's next sequential access would start, by file id and
+/// owner slot (a dense table: files × owners).
+#[derive(Debug, Clone, Default)]
+struct NextTable {
+    owners: usize,
+    next: Vec<i64>,
+}
+
+/// A stream not seen yet: its first access is sequential at offset 0.
+const UNSEEN: i64 = i64::MIN;
+
+impl NextTable {
+    fn cell(&mut self, file: usize, owner: usize) -> &mut i64 {
+        if owner >= self.owners {
+            // Re-lay the table out for more owners per file.
+            let wider = (owner + 1).next_power_of_two().max(8);
+            let files = self.next.len().checked_div(self.owners).unwrap_or(0);
+            let mut next = vec![UNSEEN; files * wider];
+            for f in 0..files {
+                next[f * wider..f * wider + self.owners]
+                    .copy_from_slice(&self.next[f * self.owners..(f + 1) * self.owners]);
+            }
+            self.owners = wider;
+            self.next = next;
+        }
+        let at = file * self.owners + owner;
+        if at >= self.next.len() {
+            self.next.resize((file + 1) * self.owners, UNSEEN);
+        }
+        &mut self.next[at]
+    }
+}
+
+/// Sorts accesses by stream, keeping each stream's time order (LSD radix
+/// sort over the bits the keys use: a few linear passes).
+fn sort_by_stream(v: &mut Vec<Access>) {
+    let max_file = v.iter().map(|a| a.key >> 32).max().unwrap_or(0);
+    let max_slot = v.iter().map(|a| a.key & SLOT_MASK).max().unwrap_or(0);
+    // Compact keys: file ids and owner slots are dense from 0.
+    let slot_bits = 64 - max_slot.leading_zeros();
+    let key = |a: &Access| ((a.key >> 32) << slot_bits) | (a.key & SLOT_MASK);
+    let bits = 64 - ((max_file << slot_bits) | max_slot).leading_zeros();
+    const DIGIT: u32 = 11;
+    let mut from = std::mem::take(v);
+    let mut to: Vec<Access> = Vec::with_capacity(from.len());
+    let mut shift = 0;
+    while shift < bits {
+        let mut count = vec![0usize; 1 << DIGIT];
+        for a in &from {
+            count[((key(a) >> shift) & ((1 << DIGIT) - 1)) as usize] += 1;
+        }
+        let mut sum = 0;
+        for c in count.iter_mut() {
+            let n = *c;
+            *c = sum;
+            sum += n;
+        }
+        to.clear();
+        // Safety-free scatter: fill with copies, then place each at its slot.
+        to.resize(
+            from.len(),
+            Access {
+                key: 0,
+                offset: 0,
+                next: 0,
+            },
+        );
+        for a in &from {
+            let d = ((key(a) >> shift) & ((1 << DIGIT) - 1)) as usize;
+            to[count[d]] = *a;
+            count[d] += 1;
+        }
+        std::mem::swap(&mut from, &mut to);
+        shift += DIGIT;
+    }
+    *v = from;
+}
+
+/// Accesses of a part are judged per stream on the thread that read the
+/// part (sorted by stream, each stream in time order); the merge, in time
+/// order, judges only each stream's first access of the part against where
+/// the parts before left it.
 #[derive(Debug, Clone, Default)]
 pub struct AccessTracker {
-    streams: FxHashMap<(u32, i64), Stream>,
+    owners: Owners,
+    /// This part's accesses, in row order, until [`AccessTracker::seal`].
+    pending: Vec<Access>,
+    /// This part's streams, after [`AccessTracker::seal`].
+    streams: Vec<PartStream>,
+    /// Of the merged trace: each stream's next offset.
+    table: NextTable,
     pub read: AccessCounts,
     pub write: AccessCounts,
 }
@@ -65,56 +203,102 @@ impl AccessTracker {
     /// Records a data access of `len` bytes at `offset` to file `file` by `owner`.
     #[inline]
     pub fn record(&mut self, file: u32, owner: i64, offset: i64, len: i64, write: bool) {
-        let next = offset + len.max(0);
-        match self.streams.entry((file, owner)) {
-            Entry::Occupied(mut e) => {
-                let s = e.get_mut();
-                let c = if write {
+        let slot = self.owners.slot(owner) as u64;
+        self.pending.push(Access {
+            key: (file as u64) << 32 | (write as u64) << 31 | (slot & SLOT_MASK),
+            offset,
+            next: offset + len.max(0),
+        });
+    }
+
+    /// Room for `n` more accesses, so a part's list is not copied as it grows.
+    pub fn reserve(&mut self, n: usize) {
+        self.pending.reserve(n);
+    }
+
+    /// Judges this part's accesses stream by stream, leaving each stream's
+    /// first access to the merge.
+    pub fn seal(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        sort_by_stream(&mut pending);
+        let mut i = 0;
+        while i < pending.len() {
+            let first = pending[i];
+            let mut next = first.next;
+            i += 1;
+            while i < pending.len() && pending[i].stream() == first.stream() {
+                let a = pending[i];
+                let c = if a.write() {
                     &mut self.write
                 } else {
                     &mut self.read
                 };
-                c.count(s.next == offset);
-                s.next = next;
+                c.count(a.offset == next);
+                next = a.next;
+                i += 1;
             }
-            Entry::Vacant(e) => {
-                e.insert(Stream {
-                    first_offset: offset,
-                    first_write: write,
-                    next,
-                });
-            }
+            self.streams.push(PartStream {
+                stream: first.stream(),
+                first_offset: first.offset,
+                first_write: first.write(),
+                next,
+            });
         }
     }
 
-    /// Takes in the tracker of the part that follows; `file_ids` maps its
-    /// file ids to this tracker's.
-    pub fn merge(&mut self, other: AccessTracker, file_ids: &[u32]) {
-        self.read.add(other.read);
-        self.write.add(other.write);
-        for ((file, owner), s) in other.streams {
-            let key = (file_ids[file as usize], owner);
+    /// Takes in the part that follows (in time); `file_ids` maps its file ids
+    /// to this tracker's.
+    pub fn merge(&mut self, mut other: AccessTracker, file_ids: &[u32]) {
+        self.seal_into_table();
+        other.seal();
+        self.read.sequential += other.read.sequential;
+        self.read.random += other.read.random;
+        self.write.sequential += other.write.sequential;
+        self.write.random += other.write.random;
+        for s in &other.streams {
+            let file = file_ids[(s.stream >> 32) as usize] as usize;
+            let owner = self
+                .owners
+                .slot(other.owners.owner[(s.stream & 0xffff_ffff) as usize]);
+            let cell = self.table.cell(file, owner as usize);
+            let expected = if *cell == UNSEEN { 0 } else { *cell };
             let c = if s.first_write {
                 &mut self.write
             } else {
                 &mut self.read
             };
-            match self.streams.get_mut(&key) {
-                Some(mine) => {
-                    c.count(mine.next == s.first_offset);
-                    mine.next = s.next;
-                }
-                None => {
-                    c.count(s.first_offset == 0);
-                    self.streams.insert(key, s);
-                }
-            }
+            c.count(s.first_offset == expected);
+            *cell = s.next;
         }
     }
 
-    /// The counts of the whole trace once every part is merged: streams whose
-    /// first access no earlier part judged count as the stream's start.
-    pub fn counts(&self) -> (AccessCounts, AccessCounts) {
+    /// Moves this tracker's own accesses (a tracker fed directly rather than
+    /// merged) into its table.
+    fn seal_into_table(&mut self) {
+        if self.pending.is_empty() && self.streams.is_empty() {
+            return;
+        }
+        let own = AccessTracker {
+            owners: self.owners.clone(),
+            pending: std::mem::take(&mut self.pending),
+            streams: std::mem::take(&mut self.streams),
+            ..Default::default()
+        };
+        let files = own
+            .pending
+            .iter()
+            .map(|a| a.stream())
+            .chain(own.streams.iter().map(|s| s.stream))
+            .map(|k| (k >> 32) as u32 + 1)
+            .max()
+            .unwrap_or(0);
+        let ids: Vec<u32> = (0..files).collect();
+        self.merge(own, &ids);
+    }
+
+    /// Sequential and random counts of reads and of writes, every access judged.
+    pub fn counts(&mut self) -> (AccessCounts, AccessCounts) {
+        self.seal_into_table();
         (self.read, self.write)
     }
 }
@@ -148,10 +332,7 @@ mod tests {
             }
             merged.merge(p, &[1, 0]);
         }
-        // One pass judges each stream's very first access too.
-        let mut first_pass = AccessTracker::default();
-        first_pass.merge(whole, &[0, 1]);
-        assert_eq!(merged.counts(), first_pass.counts());
+        assert_eq!(merged.counts(), whole.counts());
         assert!(merged.read.sequential >= 150);
     }
 }

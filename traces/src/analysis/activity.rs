@@ -95,7 +95,7 @@ impl Default for Runs {
 
 impl Runs {
     /// Adds one call from `start` to `end` that moved `bytes`.
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, start: i64, end: i64, bytes: u64, writer: Option<Writer>) {
         let end = end.max(start);
         if let Some(last) = self.runs.last_mut() {
@@ -269,7 +269,7 @@ impl Default for Activity {
 
 impl Activity {
     /// Takes in one call: its entry `ts`, duration, op, return value and writer.
-    #[inline]
+    #[inline(always)]
     pub fn observe(&mut self, ts: i64, dur: i64, op: Op, ret: i64, writer: Writer) {
         let end = ts.saturating_add(dur.max(0));
         self.first_ns = self.first_ns.min(ts);

@@ -12,7 +12,7 @@ use crate::analysis::tally::{Depth, Tally};
 use crate::analysis::timeline::{Timeline, BASE_WINDOW_NS};
 use crate::error::TraceResult;
 use crate::format::reader::TraceReader;
-use crate::format::scan::scan;
+use crate::format::scan::{scan, Fold, ScanBatch};
 use crate::format::schema::{Op, COL_TS};
 
 /// What a trace did over time.
@@ -80,13 +80,18 @@ pub fn origin_ns(reader: &TraceReader) -> TraceResult<i64> {
     if let Some((first, _)) = reader.ts_span_ns() {
         return Ok(first);
     }
+    struct First(i64);
+    impl Fold for First {
+        fn add(&mut self, b: &ScanBatch) {
+            self.0 = b.ts().iter().copied().fold(self.0, i64::min);
+        }
+    }
     let mut first = i64::MAX;
     scan(
         reader,
         &[COL_TS],
-        || i64::MAX,
-        |m, b| *m = b.ts().iter().copied().fold(*m, i64::min),
-        |m| first = first.min(m),
+        || First(i64::MAX),
+        |m| first = first.min(m.0),
     )?;
     Ok(if first == i64::MAX { 0 } else { first })
 }
@@ -100,7 +105,6 @@ pub fn tally(reader: &TraceReader, depth: Depth) -> TraceResult<Tally> {
         reader,
         depth.columns(),
         || Tally::new(depth, origin, BASE_WINDOW_NS),
-        |t, b| t.add(b),
         |part| total.merge(part),
     )?;
     Ok(total)

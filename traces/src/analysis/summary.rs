@@ -57,7 +57,7 @@ impl Summary {
         let mut hosts = t.hosts.clone();
         hosts.sort();
         let (per_rank, unranked_events) = t.ranks();
-        let mut top_files = t.files().to_vec();
+        let mut top_files = t.files();
         top_files.sort_by(|a, b| {
             (b.read_bytes + b.write_bytes)
                 .cmp(&(a.read_bytes + a.write_bytes))
@@ -70,7 +70,7 @@ impl Summary {
             dropped_events: reader.manifest().dropped_events,
             hosts,
             ranks: per_rank.iter().map(|r| r.rank).collect(),
-            files: t.files().len() as u64,
+            files: t.file_count() as u64,
             ops: t
                 .ops()
                 .filter(|(_, s)| s.count > 0)

@@ -246,20 +246,30 @@ fn read_unit(
     }
 }
 
+/// A partial result of a scan: what one unit's batches fold into.
+pub trait Fold: Send {
+    /// Told the unit's row count before its first batch.
+    fn reserve(&mut self, _rows: usize) {}
+    /// Takes in one batch (rows in `ts` order within a segment).
+    fn add(&mut self, batch: &ScanBatch);
+    /// Work left for after the last batch, done on the worker thread before
+    /// the part is handed to the merge.
+    fn seal(&mut self) {}
+}
+
 /// How many worker threads a scan uses: one per core.
 pub fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Reads `columns` of every row of `reader`'s trace on [`workers`] threads.
-/// Each unit (row group) is folded into a fresh `init()` by `visit`, and the
-/// partials are handed to `merge` in time order. Memory holds at most a few
-/// units' partials per worker at a time. The first error stops the scan.
-pub fn scan<P: Send>(
+/// Each unit (row group) is folded into a fresh `init()`, and the partials
+/// are handed to `merge` in time order. Memory holds at most a few units'
+/// partials per worker at a time. The first error stops the scan.
+pub fn scan<P: Fold>(
     reader: &TraceReader,
     columns: &[&str],
     init: impl Fn() -> P + Sync,
-    visit: impl Fn(&mut P, &ScanBatch) + Sync,
     mut merge: impl FnMut(P),
 ) -> TraceResult<()> {
     let mut wanted: Vec<usize> = columns
@@ -295,7 +305,7 @@ pub fn scan<P: Send>(
         for _ in 0..threads {
             let tx = tx.clone();
             let (next, failed, merged, units, metas) = (&next, &failed, &merged, &units, &metas);
-            let (init, visit, wanted) = (&init, &visit, &wanted);
+            let (init, wanted) = (&init, &wanted);
             s.spawn(move || loop {
                 let u = next.fetch_add(1, Ordering::SeqCst);
                 if u >= units.len() || failed.load(Ordering::SeqCst) {
@@ -313,10 +323,19 @@ pub fn scan<P: Send>(
                 }
                 let unit = &units[u];
                 let mut part = init();
+                let rows = metas[unit.segment]
+                    .meta
+                    .metadata()
+                    .row_group(unit.row_group)
+                    .num_rows();
+                part.reserve(rows.max(0) as usize);
                 let result = read_unit(&metas[unit.segment], unit.row_group, wanted, &mut |b| {
-                    visit(&mut part, b)
+                    part.add(b)
                 })
-                .map(|()| part);
+                .map(|()| {
+                    part.seal();
+                    part
+                });
                 if result.is_err() {
                     failed.store(true, Ordering::SeqCst);
                 }
