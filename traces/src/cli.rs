@@ -63,12 +63,17 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// fio iologs (v3), one per rank, replayable with `fio --read_iolog` (or `fio job.fio` in DIR).
+    /// fio iologs (v3), one per rank, replayable with `fio --read_iolog` (or
+    /// `fio job.fio` in DIR); or trace-event JSON for ui.perfetto.dev.
+    #[command(group(clap::ArgGroup::new("format").required(true).args(["fio_iolog", "perfetto"])))]
     Export {
         trace: PathBuf,
         #[arg(long = "fio-iolog", value_name = "DIR")]
-        fio_iolog: PathBuf,
-        /// Do the I/O under this directory instead of at the trace's own paths.
+        fio_iolog: Option<PathBuf>,
+        /// One complete event per call, a track per rank and thread (Chrome/Perfetto JSON).
+        #[arg(long, value_name = "OUT.json")]
+        perfetto: Option<PathBuf>,
+        /// fio: do the I/O under this directory instead of at the trace's own paths.
         #[arg(long)]
         target: Option<PathBuf>,
         #[arg(long)]
@@ -187,10 +192,32 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Export {
             trace,
+            perfetto: Some(file),
+            json,
+            ..
+        } => {
+            let r = crate::interchange::export_perfetto::export(&trace, &file)?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "{}: {} events on {} process and {} thread tracks; open it in ui.perfetto.dev",
+                    file.display(),
+                    r.events,
+                    r.processes,
+                    r.threads
+                )?;
+            }
+        }
+        Cmd::Export {
+            trace,
             fio_iolog,
             target,
             json,
+            ..
         } => {
+            let fio_iolog = fio_iolog.expect("clap requires one output");
             let r = crate::interchange::export_fio::export(&trace, &fio_iolog, target.as_deref())?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
@@ -277,11 +304,17 @@ pub fn run(cli: Cli) -> Result<()> {
             json,
             repair: true,
         } => {
-            let r = crate::validate::repair(&trace)?;
+            let repairs = crate::validate::repair_all(&trace)?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+                let v = match repairs.as_slice() {
+                    [one] => serde_json::to_value(one)?,
+                    many => serde_json::to_value(many)?,
+                };
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
             } else {
-                write!(out, "{}", r.render())?;
+                for r in &repairs {
+                    write!(out, "{}", r.render())?;
+                }
             }
         }
         Cmd::Validate {

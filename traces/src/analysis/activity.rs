@@ -188,11 +188,19 @@ impl Runs {
             }
             self.runs.extend(rest);
         } else {
-            // Parts that overlap in time (nodes of one job): merge the two
-            // sorted lists, then join what the rule says is one run.
-            let mut out = Vec::with_capacity(self.runs.len() + other.runs.len());
-            let mut a = std::mem::take(&mut self.runs).into_iter().peekable();
+            // Parts that overlap in time (nodes of one job): merge the other
+            // list with the runs it overlaps (parts come roughly in time
+            // order, so that is a short tail), then join what the rule says
+            // is one run.
+            let first = other.runs[0].start;
+            let at = self
+                .runs
+                .partition_point(|r| r.start <= first)
+                .saturating_sub(1);
+            let tail = self.runs.split_off(at);
+            let mut a = tail.into_iter().peekable();
             let mut b = other.runs.into_iter().peekable();
+            let mut merged = Vec::with_capacity(a.len() + b.len());
             loop {
                 let take_a = match (a.peek(), b.peek()) {
                     (Some(x), Some(y)) => x.start <= y.start,
@@ -200,10 +208,22 @@ impl Runs {
                     (None, Some(_)) => false,
                     (None, None) => break,
                 };
-                out.push(if take_a { a.next() } else { b.next() }.expect("peeked"));
+                merged.push(if take_a { a.next() } else { b.next() }.expect("peeked"));
             }
-            self.runs = out;
+            let head = std::mem::take(&mut self.runs);
+            self.runs = merged;
             self.normalise();
+            let joined = std::mem::replace(&mut self.runs, head);
+            let mut rest = joined.into_iter().peekable();
+            if let Some(last) = self.runs.last_mut() {
+                while let Some(next) = rest.next_if(|r| {
+                    r.start <= last.end.saturating_add(self.join_ns)
+                        && r.start.div_euclid(self.max_ns) == last.start.div_euclid(self.max_ns)
+                }) {
+                    last.absorb(next);
+                }
+            }
+            self.runs.extend(rest);
         }
         while self.runs.len() > MAX_RUNS {
             self.coarsen();
@@ -366,6 +386,34 @@ mod tests {
         let mut merged = Runs::default();
         for p in parts {
             merged.merge(p);
+        }
+        merged.finish();
+        assert_eq!(merged.runs(), whole.runs());
+    }
+
+    #[test]
+    fn nodes_overlapping_in_time_merge_like_one_pass() {
+        // Two nodes' calls interleave; each node's part is in time order.
+        let node = |n: i64| -> Vec<(i64, u64)> {
+            (0..400)
+                .map(|i| (i * 1_700_000 + n * 900_000 + (i % 5) * 400_000, 1))
+                .collect()
+        };
+        let mut all: Vec<(i64, u64)> = node(0).into_iter().chain(node(1)).collect();
+        all.sort();
+        let mut whole = Runs::default();
+        for &(t, b) in &all {
+            whole.add(t, t + 300_000, b, None);
+        }
+        let mut merged = Runs::default();
+        for chunk in 0..4 {
+            for n in 0..2 {
+                let mut part = Runs::default();
+                for &(t, b) in &node(n)[chunk * 100..(chunk + 1) * 100] {
+                    part.add(t, t + 300_000, b, None);
+                }
+                merged.merge(part);
+            }
         }
         merged.finish();
         assert_eq!(merged.runs(), whole.runs());

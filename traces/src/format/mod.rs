@@ -1,6 +1,7 @@
 //! What a trace is. [`schema`] names the columns and builds the one Arrow
 //! schema; [`event`] turns rows into Arrow batches; [`writer`] streams batches
 //! into rotating, always-complete segments and keeps the [`manifest`] current;
+//! [`partitions`] lets per-node traces sit side by side as one;
 //! [`reader`] streams them back in time order, accepting traces written by
 //! other tools and normalising them to the canonical schema, which [`columns`]
 //! then exposes as typed columns; [`scan`] reads the row groups of a trace in
@@ -11,6 +12,7 @@
 pub mod columns;
 pub mod event;
 pub mod manifest;
+pub mod partitions;
 pub mod private_file;
 pub mod reader;
 pub mod scan;

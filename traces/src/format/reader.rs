@@ -23,6 +23,7 @@ use parquet::file::statistics::Statistics;
 use crate::error::{TraceError, TraceResult};
 use crate::format::columns::Events;
 use crate::format::manifest::{Manifest, MANIFEST_FILE};
+use crate::format::partitions::{combine, partition_name, partitions};
 use crate::format::schema::{trace_schema, COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
 use crate::format::segment_file::{guard, SegmentFile};
 
@@ -48,12 +49,22 @@ pub struct SegmentInfo {
 }
 
 impl TraceReader {
-    /// Opens a trace directory (with `manifest.json`) or a single `.parquet` file.
+    /// Opens a trace directory (with `manifest.json`), a directory of per-node
+    /// partitions (`host=NAME/`, see [`crate::format::partitions`]) or a
+    /// single `.parquet` file.
     /// Every segment's footer and schema are checked here, so bad input fails
     /// before any work is done.
     pub fn open(path: &Path) -> TraceResult<Self> {
         let meta = std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
-        let (manifest, files) = if meta.is_dir() {
+        let (manifest, files) = if let Some(parts) = partitions(path)? {
+            let loaded = parts
+                .iter()
+                .map(|p| Ok((partition_name(p), Manifest::load(p)?)))
+                .collect::<TraceResult<Vec<_>>>()?;
+            let m = combine(&loaded);
+            let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
+            (m, files)
+        } else if meta.is_dir() {
             let m = Manifest::load(path)?;
             let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
             (m, files)
@@ -566,5 +577,7 @@ impl Iterator for MergeByTs {
 /// Whether a path names something [`TraceReader::open`] may accept (for CLIs that
 /// want to say "not a trace" before trying).
 pub fn looks_like_trace(path: &Path) -> bool {
-    path.join(MANIFEST_FILE).exists() || path.extension().is_some_and(|e| e == "parquet")
+    path.join(MANIFEST_FILE).exists()
+        || path.extension().is_some_and(|e| e == "parquet")
+        || partitions(path).is_ok_and(|p| p.is_some())
 }
