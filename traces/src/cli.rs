@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::analysis::overview::Overview;
+use crate::analysis::plot::{self, Format};
 use crate::analysis::summary::Summary;
 use crate::error::TraceError;
 use crate::format::reader::TraceReader;
@@ -50,11 +51,18 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Read vs write GiB/s over time with the phases shaded, as an SVG.
+    /// Read vs write GiB/s over time with the phases shaded (.svg or .png).
     Plot {
         trace: PathBuf,
+        /// The figure: .svg or .png.
         #[arg(short, long)]
         out: PathBuf,
+        /// Ranks down, time across, bytes read and written per window (as DXT Explorer).
+        #[arg(long)]
+        heatmap: bool,
+        /// A second trace (a replay's --record-ops log) drawn under this one on one time axis.
+        #[arg(long, value_name = "REPLAY_OPS", conflicts_with = "heatmap")]
+        against: Option<PathBuf>,
     },
     /// Two traces (or a trace and a replay's --record-ops trace): relative errors (B - A) / A.
     Compare {
@@ -159,20 +167,61 @@ pub fn run(cli: Cli) -> Result<()> {
                 write!(out, "{}", crate::analysis::phases::render(&s.phases))?;
             }
         }
-        Cmd::Plot { trace, out: file } => {
+        Cmd::Plot {
+            trace,
+            out: file,
+            heatmap,
+            against,
+        } => {
             let reader = TraceReader::open(&trace)?;
-            let s = Overview::compute(&reader)?;
-            let title = trace
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            crate::analysis::plot::plot_svg(&s.timeline, &s.phases, &title, &file)?;
+            let name = |p: &std::path::Path| {
+                p.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.display().to_string())
+            };
+            if heatmap {
+                let title = format!("{}: I/O per rank over time", name(&trace));
+                let cells = plot::heatmap(&reader, &title, &file)?;
+                writeln!(
+                    out,
+                    "{}: {} ranks x {} windows of {:.3} s",
+                    file.display(),
+                    cells.ranks.len(),
+                    plot::heatmap::COLUMNS,
+                    cells.window_ns as f64 / 1e9
+                )?;
+                return Ok(());
+            }
+            Format::of(&file)?;
+            let capture = plot::overview_for_plot(&reader)?;
+            let replay = match &against {
+                Some(b) => Some(plot::overview_for_plot(&TraceReader::open(b)?)?),
+                None => None,
+            };
+            let mut panels = vec![plot::Panel {
+                name: format!("{} (capture)", name(&trace)),
+                overview: &capture,
+            }];
+            let title = match (&against, &replay) {
+                (Some(b), Some(r)) => {
+                    panels.push(plot::Panel {
+                        name: format!("{} (replay)", name(b)),
+                        overview: r,
+                    });
+                    format!("{} against its replay {}", name(&trace), name(b))
+                }
+                _ => {
+                    panels[0].name.clear();
+                    format!("{}: read vs write bandwidth", name(&trace))
+                }
+            };
+            plot::timeline(&title, panels, &file)?;
             writeln!(
                 out,
                 "{}: {} phases over {:.3} s",
                 file.display(),
-                s.phases.len(),
-                s.duration_s
+                capture.phases.len(),
+                capture.duration_s
             )?;
         }
         Cmd::Compare { a, b, json } => {

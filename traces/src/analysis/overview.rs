@@ -38,7 +38,14 @@ pub struct Overview {
 impl Overview {
     /// One parallel pass over the columns the overview needs.
     pub fn compute(reader: &TraceReader) -> TraceResult<Overview> {
-        let mut t = tally(reader, Depth::Overview)?;
+        Self::compute_with_window(reader, BASE_WINDOW_NS)
+    }
+
+    /// The same with a timeline of `window_ns` windows (a divisor of 100 ms,
+    /// so the peaks stay those of 100 ms and 1 s windows), for plots of
+    /// short traces.
+    pub fn compute_with_window(reader: &TraceReader, window_ns: i64) -> TraceResult<Overview> {
+        let mut t = tally(reader, Depth::Overview, window_ns)?;
         Ok(Overview::from_tally(&mut t))
     }
 
@@ -55,9 +62,10 @@ impl Overview {
         if t.events > 0 {
             t.timeline.close(end);
         }
-        let (peak_read_100ms, peak_write_100ms) = t.timeline.peaks_gib_s(1);
-        let per_second = (1_000_000_000 / BASE_WINDOW_NS) as usize;
-        let (peak_read, peak_write) = t.timeline.peaks_gib_s(per_second);
+        let windows_in = |ns: i64| (ns / t.timeline.window_ns).max(1) as usize;
+        let (peak_read_100ms, peak_write_100ms) =
+            t.timeline.peaks_gib_s(windows_in(BASE_WINDOW_NS));
+        let (peak_read, peak_write) = t.timeline.peaks_gib_s(windows_in(1_000_000_000));
         Overview {
             events: t.events,
             duration_s: (end - first).max(0) as f64 / 1e9,
@@ -73,38 +81,47 @@ impl Overview {
     }
 }
 
-/// The first `ts` of the trace, which windows are aligned to: from the
-/// segment footers, or (a foreign trace without statistics) from a scan of
-/// the `ts` column.
-pub fn origin_ns(reader: &TraceReader) -> TraceResult<i64> {
-    if let Some((first, _)) = reader.ts_span_ns() {
-        return Ok(first);
+/// The first and last `ts` of the trace: from the segment footers, or (a
+/// foreign trace without statistics) from a scan of the `ts` column.
+pub fn span_ns(reader: &TraceReader) -> TraceResult<(i64, i64)> {
+    if let Some(span) = reader.ts_span_ns() {
+        return Ok(span);
     }
-    struct First(i64);
-    impl Fold for First {
+    struct Span(i64, i64);
+    impl Fold for Span {
         fn add(&mut self, b: &ScanBatch) {
-            self.0 = b.ts().iter().copied().fold(self.0, i64::min);
+            for &t in b.ts() {
+                self.0 = self.0.min(t);
+                self.1 = self.1.max(t);
+            }
         }
     }
-    let mut first = i64::MAX;
+    let mut span = Span(i64::MAX, i64::MIN);
     scan(
         reader,
         &[COL_TS],
-        || First(i64::MAX),
-        |m| first = first.min(m.0),
+        || Span(i64::MAX, i64::MIN),
+        |p| {
+            span.0 = span.0.min(p.0);
+            span.1 = span.1.max(p.1);
+        },
     )?;
-    Ok(if first == i64::MAX { 0 } else { first })
+    Ok(if span.0 > span.1 {
+        (0, 0)
+    } else {
+        (span.0, span.1)
+    })
 }
 
 /// Every row group of the trace tallied at `depth` on every core, merged in
-/// time order.
-pub fn tally(reader: &TraceReader, depth: Depth) -> TraceResult<Tally> {
-    let origin = origin_ns(reader)?;
-    let mut total = Tally::new(depth, origin, BASE_WINDOW_NS);
+/// time order; timeline windows of `window_ns` aligned to the first call.
+pub fn tally(reader: &TraceReader, depth: Depth, window_ns: i64) -> TraceResult<Tally> {
+    let (origin, _) = span_ns(reader)?;
+    let mut total = Tally::new(depth, origin, window_ns);
     scan(
         reader,
         depth.columns(),
-        || Tally::new(depth, origin, BASE_WINDOW_NS),
+        || Tally::new(depth, origin, window_ns),
         |part| total.merge(part),
     )?;
     Ok(total)

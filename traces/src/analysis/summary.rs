@@ -17,6 +17,7 @@ use crate::analysis::histogram::SizeHistogram;
 use crate::analysis::overview::{tally, Overview};
 use crate::analysis::tally::Depth;
 pub use crate::analysis::tally::{FileStats, OpStats, RankStats};
+use crate::analysis::timeline::BASE_WINDOW_NS;
 use crate::error::TraceResult;
 use crate::format::reader::TraceReader;
 
@@ -52,7 +53,7 @@ pub struct Summary {
 
 impl Summary {
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
-        let mut t = tally(reader, Depth::Full)?;
+        let mut t = tally(reader, Depth::Full, BASE_WINDOW_NS)?;
         let overview = Overview::from_tally(&mut t);
         let mut hosts = t.hosts.clone();
         hosts.sort();
