@@ -298,10 +298,13 @@ impl Workload {
     /// the 64-bit clock: the generator holds one phase of every rank in memory
     /// and timestamps are i64 nanoseconds.
     fn check_size(&self) -> Result<(), String> {
-        if self.ranks > MAX_RANKS || self.first_rank > MAX_RANKS {
+        if self.ranks > MAX_RANKS {
+            return Err(format!("ranks = {} is more than {MAX_RANKS}", self.ranks));
+        }
+        if self.first_rank > MAX_RANKS {
             return Err(format!(
-                "ranks = {} from first_rank = {} is more than {MAX_RANKS}",
-                self.ranks, self.first_rank
+                "first_rank = {} is more than {MAX_RANKS}",
+                self.first_rank
             ));
         }
         if self.loader_workers > MAX_LOADER_WORKERS {

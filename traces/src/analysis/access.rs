@@ -8,6 +8,8 @@
 //! order into exactly the counts of one pass: a part's accesses are judged
 //! when it is merged, against where each stream stood after the parts before.
 
+use std::cell::RefCell;
+
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -137,6 +139,33 @@ impl NextTable {
     }
 }
 
+thread_local! {
+    /// Access lists a worker thread has finished with, kept for its next
+    /// part: a part's list and the sort's scratch are tens of MiB, and fresh
+    /// ones cost page faults and zeroing every time.
+    static SPARE: RefCell<Vec<Vec<Access>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn spare_list() -> Vec<Access> {
+    SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+}
+
+fn give_back(mut v: Vec<Access>) {
+    v.clear();
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < 2 {
+            s.push(v);
+        }
+    });
+}
+
+const NO_ACCESS: Access = Access {
+    key: 0,
+    offset: 0,
+    next: 0,
+};
+
 /// Sorts accesses by stream, keeping each stream's time order (LSD radix
 /// sort over the bits the keys use: a few linear passes).
 fn sort_by_stream(v: &mut Vec<Access>) {
@@ -147,39 +176,36 @@ fn sort_by_stream(v: &mut Vec<Access>) {
     let key = |a: &Access| ((a.key >> 32) << slot_bits) | (a.key & SLOT_MASK);
     let bits = 64 - ((max_file << slot_bits) | max_slot).leading_zeros();
     const DIGIT: u32 = 11;
-    let mut from = std::mem::take(v);
-    let mut to: Vec<Access> = Vec::with_capacity(from.len());
+    let n = v.len();
+    let mut scratch = spare_list();
+    if scratch.len() < n {
+        scratch.resize(n, NO_ACCESS);
+    }
+    let mut count = vec![0usize; 1 << DIGIT];
     let mut shift = 0;
     while shift < bits {
-        let mut count = vec![0usize; 1 << DIGIT];
-        for a in &from {
+        count.iter_mut().for_each(|c| *c = 0);
+        for a in v.iter() {
             count[((key(a) >> shift) & ((1 << DIGIT) - 1)) as usize] += 1;
         }
         let mut sum = 0;
         for c in count.iter_mut() {
-            let n = *c;
+            let k = *c;
             *c = sum;
-            sum += n;
+            sum += k;
         }
-        to.clear();
-        // Safety-free scatter: fill with copies, then place each at its slot.
-        to.resize(
-            from.len(),
-            Access {
-                key: 0,
-                offset: 0,
-                next: 0,
-            },
-        );
-        for a in &from {
+        let to = &mut scratch[..n];
+        for a in v.iter() {
             let d = ((key(a) >> shift) & ((1 << DIGIT) - 1)) as usize;
             to[count[d]] = *a;
             count[d] += 1;
         }
-        std::mem::swap(&mut from, &mut to);
+        // The sorted pass becomes the input of the next one.
+        std::mem::swap(v, &mut scratch);
+        v.truncate(n);
         shift += DIGIT;
     }
-    *v = from;
+    give_back(scratch);
 }
 
 /// Accesses of a part are judged per stream on the thread that read the
@@ -213,6 +239,9 @@ impl AccessTracker {
 
     /// Room for `n` more accesses, so a part's list is not copied as it grows.
     pub fn reserve(&mut self, n: usize) {
+        if self.pending.capacity() == 0 {
+            self.pending = spare_list();
+        }
         self.pending.reserve(n);
     }
 
@@ -244,6 +273,7 @@ impl AccessTracker {
                 next,
             });
         }
+        give_back(pending);
     }
 
     /// Takes in the part that follows (in time); `file_ids` maps its file ids

@@ -107,14 +107,15 @@ impl Ranks {
 }
 
 /// Files seen, by id; a part's ids are its own, mapped by path when merged.
-/// The counters a row bumps sit apart from the names, packed, so the busy
-/// loop touches 24 bytes per file rather than the whole record.
+/// The counters a row bumps sit apart from the names, one array each, so the
+/// busy loop's random increments stay within a few tens of KiB.
 #[derive(Debug, Clone, Default)]
 struct Files {
     ids: FxHashMap<String, u32>,
     paths: Vec<String>,
-    /// events, read bytes, write bytes
-    counts: Vec<[u64; 3]>,
+    events: Vec<u64>,
+    read: Vec<u64>,
+    write: Vec<u64>,
 }
 
 impl Files {
@@ -125,19 +126,19 @@ impl Files {
         let id = self.paths.len() as u32;
         self.ids.insert(path.to_string(), id);
         self.paths.push(path.to_string());
-        self.counts.push([0; 3]);
+        self.events.push(0);
+        self.read.push(0);
+        self.write.push(0);
         id
     }
 
     fn stats(&self) -> Vec<FileStats> {
-        self.paths
-            .iter()
-            .zip(&self.counts)
-            .map(|(path, c)| FileStats {
-                path: path.clone(),
-                events: c[0],
-                read_bytes: c[1],
-                write_bytes: c[2],
+        (0..self.paths.len())
+            .map(|i| FileStats {
+                path: self.paths[i].clone(),
+                events: self.events[i],
+                read_bytes: self.read[i],
+                write_bytes: self.write[i],
             })
             .collect()
     }
@@ -311,9 +312,15 @@ impl Tally {
             }
             let file = file_of[i];
             if file != u32::MAX {
-                let c = &mut self.files.counts[file as usize];
-                c[0] += 1;
-                c[1 + write as usize] += moved;
+                self.files.events[file as usize] += 1;
+                if moved > 0 {
+                    let bytes = if write {
+                        &mut self.files.write
+                    } else {
+                        &mut self.files.read
+                    };
+                    bytes[file as usize] += moved;
+                }
             }
             if !data {
                 continue;
@@ -358,18 +365,13 @@ impl Tally {
             mine.write_bytes += rs.write_bytes;
         }
         self.ranks.unranked += other.ranks.unranked;
-        let ids: Vec<u32> = other
-            .files
-            .paths
-            .iter()
-            .zip(&other.files.counts)
-            .map(|(path, c)| {
-                let id = self.files.id(path);
-                let mine = &mut self.files.counts[id as usize];
-                for k in 0..3 {
-                    mine[k] += c[k];
-                }
-                id
+        let ids: Vec<u32> = (0..other.files.paths.len())
+            .map(|i| {
+                let id = self.files.id(&other.files.paths[i]) as usize;
+                self.files.events[id] += other.files.events[i];
+                self.files.read[id] += other.files.read[i];
+                self.files.write[id] += other.files.write[i];
+                id as u32
             })
             .collect();
         self.access.merge(other.access, &ids);

@@ -112,17 +112,27 @@ fn measure(cmd: &mut Command) -> Result<(Duration, u64)> {
     Ok((took, rss))
 }
 
-/// Median time and the largest RSS over `n` runs.
-fn median_of(n: usize, mut make: impl FnMut() -> Command) -> Result<(Duration, u64)> {
-    let mut times = Vec::with_capacity(n);
-    let mut rss = 0;
+/// Median time and largest RSS of each of two commands over `n` runs, taken
+/// in turns (A, B, A, B, ...), so a build that starts or ends on a shared
+/// machine weighs on both sides alike.
+fn median_of_pair(
+    n: usize,
+    mut a: impl FnMut() -> Command,
+    mut b: impl FnMut() -> Command,
+) -> Result<((Duration, u64), (Duration, u64))> {
+    let (mut ta, mut tb) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut ra, mut rb) = (0, 0);
     for _ in 0..n {
-        let (t, r) = measure(&mut make())?;
-        times.push(t);
-        rss = rss.max(r);
+        let (t, r) = measure(&mut a())?;
+        ta.push(t);
+        ra = ra.max(r);
+        let (t, r) = measure(&mut b())?;
+        tb.push(t);
+        rb = rb.max(r);
     }
-    times.sort();
-    Ok((times[n / 2], rss))
+    ta.sort();
+    tb.sort();
+    Ok(((ta[n / 2], ra), (tb[n / 2], rb)))
 }
 
 /// The trace is kept in the scratch area between benchmarks of one run and
@@ -212,8 +222,8 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     ];
     for (name, args, script) in cases {
         let load_before = load_average();
-        let (mine, mine_rss) = median_of(runs, ours(args))?;
-        let (theirs, theirs_rss) = median_of(runs, duck(script))?;
+        let ((mine, mine_rss), (theirs, theirs_rss)) =
+            median_of_pair(runs, ours(args), duck(script))?;
         let ratio = mine.as_secs_f64() / theirs.as_secs_f64();
         let ns_row = |d: Duration| d.as_nanos() as f64 / events.max(1) as f64;
         let verdict = if ratio <= TIME_TARGET && mine_rss / 1024 <= RSS_TARGET_MIB {
