@@ -52,7 +52,7 @@ const NO_SLOT: u32 = u32::MAX;
 const DENSE_OWNERS: i64 = 1 << 16;
 
 impl Owners {
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, owner: i64) -> u32 {
         if (0..DENSE_OWNERS).contains(&owner) {
             let i = owner as usize;

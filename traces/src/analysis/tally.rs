@@ -78,7 +78,7 @@ const DENSE_RANKS: i32 = 1 << 16;
 const NO_SLOT: u32 = u32::MAX;
 
 impl Ranks {
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, rank: i32) -> usize {
         if (0..DENSE_RANKS).contains(&rank) {
             let r = rank as usize;
