@@ -17,7 +17,6 @@ use crate::engine::{Engine, OpenHow, Psync};
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_BENEATH: u64 = 0x08;
 
-
 /// A directory handle that every replay path is resolved beneath.
 #[derive(Debug)]
 pub struct Confined {

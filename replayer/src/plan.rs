@@ -102,7 +102,7 @@ pub fn dispatch(
         let (ts, dur, ret, pid) = (ev.ts(), ev.dur_ns(), ev.ret(), ev.pid());
         for (row, &op) in ops.iter().enumerate() {
             let t = ts.value(row);
-            while phase + 1 < phases.len() && phases[phase + 1].start_ns <= t {
+            while phase + 1 < phases.len() && phases[phase + 1].start_unix_ns <= t {
                 phase += 1;
             }
             let r = ret.value(row);

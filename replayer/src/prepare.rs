@@ -22,8 +22,8 @@ use serde::Serialize;
 use crate::confine::{normalise, Confined};
 use crate::engine::{Engine, Psync};
 use crate::error::{ReplayError, ReplayResult};
-use crate::remap::{data_path, rank_path, RankMap};
 use crate::presence::Presence;
+use crate::remap::{data_path, rank_path, RankMap};
 use crate::survey::{PathInfo, Survey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,7 +252,8 @@ pub fn prepare(
                         let Some(rel) = place_path(task.place, info) else {
                             continue;
                         };
-                        if let Err(e) = do_step(conf, step, &rel, info, counters, &mut rng, &mut buf)
+                        if let Err(e) =
+                            do_step(conf, step, &rel, info, counters, &mut rng, &mut buf)
                         {
                             first_error.lock().expect("lock").get_or_insert(e);
                             return;
@@ -331,11 +332,7 @@ fn make_file(
             .map_err(|e| io("creating directory for", e))?;
     }
     let fd = conf
-        .open(
-            rel,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
-            0o644,
-        )
+        .open(rel, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644)
         .map_err(|e| io("creating", e))?;
     let mut off = 0u64;
     let mut eng = Psync;

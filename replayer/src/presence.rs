@@ -95,7 +95,12 @@ mod tests {
         assert_eq!(judge(Op::Mkdir, Role::First, 0, None), Some(Absent));
         assert_eq!(judge(Op::Mkdir, Role::First, eexist, None), Some(Before));
         assert_eq!(
-            judge(Op::Open, Role::First, 3, Some(libc::O_WRONLY | libc::O_CREAT)),
+            judge(
+                Op::Open,
+                Role::First,
+                3,
+                Some(libc::O_WRONLY | libc::O_CREAT)
+            ),
             Some(Absent)
         );
         assert_eq!(judge(Op::Open, Role::First, 3, Some(0)), Some(Before));

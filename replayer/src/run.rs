@@ -15,7 +15,6 @@ use crate::error::{ReplayError, ReplayResult};
 use crate::execute::{data_buffer_len, Shared, Worker};
 use crate::launcher::{self, LaunchedRank};
 use crate::output::OutputFormat;
-use crate::phases::{PhaseKind, WriteBurstDetector};
 use crate::plan::{dispatch, CHANNEL_CHUNKS};
 use crate::prepare::{self, PrepareMode, PrepareStats};
 use crate::record;
@@ -25,6 +24,7 @@ use crate::report::{Report, RunInfo};
 use crate::stats::{unix_ns, RankResult};
 use crate::survey::Survey;
 use crate::timing::Timing;
+use iorepro_traces::analysis::phases::PhaseKind;
 
 /// Checked options of one replay.
 #[derive(Debug, Clone)]
@@ -151,10 +151,7 @@ fn replay(
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
-    let survey = Arc::new(Survey::run(
-        &opts.trace,
-        &mut WriteBurstDetector::default(),
-    )?);
+    let survey = Arc::new(Survey::run(&opts.trace)?);
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,

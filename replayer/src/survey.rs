@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
+use iorepro_traces::analysis::activity::{writer_of, Activity};
+use iorepro_traces::analysis::phases::{self, Phase, PhaseKind};
 use iorepro_traces::format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_PID,
     COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS, COL_VIA,
@@ -14,7 +16,6 @@ use iorepro_traces::format::schema::{
 use iorepro_traces::{Events, Op, TraceReader};
 
 use crate::error::ReplayResult;
-use crate::phases::{Phase, PhaseDetector, PhaseRow};
 use crate::presence::{self, Presence, Role};
 
 /// The columns the replayer reads (the rest are never decoded).
@@ -161,13 +162,14 @@ impl Survey {
         id
     }
 
-    pub fn run(trace: &Path, detector: &mut dyn PhaseDetector) -> ReplayResult<Survey> {
+    pub fn run(trace: &Path) -> ReplayResult<Survey> {
         let reader = open_reader(trace)?;
         let mut s = Survey {
             start_ns: i64::MAX,
             end_ns: i64::MIN,
             ..Default::default()
         };
+        let mut activity = Activity::default();
         for ev in reader.events()? {
             let ev = ev?;
             let ops = ev.ops();
@@ -188,12 +190,8 @@ impl Survey {
                 } else {
                     0
                 };
-                detector.observe(&PhaseRow {
-                    ts: t,
-                    end,
-                    op,
-                    bytes,
-                });
+                let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
+                activity.observe_row(t, end - t, op, r, writer, calls);
                 if r >= 0 {
                     match op {
                         Op::Read => s.read_bytes += bytes,
@@ -201,8 +199,7 @@ impl Survey {
                         _ => {}
                     }
                     if matches!(op, Op::Read | Op::Write) {
-                        let requested =
-                            Events::opt_i64(ev.size(), row).unwrap_or(0).max(0) as u64;
+                        let requested = Events::opt_i64(ev.size(), row).unwrap_or(0).max(0) as u64;
                         // The buffer a call needs: a run's calls are equal parts.
                         let call = (bytes / calls).max(requested / calls);
                         s.max_io_bytes = s.max_io_bytes.max(call);
@@ -237,7 +234,22 @@ impl Survey {
         if s.sources.is_empty() {
             s.sources.push(0);
         }
-        s.phases = detector.finish(s.start_ns, s.end_ns);
+        activity.finish();
+        s.phases = phases::detect(&activity);
+        if s.phases.is_empty() {
+            // A trace without calls replays as one idle phase.
+            s.phases.push(Phase {
+                kind: PhaseKind::Idle,
+                start_s: 0.0,
+                end_s: 0.0,
+                read_bytes: 0,
+                write_bytes: 0,
+                max_writers: 0,
+                metadata_calls: 0,
+                start_unix_ns: s.start_ns,
+                end_unix_ns: s.end_ns.max(s.start_ns + 1),
+            });
+        }
         Ok(s)
     }
 }

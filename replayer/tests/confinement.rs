@@ -110,7 +110,11 @@ fn planted_file_and_relative_symlinks_are_refused_or_cleared() {
     // The trace creates /ck.pt anew: preparing removes the planted link
     // itself (never what it points at) and the replay writes its own file.
     let dir = tempfile::tempdir().unwrap();
-    let out = replay_into(&write_rows(dir.path(), &rows("/ck.pt")), &target, &["--json"]);
+    let out = replay_into(
+        &write_rows(dir.path(), &rows("/ck.pt")),
+        &target,
+        &["--json"],
+    );
     assert_eq!(out.status.code(), Some(0));
     let r = json(&out);
     assert_eq!(r["write_bytes"], 4096);
@@ -119,7 +123,11 @@ fn planted_file_and_relative_symlinks_are_refused_or_cleared() {
     assert!(ck.is_file() && ck.len() == 4096, "{ck:?}");
     // /ckdir existed for the job: the planted link in its place is refused.
     let dir = tempfile::tempdir().unwrap();
-    let out = replay_into(&write_rows(dir.path(), &rows("/ckdir/new.pt")), &target, &[]);
+    let out = replay_into(
+        &write_rows(dir.path(), &rows("/ckdir/new.pt")),
+        &target,
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refused") && err.contains("ckdir"), "{err}");

@@ -44,7 +44,9 @@ fn tally(rows: &[Row], dir: &Path, strictly: bool) -> BTreeMap<(Op, bool), u64> 
         } else {
             r.path.as_deref()
         };
-        if judged.is_some_and(|p| Path::new(p).starts_with(dir) && !(strictly && Path::new(p) == dir)) {
+        if judged
+            .is_some_and(|p| Path::new(p).starts_with(dir) && !(strictly && Path::new(p) == dir))
+        {
             *m.entry((r.op, r.ret < 0)).or_insert(0) += 1;
         }
     }
@@ -126,7 +128,11 @@ fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() 
         "only".as_ref(),
     ]));
     let replay_trace = root.join("replay-trace");
-    let cmd = replay(&trace, &target, &["--ranks", "4", "--prepare", "skip", "--json"]);
+    let cmd = replay(
+        &trace,
+        &target,
+        &["--ranks", "4", "--prepare", "skip", "--json"],
+    );
     // Everything the replay process did, wherever: the job's paths must not
     // appear outside the target.
     let out = capture(&replay_trace, &[], &cmd);
@@ -144,7 +150,12 @@ fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() 
     );
     let escaped: Vec<&Row> = replay_rows
         .iter()
-        .filter(|r| r.under(&job) || r.path2.as_deref().is_some_and(|p| p.starts_with(job.to_str().unwrap())))
+        .filter(|r| {
+            r.under(&job)
+                || r.path2
+                    .as_deref()
+                    .is_some_and(|p| p.starts_with(job.to_str().unwrap()))
+        })
         .collect();
     assert!(
         escaped.is_empty(),
@@ -162,7 +173,11 @@ fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() 
     let mut metadata = 0;
     for op in METADATA {
         let traced: u64 = want.iter().filter(|(k, _)| k.0 == op).map(|(_, n)| n).sum();
-        let failed: u64 = want.iter().filter(|(k, _)| k.0 == op && k.1).map(|(_, n)| n).sum();
+        let failed: u64 = want
+            .iter()
+            .filter(|(k, _)| k.0 == op && k.1)
+            .map(|(_, n)| n)
+            .sum();
         let o = &report["ops"][op.as_str()];
         assert_eq!(o["count"].as_u64().unwrap_or(0), 4 * traced, "{op}: {o}");
         assert_eq!(o["failed"].as_u64().unwrap_or(0), 4 * failed, "{op}: {o}");
@@ -181,11 +196,13 @@ fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() 
 
     // A second replay on the same target meets the same name space: what
     // the first one created is cleared by preparing, so nothing differs.
-    let again = run_json(Command::new(bin("iorepro-replay")).args(
-        replay(&trace, &target, &["--ranks", "4", "--json"])
-            .iter()
-            .skip(1),
-    ));
+    let again = run_json(
+        Command::new(bin("iorepro-replay")).args(
+            replay(&trace, &target, &["--ranks", "4", "--json"])
+                .iter()
+                .skip(1),
+        ),
+    );
     assert_eq!(again["results_differed"], 0, "{again}");
     assert!(again["prepare"]["paths_cleared"].as_u64().unwrap() > 0);
 }
@@ -219,12 +236,19 @@ fn io_uring_requests_replay_as_io_uring_requests() {
             .count()
     };
     let (reads, writes) = (ring(&rows, &data, Op::Read), ring(&rows, &data, Op::Write));
-    assert!(reads > 0 && writes > 0, "fio made io_uring reads and writes");
+    assert!(
+        reads > 0 && writes > 0,
+        "fio made io_uring reads and writes"
+    );
 
     let target = root.join("target");
-    run_ok(Command::new(bin("iorepro-replay")).args(
-        replay(&trace, &target, &["--prepare", "only"]).iter().skip(1),
-    ));
+    run_ok(
+        Command::new(bin("iorepro-replay")).args(
+            replay(&trace, &target, &["--prepare", "only"])
+                .iter()
+                .skip(1),
+        ),
+    );
     let replay_trace = root.join("replay-trace");
     let replayed = captured(
         &replay_trace,

@@ -62,7 +62,9 @@ impl Worker<'_> {
         if op.op == Op::Stat && op.fd >= 0 {
             if let Some(f) = self.files.get(&key) {
                 let fd = f.fd.as_raw_fd();
-                return Ok(Some(self.engine.stat_at(fd, c"", libc::AT_EMPTY_PATH).map(drop)));
+                return Ok(Some(
+                    self.engine.stat_at(fd, c"", libc::AT_EMPTY_PATH).map(drop),
+                ));
             }
         }
         if op.op == Op::Getdents {
@@ -73,9 +75,8 @@ impl Worker<'_> {
         }
         let rel = self.rel_path(op.path)?;
         if op.failed && matches!(op.op, Op::Stat | Op::Access) {
-            let from_root = cstr(&rel).and_then(|path| {
-                self.look(op, self.shared.conf.root_fd(), &path)
-            });
+            let from_root =
+                cstr(&rel).and_then(|path| self.look(op, self.shared.conf.root_fd(), &path));
             if from_root.is_err() {
                 return Ok(Some(from_root));
             }
@@ -126,7 +127,9 @@ impl Worker<'_> {
                         }
                     })
                 });
-                if r.is_ok() && op.op == Op::Rename && self.shared.survey.paths[op.path as usize].is_dir
+                if r.is_ok()
+                    && op.op == Op::Rename
+                    && self.shared.survey.paths[op.path as usize].is_dir
                 {
                     self.parents.clear();
                 }
@@ -170,9 +173,7 @@ impl Worker<'_> {
     fn stat(&mut self, rel: &Path, flags: i32) -> io::Result<()> {
         let no_follow = flags & libc::AT_SYMLINK_NOFOLLOW != 0;
         let (dir, name) = self.parent(rel)?;
-        let mode = self
-            .engine
-            .stat_at(dir, &name, libc::AT_SYMLINK_NOFOLLOW)?;
+        let mode = self.engine.stat_at(dir, &name, libc::AT_SYMLINK_NOFOLLOW)?;
         if no_follow || mode & libc::S_IFMT != libc::S_IFLNK {
             return Ok(());
         }
@@ -180,7 +181,9 @@ impl Worker<'_> {
             .shared
             .conf
             .open_via(&mut *self.engine, rel, libc::O_PATH, 0)?;
-        let r = self.engine.stat_at(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH);
+        let r = self
+            .engine
+            .stat_at(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH);
         drop(fd);
         r.map(drop)
     }
@@ -195,11 +198,7 @@ impl Worker<'_> {
             }
             let rel = self.rel_path(op.path)?;
             let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-            let fd = match self
-                .shared
-                .conf
-                .open_via(&mut *self.engine, &rel, flags, 0)
-            {
+            let fd = match self.shared.conf.open_via(&mut *self.engine, &rel, flags, 0) {
                 Ok(fd) => fd,
                 Err(e) => return Ok(Some(Err(e))),
             };
@@ -221,14 +220,7 @@ impl Worker<'_> {
         }
         let fd = self.files[&key].fd.as_raw_fd();
         // SAFETY: the buffer holds `len` bytes for the kernel to fill.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                fd,
-                self.listing.as_mut_ptr(),
-                len,
-            )
-        };
+        let r = unsafe { libc::syscall(libc::SYS_getdents64, fd, self.listing.as_mut_ptr(), len) };
         Ok(Some(if r < 0 {
             Err(io::Error::last_os_error())
         } else {
@@ -296,9 +288,6 @@ mod tests {
             link_text("/ckpt/step-2", target, link),
             PathBuf::from("../../../ranks/rank-00001/ckpt/step-2")
         );
-        assert_eq!(
-            link_text("step-2", target, link),
-            PathBuf::from("step-2")
-        );
+        assert_eq!(link_text("step-2", target, link), PathBuf::from("step-2"));
     }
 }
