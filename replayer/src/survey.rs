@@ -148,18 +148,29 @@ impl Survey {
         }
     }
 
+    /// The id of a traced path, interned on first sight. A name with a
+    /// trailing slash ("data/") is the same path as without one, and names
+    /// a directory.
     pub fn path_id(&mut self, path: &str) -> u32 {
+        let (path, names_dir) = without_trailing_slash(path);
         if let Some(&id) = self.path_ids.get(path) {
+            self.paths[id as usize].is_dir |= names_dir;
             return id;
         }
         let id = self.paths.len() as u32;
         let p: Arc<str> = Arc::from(path);
         self.paths.push(PathInfo {
             path: p.clone(),
+            is_dir: names_dir,
             ..Default::default()
         });
         self.path_ids.insert(p, id);
         id
+    }
+
+    /// The id of a path the survey has seen, however the row spells it.
+    pub fn find_path(&self, path: &str) -> Option<u32> {
+        self.path_ids.get(without_trailing_slash(path).0).copied()
     }
 
     pub fn run(trace: &Path) -> ReplayResult<Survey> {
@@ -251,5 +262,17 @@ impl Survey {
             });
         }
         Ok(s)
+    }
+}
+
+/// `path` without trailing slashes ("/" stays), and whether it had any.
+fn without_trailing_slash(path: &str) -> (&str, bool) {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.len() == path.len() {
+        (path, false)
+    } else if trimmed.is_empty() {
+        ("/", false)
+    } else {
+        (trimmed, true)
     }
 }

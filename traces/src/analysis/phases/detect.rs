@@ -594,6 +594,36 @@ mod tests {
     }
 
     #[test]
+    fn a_walk_of_the_dataset_before_loading_is_metadata() {
+        // 2,000 stats and listings over 200 ms (a dataset walk), then the
+        // job loads and reads; a job reading small files (open, stat, read
+        // 256 KiB, close each) stays a read phase.
+        let mut c = Vec::new();
+        for i in 0..2_000 {
+            let op = if i % 10 == 0 { Op::Getdents } else { Op::Stat };
+            c.push((i * MS / 10, 20_000, op, 0, 0));
+        }
+        let t = 300 * MS;
+        for i in 0..200 {
+            let at = t + i * 5 * MS;
+            c.push((at, 10_000, Op::Open, 3, 0));
+            c.push((at + 20_000, 10_000, Op::Stat, 0, 0));
+            c.push((at + 40_000, 100_000, Op::Read, MIB / 4, 0));
+            c.push((at + 150_000, 10_000, Op::Close, 0, 0));
+        }
+        let p = detect_calls(&c);
+        assert_eq!(kinds(&p)[0], "metadata", "{p:?}");
+        assert!(
+            p[1..].iter().all(|p| p.kind != PhaseKind::Metadata),
+            "{p:?}"
+        );
+        assert_eq!(p[0].metadata_calls, 2_000);
+        assert_eq!(p[0].read_bytes, 0);
+        let rate = p[0].metadata_calls_per_s();
+        assert!((9_000.0..=10_100.0).contains(&rate), "{rate}");
+    }
+
+    #[test]
     fn small_writes_are_not_checkpoints() {
         let mut c = vec![(0, MS, Op::Read, MIB, 0)];
         for i in 1..100 {
