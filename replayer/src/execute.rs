@@ -21,7 +21,7 @@ use crate::confine::Confined;
 use crate::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
 use crate::plan::{PlannedOp, NO_PATH};
-use crate::record::Recorder;
+use crate::record::{Made, Recorder};
 use crate::remap::{remap, RankMap};
 use crate::rendezvous::Rendezvous;
 use crate::stats::{unix_ns, BarrierStamp, OpStats, PhaseStats, RankResult};
@@ -579,12 +579,14 @@ impl<'s> Worker<'s> {
             let uring = self.shared.engine == EngineKind::IoUring || op.uring;
             rec.push(
                 op,
-                issued,
-                took,
-                ret,
-                [path.as_deref(), path2.as_deref()],
-                fd,
-                uring,
+                Made {
+                    start: issued,
+                    took,
+                    ret,
+                    paths: [path.as_deref(), path2.as_deref()],
+                    fd,
+                    uring,
+                },
             );
         }
         Ok(())
