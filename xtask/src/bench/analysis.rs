@@ -34,14 +34,14 @@ import duckdb, json, sys
 con = duckdb.connect()
 con.execute(f"create view t as select * from read_parquet('{sys.argv[1]}/*.parquet')")
 q = lambda s: con.execute(s).fetchall()
-out = {"events": q("select count(*) from t")[0][0]}
-out["ops"] = q("select op, count(*), sum(case when op in ('read','write') and ret > 0 then ret else 0 end) from t group by op")
-out["ranks"] = q("select rank, sum(case when op='read' and ret>0 then ret else 0 end), sum(case when op='write' and ret>0 then ret else 0 end), count(*) from t group by rank")
-out["hist"] = q("select op, case when size = 0 then 0 else pow(2, floor(log2(size)))::bigint end b, count(*) from t where op in ('read','write') and size is not null group by op, b")
+out = {"events": q("select sum(calls) from t")[0][0]}
+out["ops"] = q("select op, sum(calls), sum(case when op in ('read','write') and ret > 0 then ret else 0 end) from t group by op")
+out["ranks"] = q("select rank, sum(case when op='read' and ret>0 then ret else 0 end), sum(case when op='write' and ret>0 then ret else 0 end), sum(calls) from t group by rank")
+out["hist"] = q("select op, case when size = 0 then 0 else pow(2, floor(log2(size // calls)))::bigint end b, sum(calls) from t where op in ('read','write') and size is not null group by op, b")
 t0 = q("select min(epoch_ns(ts)) from t")[0][0]
 out["peak"] = q(f"select op, max(s) from (select op, sum(ret) s from t where op in ('read','write') and ret > 0 group by op, (epoch_ns(ts) - {t0}) // 1000000000) group by op")
 out["files"] = q("select count(distinct path) from t")[0][0]
-out["top_files"] = q("select path, count(*), sum(case when op='read' and ret>0 then ret else 0 end) r, sum(case when op='write' and ret>0 then ret else 0 end) w from t where path is not null group by path order by r + w desc limit 10")
+out["top_files"] = q("select path, sum(calls), sum(case when op='read' and ret>0 then ret else 0 end) r, sum(case when op='write' and ret>0 then ret else 0 end) w from t where path is not null group by path order by r + w desc limit 10")
 print(json.dumps(out, default=str))
 "#;
 
@@ -55,9 +55,9 @@ rows = con.execute(f"""select (epoch_ns(ts) - {t0}) // 100000000 w,
   sum(case when op = 'write' and ret > 0 then ret else 0 end),
   count(distinct case when op = 'write' and ret > 0 then coalesce(rank, pid) end),
   min(case when op = 'write' and ret > 0 then epoch_ns(ts) end),
-  max(case when op = 'write' and ret > 0 then epoch_ns(ts) + dur_ns end),
+  max(case when op = 'write' and ret > 0 then epoch_ns(ts) + greatest(dur_ns, coalesce(span_ns, 0)) end),
   min(case when op in ('read', 'fault') and ret > 0 then epoch_ns(ts) end),
-  max(case when op in ('read', 'fault') and ret > 0 then epoch_ns(ts) + dur_ns end)
+  max(case when op in ('read', 'fault') and ret > 0 then epoch_ns(ts) + greatest(dur_ns, coalesce(span_ns, 0)) end)
   from t group by w order by w""").fetchall()
 print(json.dumps({"windows": len(rows)}))
 "#;
