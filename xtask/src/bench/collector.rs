@@ -22,6 +22,7 @@ use super::{dir_size, Ctx};
 /// The compiled benchmark jobs and their data file.
 pub struct Jobs {
     pub pairs: PathBuf,
+    pub stats: PathBuf,
     pub flood: PathBuf,
     pub data: PathBuf,
 }
@@ -63,6 +64,7 @@ impl Jobs {
         std::fs::read(&data)?; // into the page cache
         Ok(Jobs {
             pairs: compile("pairs", include_str!("jobs/pairs.c"), &[])?,
+            stats: compile("stats", include_str!("jobs/stats.c"), &[])?,
             flood: compile("flood", include_str!("jobs/flood.c"), &["-pthread"])?,
             data,
         })
@@ -77,6 +79,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let dir = ctx.dir("collector")?;
     let jobs = Jobs::build(&dir, if ctx.quick { 64 } else { 256 })?;
     overhead(ctx, &dir, &jobs)?;
+    metadata_overhead(ctx, &dir, &jobs)?;
     untraced_neighbour(ctx, &dir, &jobs)?;
     dd_and_size(ctx, &dir, &jobs)?;
     start_up(ctx, &dir)?;
@@ -148,6 +151,65 @@ fn overhead(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
             ratio(&runs),
             added(&each_call),
             ratio(&each_call),
+            strace
+                .map(|s| format!("; strace -f +{:.0} ns ({:.1}x)", s - base, s / base))
+                .unwrap_or_default()
+        ),
+    );
+    Ok(())
+}
+
+/// Per-call cost of name-space calls (`jobs/stats.c`: a stat that finds its
+/// file and one that does not, both recorded with their path and result):
+/// untraced, the collector, strace; the trace must hold every call.
+fn metadata_overhead(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
+    let (chunks, calls) = if ctx.quick { (10, 5_000) } else { (30, 10_000) };
+    let rounds = if ctx.quick { 1 } else { 3 };
+    let job = |cmd: &mut Command| -> Result<f64> {
+        let o = cmd
+            .arg(&jobs.stats)
+            .arg(&jobs.data)
+            .args([chunks.to_string(), calls.to_string()])
+            .stderr(Stdio::null())
+            .output()
+            .with_context(|| format!("running {cmd:?}"))?;
+        let out = String::from_utf8_lossy(&o.stdout);
+        out.split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("{cmd:?} printed no timing: {out}"))
+    };
+    let (mut untraced, mut traced) = (Vec::new(), Vec::new());
+    let mut recorded = 0;
+    for round in 0..rounds {
+        untraced.push(job(&mut Command::new("env"))?);
+        let out = dir.join(format!("stats-{round}"));
+        traced.push(job(&mut collect_cmd(ctx, &out, &[]))?);
+        let m = Manifest::load(&out)?;
+        if m.dropped_events > 0 {
+            bail!("the stat capture dropped {} events", m.dropped_events);
+        }
+        recorded = m.calls;
+    }
+    let made = 2 * chunks as u64 * calls;
+    if recorded < made {
+        bail!("the stat capture holds {recorded} calls, the job made {made}");
+    }
+    let strace = have("strace")
+        .then(|| {
+            job(Command::new("strace").args(["-f", "-qq", "-e", "trace=%stat", "-o", "/dev/null"]))
+        })
+        .transpose()?;
+    let base = median(&untraced);
+    let t = median(&traced);
+    ctx.line(
+        "collector-metadata",
+        format!(
+            "stat of a file and of a missing name, thread CPU per call (least of {chunks} x {}, median of {rounds}): \
+             untraced {base:.0} ns; iorepro-collect +{:.0} ns ({:.2}x), every call recorded with its path and result{}",
+            2 * calls,
+            t - base,
+            t / base,
             strace
                 .map(|s| format!("; strace -f +{:.0} ns ({:.1}x)", s - base, s / base))
                 .unwrap_or_default()
