@@ -88,6 +88,9 @@ pub struct Runs {
     /// False when a call arrived before the start of the last run (a foreign
     /// segment not sorted by `ts`); the runs are sorted and re-joined when read.
     sorted: bool,
+    /// (start of the last run, end of its `max_ns` cell): rows in time order
+    /// ask which cell they are in with a compare, not two divisions.
+    cell: (i64, i64),
 }
 
 impl Default for Runs {
@@ -97,6 +100,7 @@ impl Default for Runs {
             join_ns: JOIN_NS,
             max_ns: RUN_MAX_NS,
             sorted: true,
+            cell: (i64::MIN, i64::MIN),
         }
     }
 }
@@ -107,9 +111,16 @@ impl Runs {
     pub fn add(&mut self, start: i64, end: i64, bytes: u64, writer: Option<Writer>) {
         let end = end.max(start);
         if let Some(last) = self.runs.last_mut() {
+            if self.cell.0 != last.start {
+                let first = last.start.div_euclid(self.max_ns);
+                self.cell = (
+                    last.start,
+                    first.saturating_add(1).saturating_mul(self.max_ns),
+                );
+            }
             if start >= last.start
                 && start <= last.end.saturating_add(self.join_ns)
-                && start.div_euclid(self.max_ns) == last.start.div_euclid(self.max_ns)
+                && start < self.cell.1
             {
                 last.end = last.end.max(end);
                 last.bytes += bytes;
@@ -137,6 +148,7 @@ impl Runs {
     fn coarsen(&mut self) {
         self.join_ns = self.join_ns.saturating_mul(2);
         self.max_ns = self.max_ns.saturating_mul(2);
+        self.cell = (i64::MIN, i64::MIN);
         self.normalise();
         if self.runs.len() > MAX_RUNS / 2 {
             let mut out = Vec::with_capacity(self.runs.len() / 2 + 1);
@@ -179,6 +191,7 @@ impl Runs {
         other.sort();
         self.join_ns = self.join_ns.max(other.join_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
+        self.cell = (i64::MIN, i64::MIN);
         let follows = match (self.runs.last(), other.runs.first()) {
             (Some(a), Some(b)) => a.start <= b.start,
             _ => true,

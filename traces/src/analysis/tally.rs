@@ -374,7 +374,12 @@ impl Tally {
             }
             if size.is_valid(i) {
                 // A run's calls are equal parts of its size.
-                self.hist[op as usize].add_calls(size.value(i).max(0) as u64 / n, n);
+                let size = size.value(i).max(0) as u64;
+                if n == 1 {
+                    self.hist[op as usize].add(size);
+                } else {
+                    self.hist[op as usize].add_calls(size / n, n);
+                }
             }
             if file != u32::MAX && offset.is_valid(i) && ret[i] >= 0 {
                 self.access
