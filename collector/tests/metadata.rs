@@ -23,20 +23,8 @@ type Key = (Op, String, Option<String>, i64);
 /// `dir`, counted. Opens of directories are left out: the collector keeps
 /// them only to resolve later relative paths.
 fn calls(rows: &[Row], dir: &Path) -> BTreeMap<Key, usize> {
-    let metadata = [
-        Op::Stat,
-        Op::Access,
-        Op::Mkdir,
-        Op::Rmdir,
-        Op::Getdents,
-        Op::Unlink,
-        Op::Rename,
-        Op::Link,
-        Op::Symlink,
-        Op::Open,
-    ];
     let mut m = BTreeMap::new();
-    for r in rows.iter().filter(|r| metadata.contains(&r.op)) {
+    for r in rows.iter().filter(|r| r.op.is_metadata()) {
         let judged = match r.op {
             Op::Symlink => r.path2.as_deref(),
             _ => r.path.as_deref(),

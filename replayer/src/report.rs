@@ -132,8 +132,8 @@ pub struct Report {
     pub engine: String,
     pub direct: bool,
     pub ops: BTreeMap<String, OpReport>,
-    /// Calls on the name space (open, close, stat, access, mkdir, rmdir,
-    /// listings, unlink, rename, link, symlink), over all ranks.
+    /// Calls on the name space (open, stat, access, mkdir, rmdir, listings,
+    /// unlink, rename, link, symlink; not close), over all ranks.
     pub metadata_ops: u64,
     /// The same per second of the replay: the load a metadata server saw.
     pub metadata_ops_per_s: f64,

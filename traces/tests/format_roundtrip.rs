@@ -81,29 +81,33 @@ fn write(
     opts.batch_rows = batch_rows;
     let mut w = TraceWriter::create(dir, opts).unwrap();
     for r in rows {
-        w.push(&EventRow {
-            ts_ns: r.ts,
-            dur_ns: r.dur,
-            host: &r.host,
-            pid: r.pid,
-            tid: r.tid,
-            rank: r.rank,
-            comm: &r.comm,
-            op: r.op,
-            path: r.path.as_deref(),
-            fd: r.fd,
-            offset: r.offset,
-            size: r.size,
-            ret: r.ret,
-            flags: r.flags,
-            calls: 1,
-            span_ns: None,
-            path2: None,
-            via: None,
-        })
-        .unwrap();
+        w.push(&event_row(r)).unwrap();
     }
     w
+}
+
+/// The writer's view of a test row: one call.
+fn event_row(r: &Row) -> EventRow<'_> {
+    EventRow {
+        ts_ns: r.ts,
+        dur_ns: r.dur,
+        host: &r.host,
+        pid: r.pid,
+        tid: r.tid,
+        rank: r.rank,
+        comm: &r.comm,
+        op: r.op,
+        path: r.path.as_deref(),
+        fd: r.fd,
+        offset: r.offset,
+        size: r.size,
+        ret: r.ret,
+        flags: r.flags,
+        calls: 1,
+        span_ns: None,
+        path2: None,
+        via: None,
+    }
 }
 
 fn read_all(dir: &std::path::Path) -> Vec<Row> {
@@ -267,27 +271,7 @@ fn segments_record_their_ts_order_and_row_group_size() {
     opts.row_group_rows = 300;
     let mut w = TraceWriter::create(&trace, opts).unwrap();
     for r in &rows {
-        w.push(&EventRow {
-            ts_ns: r.ts,
-            dur_ns: r.dur,
-            host: &r.host,
-            pid: r.pid,
-            tid: r.tid,
-            rank: r.rank,
-            comm: &r.comm,
-            op: r.op,
-            path: r.path.as_deref(),
-            fd: r.fd,
-            offset: r.offset,
-            size: r.size,
-            ret: r.ret,
-            flags: r.flags,
-            calls: 1,
-            span_ns: None,
-            path2: None,
-            via: None,
-        })
-        .unwrap();
+        w.push(&event_row(r)).unwrap();
     }
     let m = w.finish().unwrap();
     assert_eq!(m.segments.len(), 3);

@@ -24,13 +24,6 @@ pub const RUN_MAX_NS: i64 = 10_000_000;
 /// week-long capture stays a few tens of MiB).
 pub const MAX_RUNS: usize = 1 << 20;
 
-/// Calls a metadata server serves: every name-space call but `close` (which
-/// every data file pays and a checkpoint's syncs already count).
-#[inline(always)]
-pub fn is_namespace_call(op: Op) -> bool {
-    op.is_metadata() && op != Op::Close
-}
-
 /// Who wrote: a rank, or a process when the rank is unknown.
 pub type Writer = i64;
 
@@ -290,7 +283,7 @@ pub struct Activity {
     pub writes: Runs,
     /// fsync, fdatasync, close and rename: how long a checkpoint takes to be durable.
     pub syncs: Runs,
-    /// Name-space calls (see [`is_namespace_call`]); a run's `bytes` counts
+    /// Name-space calls (see [`Op::is_metadata`]); a run's `bytes` counts
     /// its calls.
     pub metadata: Runs,
     /// Entry `ts` of the first call (any op), Unix ns; `i64::MAX` when none.
@@ -334,7 +327,7 @@ impl Activity {
                 self.syncs.add(ts, end, 0, None);
                 self.metadata.add(ts, end, calls, None);
             }
-            _ if is_namespace_call(op) => self.metadata.add(ts, end, calls, None),
+            _ if op.is_metadata() => self.metadata.add(ts, end, calls, None),
             _ => {}
         }
     }

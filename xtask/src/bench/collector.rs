@@ -96,20 +96,7 @@ fn overhead(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
         (30, 20_000)
     };
     let rounds = if ctx.quick { 1 } else { 3 };
-    let job = |cmd: &mut Command| -> Result<f64> {
-        let o = cmd
-            .arg(&jobs.pairs)
-            .arg(&jobs.data)
-            .args([chunks.to_string(), pairs.to_string()])
-            .stderr(Stdio::null())
-            .output()
-            .with_context(|| format!("running {cmd:?}"))?;
-        let out = String::from_utf8_lossy(&o.stdout);
-        out.split_whitespace()
-            .next()
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("{cmd:?} printed no timing: {out}"))
-    };
+    let job = |cmd: &mut Command| least_cpu_ns(cmd, &jobs.pairs, &jobs.data, chunks, pairs);
     let mut untraced = Vec::new();
     let mut floor = Vec::new();
     let mut runs = Vec::new();
@@ -159,26 +146,37 @@ fn overhead(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
     Ok(())
 }
 
+/// Runs a C job (`jobs/*.c`: JOB FILE CHUNKS CALLS) under `cmd` (`env` for
+/// none, the collector, strace) and returns the least thread CPU time per
+/// call it printed.
+fn least_cpu_ns(
+    cmd: &mut Command,
+    job: &Path,
+    data: &Path,
+    chunks: u32,
+    calls: u64,
+) -> Result<f64> {
+    let o = cmd
+        .arg(job)
+        .arg(data)
+        .args([chunks.to_string(), calls.to_string()])
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("running {cmd:?}"))?;
+    let out = String::from_utf8_lossy(&o.stdout);
+    out.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("{cmd:?} printed no timing: {out}"))
+}
+
 /// Per-call cost of name-space calls (`jobs/stats.c`: a stat that finds its
 /// file and one that does not, both recorded with their path and result):
 /// untraced, the collector, strace; the trace must hold every call.
 fn metadata_overhead(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {
     let (chunks, calls) = if ctx.quick { (10, 5_000) } else { (30, 10_000) };
     let rounds = if ctx.quick { 1 } else { 3 };
-    let job = |cmd: &mut Command| -> Result<f64> {
-        let o = cmd
-            .arg(&jobs.stats)
-            .arg(&jobs.data)
-            .args([chunks.to_string(), calls.to_string()])
-            .stderr(Stdio::null())
-            .output()
-            .with_context(|| format!("running {cmd:?}"))?;
-        let out = String::from_utf8_lossy(&o.stdout);
-        out.split_whitespace()
-            .next()
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("{cmd:?} printed no timing: {out}"))
-    };
+    let job = |cmd: &mut Command| least_cpu_ns(cmd, &jobs.stats, &jobs.data, chunks, calls);
     let (mut untraced, mut traced) = (Vec::new(), Vec::new());
     let mut recorded = 0;
     for round in 0..rounds {
