@@ -17,12 +17,13 @@ use crate::buffers::{PrivateCopies, SharedData, StampedWrite, STAMPED_MAX};
 use crate::confine::Confined;
 use crate::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
+use crate::live::{LiveRanks, RankLive};
 use crate::phases::{Phase, PhaseKind};
 use crate::plan::{PlannedOp, NO_PATH};
 use crate::record::Recorder;
 use crate::remap::{remap, RankMap};
 use crate::rendezvous::Rendezvous;
-use crate::stats::{unix_ns, BarrierStamp, OpStats, PhaseStats, RankResult};
+use crate::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
 use crate::survey::Survey;
 use crate::timing::{Schedule, Timing};
 
@@ -37,6 +38,8 @@ pub struct Shared {
     pub engine: EngineKind,
     pub rendezvous: Arc<dyn Rendezvous>,
     pub progress: Arc<AtomicU64>,
+    /// Every local rank's figures so far, for status lines and metrics.
+    pub live: Arc<LiveRanks>,
     pub recorder: Option<Recorder>,
     pub host: String,
     /// The data buffer every rank of this process reads into and writes from.
@@ -119,7 +122,8 @@ pub struct Worker<'s> {
     /// The rank's own stamps for buffered writes from [`Shared::data`].
     stamped: StampedWrite,
     write_tag: u64,
-    ops: Vec<Option<OpStats>>,
+    /// The rank's op figures, kept where status lines and metrics read them.
+    live: Arc<RankLive>,
     result: RankResult,
     sched: Schedule,
     phase: usize,
@@ -155,7 +159,7 @@ impl<'s> Worker<'s> {
             dirs: HashSet::new(),
             stamped: StampedWrite::default(),
             write_tag: (rank as u64) << 40,
-            ops: vec![None; Op::ALL.len()],
+            live: shared.live.rank(rank),
             result,
             sched: Schedule::new(shared.timing, now, shared.origin_ns()),
             phase: 0,
@@ -179,11 +183,8 @@ impl<'s> Worker<'s> {
             self.shared
                 .skip_remaining_barriers(self.rank, self.barriers);
         }
-        for (i, s) in self.ops.into_iter().enumerate() {
-            if let Some(s) = s {
-                self.result.ops.insert(Op::ALL[i].as_str().to_string(), s);
-            }
-        }
+        self.result.ops = self.live.ops();
+        self.live.finished(self.result.elapsed_ns);
         self.result.ideal_ns = self.sched.ideal_ns;
         self.result.compute_ns = self.sched.compute_ns;
         if let Some(r) = self.record.take() {
@@ -220,6 +221,7 @@ impl<'s> Worker<'s> {
         let mut chunks = rx.into_iter().peekable();
         chunks.peek();
         self.started = Instant::now();
+        self.live.started(self.started);
         self.sched = Schedule::new(self.shared.timing, self.started, self.shared.origin_ns());
         self.enter(0)?;
         for chunk in chunks {
@@ -516,14 +518,13 @@ impl<'s> Worker<'s> {
         }
         let end = Instant::now();
         self.sched.finished(intended, issued, end);
+        self.live.advanced(self.sched.ideal_ns);
         if !replayed {
             self.result.tolerated_errors += 1;
             return Ok(());
         }
         let latency = end.saturating_duration_since(intended);
-        self.ops[op.op as usize]
-            .get_or_insert_with(OpStats::default)
-            .record(bytes, latency.as_nanos() as u64);
+        self.live.record(op.op, bytes, latency.as_nanos() as u64);
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
         match op.op {
