@@ -46,13 +46,17 @@ pub struct Cli {
     /// O_DIRECT for aligned data ops.
     #[arg(long)]
     pub direct: bool,
-    /// psync or io_uring.
-    #[arg(long, default_value = "psync")]
+    /// auto (as traced: the trace's io_uring requests through io_uring, its
+    /// syscalls as syscalls), psync (every call a syscall) or io_uring
+    /// (every data call, sync, open, stat and close an io_uring request).
+    #[arg(long, default_value = "auto")]
     pub engine: String,
     /// Only these phase kinds (load, read, checkpoint, idle), comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub phases: Option<Vec<String>>,
-    /// auto (create missing data files), only (create them and stop), skip.
+    /// auto (put the target in the state the traced job found: the data it
+    /// reads, the paths it found, nothing where it creates a path anew),
+    /// only (that, then stop), skip.
     #[arg(long, default_value = "auto")]
     pub prepare: String,
     /// All replicas read one copy of the data (page-cache hits between them become possible).

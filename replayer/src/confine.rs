@@ -7,21 +7,15 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+use crate::engine::{Engine, OpenHow, Psync};
+
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_BENEATH: u64 = 0x08;
-
-/// `struct open_how` of openat2(2).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
 
 /// A directory handle that every replay path is resolved beneath.
 #[derive(Debug)]
@@ -30,7 +24,7 @@ pub struct Confined {
     root_path: PathBuf,
 }
 
-fn cstr(p: &Path) -> io::Result<CString> {
+pub fn cstr(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
@@ -62,6 +56,11 @@ impl Confined {
         })
     }
 
+    /// The target directory, held open.
+    pub fn root_fd(&self) -> std::os::fd::RawFd {
+        self.root.as_raw_fd()
+    }
+
     pub fn root_path(&self) -> &Path {
         &self.root_path
     }
@@ -91,9 +90,10 @@ impl Confined {
         self.root_path.join(rel)
     }
 
-    fn openat2(dir: RawFd, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-        let c = cstr(rel)?;
-        let how = OpenHow {
+    /// How every open beneath the root resolves: never above it, never
+    /// through a magic link.
+    fn how(flags: i32, mode: u32) -> OpenHow {
+        OpenHow {
             flags: (flags | libc::O_CLOEXEC) as u32 as u64,
             mode: if flags & libc::O_CREAT != 0 {
                 mode as u64
@@ -101,39 +101,35 @@ impl Confined {
                 0
             },
             resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-        };
-        // SAFETY: arguments follow openat2(2): a directory fd, a C string, a
-        // pointer to an initialised open_how and its size.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir,
-                c.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if ret < 0 {
-            return Err(io::Error::last_os_error());
         }
-        // SAFETY: a non-negative return of openat2 is a new descriptor we own.
-        Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
     }
 
     /// Opens `rel` (relative, already normalised) beneath the root.
     pub fn open(&self, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-        Self::openat2(self.root.as_raw_fd(), rel, flags, mode)
+        self.open_via(&mut Psync, rel, flags, mode)
     }
 
-    fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
-        if rel.as_os_str().is_empty() {
-            return Self::openat2(
-                self.root.as_raw_fd(),
-                Path::new("."),
-                libc::O_PATH | libc::O_DIRECTORY,
-                0,
-            );
-        }
+    /// Opens `rel` beneath the root through `engine` (an io_uring request
+    /// when the trace's open was one).
+    pub fn open_via(
+        &self,
+        engine: &mut dyn Engine,
+        rel: &Path,
+        flags: i32,
+        mode: u32,
+    ) -> io::Result<OwnedFd> {
+        let c = cstr(rel)?;
+        engine.open_at(self.root.as_raw_fd(), &c, &Self::how(flags, mode))
+    }
+
+    /// A directory beneath the root (the root itself for an empty path),
+    /// held to name entries in it.
+    pub fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
         self.open(rel, libc::O_PATH | libc::O_DIRECTORY, 0)
     }
 
@@ -167,7 +163,8 @@ impl Confined {
         self.open_dir(rel_dir).map(drop)
     }
 
-    fn split(rel: &Path) -> io::Result<(&Path, CString)> {
+    /// A path's directory and its last component.
+    pub fn split(rel: &Path) -> io::Result<(&Path, CString)> {
         let name = rel
             .file_name()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
@@ -223,6 +220,21 @@ impl Confined {
         .map(drop)
     }
 
+    /// Removes whatever is at `rel`, a directory with all it holds; `false`
+    /// when nothing was there. Nothing is followed: each entry is removed
+    /// from its own directory, opened without following a symlink.
+    pub fn remove_all(&self, rel: &Path) -> io::Result<bool> {
+        let (parent, name) = Self::split(rel)?;
+        let dir = match self.open_dir(parent) {
+            Ok(d) => d,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        };
+        remove_entry(&dir, &name)
+    }
+
     /// Size of a regular file beneath the root, `None` when it does not exist.
     pub fn file_size(&self, rel: &Path) -> io::Result<Option<u64>> {
         match self.open(rel, libc::O_PATH, 0) {
@@ -236,6 +248,67 @@ impl Confined {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Removes `name` from the open directory `dir`, recursively.
+fn remove_entry(dir: &OwnedFd, name: &std::ffi::CStr) -> io::Result<bool> {
+    // SAFETY: dir is an open directory fd and name a valid C string.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => return Ok(false),
+        Some(libc::EISDIR) => {}
+        _ => return Err(e),
+    }
+    // SAFETY: as above; O_NOFOLLOW keeps a symlink from being entered.
+    let sub = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: openat returned a new descriptor that nothing else owns.
+    let sub = unsafe { OwnedFd::from_raw_fd(sub) };
+    for entry in entries(&sub)? {
+        remove_entry(&sub, &entry)?;
+    }
+    // SAFETY: as above.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
+    Ok(true)
+}
+
+/// The names in an open directory, without `.` and `..`.
+fn entries(dir: &OwnedFd) -> io::Result<Vec<CString>> {
+    // SAFETY: fdopendir takes a duplicate we hand over; closedir closes it.
+    let stream = unsafe {
+        let dup = check(libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0))?;
+        let d = libc::fdopendir(dup);
+        if d.is_null() {
+            let e = io::Error::last_os_error();
+            libc::close(dup);
+            return Err(e);
+        }
+        d
+    };
+    let mut names = Vec::new();
+    loop {
+        // SAFETY: stream is open; the entry is valid until the next readdir.
+        let ent = unsafe { libc::readdir64(stream) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: d_name is a NUL-terminated array inside the entry.
+        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) };
+        if name.to_bytes() != b"." && name.to_bytes() != b".." {
+            names.push(name.to_owned());
+        }
+    }
+    // SAFETY: stream came from fdopendir and is closed once.
+    unsafe { libc::closedir(stream) };
+    Ok(names)
 }
 
 /// Turns a path from a trace into a relative path confined to the target:

@@ -1,28 +1,44 @@
-//! How data ops reach the kernel: plain positional syscalls (`psync`) or
-//! io_uring, one op in flight per rank as in the trace (each traced thread
-//! issued its calls one after another). Also the page-aligned buffer that
+//! How calls reach the kernel: plain syscalls (`psync`) or io_uring, one
+//! call in flight per rank as in the trace (each traced thread issued its
+//! calls one after another). Data calls, syncs, opens, stats and closes go
+//! through an engine, so a trace's io_uring requests replay as io_uring
+//! requests. Also the page-aligned buffer that
 //! O_DIRECT needs, and the per-block stamps that keep written data unique.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ffi::CStr;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
+    /// As traced: io_uring requests through io_uring, the rest as syscalls.
+    Auto,
     Psync,
     IoUring,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Auto => "auto",
+            EngineKind::Psync => "psync",
+            EngineKind::IoUring => "io_uring",
+        }
+    }
 }
 
 impl std::str::FromStr for EngineKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
+            "auto" => Ok(EngineKind::Auto),
             "psync" => Ok(EngineKind::Psync),
             "io_uring" | "io-uring" => Ok(EngineKind::IoUring),
-            _ => Err(format!("`{s}` is not an engine (psync or io_uring)")),
+            _ => Err(format!("`{s}` is not an engine (auto, psync or io_uring)")),
         }
     }
 }
@@ -53,6 +69,11 @@ pub trait Engine: Send {
         offset: u64,
     ) -> io::Result<usize>;
     fn sync(&mut self, fd: RawFd, data_only: bool) -> io::Result<()>;
+    /// openat2(2) of `path` at `dir`.
+    fn open_at(&mut self, dir: RawFd, path: &CStr, how: &OpenHow) -> io::Result<OwnedFd>;
+    /// A stat of `name` at `dir` with `AT_*` flags; the file's mode.
+    fn stat_at(&mut self, dir: RawFd, name: &CStr, flags: i32) -> io::Result<u32>;
+    fn close(&mut self, fd: OwnedFd) -> io::Result<()>;
 
     fn read_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         // SAFETY: an exclusive slice is valid for writes of its length.
@@ -60,9 +81,25 @@ pub trait Engine: Send {
     }
 }
 
+/// `struct open_how` of openat2(2).
+#[derive(Debug, Clone, Copy)]
+pub struct OpenHow {
+    pub flags: u64,
+    pub mode: u64,
+    pub resolve: u64,
+}
+
+fn owned(fd: i64) -> io::Result<OwnedFd> {
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a non-negative descriptor just returned by the kernel is ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 pub fn new_engine(kind: EngineKind) -> io::Result<Box<dyn Engine>> {
     Ok(match kind {
-        EngineKind::Psync => Box::new(Psync),
+        EngineKind::Auto | EngineKind::Psync => Box::new(Psync),
         EngineKind::IoUring => Box::new(Uring {
             ring: io_uring::IoUring::new(4)?,
         }),
@@ -113,6 +150,28 @@ impl Engine for Psync {
             }
         };
         ret_size(r as isize).map(drop)
+    }
+    fn open_at(&mut self, dir: RawFd, path: &CStr, how: &OpenHow) -> io::Result<OwnedFd> {
+        // SAFETY: openat2(2) with a C string and an initialised open_how of its size.
+        owned(unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir,
+                path.as_ptr(),
+                how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        })
+    }
+    fn stat_at(&mut self, dir: RawFd, name: &CStr, flags: i32) -> io::Result<u32> {
+        // SAFETY: fstatat into a zeroed buffer, with a C string.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        ret_size(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, flags) } as isize)?;
+        Ok(st.st_mode)
+    }
+    fn close(&mut self, fd: OwnedFd) -> io::Result<()> {
+        // SAFETY: the descriptor is ours and closed once.
+        ret_size(unsafe { libc::close(fd.into_raw_fd()) } as isize).map(drop)
     }
 }
 
@@ -185,6 +244,35 @@ impl Engine for Uring {
             f = f.flags(types::FsyncFlags::DATASYNC);
         }
         self.submit_one(f.build()).map(drop)
+    }
+    fn open_at(&mut self, dir: RawFd, path: &CStr, how: &OpenHow) -> io::Result<OwnedFd> {
+        use io_uring::{opcode, types};
+        let how = types::OpenHow::new()
+            .flags(how.flags)
+            .mode(how.mode)
+            .resolve(how.resolve);
+        let e = opcode::OpenAt2::new(types::Fd(dir), path.as_ptr(), &how).build();
+        owned(self.submit_one(e)? as i64)
+    }
+    fn stat_at(&mut self, dir: RawFd, name: &CStr, flags: i32) -> io::Result<u32> {
+        use io_uring::{opcode, types};
+        // SAFETY: a zeroed statx is a valid buffer for the kernel to fill.
+        let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+        let e = opcode::Statx::new(
+            types::Fd(dir),
+            name.as_ptr(),
+            (&mut stx as *mut libc::statx).cast(),
+        )
+        .flags(flags)
+        .mask(libc::STATX_BASIC_STATS)
+        .build();
+        self.submit_one(e)?;
+        Ok(stx.stx_mode as u32)
+    }
+    fn close(&mut self, fd: OwnedFd) -> io::Result<()> {
+        use io_uring::{opcode, types};
+        let e = opcode::Close::new(types::Fd(fd.into_raw_fd())).build();
+        self.submit_one(e).map(drop)
     }
 }
 

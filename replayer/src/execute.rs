@@ -1,6 +1,9 @@
 //! One target rank's replay loop: takes its planned ops in order, crosses
 //! phase boundaries (meeting the other ranks at checkpoints), issues each op
 //! through the engine on files opened beneath the target, and measures it.
+//! The metadata calls are in [`metadata`].
+
+mod metadata;
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -116,7 +119,15 @@ pub struct Worker<'s> {
     shared: &'s Shared,
     rank: u32,
     engine: Box<dyn Engine>,
+    /// io_uring for the trace's io_uring requests under `--engine auto`
+    /// (made at the first; while one is made it swaps places with `engine`).
+    uring: Option<Box<dyn Engine>>,
     files: HashMap<(i32, i32), OpenFile>,
+    /// Directories that metadata calls name entries in, held open; dropped
+    /// when this rank removes or renames a directory.
+    parents: HashMap<PathBuf, OwnedFd>,
+    /// Where a directory listing lands (never looked at).
+    listing: Vec<u8>,
     paths: HashMap<u32, PathBuf>,
     dirs: HashSet<PathBuf>,
     /// The rank's own stamps for buffered writes from [`Shared::data`].
@@ -154,7 +165,10 @@ impl<'s> Worker<'s> {
             shared,
             rank,
             engine,
+            uring: None,
             files: HashMap::new(),
+            parents: HashMap::new(),
+            listing: Vec::new(),
             paths: HashMap::new(),
             dirs: HashSet::new(),
             stamped: StampedWrite::default(),
@@ -308,7 +322,7 @@ impl<'s> Worker<'s> {
         let fd = self
             .shared
             .conf
-            .open(&rel, flags, 0o644)
+            .open_via(&mut *self.engine, &rel, flags, 0o644)
             .map_err(|e| self.io_err("open", &rel, e))?;
         let want_direct = self.shared.direct || flags_hint.is_some_and(|f| f & libc::O_DIRECT != 0);
         self.files.insert(
@@ -428,7 +442,29 @@ impl<'s> Worker<'s> {
         Ok(())
     }
 
+    /// Makes `op` through io_uring when the trace made it so and the engine
+    /// is `auto`, else through the rank's engine.
     fn execute(&mut self, op: &PlannedOp) -> ReplayResult<()> {
+        if !(op.uring && self.shared.engine == EngineKind::Auto) {
+            return self.execute_with_engine(op);
+        }
+        let mut uring = match self.uring.take() {
+            Some(u) => u,
+            None => new_engine(EngineKind::IoUring).map_err(|e| {
+                ReplayError::Usage(format!(
+                    "the trace holds io_uring requests, but io_uring cannot start here \
+                     ({e}); --engine psync replays them as syscalls"
+                ))
+            })?,
+        };
+        std::mem::swap(&mut self.engine, &mut uring);
+        let r = self.execute_with_engine(op);
+        std::mem::swap(&mut self.engine, &mut uring);
+        self.uring = Some(uring);
+        r
+    }
+
+    fn execute_with_engine(&mut self, op: &PlannedOp) -> ReplayResult<()> {
         let intended = self.sched.start(op.ts, op.dur);
         // Latency counts from the intended start (no coordinated omission);
         // the recorded trace says what the replay did: when it issued the call
@@ -443,16 +479,26 @@ impl<'s> Worker<'s> {
         }
         let key = (op.pid, op.fd);
         let mut bytes = 0u64;
-        let mut replayed = true;
+        // The call's result: Ok(true) made and succeeded, Ok(false) made and
+        // failed, Err(()) not made (nothing to make it on).
+        let mut made: Result<bool, ()> = Ok(true);
+        let mut errno = None;
         match op.op {
-            Op::Open => {
-                if op.path == NO_PATH {
-                    replayed = false;
-                } else {
-                    self.open_file(op, op.flags)?;
-                }
+            Op::Open if op.path == NO_PATH => made = Err(()),
+            Op::Open if op.failed => {
+                errno = self.open_expecting_failure(op)?;
+                made = Ok(errno.is_none());
             }
-            Op::Close => replayed = self.files.remove(&key).is_some(),
+            Op::Open => self.open_file(op, op.flags)?,
+            Op::Close => match self.files.remove(&key) {
+                Some(f) => {
+                    drop(f.direct);
+                    if let Err(e) = self.engine.close(f.fd) {
+                        return Err(self.io_err("close", &f.rel, e));
+                    }
+                }
+                None => made = Err(()),
+            },
             Op::Read | Op::Fault | Op::Write => {
                 if self.ensure_open(op)? {
                     let f = &self.files[&key];
@@ -466,7 +512,7 @@ impl<'s> Worker<'s> {
                     self.files.get_mut(&key).expect("open").pos = offset + op.bytes as u64;
                     bytes = op.bytes as u64;
                 } else {
-                    replayed = false;
+                    made = Err(());
                 }
             }
             Op::Fsync | Op::Fdatasync => {
@@ -477,7 +523,7 @@ impl<'s> Worker<'s> {
                         self.io_err(op.op.as_str(), &rel, e)
                     })?;
                 } else {
-                    replayed = false;
+                    made = Err(());
                 }
             }
             Op::Truncate => {
@@ -492,39 +538,33 @@ impl<'s> Worker<'s> {
                             return Err(self.io_err("truncate", &rel, e));
                         }
                     }
-                    None => replayed = false,
+                    None => made = Err(()),
                 }
             }
-            Op::Unlink | Op::Rename => {
-                if op.path == NO_PATH {
-                    replayed = false;
-                } else {
-                    let rel = self.rel_path(op.path)?;
-                    // Format v1 records one path per rename, so it replays as a
-                    // rename onto itself: the same lookups, no new name.
-                    let r = if op.op == Op::Unlink {
-                        self.shared.conf.unlink(&rel)
-                    } else {
-                        self.shared.conf.rename(&rel, &rel)
-                    };
-                    match r {
-                        Ok(()) => {}
-                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => replayed = false,
-                        Err(e) => return Err(self.io_err(op.op.as_str(), &rel, e)),
-                    }
+            _ => match self.metadata(op)? {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    errno = e.raw_os_error();
+                    made = Ok(false);
                 }
-            }
-            _ => replayed = false,
+                None => made = Err(()),
+            },
         }
         let end = Instant::now();
         self.sched.finished(intended, issued, end);
         self.live.advanced(self.sched.ideal_ns);
-        if !replayed {
+        let Ok(succeeded) = made else {
             self.result.tolerated_errors += 1;
             return Ok(());
-        }
+        };
         let latency = end.saturating_duration_since(intended);
-        self.live.record(op.op, bytes, latency.as_nanos() as u64);
+        self.live.record(
+            op.op,
+            bytes,
+            latency.as_nanos() as u64,
+            succeeded,
+            succeeded == op.failed,
+        );
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
         match op.op {
@@ -534,15 +574,46 @@ impl<'s> Worker<'s> {
         }
         self.shared.progress.fetch_add(1, Ordering::Relaxed);
         if let Some(rec) = self.record.as_mut() {
-            let path = self
-                .paths
-                .get(&op.path)
-                .map(|p| self.shared.conf.display(p));
+            let show = |id: u32| self.paths.get(&id).map(|p| self.shared.conf.display(p));
+            let (path, path2) = (show(op.path), show(op.path2));
             let fd = self.files.get(&key).map(|f| f.fd.as_raw_fd());
+            let ret = match (errno, op.op) {
+                (Some(e), _) => -(e as i64),
+                (None, Op::Open) => fd.unwrap_or(0) as i64,
+                (None, _) => bytes as i64,
+            };
             let took = end.saturating_duration_since(issued);
-            rec.push(op, issued, took, bytes, path.as_deref(), fd);
+            let uring = self.shared.engine == EngineKind::IoUring || op.uring;
+            rec.push(
+                op,
+                issued,
+                took,
+                ret,
+                [path.as_deref(), path2.as_deref()],
+                fd,
+                uring,
+            );
         }
         Ok(())
+    }
+
+    /// An open the traced job saw fail (a probe for a file that is not
+    /// there): made the same way; if it succeeds here, the file is closed
+    /// at once. The error it met, if any.
+    fn open_expecting_failure(&mut self, op: &PlannedOp) -> ReplayResult<Option<i32>> {
+        let rel = self.rel_path(op.path)?;
+        let flags = op.flags.unwrap_or(libc::O_RDONLY) & !libc::O_DIRECT;
+        match self
+            .shared
+            .conf
+            .open_via(&mut *self.engine, &rel, flags, 0o644)
+        {
+            Ok(fd) => {
+                let _ = self.engine.close(fd);
+                Ok(None)
+            }
+            Err(e) => Ok(Some(e.raw_os_error().unwrap_or(libc::EIO))),
+        }
     }
 }
 

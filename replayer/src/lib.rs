@@ -30,6 +30,7 @@ pub mod output;
 pub mod phases;
 pub mod plan;
 pub mod prepare;
+pub mod presence;
 pub mod progress;
 pub mod record;
 pub mod record_merge;

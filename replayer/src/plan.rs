@@ -37,26 +37,44 @@ pub struct PlannedOp {
     /// Trace descriptor (for open: the one it returned), -1 when absent.
     pub fd: i32,
     pub path: u32,
+    /// The second path of a rename, link or symlink ([`NO_PATH`] if none).
+    pub path2: u32,
     pub flags: Option<i32>,
     pub op: Op,
     pub phase: u16,
+    /// The traced call failed: the replay makes it again, expecting it to fail.
+    pub failed: bool,
+    /// The traced call was an io_uring request.
+    pub uring: bool,
 }
 
-/// Ops the replayer issues; the others (lseek, mmap, unknown) move no data.
-pub fn replayable(op: Op) -> bool {
-    matches!(
-        op,
+/// Whether the replay makes a traced call: calls that move data, sync,
+/// open or close, and the metadata calls (lseek and mmap do neither; an op
+/// this version does not know cannot be made). A call that failed is made
+/// too when it named a path, since a probe for a missing file, a mkdir of
+/// one that exists or a rmdir of a full directory is load all the same; a
+/// failed call on a descriptor is not.
+pub fn replayed(op: Op, failed: bool, named: bool) -> bool {
+    match op {
         Op::Open
-            | Op::Close
-            | Op::Read
-            | Op::Write
-            | Op::Fault
-            | Op::Fsync
-            | Op::Fdatasync
-            | Op::Truncate
-            | Op::Unlink
-            | Op::Rename
-    )
+        | Op::Unlink
+        | Op::Rename
+        | Op::Access
+        | Op::Mkdir
+        | Op::Rmdir
+        | Op::Link
+        | Op::Symlink => true,
+        Op::Stat => named || !failed,
+        Op::Close
+        | Op::Read
+        | Op::Write
+        | Op::Fault
+        | Op::Fsync
+        | Op::Fdatasync
+        | Op::Truncate
+        | Op::Getdents => !failed,
+        Op::Lseek | Op::Mmap | Op::Other => false,
+    }
 }
 
 /// Streams the trace to the local target ranks. A rank whose receiver is gone
@@ -88,27 +106,29 @@ pub fn dispatch(
                 phase += 1;
             }
             let r = ret.value(row);
-            if r < 0 || !replayable(op) || !phase_selected[phase] {
+            let fd = Events::opt_i32(ev.fd(), row);
+            if !replayed(op, r < 0, fd.is_none()) || !phase_selected[phase] {
                 continue;
             }
             let Some(dest) = by_source.get(&rank_or_zero(&ev, row)) else {
                 continue;
             };
-            let path = ev
-                .path_at(row)
-                .and_then(|p| survey.path_ids.get(p).copied())
-                .unwrap_or(NO_PATH);
-            let _ = (r, dur);
+            let id = |p: Option<&str>| {
+                p.and_then(|p| survey.path_ids.get(p).copied())
+                    .unwrap_or(NO_PATH)
+            };
+            let (path, path2) = (id(ev.path_at(row)), id(ev.path2_at(row)));
+            let uring = ev.via_io_uring(row);
+            let _ = dur;
             // A row that stands for a run of calls is replayed call by call.
             for call in Run::of(&ev, row).calls() {
                 let (bytes, fd) = match op {
-                    Op::Read | Op::Write | Op::Fault => (call.ret, Events::opt_i32(ev.fd(), row)),
-                    Op::Truncate => (
-                        call.size.or(call.offset).unwrap_or(0),
-                        Events::opt_i32(ev.fd(), row),
-                    ),
-                    Op::Open => (0, Some(call.ret as i32)),
-                    _ => (0, Events::opt_i32(ev.fd(), row)),
+                    Op::Read | Op::Write | Op::Fault => (call.ret, fd),
+                    Op::Truncate => (call.size.or(call.offset).unwrap_or(0), fd),
+                    // A getdents asks for a buffer of `size` bytes.
+                    Op::Getdents => (call.size.unwrap_or(0), fd),
+                    Op::Open if r >= 0 => (0, Some(call.ret as i32)),
+                    _ => (0, fd),
                 };
                 if matches!(op, Op::Read | Op::Write | Op::Fault) && bytes == 0 {
                     continue;
@@ -125,9 +145,12 @@ pub fn dispatch(
                     pid: pid.value(row),
                     fd: fd.unwrap_or(-1),
                     path,
+                    path2,
                     flags: Events::opt_i32(ev.flags(), row),
                     op,
                     phase: phase as u16,
+                    failed: r < 0,
+                    uring,
                 };
                 for &i in dest {
                     if !alive[i] {

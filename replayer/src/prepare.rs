@@ -1,13 +1,16 @@
-//! Creates the files the replay will read, at the sizes the trace needs, with
-//! incompressible data (storage that compresses or deduplicates must not
-//! flatter the result), several files at a time. Files already present at
-//! least as large are kept. Afterwards the files are dropped from this node's
+//! Puts the target in the state the traced job found: the files the replay
+//! will read, at the sizes the trace needs, with incompressible data
+//! (storage that compresses or deduplicates must not flatter the result);
+//! the directories and files that existed (see [`crate::presence`]); and,
+//! in each rank's own copy, nothing where the trace creates a path anew.
+//! Several tasks run at a time. Files already present at least as large
+//! are kept. Afterwards the files are dropped from this node's
 //! page cache so the replay reads them from storage, as the traced job did.
 //! `--drop-caches` goes further and drops the whole node's caches (metadata
 //! too), the one step of a replay that needs privilege.
 
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -19,8 +22,9 @@ use serde::Serialize;
 use crate::confine::{normalise, Confined};
 use crate::engine::{Engine, Psync};
 use crate::error::{ReplayError, ReplayResult};
+use crate::presence::Presence;
 use crate::remap::{data_path, rank_path, RankMap};
-use crate::survey::Survey;
+use crate::survey::{PathInfo, Survey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrepareMode {
@@ -46,57 +50,119 @@ pub struct PrepareStats {
     pub files_created: u64,
     pub files_present: u64,
     pub bytes_written: u64,
+    /// Directories that existed when the traced job began, made beneath the target.
+    #[serde(default)]
+    pub dirs_made: u64,
+    /// Paths an earlier replay left where the trace creates them anew, removed.
+    #[serde(default)]
+    pub paths_cleared: u64,
     pub duration_s: f64,
 }
 
-/// One file to make: where, and how big.
-#[derive(Debug, Clone)]
-pub struct PrepareTask {
-    pub rel: PathBuf,
-    pub size: u64,
+/// Whose copy of the trace's paths a task works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A target rank's own (the paths the trace changes).
+    Rank(u32),
+    /// A replica of the read-only data.
+    Replica(u32),
 }
 
-/// Every data file the world of `world` ranks reads, replica by replica, and
-/// every rank's own copy of a file the trace both reads and writes (state
-/// read back, a checkpoint resumed in place); the task list is the same on
-/// every process, which takes its share by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    /// Removes what an earlier replay left at a path the trace creates.
+    Clear,
+    /// A directory that existed when the job began.
+    Dir,
+    /// A file that existed (or that the replay reads), at least as large as
+    /// the trace reads of it.
+    File,
+}
+
+/// Steps done in order by one worker, each on a trace path (by id).
+#[derive(Debug, Clone)]
+pub struct PrepareTask {
+    pub place: Place,
+    pub steps: Vec<(Step, u32)>,
+}
+
+/// How a path's copy must be when the replay starts, if it matters.
+fn start_step(info: &PathInfo) -> Option<Step> {
+    if info.presence == Presence::Before || info.read_extent > 0 {
+        Some(if info.is_dir { Step::Dir } else { Step::File })
+    } else if info.presence == Presence::Absent {
+        Some(Step::Clear)
+    } else {
+        None
+    }
+}
+
+/// Everything the world of `world` ranks needs in place before it starts:
+/// for each target rank, its own copy of the name space the trace changes
+/// (what an earlier replay left there cleared first, then the directories
+/// and files that existed when the job began); for each replica of the
+/// read-only data, the files the ranks read and the paths they find. The
+/// task list is the same on every process, which takes its share by index.
 pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
     let mut out = Vec::new();
-    for info in survey
-        .paths
-        .iter()
-        .filter(|i| i.written && i.read_extent > 0)
-    {
-        let Some(n) = normalise(&info.path) else {
-            continue;
-        };
-        for t in (0..world).filter(|&t| info.readers.contains(&map.source_rank(t))) {
+    for t in 0..world {
+        let source = map.source_rank(t);
+        let mut steps: Vec<(Step, u32)> = Vec::new();
+        for (id, info) in survey.paths.iter().enumerate() {
+            if info.users.binary_search(&source).is_err() {
+                continue;
+            }
+            let changed = info.written.then(|| start_step(info)).flatten();
+            if let Some(step) = changed {
+                steps.push((step, id as u32));
+            } else if info.holds_changed {
+                steps.push((Step::Dir, id as u32));
+            }
+        }
+        if !steps.is_empty() {
+            // Clears first, then directories before the files in them.
+            steps.sort_by(|a, b| {
+                (a.0, &*survey.paths[a.1 as usize].path)
+                    .cmp(&(b.0, &*survey.paths[b.1 as usize].path))
+            });
             out.push(PrepareTask {
-                rel: rank_path(t, &n),
-                size: info.read_extent,
+                place: Place::Rank(t),
+                steps,
             });
         }
     }
     for replica in 0..map.replicas(world) {
-        for info in &survey.paths {
-            if info.written || info.read_extent == 0 {
+        for (id, info) in survey.paths.iter().enumerate() {
+            if info.written {
                 continue;
             }
-            let needed = info.readers.iter().any(|r| {
+            let Some(step @ (Step::Dir | Step::File)) = start_step(info) else {
+                continue;
+            };
+            let needed = info.users.iter().any(|r| {
                 map.sources
                     .iter()
                     .position(|s| s == r)
                     .is_some_and(|si| map.replica_has_source(world, replica, si))
             });
-            if let (true, Some(n)) = (needed, normalise(&info.path)) {
+            if needed {
                 out.push(PrepareTask {
-                    rel: data_path(replica, &n),
-                    size: info.read_extent,
+                    place: Place::Replica(replica),
+                    steps: vec![(step, id as u32)],
                 });
             }
         }
     }
     out
+}
+
+/// Where a task's path lands beneath the target.
+fn place_path(place: Place, info: &PathInfo) -> Option<PathBuf> {
+    let n = normalise(&info.path)?;
+    Some(match place {
+        Place::Rank(t) => rank_path(t, &n),
+        Place::Replica(k) => data_path(k, &n),
+    })
 }
 
 const CHUNK: usize = 1 << 20;
@@ -141,9 +207,20 @@ pub fn drop_caches() -> ReplayResult<()> {
     std::fs::write(DROP_CACHES, b"3").map_err(|e| privilege_error(&e.to_string()))
 }
 
-/// Prepares tasks `i` with `i % share.1 == share.0`, with `threads` files at a time.
+/// What the workers of [`prepare`] count.
+#[derive(Default)]
+struct Counters {
+    created: AtomicU64,
+    present: AtomicU64,
+    written: AtomicU64,
+    dirs: AtomicU64,
+    cleared: AtomicU64,
+}
+
+/// Prepares tasks `i` with `i % share.1 == share.0`, `threads` at a time.
 pub fn prepare(
     conf: &Confined,
+    survey: &Survey,
     all: &[PrepareTask],
     share: (u32, u32),
     threads: usize,
@@ -156,14 +233,11 @@ pub fn prepare(
         .collect();
     let start = Instant::now();
     let next = AtomicUsize::new(0);
-    let created = AtomicU64::new(0);
-    let present = AtomicU64::new(0);
-    let written = AtomicU64::new(0);
+    let counters = Counters::default();
     let first_error: Mutex<Option<ReplayError>> = Mutex::new(None);
     std::thread::scope(|s| {
         for t in 0..threads.max(1) {
-            let (next, created, present, written, first_error, mine) =
-                (&next, &created, &present, &written, &first_error, &mine);
+            let (next, counters, first_error, mine) = (&next, &counters, &first_error, &mine);
             s.spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(0x1e0 + t as u64);
                 let mut buf = vec![0u8; CHUNK];
@@ -172,17 +246,19 @@ pub fn prepare(
                     if i >= mine.len() || first_error.lock().expect("lock").is_some() {
                         return;
                     }
-                    match make_file(conf, mine[i], &mut rng, &mut buf) {
-                        Ok(0) => present.fetch_add(1, Ordering::Relaxed),
-                        Ok(n) => {
-                            written.fetch_add(n, Ordering::Relaxed);
-                            created.fetch_add(1, Ordering::Relaxed)
-                        }
-                        Err(e) => {
+                    let task = mine[i];
+                    for &(step, id) in &task.steps {
+                        let info = &survey.paths[id as usize];
+                        let Some(rel) = place_path(task.place, info) else {
+                            continue;
+                        };
+                        if let Err(e) =
+                            do_step(conf, step, &rel, info, counters, &mut rng, &mut buf)
+                        {
                             first_error.lock().expect("lock").get_or_insert(e);
                             return;
                         }
-                    };
+                    }
                 }
             });
         }
@@ -191,44 +267,77 @@ pub fn prepare(
         return Err(e);
     }
     Ok(PrepareStats {
-        files_created: created.into_inner(),
-        files_present: present.into_inner(),
-        bytes_written: written.into_inner(),
+        files_created: counters.created.into_inner(),
+        files_present: counters.present.into_inner(),
+        bytes_written: counters.written.into_inner(),
+        dirs_made: counters.dirs.into_inner(),
+        paths_cleared: counters.cleared.into_inner(),
         duration_s: start.elapsed().as_secs_f64(),
     })
+}
+
+fn do_step(
+    conf: &Confined,
+    step: Step,
+    rel: &Path,
+    info: &PathInfo,
+    counters: &Counters,
+    rng: &mut SmallRng,
+    buf: &mut [u8],
+) -> ReplayResult<()> {
+    let io = |what, e| ReplayError::io(what, conf.display(rel), e);
+    match step {
+        Step::Clear => {
+            if conf.remove_all(rel).map_err(|e| io("clearing", e))? {
+                counters.cleared.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Step::Dir => {
+            conf.create_dirs(rel)
+                .map_err(|e| io("creating directory", e))?;
+            counters.dirs.fetch_add(1, Ordering::Relaxed);
+        }
+        Step::File => match make_file(conf, rel, info.read_extent, rng, buf)? {
+            0 => {
+                counters.present.fetch_add(1, Ordering::Relaxed);
+            }
+            n => {
+                counters.written.fetch_add(n, Ordering::Relaxed);
+                counters.created.fetch_add(1, Ordering::Relaxed);
+            }
+        },
+    }
+    Ok(())
 }
 
 /// Returns the bytes written (0 when the file was already there).
 fn make_file(
     conf: &Confined,
-    t: &PrepareTask,
+    rel: &Path,
+    size: u64,
     rng: &mut SmallRng,
     buf: &mut [u8],
 ) -> ReplayResult<u64> {
-    let io = |what, e| ReplayError::io(what, conf.display(&t.rel), e);
-    let have = conf.file_size(&t.rel).map_err(|e| io("checking", e))?;
-    if have.is_some_and(|h| h >= t.size) {
-        if let Ok(fd) = conf.open(&t.rel, libc::O_RDONLY, 0) {
+    let io = |what, e| ReplayError::io(what, conf.display(rel), e);
+    let have = conf.file_size(rel).map_err(|e| io("checking", e))?;
+    if have.is_some_and(|h| h >= size) {
+        if let Ok(fd) = conf.open(rel, libc::O_RDONLY, 0) {
             // SAFETY: fadvise on an open descriptor.
             unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         }
         return Ok(0);
     }
-    if let Some(parent) = t.rel.parent() {
+    if let Some(parent) = rel.parent() {
         conf.create_dirs(parent)
             .map_err(|e| io("creating directory for", e))?;
     }
     let fd = conf
-        .open(
-            &t.rel,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
-            0o644,
-        )
+        .open(rel, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644)
         .map_err(|e| io("creating", e))?;
     let mut off = 0u64;
     let mut eng = Psync;
-    while off < t.size {
-        let n = ((t.size - off) as usize).min(buf.len());
+    while off < size {
+        let n = ((size - off) as usize).min(buf.len());
         rng.fill_bytes(&mut buf[..n]);
         let w = eng
             .write_at(fd.as_raw_fd(), &buf[..n], off)
@@ -239,5 +348,5 @@ fn make_file(
         .map_err(|e| io("syncing", e))?;
     // SAFETY: fadvise on an open descriptor.
     unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    Ok(t.size)
+    Ok(size)
 }

@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_array::RecordBatch;
+use iorepro_traces::format::schema::VIA_IO_URING;
 use iorepro_traces::{
     EventBatchBuilder, EventRow, Manifest, Op, Source, TraceResult, TraceWriter, WriterOptions,
 };
@@ -127,13 +128,15 @@ impl RankRecorder {
         op: &PlannedOp,
         start: Instant,
         took: Duration,
-        bytes: u64,
-        path: Option<&Path>,
+        ret: i64,
+        [path, path2]: [Option<&Path>; 2],
         fd: Option<i32>,
+        uring: bool,
     ) {
         let ts = self.shared.base_unix_ns
             + start.saturating_duration_since(self.shared.base).as_nanos() as i64;
         let path = path.map(|p| p.to_string_lossy());
+        let path2 = path2.map(|p| p.to_string_lossy());
         let data = matches!(op.op, Op::Read | Op::Write | Op::Fault);
         self.builder.push(&EventRow {
             ts_ns: ts,
@@ -148,16 +151,12 @@ impl RankRecorder {
             fd,
             offset: (data && op.offset >= 0).then_some(op.offset),
             size: (data || op.op == Op::Truncate).then_some(op.bytes),
-            ret: if op.op == Op::Open {
-                fd.unwrap_or(0) as i64
-            } else {
-                bytes as i64
-            },
+            ret,
             flags: op.flags,
             calls: 1,
             span_ns: None,
-            path2: None,
-            via: None,
+            path2: path2.as_deref(),
+            via: uring.then_some(VIA_IO_URING),
         });
         if self.builder.len() >= RECORD_BATCH_ROWS
             || self.last_flush.elapsed() >= RECORD_FLUSH_EVERY

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use iorepro_traces::Op;
 use serde::Serialize;
 
 use crate::phases::PhaseKind;
@@ -27,6 +28,10 @@ pub struct Latency {
 pub struct OpReport {
     pub count: u64,
     pub bytes: u64,
+    /// Calls that failed (as the traced ones did, or not).
+    pub failed: u64,
+    /// Calls whose success or failure was not the traced call's.
+    pub differed: u64,
     pub iops: f64,
     pub gib_s: f64,
     pub lat_us: Latency,
@@ -127,6 +132,13 @@ pub struct Report {
     pub engine: String,
     pub direct: bool,
     pub ops: BTreeMap<String, OpReport>,
+    /// Calls on the name space (open, close, stat, access, mkdir, rmdir,
+    /// listings, unlink, rename, link, symlink), over all ranks.
+    pub metadata_ops: u64,
+    /// The same per second of the replay: the load a metadata server saw.
+    pub metadata_ops_per_s: f64,
+    /// Calls of any kind whose success or failure was not the traced call's.
+    pub results_differed: u64,
     pub phases: Vec<PhaseReport>,
     pub per_rank: Vec<RankReport>,
     pub trace: TraceTotals,
@@ -256,6 +268,8 @@ impl Report {
                 let r = OpReport {
                     count: o.count,
                     bytes: o.bytes,
+                    failed: o.failed,
+                    differed: o.differed,
                     iops: per_s(o.count as f64, duration_s),
                     gib_s: per_s(o.bytes as f64 / GIB, duration_s),
                     lat_us: lat(&o.latency_ns),
@@ -263,6 +277,12 @@ impl Report {
                 (k.clone(), r)
             })
             .collect();
+        let metadata_ops: u64 = merged
+            .iter()
+            .filter(|(k, _)| Op::parse(k).is_metadata())
+            .map(|(_, o)| o.count)
+            .sum();
+        let results_differed = merged.values().map(|o| o.differed).sum();
         let phases = survey
             .phases
             .iter()
@@ -350,6 +370,9 @@ impl Report {
             engine: info.engine.clone(),
             direct: info.direct,
             ops,
+            metadata_ops,
+            metadata_ops_per_s: per_s(metadata_ops as f64, duration_s),
+            results_differed,
             phases,
             per_rank,
             trace: TraceTotals {

@@ -233,7 +233,7 @@ fn replay(
     if opts.prepare != PrepareMode::Skip {
         let tasks = prepare::tasks(&survey, &map, lay.world);
         let share = launched.as_ref().map_or((0, 1), |l| (l.rank, l.size));
-        match prepare::prepare(&conf, &tasks, share, opts.prepare_threads) {
+        match prepare::prepare(&conf, &survey, &tasks, share, opts.prepare_threads) {
             Ok(p) => prepared = Some(p),
             Err(e) => {
                 rendezvous.abort(my_rank, &format!("rank {my_rank}: {e}"));
@@ -424,10 +424,7 @@ fn replay(
             Timing::Scaled(f) => format!("x{f}"),
         },
         afap: opts.timing == Timing::Afap,
-        engine: match opts.engine {
-            EngineKind::Psync => "psync".into(),
-            EngineKind::IoUring => "io_uring".into(),
-        },
+        engine: opts.engine.name().into(),
         direct: opts.direct,
         phase_selected,
         rendezvous: rendezvous.info(),

@@ -21,6 +21,10 @@ pub fn new_histogram() -> Histogram<u64> {
 pub struct OpStats {
     pub count: u64,
     pub bytes: u64,
+    /// Calls that failed (as traced, or not).
+    pub failed: u64,
+    /// Calls whose success or failure was not the traced call's.
+    pub differed: u64,
     pub latency_ns: Histogram<u64>,
 }
 
@@ -29,6 +33,8 @@ impl Default for OpStats {
         OpStats {
             count: 0,
             bytes: 0,
+            failed: 0,
+            differed: 0,
             latency_ns: new_histogram(),
         }
     }
@@ -41,9 +47,16 @@ impl OpStats {
         self.latency_ns.saturating_record(latency_ns.max(1));
     }
 
+    pub fn note_result(&mut self, succeeded: bool, differed: bool) {
+        self.failed += u64::from(!succeeded);
+        self.differed += u64::from(differed);
+    }
+
     pub fn merge(&mut self, other: &OpStats) {
         self.count += other.count;
         self.bytes += other.bytes;
+        self.failed += other.failed;
+        self.differed += other.differed;
         self.latency_ns
             .add(&other.latency_ns)
             .expect("histograms share bounds");
@@ -118,6 +131,10 @@ impl RankResult {
 struct WireOp {
     count: u64,
     bytes: u64,
+    #[serde(default)]
+    failed: u64,
+    #[serde(default)]
+    differed: u64,
     /// The latency histogram, V2-deflate encoded, in base64.
     latency_ns: String,
 }
@@ -171,6 +188,8 @@ impl RankResult {
                 let w = WireOp {
                     count: o.count,
                     bytes: o.bytes,
+                    failed: o.failed,
+                    differed: o.differed,
                     latency_ns: encode_histogram(&o.latency_ns),
                 };
                 (k.clone(), w)
@@ -206,6 +225,8 @@ impl RankResult {
                     OpStats {
                         count: o.count,
                         bytes: o.bytes,
+                        failed: o.failed,
+                        differed: o.differed,
                         latency_ns,
                     },
                 ))

@@ -8,16 +8,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use iorepro_traces::format::schema::{
-    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK,
-    COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS,
+    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_PID,
+    COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS, COL_VIA,
 };
 use iorepro_traces::{Events, Op, TraceReader};
 
 use crate::error::ReplayResult;
 use crate::phases::{Phase, PhaseDetector, PhaseRow};
+use crate::presence::{self, Presence, Role};
 
 /// The columns the replayer reads (the rest are never decoded).
-pub const REPLAY_COLUMNS: [&str; 13] = [
+pub const REPLAY_COLUMNS: [&str; 15] = [
     COL_TS,
     COL_DUR_NS,
     COL_RANK,
@@ -31,6 +32,8 @@ pub const REPLAY_COLUMNS: [&str; 13] = [
     COL_FLAGS,
     COL_CALLS,
     COL_SPAN_NS,
+    COL_PATH2,
+    COL_VIA,
 ];
 
 #[derive(Debug, Clone, Default)]
@@ -38,10 +41,42 @@ pub struct PathInfo {
     pub path: Arc<str>,
     /// Bytes a reader needs the file to hold (largest `offset + bytes` of a read).
     pub read_extent: u64,
-    /// Written, created, truncated, renamed or unlinked somewhere in the trace.
+    /// Changed somewhere in the trace (written, truncated, created, renamed,
+    /// linked to, unlinked, removed), or beneath a directory that was: each
+    /// target rank has its own copy.
     pub written: bool,
     /// Source ranks that read it (sorted, distinct).
     pub readers: Vec<i32>,
+    /// Source ranks that name it in any call (sorted, distinct).
+    pub users: Vec<i32>,
+    /// Whether it existed when the traced job began.
+    pub presence: Presence,
+    /// A directory: listed, created or removed as one, or holding another
+    /// path of the trace.
+    pub is_dir: bool,
+    /// A directory holding a path that ranks change, so each of those
+    /// ranks needs one of its own.
+    pub holds_changed: bool,
+}
+
+fn add_rank(ranks: &mut Vec<i32>, rank: i32) {
+    if let Err(at) = ranks.binary_search(&rank) {
+        ranks.insert(at, rank);
+    }
+}
+
+impl PathInfo {
+    /// What one call tells about the path.
+    fn observe(&mut self, op: Op, role: Role, ret: i64, flags: Option<i32>, rank: i32) {
+        add_rank(&mut self.users, rank);
+        self.written |= presence::changes(op, role, ret, flags);
+        self.is_dir |= role == Role::First && presence::names_a_directory(op);
+        if self.presence == Presence::Unknown {
+            if let Some(p) = presence::judge(op, role, ret, flags) {
+                self.presence = p;
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -68,16 +103,50 @@ pub fn rank_or_zero(ev: &Events, row: usize) -> i32 {
     Events::opt_i32(ev.rank(), row).unwrap_or(0)
 }
 
-/// Open flags that mean the file is written.
-pub fn opens_for_writing(flags: i32) -> bool {
-    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
-}
-
 pub fn open_reader(trace: &Path) -> ReplayResult<TraceReader> {
     Ok(TraceReader::open(trace)?.with_columns(&REPLAY_COLUMNS))
 }
 
 impl Survey {
+    /// Settles what the calls alone could not: paths beneath a directory
+    /// that ranks change are the ranks' own too (a probe for a missing file
+    /// in a directory the job made looks in the rank's copy, where that
+    /// directory is); paths that hold another path are directories; the
+    /// directory of each path ranks change is one they need.
+    fn settle_paths(&mut self) {
+        let changed: Vec<bool> = self.paths.iter().map(|p| p.written).collect();
+        for i in 0..self.paths.len() {
+            let path = self.paths[i].path.clone();
+            for parent in Path::new(&*path).ancestors().skip(1) {
+                let Some(id) = parent.to_str().and_then(|p| self.path_ids.get(p)) else {
+                    continue;
+                };
+                let id = *id as usize;
+                self.paths[id].is_dir = true;
+                if changed[id] {
+                    self.paths[i].written = true;
+                }
+            }
+        }
+        for i in 0..self.paths.len() {
+            if !self.paths[i].written {
+                continue;
+            }
+            let path = self.paths[i].path.clone();
+            let Some(parent) = Path::new(&*path).parent().and_then(|p| p.to_str()) else {
+                continue;
+            };
+            let users = self.paths[i].users.clone();
+            let id = self.path_id(parent) as usize;
+            let dir = &mut self.paths[id];
+            dir.is_dir = true;
+            dir.holds_changed = true;
+            for r in users {
+                add_rank(&mut dir.users, r);
+            }
+        }
+    }
+
     pub fn path_id(&mut self, path: &str) -> u32 {
         if let Some(&id) = self.path_ids.get(path) {
             return id;
@@ -125,47 +194,40 @@ impl Survey {
                     op,
                     bytes,
                 });
-                if r < 0 {
-                    continue;
-                }
-                match op {
-                    Op::Read => s.read_bytes += bytes,
-                    Op::Write => s.write_bytes += bytes,
-                    _ => {}
-                }
-                if matches!(op, Op::Read | Op::Write) {
-                    let requested = iorepro_traces::Events::opt_i64(ev.size(), row)
-                        .unwrap_or(0)
-                        .max(0) as u64;
-                    // The buffer a call needs: a run's calls are equal parts.
-                    let call = (bytes / calls).max(requested / calls);
-                    s.max_io_bytes = s.max_io_bytes.max(call);
-                    if op == Op::Write {
-                        s.max_write_bytes = s.max_write_bytes.max(call);
+                if r >= 0 {
+                    match op {
+                        Op::Read => s.read_bytes += bytes,
+                        Op::Write => s.write_bytes += bytes,
+                        _ => {}
                     }
-                }
-                let Some(path) = ev.path_at(row) else {
-                    continue;
-                };
-                let id = s.path_id(path) as usize;
-                let info = &mut s.paths[id];
-                match op {
-                    Op::Read | Op::Fault => {
-                        let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
-                        info.read_extent = info.read_extent.max(off + bytes);
-                        if info.readers.last() != Some(&rank) && !info.readers.contains(&rank) {
-                            info.readers.push(rank);
-                            info.readers.sort_unstable();
+                    if matches!(op, Op::Read | Op::Write) {
+                        let requested = Events::opt_i64(ev.size(), row).unwrap_or(0).max(0) as u64;
+                        // The buffer a call needs: a run's calls are equal parts.
+                        let call = (bytes / calls).max(requested / calls);
+                        s.max_io_bytes = s.max_io_bytes.max(call);
+                        if op == Op::Write {
+                            s.max_write_bytes = s.max_write_bytes.max(call);
                         }
                     }
-                    Op::Write | Op::Truncate | Op::Unlink | Op::Rename => info.written = true,
-                    Op::Open if Events::opt_i32(ev.flags(), row).is_some_and(opens_for_writing) => {
-                        info.written = true
+                }
+                let flags = Events::opt_i32(ev.flags(), row);
+                if let Some(path) = ev.path_at(row) {
+                    let id = s.path_id(path) as usize;
+                    let info = &mut s.paths[id];
+                    info.observe(op, Role::First, r, flags, rank);
+                    if r >= 0 && matches!(op, Op::Read | Op::Fault) {
+                        let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
+                        info.read_extent = info.read_extent.max(off + bytes);
+                        add_rank(&mut info.readers, rank);
                     }
-                    _ => {}
+                }
+                if let Some(path2) = ev.path2_at(row) {
+                    let id = s.path_id(path2) as usize;
+                    s.paths[id].observe(op, Role::Second, r, flags, rank);
                 }
             }
         }
+        s.settle_paths();
         if s.events == 0 {
             s.start_ns = 0;
             s.end_ns = 0;

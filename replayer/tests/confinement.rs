@@ -90,7 +90,7 @@ fn planted_directory_symlink_is_refused() {
 }
 
 #[test]
-fn planted_file_and_relative_symlinks_are_refused() {
+fn planted_file_and_relative_symlinks_are_refused_or_cleared() {
     let tmp = tempfile::tempdir().unwrap();
     let outside = tmp.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
@@ -100,28 +100,37 @@ fn planted_file_and_relative_symlinks_are_refused() {
     std::fs::create_dir_all(&own).unwrap();
     symlink(outside.join("victim"), own.join("ck.pt")).unwrap();
     symlink("../../../outside", own.join("ckdir")).unwrap();
-    for path in ["/ck.pt", "/ckdir/new.pt"] {
-        let dir = tempfile::tempdir().unwrap();
-        let trace = write_rows(
-            dir.path(),
-            &[
-                (0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE)),
-                (0, Op::Write, path, 5, Some(0), 4096, None),
-                (0, Op::Close, path, 5, None, 0, None),
-            ],
-        );
-        let out = replay_into(&trace, &target, &["--json"]);
-        assert_eq!(out.status.code(), Some(1), "{path}");
-        let r = json(&out);
-        let errors = r["errors"].as_array().unwrap();
-        assert!(
-            errors
-                .iter()
-                .any(|e| e.as_str().unwrap().contains("refused")),
-            "{path}: {errors:?}"
-        );
-        assert_eq!(r["write_bytes"], 0);
-    }
+    let rows = |path| {
+        vec![
+            (0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE)),
+            (0, Op::Write, path, 5, Some(0), 4096, None),
+            (0, Op::Close, path, 5, None, 0, None),
+        ]
+    };
+    // The trace creates /ck.pt anew: preparing removes the planted link
+    // itself (never what it points at) and the replay writes its own file.
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_into(
+        &write_rows(dir.path(), &rows("/ck.pt")),
+        &target,
+        &["--json"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let r = json(&out);
+    assert_eq!(r["write_bytes"], 4096);
+    assert_eq!(r["prepare"]["paths_cleared"], 1);
+    let ck = std::fs::symlink_metadata(own.join("ck.pt")).unwrap();
+    assert!(ck.is_file() && ck.len() == 4096, "{ck:?}");
+    // /ckdir existed for the job: the planted link in its place is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_into(
+        &write_rows(dir.path(), &rows("/ckdir/new.pt")),
+        &target,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused") && err.contains("ckdir"), "{err}");
     assert_eq!(std::fs::read(outside.join("victim")).unwrap(), b"precious");
     assert_eq!(listing(&outside), vec!["victim".to_string()]);
 }

@@ -110,11 +110,19 @@ fn a_failed_rank_stops_the_others_and_rank_0_reports_why() {
         return;
     }
     let (_tmp, trace, target) = synth_with_target(TWO_RANKS);
-    // Rank 2 cannot create its checkpoint directory: a file is in the way.
-    std::fs::create_dir_all(target.join("ranks")).unwrap();
+    let prepared = mpirun(4, &trace, &target, &["--prepare", "only"]);
+    assert!(prepared.status.success());
+    // Rank 2 cannot create its checkpoint directory: a file is in the way
+    // (put there after preparing, which would have refused it at once).
+    std::fs::remove_dir_all(target.join("ranks/rank-00002")).unwrap();
     std::fs::write(target.join("ranks/rank-00002"), b"in the way").unwrap();
     let start = Instant::now();
-    let out = mpirun(4, &trace, &target, &["--json", "--timeout", "60s"]);
+    let out = mpirun(
+        4,
+        &trace,
+        &target,
+        &["--json", "--timeout", "60s", "--prepare", "skip"],
+    );
     assert!(start.elapsed() < Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");

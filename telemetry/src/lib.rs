@@ -11,9 +11,11 @@
 
 pub mod encode;
 pub mod error;
+pub mod options;
 pub mod serve;
 pub mod status;
 
 pub use error::TelemetryError;
+pub use options::LiveOptions;
 pub use serve::MetricsServer;
 pub use status::{parse_duration, parse_interval, StatusSink};

@@ -106,8 +106,7 @@ async fn accept(listener: TcpListener, registry: Arc<Registry>) {
 }
 
 async fn answer(mut stream: TcpStream, registry: Arc<Registry>) {
-    let Ok(Some(head)) = tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await
-    else {
+    let Ok(Some(head)) = tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await else {
         return;
     };
     let (status, content_type, body) = respond(&head, &registry);
@@ -149,7 +148,11 @@ fn respond(head: &str, registry: &Registry) -> (&'static str, &'static str, Stri
         return ("405 Method Not Allowed", text, "only GET /metrics\n".into());
     }
     if path != "/metrics" {
-        return ("404 Not Found", text, "the figures are at /metrics\n".into());
+        return (
+            "404 Not Found",
+            text,
+            "the figures are at /metrics\n".into(),
+        );
     }
     let mut body = String::new();
     match prometheus_client::encoding::text::encode(&mut body, registry) {

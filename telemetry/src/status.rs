@@ -34,6 +34,35 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Rounds a figure of a status line: four decimals are plenty.
+pub fn round(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+/// One op kind's entry of a status line: totals so far, calls per second
+/// over the interval, and the p99 latency of the interval's calls
+/// (`recent`: the histogram of the interval alone; null with no calls).
+pub fn op_entry(
+    count: u64,
+    count_then: u64,
+    bytes: u64,
+    recent: &hdrhistogram::Histogram<u64>,
+    interval_s: f64,
+) -> serde_json::Value {
+    let per_s = if interval_s > 0.0 {
+        count.saturating_sub(count_then) as f64 / interval_s
+    } else {
+        0.0
+    };
+    let p99_us = (recent.len() > 0).then(|| round(recent.value_at_quantile(0.99) as f64 / 1e3));
+    serde_json::json!({
+        "count": count,
+        "bytes": bytes,
+        "ops_s": round(per_s),
+        "p99_us": p99_us,
+    })
+}
+
 /// Where status lines go.
 pub struct StatusSink {
     file: Option<File>,

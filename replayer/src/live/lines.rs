@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use iorepro_telemetry::status::{op_entry, round};
 use serde_json::{json, Map, Value};
 
 use super::Totals;
@@ -17,7 +18,13 @@ pub fn status_line(
     launched_rank: Option<u32>,
 ) -> Value {
     let interval_s = now.at.saturating_duration_since(prev.at).as_secs_f64();
-    let per_s = |n: f64| if interval_s > 0.0 { n / interval_s } else { 0.0 };
+    let per_s = |n: f64| {
+        if interval_s > 0.0 {
+            n / interval_s
+        } else {
+            0.0
+        }
+    };
     let mut ops = Map::new();
     for (name, o) in &now.ops {
         let before = prev.ops.get(name);
@@ -28,15 +35,9 @@ pub fn status_line(
             let _ = recent.subtract(&b.latency_ns);
         }
         let count_then = before.map_or(0, |b| b.count);
-        let p99_us = (recent.len() > 0).then(|| recent.value_at_quantile(0.99) as f64 / 1e3);
         ops.insert(
             name.clone(),
-            json!({
-                "count": o.count,
-                "bytes": o.bytes,
-                "ops_s": round(per_s(o.count.saturating_sub(count_then) as f64)),
-                "p99_us": p99_us.map(round),
-            }),
+            op_entry(o.count, count_then, o.bytes, &recent, interval_s),
         );
     }
     let gib_s = |op: &str| {
@@ -62,11 +63,6 @@ pub fn status_line(
         line["rank"] = json!(r);
     }
     line
-}
-
-/// Four significant decimals are plenty for a status line.
-fn round(x: f64) -> f64 {
-    (x * 1e4).round() / 1e4
 }
 
 #[cfg(test)]

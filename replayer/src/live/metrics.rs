@@ -5,19 +5,11 @@
 
 use std::sync::Arc;
 
-use hdrhistogram::Histogram;
 use iorepro_telemetry::encode::{self, Buckets};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::LiveRanks;
-
-/// Upper bounds of the latency buckets, in seconds: 10 µs (a page-cache hit)
-/// to 10 s (a checkpoint's fsync on a struggling file system).
-const LATENCY_BOUNDS_S: [f64; 19] = [
-    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0,
-];
 
 pub struct ReplayFigures {
     pub live: Arc<LiveRanks>,
@@ -26,32 +18,6 @@ pub struct ReplayFigures {
 impl std::fmt::Debug for ReplayFigures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ReplayFigures")
-    }
-}
-
-/// A latency histogram (ns) in Prometheus's buckets (s).
-pub fn buckets(h: &Histogram<u64>) -> Buckets {
-    let mut counts = vec![0u64; LATENCY_BOUNDS_S.len() + 1];
-    let mut sum = 0.0;
-    for v in h.iter_recorded() {
-        let secs = h.highest_equivalent(v.value_iterated_to()) as f64 / 1e9;
-        let n = v.count_at_value();
-        sum += secs * n as f64;
-        let i = LATENCY_BOUNDS_S
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(LATENCY_BOUNDS_S.len());
-        counts[i] += n;
-    }
-    Buckets {
-        sum,
-        count: h.len(),
-        buckets: LATENCY_BOUNDS_S
-            .iter()
-            .copied()
-            .chain([f64::INFINITY])
-            .zip(counts)
-            .collect(),
     }
 }
 
@@ -77,7 +43,7 @@ impl Collector for ReplayFigures {
         let hists: Vec<(String, Buckets)> = t
             .ops
             .iter()
-            .map(|(k, o)| (k.clone(), buckets(&o.latency_ns)))
+            .map(|(k, o)| (k.clone(), Buckets::from_latency_ns(&o.latency_ns)))
             .collect();
         encode::histograms_by(
             &mut enc,
@@ -96,7 +62,8 @@ impl Collector for ReplayFigures {
             &mut enc,
             "iorepro_replay_elapsed_seconds",
             "Time since the replay started.",
-            t.at.saturating_duration_since(self.live.created).as_secs_f64(),
+            t.at.saturating_duration_since(self.live.created)
+                .as_secs_f64(),
         )?;
         encode::gauge(
             &mut enc,
@@ -116,27 +83,5 @@ impl Collector for ReplayFigures {
             "1 once every rank of this process has finished: the figures are final.",
             if t.finished { 1.0 } else { 0.0 },
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stats::new_histogram;
-
-    #[test]
-    fn hdr_values_land_in_their_buckets() {
-        let mut h = new_histogram();
-        h.record(5_000).unwrap(); // 5 µs
-        h.record_n(2_000_000, 3).unwrap(); // 2 ms
-        h.record(30_000_000_000).unwrap(); // 30 s
-        let b = buckets(&h);
-        assert_eq!(b.count, 5);
-        assert_eq!(b.buckets.len(), LATENCY_BOUNDS_S.len() + 1);
-        assert_eq!(b.buckets[0], (1e-5, 1));
-        let ms = b.buckets.iter().find(|(le, _)| *le == 2.5e-3).unwrap();
-        assert_eq!(ms.1, 3);
-        assert_eq!(*b.buckets.last().unwrap(), (f64::INFINITY, 1));
-        assert!((b.sum - 30.006).abs() < 0.5, "{}", b.sum);
     }
 }

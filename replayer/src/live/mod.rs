@@ -46,11 +46,13 @@ impl Default for RankLive {
 }
 
 impl RankLive {
-    pub fn record(&self, op: Op, bytes: u64, latency_ns: u64) {
+    /// One call: its bytes and latency, whether it succeeded, and whether
+    /// that differed from the traced call.
+    pub fn record(&self, op: Op, bytes: u64, latency_ns: u64, succeeded: bool, differed: bool) {
         let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
-        ops[op as usize]
-            .get_or_insert_with(OpStats::default)
-            .record(bytes, latency_ns);
+        let stats = ops[op as usize].get_or_insert_with(OpStats::default);
+        stats.record(bytes, latency_ns);
+        stats.note_result(succeeded, differed);
     }
 
     pub fn started(&self, at: Instant) {
@@ -204,9 +206,9 @@ mod tests {
         let done = Arc::new(AtomicU64::new(0));
         let live = LiveRanks::new([3, 1], true, 4, done.clone(), None);
         let (a, b) = (live.rank(1), live.rank(3));
-        a.record(Op::Read, 4096, 1_000);
-        b.record(Op::Read, 4096, 3_000);
-        b.record(Op::Write, 100, 2_000);
+        a.record(Op::Read, 4096, 1_000, true, false);
+        b.record(Op::Read, 4096, 3_000, true, false);
+        b.record(Op::Write, 100, 2_000, true, false);
         done.store(3, Ordering::Relaxed);
         let t0 = Instant::now() - Duration::from_secs(2);
         a.started(t0);
@@ -215,11 +217,18 @@ mod tests {
         b.advanced(2_000_000_000);
         b.finished(2_000_000_000);
         let t = live.totals();
-        assert_eq!((t.ops["read"].count, t.bytes("read"), t.bytes("write")), (2, 8192, 100));
+        assert_eq!(
+            (t.ops["read"].count, t.bytes("read"), t.bytes("write")),
+            (2, 8192, 100)
+        );
         assert!(!t.finished);
         assert_eq!(t.progress, 0.75);
         // Rank 1 is 1.5 s behind (2 s taken, 0.5 s planned); rank 3 is not.
-        assert!((1_500_000_000..1_600_000_000).contains(&t.stall_ns), "{}", t.stall_ns);
+        assert!(
+            (1_500_000_000..1_600_000_000).contains(&t.stall_ns),
+            "{}",
+            t.stall_ns
+        );
         a.finished(2_100_000_000);
         let t = live.totals();
         assert!(t.finished);

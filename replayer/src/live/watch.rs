@@ -4,11 +4,11 @@
 //! figures, and the endpoint stays up for `--metrics-linger` so a scraper
 //! sees them too.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use iorepro_telemetry::LiveOptions;
 use iorepro_telemetry::{MetricsServer, StatusSink};
 use prometheus_client::registry::Registry;
 
@@ -16,25 +16,6 @@ use super::lines::status_line;
 use super::metrics::ReplayFigures;
 use super::{LiveRanks, Totals};
 use crate::error::{ReplayError, ReplayResult};
-
-/// What the user asked to see while the replay runs.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LiveOptions {
-    pub status_interval: Option<Duration>,
-    /// Lines appended here instead of stderr.
-    pub status_file: Option<PathBuf>,
-    /// `HOST:PORT`; under a launcher, the process of local rank L listens on PORT + L.
-    pub metrics_addr: Option<String>,
-    /// How long the endpoint keeps serving the final figures.
-    pub metrics_linger: Duration,
-}
-
-impl LiveOptions {
-    /// Whether status lines go to stderr (where a progress bar would garble them).
-    pub fn lines_on_stderr(&self) -> bool {
-        self.status_interval.is_some() && self.status_file.is_none()
-    }
-}
 
 type StopFlag = Arc<(Mutex<bool>, Condvar)>;
 
@@ -114,7 +95,9 @@ impl Watch {
                     std::thread::Builder::new()
                         .name("status".into())
                         .spawn(move || write_lines(&live, sink, every, &stop))
-                        .map_err(|e| ReplayError::Usage(format!("starting the status thread: {e}")))?,
+                        .map_err(|e| {
+                            ReplayError::Usage(format!("starting the status thread: {e}"))
+                        })?,
                 )
             }
             None => None,
@@ -191,10 +174,22 @@ mod tests {
 
     #[test]
     fn ports_move_with_the_local_rank() {
-        assert_eq!(addr_for_local_rank("0.0.0.0:9464", None).unwrap(), "0.0.0.0:9464");
-        assert_eq!(addr_for_local_rank("0.0.0.0:9464", Some(0)).unwrap(), "0.0.0.0:9464");
-        assert_eq!(addr_for_local_rank("[::1]:9464", Some(3)).unwrap(), "[::1]:9467");
-        assert_eq!(addr_for_local_rank("localhost:0", Some(3)).unwrap(), "localhost:0");
+        assert_eq!(
+            addr_for_local_rank("0.0.0.0:9464", None).unwrap(),
+            "0.0.0.0:9464"
+        );
+        assert_eq!(
+            addr_for_local_rank("0.0.0.0:9464", Some(0)).unwrap(),
+            "0.0.0.0:9464"
+        );
+        assert_eq!(
+            addr_for_local_rank("[::1]:9464", Some(3)).unwrap(),
+            "[::1]:9467"
+        );
+        assert_eq!(
+            addr_for_local_rank("localhost:0", Some(3)).unwrap(),
+            "localhost:0"
+        );
         assert!(addr_for_local_rank("9464", None).is_err());
         assert!(addr_for_local_rank("h:65535", Some(1)).is_err());
     }

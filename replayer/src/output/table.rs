@@ -36,8 +36,15 @@ pub fn render(report: &Report) -> String {
             busy * 100.0
         );
     }
-    if let Some(p) = &report.prepare {
+    if report.metadata_ops > 0 {
         let _ = writeln!(
+            s,
+            "metadata: {} calls at {:.0} per second",
+            report.metadata_ops, report.metadata_ops_per_s
+        );
+    }
+    if let Some(p) = &report.prepare {
+        let _ = write!(
             s,
             "prepared {} file(s) ({:.3} GiB) in {:.2} s, {} already present",
             p.files_created,
@@ -45,6 +52,14 @@ pub fn render(report: &Report) -> String {
             p.duration_s,
             p.files_present
         );
+        if p.dirs_made + p.paths_cleared > 0 {
+            let _ = write!(
+                s,
+                "; {} directories made, {} paths an earlier replay left cleared",
+                p.dirs_made, p.paths_cleared
+            );
+        }
+        let _ = writeln!(s);
     }
     let rv = &report.rendezvous;
     if let (Some(wait), Some(release)) = (rv.barrier_wait_s, rv.barrier_release_ms) {
@@ -98,15 +113,24 @@ pub fn render(report: &Report) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "op", "count", "IOPS", "GiB/s", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"
+        "\n{:<10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "op",
+        "count",
+        "failed",
+        "IOPS",
+        "GiB/s",
+        "p50 us",
+        "p90 us",
+        "p99 us",
+        "p99.9 us",
+        "max us"
     );
     for (k, o) in &report.ops {
         let l = &o.lat_us;
         let _ = writeln!(
             s,
-            "{:<10} {:>10} {:>10.0} {:>10.3} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-            k, o.count, o.iops, o.gib_s, l.p50, l.p90, l.p99, l.p999, l.max
+            "{:<10} {:>10} {:>8} {:>10.0} {:>10.3} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            k, o.count, o.failed, o.iops, o.gib_s, l.p50, l.p90, l.p99, l.p999, l.max
         );
     }
     let _ = writeln!(
@@ -132,6 +156,14 @@ pub fn render(report: &Report) -> String {
             v[0],
             v[v.len() / 2],
             v[v.len() - 1]
+        );
+    }
+    if report.results_differed > 0 {
+        let _ = writeln!(
+            s,
+            "\n{} call(s) succeeded where the traced one failed, or failed where it succeeded \
+             (the differed column of each op in --json)",
+            report.results_differed
         );
     }
     if report.tolerated_errors > 0 {
