@@ -181,13 +181,15 @@ impl LiveRanks {
             }
         }
         let done = self.done_ops.load(Ordering::Relaxed);
+        let finished = self.ranks.iter().all(|(_, r)| r.is_finished());
         Totals {
             at,
             ops,
             stall_ns,
             ranks: self.ranks.len(),
-            finished: self.ranks.iter().all(|(_, r)| r.is_finished()),
-            progress: if self.planned_ops == 0 {
+            finished,
+            // Calls skipped as tolerated errors never count as done.
+            progress: if finished || self.planned_ops == 0 {
                 1.0
             } else {
                 (done as f64 / self.planned_ops as f64).min(1.0)
