@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use iorepro_tests::bins::{bin, scratch};
+use iorepro_tests::bins::{bin, scratch, workspace_root};
 use iorepro_tests::http::{encode, free_port, get};
 use iorepro_tests::samples::{sample, TORCH_DDP};
 use iorepro_tests::slurm::wait_for;
@@ -116,6 +116,24 @@ fn prometheus_scrapes_a_replay_and_sees_its_final_bytes() {
     assert_eq!(last["done"], true);
     assert_eq!(last["read_bytes"], report["read_bytes"]);
     assert_eq!(last["write_bytes"], report["write_bytes"]);
+    // Every query of the shipped Grafana dashboard is one Prometheus accepts.
+    let dashboard = workspace_root().join("deploy/grafana/iorepro-dashboard.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dashboard).unwrap()).unwrap();
+    let mut checked = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap();
+            let promql = expr
+                .replace("$instance", ".*")
+                .replace("$op", ".*")
+                .replace("$__rate_interval", "1m");
+            let answer = get(&web, &format!("/api/v1/query?query={}", encode(&promql)));
+            assert!(answer.is_ok(), "dashboard query `{expr}`: {answer:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10);
     eprintln!(
         "{scrapes} scrapes; Prometheus saw {} B read, {} B written; last line: {last}",
         report["read_bytes"], report["write_bytes"]
