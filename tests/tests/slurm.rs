@@ -14,32 +14,31 @@ use iorepro_tests::samples::{sample, TORCH_DDP};
 use iorepro_tests::slurm::{wait_for, Cluster};
 use iorepro_traces::Op;
 
-#[test]
-fn srun_launches_a_replay_whose_rank_0_reports_for_all() {
-    let _one = Cluster::lock();
-    let root = scratch("slurm-srun");
-    let cluster = match Cluster::start(&root.join("slurm"), "") {
-        Ok(c) => c,
-        Err(why) => return eprintln!("skipped: Slurm cannot run here: {why}"),
-    };
-    let trace = sample(TORCH_DDP);
+/// `srun -n 4 [srun_args] iorepro-replay SAMPLE --json [replay_args]`:
+/// rank 0's report, checked to be the only output and to hold exactly
+/// twice the bytes of the 2-rank trace.
+fn srun_replay(
+    cluster: &Cluster,
+    root: &Path,
+    srun_args: &[&str],
+    replay_args: &[&str],
+) -> serde_json::Value {
     let out = cluster
         .command("srun")
         .args(["-n", "4", "--time", "5"])
+        .args(srun_args)
         .arg(bin("iorepro-replay"))
-        .arg(&trace)
+        .arg(sample(TORCH_DDP))
         .arg("--target")
         .arg(root.join("target"))
-        // The launched ranks meet in a directory off the target.
-        .arg("--rendezvous-dir")
-        .arg(root.join("rendezvous"))
         .arg("--json")
+        .args(replay_args)
         .output()
         .expect("srun runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "srun failed ({}):\n{stdout}\n{}",
+        "srun {srun_args:?} failed ({}):\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -63,8 +62,50 @@ fn srun_launches_a_replay_whose_rank_0_reports_for_all() {
         );
     }
     eprintln!(
-        "srun -n 4: {} B read, {} B written in {:.2} s",
-        report["read_bytes"], report["write_bytes"], report["duration_s"]
+        "srun -n 4 {srun_args:?}: rendezvous {}, {} B read, {} B written in {:.2} s",
+        report["rendezvous"]["mechanism"],
+        report["read_bytes"],
+        report["write_bytes"],
+        report["duration_s"].as_f64().unwrap_or(0.0)
+    );
+    report
+}
+
+#[test]
+fn srun_launches_a_replay_whose_rank_0_reports_for_all() {
+    let _one = Cluster::lock();
+    let root = scratch("slurm-srun");
+    let cluster = match Cluster::start(&root.join("slurm"), "") {
+        Ok(c) => c,
+        Err(why) => return eprintln!("skipped: Slurm cannot run here: {why}"),
+    };
+    // Without MPI: the ranks meet in a directory off the target.
+    let rdv = root.join("rendezvous");
+    let files = srun_replay(
+        &cluster,
+        &root,
+        &[],
+        &["--rendezvous-dir", rdv.to_str().unwrap()],
+    );
+    assert_eq!(
+        files["rendezvous"]["mechanism"], "files",
+        "{}",
+        files["rendezvous"]
+    );
+    // Through PMIx: a build with the `mpi` feature (as `cargo xtask test`
+    // builds it) meets over MPI; one without it falls back to files.
+    let plugins = cluster.command("srun").arg("--mpi=list").output().unwrap();
+    let plugins = String::from_utf8_lossy(&plugins.stdout).to_string()
+        + &String::from_utf8_lossy(&plugins.stderr);
+    if !plugins.contains("pmix") {
+        return eprintln!("srun --mpi=pmix not tried: this Slurm has no pmix plugin:\n{plugins}");
+    }
+    let pmix = srun_replay(&cluster, &root, &["--mpi=pmix"], &[]);
+    let mechanism = pmix["rendezvous"]["mechanism"].as_str().unwrap_or("");
+    assert!(
+        ["mpi", "files"].contains(&mechanism),
+        "{}",
+        pmix["rendezvous"]
     );
 }
 
