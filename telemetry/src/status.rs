@@ -54,7 +54,7 @@ pub fn op_entry(
     } else {
         0.0
     };
-    let p99_us = (recent.len() > 0).then(|| round(recent.value_at_quantile(0.99) as f64 / 1e3));
+    let p99_us = (!recent.is_empty()).then(|| round(recent.value_at_quantile(0.99) as f64 / 1e3));
     serde_json::json!({
         "count": count,
         "bytes": bytes,

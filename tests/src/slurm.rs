@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::bins::wait_for;
 use crate::http::free_port;
 
 pub struct Cluster {
@@ -102,8 +103,9 @@ impl Cluster {
                 .spawn()
                 .map_err(|e| format!("starting munged: {e}"))?;
             cluster.daemons.push(("munged", munged));
-            wait_for(Duration::from_secs(10), munge_answers)
-                .map_err(|_| "munged did not answer within 10 s".to_string())?;
+            if !wait_for(Duration::from_secs(10), munge_answers) {
+                return Err("munged did not answer within 10 s".into());
+            }
         }
         let d = dir.display();
         let (ctld_port, slurmd_port) = (free_port(), free_port());
@@ -158,12 +160,12 @@ impl Cluster {
                 .output()
                 .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "idle")
         };
-        wait_for(Duration::from_secs(30), idle).map_err(|_| {
-            format!(
+        if !wait_for(Duration::from_secs(30), idle) {
+            return Err(format!(
                 "the node did not come up within 30 s; slurmd's log:\n{}",
                 std::fs::read_to_string(dir.join("log/slurmd.log")).unwrap_or_default()
-            )
-        })?;
+            ));
+        }
         Ok(cluster)
     }
 
@@ -193,16 +195,4 @@ impl Drop for Cluster {
             let _ = child.wait();
         }
     }
-}
-
-/// Polls `ready` every 100 ms until it holds or `limit` passes.
-pub fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) -> Result<(), ()> {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Err(())
 }

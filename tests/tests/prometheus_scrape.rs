@@ -6,10 +6,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use iorepro_tests::bins::{bin, scratch, workspace_root};
+use iorepro_tests::bins::{bin, scratch, wait_for, workspace_root};
 use iorepro_tests::http::{encode, free_port, get};
 use iorepro_tests::samples::{sample, TORCH_DDP};
-use iorepro_tests::slurm::wait_for;
 
 /// The server, stopped when dropped.
 struct Prometheus(Child);
@@ -47,8 +46,9 @@ fn start_prometheus(dir: &Path, target: &str, web: &str) -> Result<Prometheus, S
         .spawn()
         .map_err(|e| format!("starting {exe}: {e}"))?;
     let server = Prometheus(child);
-    wait_for(Duration::from_secs(30), || get(web, "/-/ready").is_ok())
-        .map_err(|_| "prometheus was not ready within 30 s".to_string())?;
+    if !wait_for(Duration::from_secs(30), || get(web, "/-/ready").is_ok()) {
+        return Err("prometheus was not ready within 30 s".into());
+    }
     Ok(server)
 }
 

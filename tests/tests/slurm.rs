@@ -7,11 +7,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use iorepro_tests::bins::{bin, scratch, workspace_root};
+use iorepro_tests::bins::{bin, scratch, wait_for, workspace_root};
 use iorepro_tests::capture::probe_support;
 use iorepro_tests::rows::load_with_manifest;
 use iorepro_tests::samples::{sample, TORCH_DDP};
-use iorepro_tests::slurm::{wait_for, Cluster};
+use iorepro_tests::slurm::Cluster;
 use iorepro_traces::Op;
 
 /// `srun -n 4 [srun_args] iorepro-replay SAMPLE --json [replay_args]`:
@@ -217,7 +217,7 @@ fn the_prolog_captures_its_job_and_no_one_else_with_slurm_ranks() {
         })
     };
     assert!(
-        wait_for(Duration::from_secs(60), manifest_there).is_ok(),
+        wait_for(Duration::from_secs(60), manifest_there),
         "no trace under {} within 60 s; slurmd's log:\n{}",
         job_dir.display(),
         cluster.log("slurmd")
