@@ -11,10 +11,10 @@ use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
 use crate::live::watch::LiveOptions;
 use crate::output::OutputFormat;
-use crate::phases::PhaseKind;
 use crate::prepare::PrepareMode;
 use crate::run::Options;
 use crate::timing::Timing;
+use iorepro_traces::analysis::phases::PhaseKind;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -51,7 +51,7 @@ pub struct Cli {
     /// (every data call, sync, open, stat and close an io_uring request).
     #[arg(long, default_value = "auto")]
     pub engine: String,
-    /// Only these phase kinds (load, read, checkpoint, idle), comma-separated.
+    /// Only these phase kinds (load, read, checkpoint, metadata, idle), comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub phases: Option<Vec<String>>,
     /// auto (put the target in the state the traced job found: the data it
@@ -136,7 +136,7 @@ impl Cli {
             None => None,
             Some(v) => Some(
                 v.iter()
-                    .map(|p| PhaseKind::parse(p.trim()).ok_or_else(|| usage(format!("--phases: `{p}` is not a phase kind (load, read, checkpoint, idle)"))))
+                    .map(|p| PhaseKind::parse(p.trim()).ok_or_else(|| usage(format!("--phases: `{p}` is not a phase kind (load, read, checkpoint, metadata, idle)"))))
                     .collect::<ReplayResult<Vec<_>>>()?,
             ),
         };

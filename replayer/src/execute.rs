@@ -21,14 +21,14 @@ use crate::confine::Confined;
 use crate::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
 use crate::live::{LiveRanks, RankLive};
-use crate::phases::{Phase, PhaseKind};
 use crate::plan::{PlannedOp, NO_PATH};
-use crate::record::Recorder;
+use crate::record::{Made, Recorder};
 use crate::remap::{remap, RankMap};
 use crate::rendezvous::Rendezvous;
 use crate::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
 use crate::survey::Survey;
 use crate::timing::{Schedule, Timing};
+use iorepro_traces::analysis::phases::{Phase, PhaseKind};
 
 /// What all local ranks share.
 pub struct Shared {
@@ -63,7 +63,7 @@ impl Shared {
             .iter()
             .zip(&self.phase_selected)
             .find(|(_, &on)| on)
-            .map_or(self.survey.start_ns, |(p, _)| p.start_ns)
+            .map_or(self.survey.start_ns, |(p, _)| p.start_unix_ns)
     }
 
     fn is_barrier_phase(&self, i: usize) -> bool {
@@ -586,12 +586,14 @@ impl<'s> Worker<'s> {
             let uring = self.shared.engine == EngineKind::IoUring || op.uring;
             rec.push(
                 op,
-                issued,
-                took,
-                ret,
-                [path.as_deref(), path2.as_deref()],
-                fd,
-                uring,
+                Made {
+                    start: issued,
+                    took,
+                    ret,
+                    paths: [path.as_deref(), path2.as_deref()],
+                    fd,
+                    uring,
+                },
             );
         }
         Ok(())

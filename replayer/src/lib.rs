@@ -2,7 +2,8 @@
 //! target directory, and reports how the storage kept up.
 //!
 //! The pipeline: [`survey`] reads the trace once for its ranks, files and
-//! [`phases`] (checkpoint bursts are where all ranks meet); [`remap`] decides
+//! phases (found by the trace analysis' one detector; checkpoints are where
+//! all ranks meet); [`remap`] decides
 //! which source rank each target rank replays and where its paths land under
 //! the target, all resolved through [`confine`] so nothing outside it is
 //! touched; [`prepare`] creates the data files the replay reads; [`plan`]
@@ -27,7 +28,6 @@ pub mod execute;
 pub mod launcher;
 pub mod live;
 pub mod output;
-pub mod phases;
 pub mod plan;
 pub mod prepare;
 pub mod presence;

@@ -102,7 +102,7 @@ pub fn dispatch(
         let (ts, dur, ret, pid) = (ev.ts(), ev.dur_ns(), ev.ret(), ev.pid());
         for (row, &op) in ops.iter().enumerate() {
             let t = ts.value(row);
-            while phase + 1 < phases.len() && phases[phase + 1].start_ns <= t {
+            while phase + 1 < phases.len() && phases[phase + 1].start_unix_ns <= t {
                 phase += 1;
             }
             let r = ret.value(row);
@@ -113,10 +113,7 @@ pub fn dispatch(
             let Some(dest) = by_source.get(&rank_or_zero(&ev, row)) else {
                 continue;
             };
-            let id = |p: Option<&str>| {
-                p.and_then(|p| survey.path_ids.get(p).copied())
-                    .unwrap_or(NO_PATH)
-            };
+            let id = |p: Option<&str>| p.and_then(|p| survey.find_path(p)).unwrap_or(NO_PATH);
             let (path, path2) = (id(ev.path_at(row)), id(ev.path2_at(row)));
             let uring = ev.via_io_uring(row);
             let _ = dur;

@@ -122,17 +122,29 @@ pub struct RankRecorder {
     builder: EventBatchBuilder,
 }
 
+/// How one replayed call went, as its row records it.
+pub struct Made<'a> {
+    pub start: Instant,
+    pub took: Duration,
+    /// Bytes, a descriptor for an open, or -errno.
+    pub ret: i64,
+    /// The call's path and second path (rename, link), as made.
+    pub paths: [Option<&'a Path>; 2],
+    pub fd: Option<i32>,
+    /// Made through io_uring.
+    pub uring: bool,
+}
+
 impl RankRecorder {
-    pub fn push(
-        &mut self,
-        op: &PlannedOp,
-        start: Instant,
-        took: Duration,
-        ret: i64,
-        [path, path2]: [Option<&Path>; 2],
-        fd: Option<i32>,
-        uring: bool,
-    ) {
+    pub fn push(&mut self, op: &PlannedOp, made: Made<'_>) {
+        let Made {
+            start,
+            took,
+            ret,
+            paths: [path, path2],
+            fd,
+            uring,
+        } = made;
         let ts = self.shared.base_unix_ns
             + start.saturating_duration_since(self.shared.base).as_nanos() as i64;
         let path = path.map(|p| p.to_string_lossy());

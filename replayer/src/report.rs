@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use iorepro_traces::Op;
 use serde::Serialize;
 
-use crate::phases::PhaseKind;
 use crate::prepare::PrepareStats;
 use crate::rendezvous::RendezvousInfo;
 use crate::stats::{OpStats, RankResult};
 use crate::survey::Survey;
+use iorepro_traces::analysis::phases::PhaseKind;
 
 pub const GIB: f64 = (1u64 << 30) as f64;
 
@@ -296,7 +296,7 @@ impl Report {
                 PhaseReport {
                     kind: p.kind,
                     duration_s,
-                    trace_duration_s: secs((p.end_ns - p.start_ns).max(0) as u64),
+                    trace_duration_s: secs((p.end_unix_ns - p.start_unix_ns).max(0) as u64),
                     read_bytes,
                     write_bytes,
                     gib_s: per_s((read_bytes + write_bytes) as f64 / GIB, duration_s),

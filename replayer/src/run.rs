@@ -17,7 +17,6 @@ use crate::launcher::{self, LaunchedRank};
 use crate::live::watch::{Lingering, LiveOptions, Watch};
 use crate::live::LiveRanks;
 use crate::output::OutputFormat;
-use crate::phases::{PhaseKind, WriteBurstDetector};
 use crate::plan::{dispatch, CHANNEL_CHUNKS};
 use crate::prepare::{self, PrepareMode, PrepareStats};
 use crate::record;
@@ -27,6 +26,7 @@ use crate::report::{Report, RunInfo};
 use crate::stats::{unix_ns, RankResult};
 use crate::survey::Survey;
 use crate::timing::Timing;
+use iorepro_traces::analysis::phases::PhaseKind;
 
 /// Checked options of one replay.
 #[derive(Debug, Clone)]
@@ -167,10 +167,7 @@ fn replay(
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
-    let survey = Arc::new(Survey::run(
-        &opts.trace,
-        &mut WriteBurstDetector::default(),
-    )?);
+    let survey = Arc::new(Survey::run(&opts.trace)?);
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,

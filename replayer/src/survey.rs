@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
+use iorepro_traces::analysis::activity::{writer_of, Activity};
+use iorepro_traces::analysis::phases::{self, Phase, PhaseKind};
 use iorepro_traces::format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_PID,
     COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS, COL_VIA,
@@ -14,7 +16,6 @@ use iorepro_traces::format::schema::{
 use iorepro_traces::{Events, Op, TraceReader};
 
 use crate::error::ReplayResult;
-use crate::phases::{Phase, PhaseDetector, PhaseRow};
 use crate::presence::{self, Presence, Role};
 
 /// The columns the replayer reads (the rest are never decoded).
@@ -147,27 +148,39 @@ impl Survey {
         }
     }
 
+    /// The id of a traced path, interned on first sight. A name with a
+    /// trailing slash ("data/") is the same path as without one, and names
+    /// a directory.
     pub fn path_id(&mut self, path: &str) -> u32 {
+        let (path, names_dir) = without_trailing_slash(path);
         if let Some(&id) = self.path_ids.get(path) {
+            self.paths[id as usize].is_dir |= names_dir;
             return id;
         }
         let id = self.paths.len() as u32;
         let p: Arc<str> = Arc::from(path);
         self.paths.push(PathInfo {
             path: p.clone(),
+            is_dir: names_dir,
             ..Default::default()
         });
         self.path_ids.insert(p, id);
         id
     }
 
-    pub fn run(trace: &Path, detector: &mut dyn PhaseDetector) -> ReplayResult<Survey> {
+    /// The id of a path the survey has seen, however the row spells it.
+    pub fn find_path(&self, path: &str) -> Option<u32> {
+        self.path_ids.get(without_trailing_slash(path).0).copied()
+    }
+
+    pub fn run(trace: &Path) -> ReplayResult<Survey> {
         let reader = open_reader(trace)?;
         let mut s = Survey {
             start_ns: i64::MAX,
             end_ns: i64::MIN,
             ..Default::default()
         };
+        let mut activity = Activity::default();
         for ev in reader.events()? {
             let ev = ev?;
             let ops = ev.ops();
@@ -188,12 +201,8 @@ impl Survey {
                 } else {
                     0
                 };
-                detector.observe(&PhaseRow {
-                    ts: t,
-                    end,
-                    op,
-                    bytes,
-                });
+                let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
+                activity.observe_row(t, end - t, op, r, writer, calls);
                 if r >= 0 {
                     match op {
                         Op::Read => s.read_bytes += bytes,
@@ -236,7 +245,34 @@ impl Survey {
         if s.sources.is_empty() {
             s.sources.push(0);
         }
-        s.phases = detector.finish(s.start_ns, s.end_ns);
+        activity.finish();
+        s.phases = phases::detect(&activity);
+        if s.phases.is_empty() {
+            // A trace without calls replays as one idle phase.
+            s.phases.push(Phase {
+                kind: PhaseKind::Idle,
+                start_s: 0.0,
+                end_s: 0.0,
+                read_bytes: 0,
+                write_bytes: 0,
+                max_writers: 0,
+                metadata_calls: 0,
+                start_unix_ns: s.start_ns,
+                end_unix_ns: s.end_ns.max(s.start_ns + 1),
+            });
+        }
         Ok(s)
+    }
+}
+
+/// `path` without trailing slashes ("/" stays), and whether it had any.
+fn without_trailing_slash(path: &str) -> (&str, bool) {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.len() == path.len() {
+        (path, false)
+    } else if trimmed.is_empty() {
+        ("/", false)
+    } else {
+        (trimmed, true)
     }
 }

@@ -116,6 +116,32 @@ fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() 
         "the job's probes for missing files failed: {want:?}"
     );
 
+    // The analysis counts the same calls a metadata server serves, and
+    // calls a job made of them a metadata phase.
+    let summary = run_json(Command::new(bin("iorepro-trace")).args([
+        "summary".as_ref(),
+        "--json".as_ref(),
+        trace.as_os_str(),
+    ]));
+    let namespace_calls: u64 = want
+        .iter()
+        .filter(|(k, _)| METADATA.contains(&k.0))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        summary["metadata_calls"].as_u64(),
+        Some(namespace_calls),
+        "{summary}"
+    );
+    assert!(summary["metadata_calls_per_s"].as_f64().unwrap() > 0.0);
+    let kinds: Vec<&str> = summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"metadata"), "phases: {kinds:?}");
+
     let target = root.join("target");
     // Prepared apart, so the capture below holds the replay's calls alone.
     run_ok(Command::new(bin("iorepro-replay")).args([

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use iorepro_tests::bins::{bin, run_json, scratch};
-use iorepro_tests::samples::{sample, TORCH_DDP};
+use iorepro_tests::samples::{sample, ALL, TORCH_DDP};
 
 fn finite(v: &serde_json::Value, what: &str) -> f64 {
     let x = v
@@ -205,4 +205,39 @@ fn replay_at_four_times_the_ranks_reports_the_checkpoint_spike() {
         finite(&report["stall_s"], "stall_s"),
         (1.0 - busy) * 100.0
     );
+}
+
+/// One phase detector: the phases the replay meets at are the phases
+/// `iorepro-trace phases` reports, for every bundled capture.
+#[test]
+fn the_replay_meets_at_the_phases_the_analysis_finds() {
+    for name in ALL {
+        let trace = sample(name);
+        let analysis = run_json(
+            Command::new(bin("iorepro-trace"))
+                .arg("phases")
+                .arg(&trace)
+                .arg("--json"),
+        );
+        let report = run_json(
+            Command::new(bin("iorepro-replay"))
+                .arg(&trace)
+                .arg("--target")
+                .arg(scratch(&format!("phases-{name}")).join("target"))
+                .args(["--timing", "afap", "--phases", "checkpoint", "--json"]),
+        );
+        let ours = analysis["phases"].as_array().expect("phases");
+        let replayed = report["phases"].as_array().expect("phases");
+        let kinds = |v: &[serde_json::Value]| -> Vec<String> {
+            v.iter()
+                .map(|p| p["kind"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(kinds(ours), kinds(replayed), "{name}");
+        for (a, r) in ours.iter().zip(replayed) {
+            let d = finite(&a["end_s"], "end_s") - finite(&a["start_s"], "start_s");
+            let t = finite(&r["trace_duration_s"], "trace_duration_s");
+            assert!((d - t).abs() < 1e-6, "{name}: {a} vs {r}");
+        }
+    }
 }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+use crate::analysis::overview::Overview;
+use crate::analysis::plot::{self, Format};
 use crate::analysis::summary::Summary;
 use crate::error::TraceError;
 use crate::format::reader::TraceReader;
@@ -49,11 +51,18 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Read vs write GiB/s over time with the phases shaded, as an SVG.
+    /// Read vs write GiB/s over time with the phases shaded (.svg or .png).
     Plot {
         trace: PathBuf,
+        /// The figure: .svg or .png.
         #[arg(short, long)]
         out: PathBuf,
+        /// Ranks down, time across, bytes read and written per window (as DXT Explorer).
+        #[arg(long)]
+        heatmap: bool,
+        /// A second trace (a replay's --record-ops log) drawn under this one on one time axis.
+        #[arg(long, value_name = "REPLAY_OPS", conflicts_with = "heatmap")]
+        against: Option<PathBuf>,
     },
     /// Two traces (or a trace and a replay's --record-ops trace): relative errors (B - A) / A.
     Compare {
@@ -62,12 +71,17 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// fio iologs (v3), one per rank, replayable with `fio --read_iolog` (or `fio job.fio` in DIR).
+    /// fio iologs (v3), one per rank, replayable with `fio --read_iolog` (or
+    /// `fio job.fio` in DIR); or trace-event JSON for ui.perfetto.dev.
+    #[command(group(clap::ArgGroup::new("format").required(true).args(["fio_iolog", "perfetto"])))]
     Export {
         trace: PathBuf,
         #[arg(long = "fio-iolog", value_name = "DIR")]
-        fio_iolog: PathBuf,
-        /// Do the I/O under this directory instead of at the trace's own paths.
+        fio_iolog: Option<PathBuf>,
+        /// One complete event per call, a track per rank and thread (Chrome/Perfetto JSON).
+        #[arg(long, value_name = "OUT.json")]
+        perfetto: Option<PathBuf>,
+        /// fio: do the I/O under this directory instead of at the trace's own paths.
         #[arg(long)]
         target: Option<PathBuf>,
         #[arg(long)]
@@ -116,6 +130,9 @@ pub enum Cmd {
         /// Rows per segment file.
         #[arg(long, default_value_t = 1 << 20)]
         segment_events: usize,
+        /// Rows per Parquet row group (at most --segment-events).
+        #[arg(long, default_value_t = 1 << 20)]
+        row_group_events: usize,
     },
 }
 
@@ -142,7 +159,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Phases { trace, json } => {
             let reader = TraceReader::open(&trace)?;
-            let s = Summary::compute(&reader)?;
+            let s = Overview::compute(&reader)?;
             if json {
                 let v = serde_json::json!({ "duration_s": s.duration_s, "phases": s.phases });
                 writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
@@ -150,25 +167,66 @@ pub fn run(cli: Cli) -> Result<()> {
                 write!(out, "{}", crate::analysis::phases::render(&s.phases))?;
             }
         }
-        Cmd::Plot { trace, out: file } => {
+        Cmd::Plot {
+            trace,
+            out: file,
+            heatmap,
+            against,
+        } => {
             let reader = TraceReader::open(&trace)?;
-            let s = Summary::compute(&reader)?;
-            let title = trace
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            crate::analysis::plot::plot_svg(&s.timeline, &s.phases, &title, &file)?;
+            let name = |p: &std::path::Path| {
+                p.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.display().to_string())
+            };
+            if heatmap {
+                let title = format!("{}: I/O per rank over time", name(&trace));
+                let cells = plot::heatmap(&reader, &title, &file)?;
+                writeln!(
+                    out,
+                    "{}: {} ranks x {} windows of {:.3} s",
+                    file.display(),
+                    cells.ranks.len(),
+                    plot::heatmap::COLUMNS,
+                    cells.window_ns as f64 / 1e9
+                )?;
+                return Ok(());
+            }
+            Format::of(&file)?;
+            let capture = plot::overview_for_plot(&reader)?;
+            let replay = match &against {
+                Some(b) => Some(plot::overview_for_plot(&TraceReader::open(b)?)?),
+                None => None,
+            };
+            let mut panels = vec![plot::Panel {
+                name: format!("{} (capture)", name(&trace)),
+                overview: &capture,
+            }];
+            let title = match (&against, &replay) {
+                (Some(b), Some(r)) => {
+                    panels.push(plot::Panel {
+                        name: format!("{} (replay)", name(b)),
+                        overview: r,
+                    });
+                    format!("{} against its replay {}", name(&trace), name(b))
+                }
+                _ => {
+                    panels[0].name.clear();
+                    format!("{}: read vs write bandwidth", name(&trace))
+                }
+            };
+            plot::timeline(&title, panels, &file)?;
             writeln!(
                 out,
                 "{}: {} phases over {:.3} s",
                 file.display(),
-                s.phases.len(),
-                s.duration_s
+                capture.phases.len(),
+                capture.duration_s
             )?;
         }
         Cmd::Compare { a, b, json } => {
-            let sa = Summary::compute(&TraceReader::open(&a)?)?;
-            let sb = Summary::compute(&TraceReader::open(&b)?)?;
+            let sa = Overview::compute(&TraceReader::open(&a)?)?;
+            let sb = Overview::compute(&TraceReader::open(&b)?)?;
             let c = crate::analysis::compare::compare(
                 &a.display().to_string(),
                 &sa,
@@ -183,10 +241,32 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Export {
             trace,
+            perfetto: Some(file),
+            json,
+            ..
+        } => {
+            let r = crate::interchange::export_perfetto::export(&trace, &file)?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "{}: {} events on {} process and {} thread tracks; open it in ui.perfetto.dev",
+                    file.display(),
+                    r.events,
+                    r.processes,
+                    r.threads
+                )?;
+            }
+        }
+        Cmd::Export {
+            trace,
             fio_iolog,
             target,
             json,
+            ..
         } => {
+            let fio_iolog = fio_iolog.expect("clap requires one output");
             let r = crate::interchange::export_fio::export(&trace, &fio_iolog, target.as_deref())?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
@@ -273,11 +353,17 @@ pub fn run(cli: Cli) -> Result<()> {
             json,
             repair: true,
         } => {
-            let r = crate::validate::repair(&trace)?;
+            let repairs = crate::validate::repair_all(&trace)?;
             if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+                let v = match repairs.as_slice() {
+                    [one] => serde_json::to_value(one)?,
+                    many => serde_json::to_value(many)?,
+                };
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
             } else {
-                write!(out, "{}", r.render())?;
+                for r in &repairs {
+                    write!(out, "{}", r.render())?;
+                }
             }
         }
         Cmd::Validate {
@@ -306,10 +392,12 @@ pub fn run(cli: Cli) -> Result<()> {
             workload,
             out: dir,
             segment_events,
+            row_group_events,
         } => {
             let w = Workload::load(&workload)?;
             let mut opts = WriterOptions::new(Source::Synth);
             opts.segment_rows = segment_events.max(1);
+            opts.row_group_rows = row_group_events.max(1);
             opts.command = Some(std::env::args().collect());
             let m = w.write_trace(&dir, opts)?;
             writeln!(

@@ -23,6 +23,9 @@ pub struct WorkloadFile {
     #[serde(default = "default_name")]
     pub name: String,
     pub ranks: u32,
+    /// Rank of this node's first rank, for one node of a multi-node job.
+    #[serde(default)]
+    pub first_rank: u32,
     #[serde(default = "default_host")]
     pub host: String,
     #[serde(default)]
@@ -161,6 +164,7 @@ const LAST_TIMESTAMP_NS: f64 = 9.0e18;
 pub struct Workload {
     pub name: String,
     pub ranks: u32,
+    pub first_rank: u32,
     pub host: String,
     pub seed: u64,
     pub start_unix_ns: i64,
@@ -205,6 +209,7 @@ impl Workload {
         let w = Workload {
             name: f.name,
             ranks: f.ranks,
+            first_rank: f.first_rank,
             host: f.host,
             seed: f.seed,
             start_unix_ns: f.start_unix_ns,
@@ -295,6 +300,12 @@ impl Workload {
     fn check_size(&self) -> Result<(), String> {
         if self.ranks > MAX_RANKS {
             return Err(format!("ranks = {} is more than {MAX_RANKS}", self.ranks));
+        }
+        if self.first_rank > MAX_RANKS {
+            return Err(format!(
+                "first_rank = {} is more than {MAX_RANKS}",
+                self.first_rank
+            ));
         }
         if self.loader_workers > MAX_LOADER_WORKERS {
             return Err(format!(
@@ -568,7 +579,7 @@ impl<'w> Generator<'w> {
             dur,
             pid,
             tid: pid,
-            rank: rank as i32,
+            rank: (self.w.first_rank as usize + rank) as i32,
             comm,
             op,
             path: Some(path.to_string()),
@@ -689,7 +700,11 @@ impl<'w> Generator<'w> {
 
     fn checkpoint_rank(&mut self, r: usize, mut t: i64, step: u32, c: &Checkpoint) -> i64 {
         let pid = self.ranks[r].pid;
-        let path = format!("{}/step-{step:06}/rank-{r:05}.pt", c.dir);
+        let path = format!(
+            "{}/step-{step:06}/rank-{:05}.pt",
+            c.dir,
+            self.w.first_rank as usize + r
+        );
         let fd = 7;
         self.row(
             r,

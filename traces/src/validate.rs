@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::error::{TraceError, TraceResult};
 use crate::format::columns::Events;
 use crate::format::manifest::{Manifest, Source, MANIFEST_FILE};
+use crate::format::partitions::{partition_name, partitions};
 use crate::format::reader::{SegmentBatches, TraceReader};
 use crate::format::schema::SCHEMA_VERSION;
 
@@ -41,6 +42,9 @@ const PARTIAL_SUFFIX: &str = ".parquet.partial";
 const SET_ASIDE_SUFFIX: &str = ".corrupt";
 
 pub fn validate(path: &Path) -> TraceResult<Validation> {
+    if let Some(parts) = partitions(path)? {
+        return validate_partitions(&parts);
+    }
     let reader = TraceReader::open(path)?;
     let m = reader.manifest();
     let mut events = 0u64;
@@ -103,6 +107,39 @@ pub fn validate(path: &Path) -> TraceResult<Validation> {
         complete: m.complete,
         warnings,
     })
+}
+
+/// A partitioned trace is valid when each node's partition is; their counts
+/// add up and their warnings say which partition they are about.
+fn validate_partitions(parts: &[PathBuf]) -> TraceResult<Validation> {
+    let mut all = Validation {
+        segments: 0,
+        events: 0,
+        manifest_events: 0,
+        dropped_events: 0,
+        complete: true,
+        warnings: Vec::new(),
+    };
+    for p in parts {
+        let v = validate(p)?;
+        all.segments += v.segments;
+        all.events += v.events;
+        all.manifest_events += v.manifest_events;
+        all.dropped_events += v.dropped_events;
+        all.complete &= v.complete;
+        let name = partition_name(p);
+        all.warnings
+            .extend(v.warnings.into_iter().map(|w| format!("{name}: {w}")));
+    }
+    Ok(all)
+}
+
+/// Repairs a trace directory, or each partition of a partitioned one.
+pub fn repair_all(dir: &Path) -> TraceResult<Vec<Repair>> {
+    match partitions(dir)? {
+        Some(parts) => parts.iter().map(|p| repair(p)).collect(),
+        None => Ok(vec![repair(dir)?]),
+    }
 }
 
 /// Segment files in `dir` that the manifest does not list: unfinished ones a

@@ -48,7 +48,7 @@ fn bad_input_exits_2_with_one_line() {
     fails_with_one_line(&["summary", nt, "--json"], nt);
     fails_with_one_line(&["phases", junk], junk);
     fails_with_one_line(&["plot", nt, "-o", &o("x.svg")], nt);
-    fails_with_one_line(&["plot", good, "-o", &o("x.png")], "x.png");
+    fails_with_one_line(&["plot", good, "-o", &o("x.jpg")], "x.jpg");
     fails_with_one_line(&["plot", good, "-o", &o("nodir/x.svg")], "nodir");
     fails_with_one_line(&["compare", good, nt], nt);
     fails_with_one_line(&["compare", junk, good], junk);

@@ -199,3 +199,73 @@ fn finds_checkpoints_in_a_captured_job() {
         "the 1.5 s pause is idle: {p:#}"
     );
 }
+
+fn sample(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples")
+        .join(name)
+}
+
+fn kinds(p: &serde_json::Value) -> Vec<&str> {
+    p["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect()
+}
+
+/// The bundled captures have the phases their NOTE.md describes: every
+/// checkpoint found (all of its bytes, both ranks), the load found whatever
+/// the batch size.
+#[test]
+fn bundled_captures_have_the_phases_their_notes_describe() {
+    let p = phases(&sample("torch-ddp-dcp"));
+    assert_eq!(
+        kinds(&p),
+        [
+            "load",
+            "read",
+            "checkpoint",
+            "idle",
+            "read",
+            "checkpoint",
+            "read",
+            "idle",
+            "checkpoint"
+        ],
+        "{p:#}"
+    );
+    for c in p["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "checkpoint")
+    {
+        // Each save writes 15,829,000 bytes (three saves: 47,487,000).
+        assert_eq!(c["write_bytes"], 15_829_000, "{c}");
+        assert_eq!(c["max_writers"], 2, "{c}");
+    }
+    // The loader's read-ahead: 32 files, about 11 MiB, in the first 0.25 s.
+    let load = &p["phases"][0];
+    assert!(load["end_s"].as_f64().unwrap() < 0.25, "{load}");
+    assert!(load["read_bytes"].as_u64().unwrap() > 10 << 20, "{load}");
+
+    // Restored from a checkpoint: the restore and the first batches are the load.
+    let p = phases(&sample("torch-ddp-dcp-resume"));
+    assert_eq!(kinds(&p), ["load", "read", "checkpoint"], "{p:#}");
+    assert!(
+        p["phases"][0]["read_bytes"].as_u64().unwrap() > 10_842_958,
+        "{p:#}"
+    );
+    assert_eq!(p["phases"][2]["write_bytes"], 15_829_000);
+
+    // Batches of 4: each epoch read ahead at once, then compute.
+    let p = phases(&sample("torch-ddp-dcp-batch4"));
+    assert_eq!(kinds(&p), ["load", "idle", "read", "checkpoint"], "{p:#}");
+    assert_eq!(
+        p["phases"][0]["read_bytes"].as_u64(),
+        p["phases"][2]["read_bytes"].as_u64()
+    );
+    assert_eq!(p["phases"][3]["write_bytes"], 15_828_999);
+}

@@ -252,3 +252,60 @@ fn a_writer_that_dies_leaves_its_finished_segments_readable() {
     let v = iorepro_traces::validate::validate(&trace).unwrap();
     assert!(v.warnings.iter().any(|w| w.contains("not marked complete")));
 }
+
+/// Every row group of every segment says it is sorted by `ts` (ascending),
+/// and row groups hold at most `row_group_rows` rows, so engines that read
+/// the footer (DuckDB, Spark) can rely on the order and split the work.
+#[test]
+fn segments_record_their_ts_order_and_row_group_size() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let rows: Vec<Row> = (0..2_500).map(bare_row).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t");
+    let mut opts = WriterOptions::new(Source::Synth);
+    opts.segment_rows = 1_000;
+    opts.row_group_rows = 300;
+    let mut w = TraceWriter::create(&trace, opts).unwrap();
+    for r in &rows {
+        w.push(&EventRow {
+            ts_ns: r.ts,
+            dur_ns: r.dur,
+            host: &r.host,
+            pid: r.pid,
+            tid: r.tid,
+            rank: r.rank,
+            comm: &r.comm,
+            op: r.op,
+            path: r.path.as_deref(),
+            fd: r.fd,
+            offset: r.offset,
+            size: r.size,
+            ret: r.ret,
+            flags: r.flags,
+            calls: 1,
+            span_ns: None,
+            path2: None,
+            via: None,
+        })
+        .unwrap();
+    }
+    let m = w.finish().unwrap();
+    assert_eq!(m.segments.len(), 3);
+    let mut groups = Vec::new();
+    for seg in &m.segments {
+        let file = std::fs::File::open(trace.join(seg)).unwrap();
+        let meta = SerializedFileReader::new(file).unwrap().metadata().clone();
+        for rg in meta.row_groups() {
+            groups.push(rg.num_rows());
+            let sorting = rg.sorting_columns().expect("sorting_columns written");
+            assert_eq!(sorting.len(), 1);
+            assert_eq!(sorting[0].column_idx, 0, "ts is column 0");
+            assert!(!sorting[0].descending);
+        }
+    }
+    assert_eq!(
+        groups,
+        vec![300, 300, 300, 100, 300, 300, 300, 100, 300, 200]
+    );
+    assert_eq!(read_all(&trace), rows);
+}

@@ -25,9 +25,10 @@ commands:
   build-ebpf         rebuild the kernel-side object (pinned nightly + bpf-linker) into
                      collector/bpf/iorepro.bpf.o, which the collector embeds
   demo               capture (or take a sample), analyze, replay at 8 ranks, plot
-  bench [--quick] [--only NAME,...]
+  bench [--quick] [--only NAME,...] [--analysis-rows N]
                      side-by-side benchmarks, one line each (NAME: trace-format,
-                     collector, replayer, replay-scale, analysis, replay-fidelity)";
+                     collector, replayer, replay-scale, analysis, replay-fidelity); the
+                     analysis trace has 200 M rows (2 M with --quick, or N)";
 
 fn main() {
     if let Err(e) = run() {
@@ -147,6 +148,14 @@ fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
     if let Some(names) = &only {
         bench::check_names(names)?;
     }
+    let analysis_rows: Option<u64> = match args.iter().position(|a| a == "--analysis-rows") {
+        Some(i) => Some(
+            args.get(i + 1)
+                .and_then(|n| n.replace('_', "").parse().ok())
+                .context("--analysis-rows takes a number of rows")?,
+        ),
+        None => None,
+    };
     cargo(&[
         "build",
         "--release",
@@ -162,6 +171,7 @@ fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
         bin_dir: root.join("target/release"),
         scratch: scratch.path().to_path_buf(),
         quick,
+        analysis_rows,
     };
     bench::run_all(&ctx, only.as_deref())
 }

@@ -13,8 +13,8 @@
 use serde_json::{json, Value};
 
 use super::Exporter;
-use crate::phases::PhaseKind;
 use crate::report::{Report, GIB};
+use iorepro_traces::analysis::phases::PhaseKind;
 
 pub struct Mlperf;
 

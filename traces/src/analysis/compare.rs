@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
+use crate::analysis::overview::Overview;
 use crate::analysis::phases::{Phase, PhaseKind};
-use crate::analysis::summary::Summary;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PhaseComparison {
@@ -91,7 +91,7 @@ fn match_phases(a: &[Phase], b: &[Phase]) -> (Vec<PhaseComparison>, usize) {
     (out, b.len() - matched)
 }
 
-pub fn compare(a_name: &str, a: &Summary, b_name: &str, b: &Summary) -> Comparison {
+pub fn compare(a_name: &str, a: &Overview, b_name: &str, b: &Overview) -> Comparison {
     let (phases, unmatched_b_phases) = match_phases(&a.phases, &b.phases);
     Comparison {
         a: a_name.to_string(),

@@ -1,15 +1,18 @@
-//! Offline analysis. [`summary`] aggregates a trace in one streaming pass:
-//! totals, the [`histogram`] of request sizes, the [`access`] pattern tracker
-//! and the [`timeline`] of bytes per window, with [`prefetch`] decoding ahead
-//! on a second thread; [`phases`] reads the timeline to find load, steady
-//! reading, checkpoints and idle time; [`plot`] draws the timeline with its
-//! phases, and [`compare`] sets two summaries side by side.
+//! Offline analysis. A trace is read in parallel ([`crate::format::scan`])
+//! and each part counted into a [`tally`]: the [`histogram`] of request
+//! sizes, the [`access`] pattern, the [`timeline`] of bytes per window and
+//! the [`activity`] (runs of reads, writes and syncs) that [`phases`] are
+//! found from. Merged tallies become the [`overview`] (duration, bytes,
+//! peaks, phases) and the full [`summary`]; [`plot`] draws an overview and
+//! [`compare`] sets two side by side.
 
 pub mod access;
+pub mod activity;
 pub mod compare;
 pub mod histogram;
+pub mod overview;
 pub mod phases;
 pub mod plot;
-pub mod prefetch;
 pub mod summary;
+pub mod tally;
 pub mod timeline;

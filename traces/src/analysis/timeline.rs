@@ -1,117 +1,107 @@
-//! Bytes moved per fixed time window, from the first event on: the one view of
-//! "how busy was storage when" that peaks, phases, plots and comparisons share.
-//! Bytes are counted at the entry `ts` of the call that moved them.
+//! Bytes moved per fixed time window, from the first event on: the view of
+//! "how busy was storage when" that peaks and plots share. Bytes are counted
+//! at the entry `ts` of the call that moved them. Windows are aligned to the
+//! first event of the whole trace, so timelines of parts of a trace (row
+//! groups read in parallel) add up window by window.
 
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-/// Resolution of the timeline that summary, phases and plots start from.
+/// Resolution of the timeline that summary and plots start from.
 pub const BASE_WINDOW_NS: i64 = 100_000_000;
 
-/// Phase detection works on at most this many windows; longer traces are
-/// coarsened, so a week-long capture costs the same as a short one.
-pub const MAX_PHASE_WINDOWS: usize = 20_000;
-
 const GIB: f64 = (1u64 << 30) as f64;
-
-/// The span of a window without calls.
-pub const NO_SPAN: (i64, i64) = (i64::MAX, i64::MIN);
-
-#[inline]
-fn widen(span: &mut (i64, i64), ts: i64, dur: i64) {
-    span.0 = span.0.min(ts);
-    span.1 = span.1.max(ts + dur.max(0));
-}
-
-/// The smallest span holding all of `spans`.
-pub fn join_spans(spans: &[(i64, i64)]) -> (i64, i64) {
-    spans
-        .iter()
-        .fold(NO_SPAN, |a, b| (a.0.min(b.0), a.1.max(b.1)))
-}
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Timeline {
     /// `ts` of the first event of the trace (any op), in Unix ns.
     pub origin_ns: i64,
     pub window_ns: i64,
-    pub read: Vec<u64>,
-    pub write: Vec<u64>,
-    /// Distinct ranks (or processes, when ranks are unknown) that started a
-    /// write in the window: a checkpoint is many writers at once, a log is one.
-    pub writers: Vec<u32>,
-    /// Earliest start and latest end (`ts + dur_ns`) of the reads, and of the
-    /// writes, of each window (`i64::MAX` / `i64::MIN` when none), so phase
-    /// edges are exact rather than rounded to windows.
-    pub read_span: Vec<(i64, i64)>,
-    pub write_span: Vec<(i64, i64)>,
-    /// `ts` of the last event, so idle time at the end is part of the timeline.
-    pub end_ns: i64,
-    /// Last window each writer wrote in, to count writers once per window.
+    /// Bytes read and written per window, from window `first` on.
+    read: Vec<u64>,
+    write: Vec<u64>,
+    first: usize,
+    /// The window last added to and its span, so rows in time order cost a compare.
     #[serde(skip)]
-    last_write_slot: FxHashMap<i64, usize>,
+    cursor: (usize, i64, i64),
 }
 
 impl Timeline {
-    pub fn new(window_ns: i64) -> Self {
+    pub fn new(origin_ns: i64, window_ns: i64) -> Self {
         Timeline {
-            origin_ns: i64::MIN,
-            window_ns,
+            origin_ns,
+            window_ns: window_ns.max(1),
             read: Vec::new(),
             write: Vec::new(),
-            writers: Vec::new(),
-            read_span: Vec::new(),
-            write_span: Vec::new(),
-            end_ns: i64::MIN,
-            last_write_slot: FxHashMap::default(),
+            first: 0,
+            cursor: (0, i64::MAX, i64::MIN),
         }
     }
 
-    /// Marks that an event happened at `ts` (any op): starts and stretches the timeline.
+    /// Index of the window holding `ts`, grown into the vectors.
     #[inline]
-    pub fn touch(&mut self, ts: i64) {
-        if self.origin_ns == i64::MIN {
-            self.origin_ns = ts;
+    fn slot(&mut self, ts: i64) -> usize {
+        let (at, lo, hi) = self.cursor;
+        if lo <= ts && ts < hi {
+            return at;
         }
-        if ts > self.end_ns {
-            self.end_ns = ts;
+        let w = ((ts - self.origin_ns).max(0) / self.window_ns) as usize;
+        if self.read.is_empty() {
+            self.first = w;
         }
+        if w < self.first {
+            let grow = self.first - w;
+            self.read.splice(0..0, std::iter::repeat_n(0, grow));
+            self.write.splice(0..0, std::iter::repeat_n(0, grow));
+            self.first = w;
+        }
+        let at = w - self.first;
+        if at >= self.read.len() {
+            self.read.resize(at + 1, 0);
+            self.write.resize(at + 1, 0);
+        }
+        let lo = self.origin_ns + w as i64 * self.window_ns;
+        self.cursor = (at, lo, lo + self.window_ns);
+        at
     }
 
     #[inline]
-    pub fn slot(&mut self, ts: i64) -> usize {
-        let slot = ((ts - self.origin_ns).max(0) / self.window_ns) as usize;
-        if self.read.len() <= slot {
-            self.read.resize(slot + 1, 0);
-            self.write.resize(slot + 1, 0);
-            self.writers.resize(slot + 1, 0);
-            self.read_span.resize(slot + 1, NO_SPAN);
-            self.write_span.resize(slot + 1, NO_SPAN);
-        }
-        slot
-    }
-
-    /// Adds bytes read by a call at `ts` lasting `dur` (after [`Timeline::touch`]
-    /// of the first event).
-    #[inline]
-    pub fn add_read(&mut self, ts: i64, dur: i64, bytes: u64) {
+    pub fn add_read(&mut self, ts: i64, bytes: u64) {
         let s = self.slot(ts);
         self.read[s] += bytes;
-        widen(&mut self.read_span[s], ts, dur);
     }
 
-    /// Adds bytes written at `ts` by `writer` (a rank, or a process id when
-    /// the rank is unknown).
     #[inline]
-    pub fn add_write(&mut self, ts: i64, dur: i64, bytes: u64, writer: i64) {
+    pub fn add_write(&mut self, ts: i64, bytes: u64) {
         let s = self.slot(ts);
         self.write[s] += bytes;
-        widen(&mut self.write_span[s], ts, dur);
-        let last = self.last_write_slot.entry(writer).or_insert(usize::MAX);
-        if *last != s {
-            *last = s;
-            self.writers[s] += 1;
+    }
+
+    /// Adds another part's windows (same origin and width) to these.
+    pub fn merge(&mut self, other: &Timeline) {
+        if other.read.is_empty() {
+            return;
         }
+        debug_assert_eq!(
+            (self.origin_ns, self.window_ns),
+            (other.origin_ns, other.window_ns)
+        );
+        let start = self.origin_ns + other.first as i64 * self.window_ns;
+        let end = self.origin_ns + (other.first + other.read.len() - 1) as i64 * self.window_ns;
+        self.slot(start);
+        self.slot(end);
+        let offset = other.first - self.first;
+        for (i, (&r, &w)) in other.read.iter().zip(&other.write).enumerate() {
+            self.read[offset + i] += r;
+            self.write[offset + i] += w;
+        }
+    }
+
+    /// Pads with empty windows from the first event up to `end_ns`, so quiet
+    /// stretches at either end show.
+    pub fn close(&mut self, end_ns: i64) {
+        self.slot(self.origin_ns);
+        self.slot(end_ns.max(self.origin_ns));
+        self.cursor = (0, i64::MAX, i64::MIN);
     }
 
     pub fn len(&self) -> usize {
@@ -122,29 +112,20 @@ impl Timeline {
         self.read.is_empty()
     }
 
-    /// Seconds from the first to the last event.
-    pub fn duration_s(&self) -> f64 {
-        if self.origin_ns == i64::MIN {
-            0.0
-        } else {
-            (self.end_ns - self.origin_ns) as f64 / 1e9
-        }
+    /// Bytes read per window, from the first event's window on (after [`Timeline::close`]).
+    pub fn read(&self) -> &[u64] {
+        &self.read
     }
 
-    /// Pads with empty windows up to the last event, so quiet tails show.
-    pub fn close(&mut self) {
-        if self.origin_ns != i64::MIN {
-            let end = self.end_ns;
-            self.slot(end);
-        }
+    pub fn write(&self) -> &[u64] {
+        &self.write
     }
 
     pub fn window_s(&self) -> f64 {
         self.window_ns as f64 / 1e9
     }
 
-    /// Merges `factor` consecutive windows into one (counts of writers are
-    /// summed, an upper bound of distinct writers).
+    /// Merges `factor` consecutive windows into one.
     pub fn coarsen(&self, factor: usize) -> Timeline {
         let factor = factor.max(1);
         let fold = |v: &[u64]| {
@@ -157,15 +138,8 @@ impl Timeline {
             window_ns: self.window_ns * factor as i64,
             read: fold(&self.read),
             write: fold(&self.write),
-            writers: self
-                .writers
-                .chunks(factor)
-                .map(|c| c.iter().copied().max().unwrap_or(0))
-                .collect(),
-            read_span: self.read_span.chunks(factor).map(join_spans).collect(),
-            write_span: self.write_span.chunks(factor).map(join_spans).collect(),
-            end_ns: self.end_ns,
-            last_write_slot: FxHashMap::default(),
+            first: self.first / factor,
+            cursor: (0, i64::MAX, i64::MIN),
         }
     }
 
@@ -191,5 +165,43 @@ impl Timeline {
                 / secs
         };
         (peak(&self.read), peak(&self.write))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_add_up_window_by_window() {
+        let calls: Vec<(i64, u64, bool)> = (0..1000)
+            .map(|i| (5 + i * 7_919_993 % 3_000_000_000, i as u64, i % 3 == 0))
+            .collect();
+        let origin = 5;
+        let mut whole = Timeline::new(origin, BASE_WINDOW_NS);
+        for &(t, b, w) in &calls {
+            if w {
+                whole.add_write(t, b)
+            } else {
+                whole.add_read(t, b)
+            }
+        }
+        whole.close(3_000_000_000);
+        let mut merged = Timeline::new(origin, BASE_WINDOW_NS);
+        for part in calls.chunks(97).rev() {
+            let mut p = Timeline::new(origin, BASE_WINDOW_NS);
+            for &(t, b, w) in part {
+                if w {
+                    p.add_write(t, b)
+                } else {
+                    p.add_read(t, b)
+                }
+            }
+            merged.merge(&p);
+        }
+        merged.close(3_000_000_000);
+        assert_eq!(merged.read(), whole.read());
+        assert_eq!(merged.write(), whole.write());
+        assert_eq!(whole.len(), 30);
     }
 }

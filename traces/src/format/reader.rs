@@ -23,6 +23,7 @@ use parquet::file::statistics::Statistics;
 use crate::error::{TraceError, TraceResult};
 use crate::format::columns::Events;
 use crate::format::manifest::{Manifest, MANIFEST_FILE};
+use crate::format::partitions::{combine, partition_name, partitions};
 use crate::format::schema::{
     trace_schema, COLUMNS, COL_CALLS, COL_TS, PARQUET_VERSION_KEY, REQUIRED_COLUMNS, SCHEMA_VERSION,
 };
@@ -45,15 +46,27 @@ pub struct SegmentInfo {
     pub rows: u64,
     /// `ts` range from Parquet statistics, in the file's own unit, when present.
     pub ts_range: Option<(i64, i64)>,
+    /// The same range in nanoseconds.
+    pub ts_ns_range: Option<(i64, i64)>,
 }
 
 impl TraceReader {
-    /// Opens a trace directory (with `manifest.json`) or a single `.parquet` file.
+    /// Opens a trace directory (with `manifest.json`), a directory of per-node
+    /// partitions (`host=NAME/`, see [`crate::format::partitions`]) or a
+    /// single `.parquet` file.
     /// Every segment's footer and schema are checked here, so bad input fails
     /// before any work is done.
     pub fn open(path: &Path) -> TraceResult<Self> {
         let meta = std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
-        let (manifest, files) = if meta.is_dir() {
+        let (manifest, files) = if let Some(parts) = partitions(path)? {
+            let loaded = parts
+                .iter()
+                .map(|p| Ok((partition_name(p), Manifest::load(p)?)))
+                .collect::<TraceResult<Vec<_>>>()?;
+            let m = combine(&loaded);
+            let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
+            (m, files)
+        } else if meta.is_dir() {
             let m = Manifest::load(path)?;
             let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
             (m, files)
@@ -109,6 +122,20 @@ impl TraceReader {
 
     pub fn segments(&self) -> &[SegmentInfo] {
         &self.segments
+    }
+
+    /// First and last `ts` (Unix ns) according to the segment footers, when
+    /// every segment has statistics.
+    pub fn ts_span_ns(&self) -> Option<(i64, i64)> {
+        self.segments
+            .iter()
+            .try_fold((i64::MAX, i64::MIN), |(lo, hi), s| {
+                s.ts_ns_range
+                    .filter(|_| s.rows > 0)
+                    .map(|(a, b)| (lo.min(a), hi.max(b)))
+                    .or((s.rows == 0).then_some((lo, hi)))
+            })
+            .filter(|(lo, hi)| lo <= hi)
     }
 
     /// Total rows according to the segment footers.
@@ -197,21 +224,34 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
         }
     }
     let rows = meta.file_metadata().num_rows().max(0) as u64;
+    let ts_range = if have_stats {
+        range.or(Some((0, 0)))
+    } else {
+        None
+    };
+    let ns_per_unit = match builder
+        .schema()
+        .field_with_name(COL_TS)
+        .map(|f| f.data_type())
+    {
+        Ok(DataType::Timestamp(TimeUnit::Second, _)) => 1_000_000_000,
+        Ok(DataType::Timestamp(TimeUnit::Millisecond, _)) => 1_000_000,
+        Ok(DataType::Timestamp(TimeUnit::Microsecond, _)) => 1_000,
+        _ => 1,
+    };
     Ok(SegmentInfo {
         path: path.to_path_buf(),
         rows,
-        ts_range: if have_stats {
-            range.or(Some((0, 0)))
-        } else {
-            None
-        },
+        ts_range,
+        ts_ns_range: ts_range
+            .map(|(a, b)| (a.saturating_mul(ns_per_unit), b.saturating_mul(ns_per_unit))),
     })
 }
 
 /// For each canonical column, where it is in the file (`None` for a column
 /// added after the file was written) and whether it can be cast from what is
 /// there; errors name the column and the problem.
-fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<Option<usize>>> {
+pub(crate) fn plan_columns(path: &Path, schema: &SchemaRef) -> TraceResult<Vec<Option<usize>>> {
     let canon = trace_schema();
     let mut positions = Vec::with_capacity(COLUMNS.len());
     for field in canon.fields() {
@@ -271,10 +311,6 @@ fn normalise(
     projection: Option<&[usize]>,
 ) -> TraceResult<RecordBatch> {
     let canon = trace_schema();
-    let opts = CastOptions {
-        safe: false,
-        ..Default::default()
-    };
     let n = batch.num_rows();
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(COLUMNS.len());
     let mut fields: Vec<Field> = Vec::with_capacity(COLUMNS.len());
@@ -287,51 +323,11 @@ fn normalise(
         }
         let name = field.name();
         let Some(src) = batch.column_by_name(name) else {
-            if REQUIRED_COLUMNS.contains(&name.as_str()) {
-                return Err(TraceError::column(
-                    path,
-                    name,
-                    "missing (required by trace format v1)",
-                ));
-            }
-            // A column added after this trace was written: every row is a
-            // single call.
-            cols.push(if name == COL_CALLS {
-                Arc::new(arrow_array::Int64Array::from_value(1, n)) as ArrayRef
-            } else {
-                new_null_array(field.data_type(), n)
-            });
+            cols.push(absent_column(path, field, n)?);
             fields.push(field.as_ref().clone().with_nullable(true));
             continue;
         };
-        let arr = if src.data_type() == field.data_type() {
-            src.clone()
-        } else {
-            let src = match (src.data_type(), field.data_type()) {
-                // A timestamp without a zone (pandas' default) is taken as UTC:
-                // scale it to nanoseconds and reinterpret it as Int64, because a
-                // cast from zoneless to "UTC" would look the zone name up.
-                // Int64 is nanoseconds already and reinterprets directly; a
-                // timestamp in another zone or unit is the same instant.
-                (DataType::Timestamp(_, None), DataType::Timestamp(..)) => {
-                    cast_with_options(src, &DataType::Timestamp(TimeUnit::Nanosecond, None), &opts)
-                        .and_then(|a| cast_with_options(&a, &DataType::Int64, &opts))
-                        .map_err(|e| {
-                            TraceError::column(path, name, format!("cannot convert: {e}"))
-                        })?
-                }
-                _ => src.clone(),
-            };
-            cast_with_options(&src, field.data_type(), &opts)
-                .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
-        };
-        if !field.is_nullable() && arr.null_count() > 0 {
-            return Err(TraceError::column(
-                path,
-                name,
-                "has null values but is required",
-            ));
-        }
+        let arr = normalise_column(path, field, src)?;
         cols.push(arr);
         fields.push(
             field
@@ -346,6 +342,66 @@ fn normalise(
         canon
     };
     RecordBatch::try_new(schema, cols).map_err(|e| TraceError::invalid(path, e.to_string()))
+}
+
+/// What a column the file lacks reads as: a column added after the trace was
+/// written is filled in (every row a single call, nulls elsewhere); a
+/// required one is an error.
+pub(crate) fn absent_column(path: &Path, field: &Field, rows: usize) -> TraceResult<ArrayRef> {
+    let name = field.name();
+    if REQUIRED_COLUMNS.contains(&name.as_str()) {
+        return Err(TraceError::column(
+            path,
+            name,
+            "missing (required by trace format v1)",
+        ));
+    }
+    Ok(if name == COL_CALLS {
+        Arc::new(arrow_array::Int64Array::from_value(1, rows)) as ArrayRef
+    } else {
+        new_null_array(field.data_type(), rows)
+    })
+}
+
+/// One column cast to its canonical type (`field`); errors name the column.
+/// Nulls in a required column are an error.
+pub(crate) fn normalise_column(
+    path: &Path,
+    field: &Field,
+    src: &ArrayRef,
+) -> TraceResult<ArrayRef> {
+    let name = field.name();
+    let opts = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let arr = if src.data_type() == field.data_type() {
+        src.clone()
+    } else {
+        let src = match (src.data_type(), field.data_type()) {
+            // A timestamp without a zone (pandas' default) is taken as UTC:
+            // scale it to nanoseconds and reinterpret it as Int64, because a
+            // cast from zoneless to "UTC" would look the zone name up.
+            // Int64 is nanoseconds already and reinterprets directly; a
+            // timestamp in another zone or unit is the same instant.
+            (DataType::Timestamp(_, None), DataType::Timestamp(..)) => {
+                cast_with_options(src, &DataType::Timestamp(TimeUnit::Nanosecond, None), &opts)
+                    .and_then(|a| cast_with_options(&a, &DataType::Int64, &opts))
+                    .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
+            }
+            _ => src.clone(),
+        };
+        cast_with_options(&src, field.data_type(), &opts)
+            .map_err(|e| TraceError::column(path, name, format!("cannot convert: {e}")))?
+    };
+    if !field.is_nullable() && arr.null_count() > 0 {
+        return Err(TraceError::column(
+            path,
+            name,
+            "has null values but is required",
+        ));
+    }
+    Ok(arr)
 }
 
 /// Batches of one segment, normalised.
@@ -549,5 +605,7 @@ impl Iterator for MergeByTs {
 /// Whether a path names something [`TraceReader::open`] may accept (for CLIs that
 /// want to say "not a trace" before trying).
 pub fn looks_like_trace(path: &Path) -> bool {
-    path.join(MANIFEST_FILE).exists() || path.extension().is_some_and(|e| e == "parquet")
+    path.join(MANIFEST_FILE).exists()
+        || path.extension().is_some_and(|e| e == "parquet")
+        || partitions(path).is_ok_and(|p| p.is_some())
 }

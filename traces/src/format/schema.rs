@@ -1,5 +1,9 @@
 //! Trace format version 1: column names, the Arrow schema and the op vocabulary.
 //! This is the only place the schema is defined; everything else uses these names.
+//! How traces sit on disk (rows sorted by `ts`, recorded as `sorting_columns`;
+//! row-group and segment sizes; per-node `host=NAME/` partitions) and how other
+//! engines read them (DuckDB, pyarrow, Spark's `nanosAsLong` for `ts`) is in
+//! `docs/FORMAT.md`.
 
 use std::sync::Arc;
 

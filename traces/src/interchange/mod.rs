@@ -1,9 +1,11 @@
 //! Traces in and out of other tools' formats: [`export_fio`] writes fio
-//! iologs, [`import_fio`] and [`import_strace`] read fio iologs and strace
-//! output (sharing `import_common` to find log files and write the result),
-//! and [`merge`] joins per-node captures into one trace.
+//! iologs, [`export_perfetto`] trace-event JSON for ui.perfetto.dev,
+//! [`import_fio`] and [`import_strace`] read fio iologs and strace output
+//! (sharing `import_common` to find log files and write the result), and
+//! [`merge`] joins per-node captures into one single-directory trace.
 
 pub mod export_fio;
+pub mod export_perfetto;
 mod import_common;
 pub mod import_fio;
 pub mod import_strace;

@@ -24,6 +24,8 @@ pub struct Ctx {
     pub scratch: PathBuf,
     /// Smaller inputs, for a smoke run of the benchmarks themselves.
     pub quick: bool,
+    /// Rows of the analysis benchmark's trace, when not its default size.
+    pub analysis_rows: Option<u64>,
 }
 
 impl Ctx {

@@ -1,0 +1,395 @@
+//! A trace read in parallel: every row group of every segment is a unit of
+//! work, decoded on its own worker thread (one per core) into batches of the
+//! requested columns only, and folded there into a partial result; the
+//! partials come back to the caller in time order (segments by their first
+//! `ts`, row groups in file order) to be merged.
+//!
+//! This is the path analyses take when they can combine partial results
+//! (totals, runs of calls, bytes per window); [`crate::TraceReader::events`]
+//! remains the path for a consumer that needs every row in one time order.
+//! Columns come in their canonical types as in the reader, with one
+//! exception that saves most of the decoding time of a busy trace: `path`
+//! stays a dictionary (one string per distinct file, keys per row) when the
+//! segment stored it that way, which our writer always does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::ProjectionMask;
+
+use crate::error::{TraceError, TraceResult};
+use crate::format::reader::{
+    absent_column, normalise_column, plan_columns, TraceReader, READ_BATCH_ROWS,
+};
+use crate::format::schema::{dict_type, idx, trace_schema, Op, COLUMNS, COL_PATH};
+use crate::format::segment_file::{guard, SegmentFile};
+
+/// One row group of one segment.
+struct Unit {
+    segment: usize,
+    row_group: usize,
+}
+
+/// A segment's footer, read once and shared by the workers reading its row groups.
+struct SegmentMeta {
+    path: PathBuf,
+    meta: ArrowReaderMetadata,
+    /// Position of each canonical column in the file's schema.
+    positions: Vec<Option<usize>>,
+}
+
+/// The `path` column of a batch: keys into one string per distinct file, or
+/// one string per row (foreign segments that stored paths plainly).
+pub enum PathColumn<'a> {
+    Dict(&'a DictionaryArray<Int32Type>),
+    Plain(&'a StringArray),
+}
+
+/// The requested columns of one batch, in their canonical types. Asking for
+/// a column that was not requested is a bug and panics.
+pub struct ScanBatch {
+    batch: RecordBatch,
+    /// Position in `batch` of each canonical column, `usize::MAX` when not read.
+    at: [usize; COLUMNS.len()],
+}
+
+impl ScanBatch {
+    pub fn len(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batch.num_rows() == 0
+    }
+
+    fn col(&self, i: usize) -> &ArrayRef {
+        let at = self.at[i];
+        assert!(at != usize::MAX, "column `{}` was not scanned", COLUMNS[i]);
+        self.batch.column(at)
+    }
+
+    /// Entry times, Unix ns.
+    pub fn ts(&self) -> &[i64] {
+        self.col(idx::TS)
+            .as_primitive::<arrow_array::types::TimestampNanosecondType>()
+            .values()
+    }
+
+    pub fn dur_ns(&self) -> &[i64] {
+        self.col(idx::DUR_NS)
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .values()
+    }
+
+    pub fn pid(&self) -> &[i32] {
+        self.col(idx::PID).as_primitive::<Int32Type>().values()
+    }
+
+    pub fn rank(&self) -> &Int32Array {
+        self.col(idx::RANK).as_primitive()
+    }
+
+    pub fn offset(&self) -> &Int64Array {
+        self.col(idx::OFFSET).as_primitive()
+    }
+
+    pub fn size(&self) -> &Int64Array {
+        self.col(idx::SIZE).as_primitive()
+    }
+
+    pub fn ret(&self) -> &[i64] {
+        self.col(idx::RET)
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .values()
+    }
+
+    /// Calls each row stands for (1 in traces written before runs existed).
+    pub fn calls(&self) -> &Int64Array {
+        self.col(idx::CALLS).as_primitive()
+    }
+
+    /// How long a run lasted; null for a single call.
+    pub fn span_ns(&self) -> &Int64Array {
+        self.col(idx::SPAN_NS).as_primitive()
+    }
+
+    /// The op of every row as (dictionary key per row, op per key): rows cost an index.
+    pub fn ops(&self) -> (&[i32], Vec<Op>) {
+        let dict = self.col(idx::OP).as_dictionary::<Int32Type>();
+        let names: &StringArray = dict.values().as_string();
+        let table = (0..names.len())
+            .map(|i| Op::parse(names.value(i)))
+            .collect();
+        (dict.keys().values(), table)
+    }
+
+    /// Distinct host names in this batch's dictionary.
+    pub fn hosts(&self) -> Vec<&str> {
+        let names: &StringArray = self
+            .col(idx::HOST)
+            .as_dictionary::<Int32Type>()
+            .values()
+            .as_string();
+        (0..names.len())
+            .filter(|&i| names.is_valid(i))
+            .map(|i| names.value(i))
+            .collect()
+    }
+
+    pub fn path(&self) -> PathColumn<'_> {
+        let col = self.col(idx::PATH);
+        match col.data_type() {
+            DataType::Dictionary(..) => PathColumn::Dict(col.as_dictionary()),
+            _ => PathColumn::Plain(col.as_string()),
+        }
+    }
+}
+
+/// The file's schema with `path` asked for as a dictionary, when it is a
+/// plain string column (Parquet then hands over its dictionary pages as they are).
+fn path_as_dictionary(schema: &Schema) -> Option<Arc<Schema>> {
+    let at = schema.index_of(COL_PATH).ok()?;
+    if schema.field(at).data_type() != &DataType::Utf8 {
+        return None;
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if i == at {
+                f.as_ref().clone().with_data_type(dict_type())
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    Some(Arc::new(Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )))
+}
+
+fn open_meta(path: &Path) -> TraceResult<SegmentMeta> {
+    let file = SegmentFile::open(path)?;
+    guard(path, || {
+        let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| TraceError::parquet(path, e))?;
+        let positions = plan_columns(path, plain.schema())?;
+        let meta = match path_as_dictionary(plain.schema()) {
+            Some(hinted) => ArrowReaderMetadata::try_new(
+                plain.metadata().clone(),
+                ArrowReaderOptions::new().with_schema(hinted),
+            )
+            .unwrap_or(plain),
+            None => plain,
+        };
+        Ok(SegmentMeta {
+            path: path.to_path_buf(),
+            meta,
+            positions,
+        })
+    })
+}
+
+/// Reads one unit and hands each of its batches to `visit`.
+fn read_unit(
+    seg: &SegmentMeta,
+    row_group: usize,
+    wanted: &[usize],
+    visit: &mut dyn FnMut(&ScanBatch),
+) -> TraceResult<()> {
+    let path = seg.path.as_path();
+    let file = SegmentFile::open(path)?;
+    let mut reader = guard(path, || {
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, seg.meta.clone());
+        let roots: Vec<usize> = wanted.iter().filter_map(|&i| seg.positions[i]).collect();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        builder
+            .with_row_groups(vec![row_group])
+            .with_projection(mask)
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(|e| TraceError::parquet(path, e))
+    })?;
+    let canon = trace_schema();
+    loop {
+        let Some(batch) = guard(path, || {
+            reader
+                .next()
+                .transpose()
+                .map_err(|e| TraceError::parquet(path, e))
+        })?
+        else {
+            return Ok(());
+        };
+        let mut at = [usize::MAX; COLUMNS.len()];
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(wanted.len());
+        let mut fields: Vec<Field> = Vec::with_capacity(wanted.len());
+        for &i in wanted {
+            let field = canon.field(i);
+            let Some(src) = batch.column_by_name(field.name()) else {
+                let arr = absent_column(path, field, batch.num_rows())?;
+                at[i] = cols.len();
+                fields.push(Field::new(field.name(), arr.data_type().clone(), true));
+                cols.push(arr);
+                continue;
+            };
+            let keep_dictionary = i == idx::PATH && src.data_type() == &dict_type();
+            let arr = if keep_dictionary {
+                src.clone()
+            } else {
+                normalise_column(path, field, src)?
+            };
+            at[i] = cols.len();
+            fields.push(Field::new(field.name(), arr.data_type().clone(), true));
+            cols.push(arr);
+        }
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+            .map_err(|e| TraceError::invalid(path, e.to_string()))?;
+        visit(&ScanBatch { batch, at });
+    }
+}
+
+/// A partial result of a scan: what one unit's batches fold into.
+pub trait Fold: Send {
+    /// Told the unit's row count before its first batch.
+    fn reserve(&mut self, _rows: usize) {}
+    /// Takes in one batch (rows in `ts` order within a segment).
+    fn add(&mut self, batch: &ScanBatch);
+    /// Work left for after the last batch, done on the worker thread before
+    /// the part is handed to the merge.
+    fn seal(&mut self) {}
+}
+
+/// How many worker threads a scan uses: one per core.
+pub fn workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Reads `columns` of every row of `reader`'s trace on [`workers`] threads.
+/// Each unit (row group) is folded into a fresh `init()`, and the partials
+/// are handed to `merge` in time order. Memory holds at most a few units'
+/// partials per worker at a time. The first error stops the scan.
+pub fn scan<P: Fold>(
+    reader: &TraceReader,
+    columns: &[&str],
+    init: impl Fn() -> P + Sync,
+    mut merge: impl FnMut(P),
+) -> TraceResult<()> {
+    let mut wanted: Vec<usize> = columns
+        .iter()
+        .filter_map(|c| COLUMNS.iter().position(|k| k == c))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    // Segments in time order, then their row groups.
+    let mut order: Vec<usize> = (0..reader.segments().len()).collect();
+    order.sort_by_key(|&i| reader.segments()[i].ts_ns_range.map_or(i64::MIN, |r| r.0));
+    let mut metas: Vec<SegmentMeta> = Vec::new();
+    let mut units: Vec<Unit> = Vec::new();
+    for (k, &i) in order.iter().enumerate() {
+        let meta = open_meta(&reader.segments()[i].path)?;
+        for row_group in 0..meta.meta.metadata().num_row_groups() {
+            units.push(Unit {
+                segment: k,
+                row_group,
+            });
+        }
+        metas.push(meta);
+    }
+    let threads = workers().min(units.len()).max(1);
+    // Workers take units in order but never run further ahead of the merge
+    // than `window` units, which bounds the partials held.
+    let window = 2 * threads;
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let merged = (Mutex::new(0usize), Condvar::new());
+    let (tx, rx) = mpsc::channel::<(usize, TraceResult<P>)>();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, failed, merged, units, metas) = (&next, &failed, &merged, &units, &metas);
+            let (init, wanted) = (&init, &wanted);
+            s.spawn(move || loop {
+                let u = next.fetch_add(1, Ordering::SeqCst);
+                if u >= units.len() || failed.load(Ordering::SeqCst) {
+                    return;
+                }
+                {
+                    let (done, cv) = merged;
+                    let mut done = done.lock().unwrap();
+                    while u >= *done + window && !failed.load(Ordering::SeqCst) {
+                        done = cv.wait(done).unwrap();
+                    }
+                }
+                if failed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let unit = &units[u];
+                let mut part = init();
+                let rows = metas[unit.segment]
+                    .meta
+                    .metadata()
+                    .row_group(unit.row_group)
+                    .num_rows();
+                part.reserve(rows.max(0) as usize);
+                let result = read_unit(&metas[unit.segment], unit.row_group, wanted, &mut |b| {
+                    part.add(b)
+                })
+                .map(|()| {
+                    part.seal();
+                    part
+                });
+                if result.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
+                if tx.send((u, result)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        let mut pending: BTreeMap<usize, P> = BTreeMap::new();
+        let mut next_merge = 0usize;
+        let mut error: Option<TraceError> = None;
+        for (u, result) in rx {
+            match result {
+                Ok(p) => {
+                    pending.insert(u, p);
+                }
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+            while let Some(p) = pending.remove(&next_merge) {
+                if error.is_none() {
+                    merge(p);
+                }
+                next_merge += 1;
+            }
+            let (done, cv) = &merged;
+            *done.lock().unwrap() = next_merge;
+            cv.notify_all();
+            if error.is_some() {
+                failed.store(true, Ordering::SeqCst);
+                cv.notify_all();
+            }
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
+}
