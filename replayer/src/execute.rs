@@ -552,7 +552,7 @@ impl<'s> Worker<'s> {
         }
         let end = Instant::now();
         self.sched.finished(intended, issued, end);
-        self.live.advanced(self.sched.ideal_ns);
+        self.live.advanced(self.sched.ideal_ns, end);
         let Ok(succeeded) = made else {
             self.result.tolerated_errors += 1;
             return Ok(());
