@@ -12,6 +12,7 @@ use crate::cgroup::Cgroup;
 use crate::cli::{CaptureOptions, Target};
 use crate::decode::Decoder;
 use crate::error::{CollectError, CollectResult};
+use crate::live::Live;
 use crate::probes::{check_privileges, ProbeConfig, Probes, HOOKS};
 use crate::procs;
 use crate::rows::{c_str, op_of};
@@ -50,6 +51,9 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         Target::Command(c) => Some(c.clone()),
         _ => None,
     };
+    // Before the trace exists: an address in use or a bad status file fails
+    // the capture with nothing to clean up.
+    let mut live = Live::start(&opts.live)?;
     let mut writer = TraceWriter::create(&opts.out, wopts)?;
     salvage::reserve_space(&opts.out);
     writer.set_extra(
@@ -113,7 +117,13 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     let mut write_error: Option<TraceError> = None;
     let mut mid_capture = false;
     loop {
+        if let Some(l) = live.as_mut() {
+            l.before_drain(&probes);
+        }
         let drained = session.drain(&mut probes)?;
+        if let Some(l) = live.as_mut() {
+            l.after_drain(drained, &session.tally, &probes);
+        }
         if let Some(j) = job.as_mut() {
             if let Some(status) = j.try_wait() {
                 exit_code = status;
@@ -250,6 +260,9 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         eprintln!(
             "warning: no process of the cgroup made a call the trace records: the trace is empty"
         );
+    }
+    if let Some(l) = live {
+        l.finish(&session.tally, (dropped_io, dropped_proc));
     }
     Ok(Outcome {
         exit_code,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use iorepro_telemetry::{parse_duration, parse_interval, LiveOptions};
 
 use crate::error::{CollectError, CollectResult};
 
@@ -51,6 +52,21 @@ pub struct Opts {
     /// which costs the job and the collector far less.
     #[arg(long)]
     pub no_runs: bool,
+    /// Print a JSON status line every DUR while capturing (e.g. 5s): calls
+    /// and bytes per op kind, rates and p99 latency over the interval,
+    /// records lost, ring fill. To stderr unless --status-file.
+    #[arg(long, value_name = "DUR", value_parser = parse_interval)]
+    pub status_interval: Option<Duration>,
+    /// Append the status lines to this file instead of stderr.
+    #[arg(long, value_name = "PATH", requires = "status_interval")]
+    pub status_file: Option<PathBuf>,
+    /// Serve the same figures for Prometheus at http://HOST:PORT/metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+    /// Keep serving the final figures this long after the trace is closed,
+    /// so a scraper collects them (at least two scrape intervals).
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration)]
+    pub metrics_linger: Duration,
     /// The job to run and trace.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -75,6 +91,7 @@ pub struct CaptureOptions {
     pub ring_buffer_bytes: u32,
     pub all_files: bool,
     pub merge_runs: bool,
+    pub live: LiveOptions,
 }
 
 impl Opts {
@@ -122,6 +139,12 @@ impl Opts {
             ring_buffer_bytes: rb,
             all_files: self.all_files,
             merge_runs: !self.no_runs,
+            live: LiveOptions {
+                status_interval: self.status_interval,
+                status_file: self.status_file,
+                metrics_addr: self.metrics_addr,
+                metrics_linger: self.metrics_linger,
+            },
         })
     }
 }

@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::CollectResult;
 use crate::files::{user_dev, FileTable};
+use crate::live::tally::Tally;
 use crate::probes::Probes;
 use crate::procs::{self, ProcTable};
 use crate::rows::{op_of, Reorder, Row};
@@ -38,6 +39,8 @@ pub struct Decoder {
     /// io_uring opens and statx sent at submission, waiting for their
     /// result, by request (see the kernel side's `uring`).
     pending: FxHashMap<i64, (PathEvent, Rc<str>)>,
+    /// What has been written so far, for status lines and metrics.
+    pub tally: Tally,
 }
 
 /// A path record: its header and its two path strings.
@@ -79,6 +82,7 @@ impl Decoder {
             all_files,
             wall_offset_ns,
             pending: FxHashMap::default(),
+            tally: Tally::default(),
         }
     }
 
@@ -90,7 +94,7 @@ impl Decoder {
     ) -> Result<usize, TraceError> {
         let names = &self.names;
         let comm = |tid: i32| names.get(&(tid as u32)).copied().unwrap_or([0; COMM_LEN]);
-        self.rows.release(watermark, comm, writer)
+        self.rows.release(watermark, comm, &mut self.tally, writer)
     }
 
     /// A process found already running (in an attached tree or cgroup).

@@ -9,7 +9,8 @@
 //! the job held until it is traced; [`cgroup`] opens the cgroup a `--cgroup`
 //! capture follows; [`cli`] is the command line. If the trace cannot be
 //! written (disk full), [`salvage`] keeps what was written readable and the
-//! job runs on untraced.
+//! job runs on untraced. [`live`] counts what is written for the
+//! `--status-interval` lines and the `--metrics-addr` endpoint.
 //!
 //! # Why these hooks, and what each call costs
 //!
@@ -80,6 +81,7 @@ pub mod cli;
 pub mod decode;
 pub mod error;
 pub mod files;
+pub mod live;
 pub mod probes;
 pub mod procs;
 pub mod ring;

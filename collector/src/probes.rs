@@ -223,6 +223,12 @@ impl Probes {
         self.traced_set.iter().copied().collect()
     }
 
+    /// Records lost so far: I/O records (all kinds), process records.
+    pub fn dropped_totals(&self) -> (u64, u64) {
+        let (io, proc) = self.dropped();
+        (io.iter().map(|(_, n)| n).sum(), proc)
+    }
+
     /// Records lost to a full ring buffer so far: I/O records by kind
     /// (thread names among them), and process records.
     pub fn dropped(&self) -> (Vec<(u32, u64)>, u64) {

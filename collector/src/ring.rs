@@ -90,6 +90,18 @@ impl Ring {
         })
     }
 
+    /// Share of the ring written and not yet read, 0 to 1.
+    pub fn fill(&self) -> f64 {
+        // SAFETY: reads of the two positions the mappings hold.
+        let (c, p) = unsafe {
+            (
+                (*self.consumer).load(Ordering::Relaxed),
+                (*self.producer).load(Ordering::Relaxed),
+            )
+        };
+        p.saturating_sub(c) as f64 / (self.mask + 1) as f64
+    }
+
     /// Hands every committed record to `each`, in order; returns how many.
     pub fn drain(&mut self, mut each: impl FnMut(&[u8])) -> usize {
         // SAFETY: the mappings live as long as `self`; positions are the

@@ -11,6 +11,8 @@ use iorepro_common::{kind, IoEvent, COMM_LEN, VIA_IO_URING};
 use iorepro_traces::format::schema;
 use iorepro_traces::{EventRow, Op, TraceResult, TraceWriter};
 
+use crate::live::tally::Tally;
+
 /// One row, owned until the reorder window lets it go.
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -187,6 +189,7 @@ impl Reorder {
         &mut self,
         watermark_ns: Option<i64>,
         comm: impl Fn(i32) -> [u8; COMM_LEN],
+        tally: &mut Tally,
         out: &mut TraceWriter,
     ) -> TraceResult<usize> {
         let mut n = 0;
@@ -219,6 +222,7 @@ impl Reorder {
                     path2: row.path2.as_deref(),
                     via: row.via,
                 })?;
+                tally.add(&row);
                 n += 1;
             }
             self.spare.push(bucket);

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use iorepro_telemetry::{parse_duration, parse_interval};
 
 use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
+use crate::live::watch::LiveOptions;
 use crate::output::OutputFormat;
 use crate::prepare::PrepareMode;
 use crate::run::Options;
@@ -88,6 +90,23 @@ pub struct Cli {
     /// CAP_SYS_ADMIN). Without it, only the prepared data files are evicted.
     #[arg(long)]
     pub drop_caches: bool,
+    /// Print a JSON status line every DUR while the replay runs (e.g. 5s):
+    /// figures so far, rates over the interval, p99 latency, stall. To
+    /// stderr unless --status-file.
+    #[arg(long, value_name = "DUR")]
+    pub status_interval: Option<String>,
+    /// Append the status lines to this file instead of stderr (every
+    /// process of a launched run appends its own lines).
+    #[arg(long, value_name = "PATH", requires = "status_interval")]
+    pub status_file: Option<PathBuf>,
+    /// Serve the live figures for Prometheus at http://HOST:PORT/metrics.
+    /// Under a launcher the process of local rank L listens on PORT + L.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+    /// Keep serving the final figures this long after the replay ends, so a
+    /// scraper collects them (at least two scrape intervals).
+    #[arg(long, value_name = "DUR", default_value = "0s")]
+    pub metrics_linger: String,
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -174,6 +193,18 @@ impl Cli {
             prepare_threads: self.prepare_threads.max(1),
             drop_caches: self.drop_caches,
             show_progress: true,
+            live: LiveOptions {
+                status_interval: self
+                    .status_interval
+                    .as_deref()
+                    .map(parse_interval)
+                    .transpose()
+                    .map_err(|e| usage(format!("--status-interval: {e}")))?,
+                status_file: self.status_file,
+                metrics_linger: parse_duration(&self.metrics_linger)
+                    .map_err(|e| usage(format!("--metrics-linger: {e}")))?,
+                metrics_addr: self.metrics_addr,
+            },
         })
     }
 }
@@ -219,6 +250,25 @@ mod tests {
             "mlperf",
         ];
         assert!(Cli::parse_from(both).into_options().is_err());
+        let live = Cli::parse_from([
+            "x",
+            "t",
+            "--target",
+            "d",
+            "--status-interval",
+            "5s",
+            "--metrics-addr",
+            "127.0.0.1:9464",
+            "--metrics-linger",
+            "3s",
+        ])
+        .into_options()
+        .unwrap()
+        .live;
+        assert_eq!(live.status_interval, Some(Duration::from_secs(5)));
+        assert_eq!(live.metrics_linger, Duration::from_secs(3));
+        assert_eq!(live.metrics_addr.as_deref(), Some("127.0.0.1:9464"));
+        assert!(live.lines_on_stderr());
         for bad in [
             ["--phases", "train"],
             ["--timing", "slow"],
@@ -226,6 +276,8 @@ mod tests {
             ["--prepare", "maybe"],
             ["--timeout", "5 parsecs"],
             ["--output-format", "csv"],
+            ["--status-interval", "1ms"],
+            ["--metrics-linger", "later"],
         ] {
             let args = ["x", "t", "--target", "d", bad[0], bad[1]];
             assert!(Cli::parse_from(args).into_options().is_err(), "{bad:?}");

@@ -20,11 +20,12 @@ use crate::buffers::{PrivateCopies, SharedData, StampedWrite, STAMPED_MAX};
 use crate::confine::Confined;
 use crate::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
+use crate::live::{LiveRanks, RankLive};
 use crate::plan::{PlannedOp, NO_PATH};
 use crate::record::{Made, Recorder};
 use crate::remap::{remap, RankMap};
 use crate::rendezvous::Rendezvous;
-use crate::stats::{unix_ns, BarrierStamp, OpStats, PhaseStats, RankResult};
+use crate::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
 use crate::survey::Survey;
 use crate::timing::{Schedule, Timing};
 use iorepro_traces::analysis::phases::{Phase, PhaseKind};
@@ -40,6 +41,8 @@ pub struct Shared {
     pub engine: EngineKind,
     pub rendezvous: Arc<dyn Rendezvous>,
     pub progress: Arc<AtomicU64>,
+    /// Every local rank's figures so far, for status lines and metrics.
+    pub live: Arc<LiveRanks>,
     pub recorder: Option<Recorder>,
     pub host: String,
     /// The data buffer every rank of this process reads into and writes from.
@@ -130,7 +133,8 @@ pub struct Worker<'s> {
     /// The rank's own stamps for buffered writes from [`Shared::data`].
     stamped: StampedWrite,
     write_tag: u64,
-    ops: Vec<Option<OpStats>>,
+    /// The rank's op figures, kept where status lines and metrics read them.
+    live: Arc<RankLive>,
     result: RankResult,
     sched: Schedule,
     phase: usize,
@@ -169,7 +173,7 @@ impl<'s> Worker<'s> {
             dirs: HashSet::new(),
             stamped: StampedWrite::default(),
             write_tag: (rank as u64) << 40,
-            ops: vec![None; Op::ALL.len()],
+            live: shared.live.rank(rank),
             result,
             sched: Schedule::new(shared.timing, now, shared.origin_ns()),
             phase: 0,
@@ -193,11 +197,8 @@ impl<'s> Worker<'s> {
             self.shared
                 .skip_remaining_barriers(self.rank, self.barriers);
         }
-        for (i, s) in self.ops.into_iter().enumerate() {
-            if let Some(s) = s {
-                self.result.ops.insert(Op::ALL[i].as_str().to_string(), s);
-            }
-        }
+        self.result.ops = self.live.ops();
+        self.live.finished(self.result.elapsed_ns);
         self.result.ideal_ns = self.sched.ideal_ns;
         self.result.compute_ns = self.sched.compute_ns;
         if let Some(r) = self.record.take() {
@@ -234,6 +235,7 @@ impl<'s> Worker<'s> {
         let mut chunks = rx.into_iter().peekable();
         chunks.peek();
         self.started = Instant::now();
+        self.live.started(self.started);
         self.sched = Schedule::new(self.shared.timing, self.started, self.shared.origin_ns());
         self.enter(0)?;
         for chunk in chunks {
@@ -550,14 +552,19 @@ impl<'s> Worker<'s> {
         }
         let end = Instant::now();
         self.sched.finished(intended, issued, end);
+        self.live.advanced(self.sched.ideal_ns, end);
         let Ok(succeeded) = made else {
             self.result.tolerated_errors += 1;
             return Ok(());
         };
         let latency = end.saturating_duration_since(intended);
-        let stats = self.ops[op.op as usize].get_or_insert_with(OpStats::default);
-        stats.record(bytes, latency.as_nanos() as u64);
-        stats.note_result(succeeded, succeeded == op.failed);
+        self.live.record(
+            op.op,
+            bytes,
+            latency.as_nanos() as u64,
+            succeeded,
+            succeeded == op.failed,
+        );
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
         match op.op {

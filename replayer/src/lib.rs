@@ -16,6 +16,8 @@
 //! [`report`] merges the ranks' results and [`output`] prints them (a table,
 //! our JSON, fio's or MLPerf Storage's layout), [`record`] writes what was
 //! done as a trace, and [`run`] ties the steps together for the [`cli`].
+//! While it runs, [`live`] shows the ranks' figures so far: status lines
+//! every `--status-interval`, and a Prometheus endpoint (`--metrics-addr`).
 
 pub mod buffers;
 pub mod cli;
@@ -24,6 +26,7 @@ pub mod engine;
 pub mod error;
 pub mod execute;
 pub mod launcher;
+pub mod live;
 pub mod output;
 pub mod plan;
 pub mod prepare;

@@ -14,6 +14,8 @@ use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
 use crate::execute::{data_buffer_len, Shared, Worker};
 use crate::launcher::{self, LaunchedRank};
+use crate::live::watch::{Lingering, LiveOptions, Watch};
+use crate::live::LiveRanks;
 use crate::output::OutputFormat;
 use crate::plan::{dispatch, CHANNEL_CHUNKS};
 use crate::prepare::{self, PrepareMode, PrepareStats};
@@ -49,6 +51,8 @@ pub struct Options {
     pub prepare_threads: usize,
     pub drop_caches: bool,
     pub show_progress: bool,
+    /// Status lines and the metrics endpoint while the replay runs.
+    pub live: LiveOptions,
 }
 
 /// What a process has to show: the report on the process that prints it
@@ -65,6 +69,18 @@ pub struct Outcome {
     /// a launcher such as mpirun ends the whole job as soon as any rank exits
     /// with an error, which must not happen before rank 0 prints the report.
     _parting: Parting,
+    /// The metrics endpoint, serving the final figures a while longer.
+    lingering: Option<Lingering>,
+}
+
+impl Outcome {
+    /// Keeps the metrics endpoint up for `--metrics-linger` (after the
+    /// report is printed), so a scraper sees the final figures.
+    pub fn linger(&mut self) {
+        if let Some(l) = self.lingering.take() {
+            l.wait();
+        }
+    }
 }
 
 /// Holds the rendezvous (MPI finalised, a rendezvous directory removed on drop).
@@ -177,6 +193,38 @@ fn replay(
         })?,
     };
     let my_rank = lay.local[0].0;
+    let progress = Arc::new(AtomicU64::new(0));
+    let total: u64 = lay
+        .local
+        .iter()
+        .map(|(t, _)| {
+            survey
+                .ops_per_source
+                .get(&map.source_rank(*t))
+                .copied()
+                .unwrap_or(0)
+        })
+        .sum();
+    let live = Arc::new(LiveRanks::new(
+        lay.local.iter().map(|l| l.0),
+        opts.timing != Timing::Afap,
+        total,
+        progress.clone(),
+        launched.as_ref().map(|l| l.rank),
+    ));
+    // Started before the data is prepared, so a long preparation shows
+    // up in the lines too, and a metrics address in use fails before any work.
+    let watch = match Watch::start(
+        &opts.live,
+        live.clone(),
+        launched.as_ref().and_then(|l| l.local_rank),
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            rendezvous.abort(my_rank, &format!("rank {my_rank}: {e}"));
+            return Err(e);
+        }
+    };
 
     let mut prepared = None;
     if opts.prepare != PrepareMode::Skip {
@@ -216,6 +264,7 @@ fn replay(
             _parting: Parting {
                 _rendezvous: rendezvous,
             },
+            lingering: None,
         });
     }
 
@@ -232,22 +281,13 @@ fn replay(
         }
         None => None,
     };
-    let progress = Arc::new(AtomicU64::new(0));
-    let total: u64 = lay
-        .local
-        .iter()
-        .map(|(t, _)| {
-            survey
-                .ops_per_source
-                .get(&map.source_rank(*t))
-                .copied()
-                .unwrap_or(0)
-        })
-        .sum();
     let bar = crate::progress::start(
         total,
         progress.clone(),
-        opts.show_progress && reporting && !opts.output.is_machine_readable(),
+        opts.show_progress
+            && reporting
+            && !opts.output.is_machine_readable()
+            && !opts.live.lines_on_stderr(),
     );
     let (recorder, sink) = match recording {
         Some((r, s)) => (Some(r), Some(s)),
@@ -277,6 +317,7 @@ fn replay(
         engine: opts.engine,
         rendezvous: rendezvous.clone(),
         progress,
+        live,
         recorder,
         host,
         data: SharedData::new(data_len),
@@ -294,6 +335,7 @@ fn replay(
                 Ok(w) => w.run(rx),
                 Err(e) => {
                     let msg = format!("rank {rank}: {e}");
+                    shared.live.rank(rank).finished(0);
                     shared.rendezvous.abort(rank, &msg);
                     shared.skip_remaining_barriers(rank, 0);
                     RankResult {
@@ -318,6 +360,7 @@ fn replay(
     });
     drop(bar);
     drop(shared);
+    let lingering = Some(watch.finish());
     // Ranks report the failed calls; this says why they failed, once. A target
     // unmounted under a running replay fails no call at all, only this check.
     // Calls that failed may be the first sign of a target being removed; a
@@ -364,6 +407,7 @@ fn replay(
             _parting: Parting {
                 _rendezvous: rendezvous,
             },
+            lingering,
         });
     };
     let gather_error = gathered.problem;
@@ -394,6 +438,7 @@ fn replay(
         _parting: Parting {
             _rendezvous: rendezvous,
         },
+        lingering,
     })
 }
 

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// The workspace root (the parent of this package).
 pub fn workspace_root() -> PathBuf {
@@ -61,4 +62,16 @@ pub fn scratch(name: &str) -> PathBuf {
     }
     std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
     d
+}
+
+/// Polls `ready` every 100 ms until it holds (true) or `limit` passes (false).
+pub fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
 }

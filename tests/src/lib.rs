@@ -6,10 +6,14 @@
 //! `tests/jobs/` under torchrun; [`capture`] says whether this machine can
 //! load the probes and runs a job under the collector; [`rows`] reads a
 //! trace back into plain rows so tests can total bytes by path, process and
-//! rank; [`samples`] names the bundled traces in `traces/samples/`.
+//! rank; [`samples`] names the bundled traces in `traces/samples/`;
+//! [`slurm`] runs a single-node Slurm cluster for a test, and [`http`] asks
+//! HTTP endpoints (a metrics endpoint, Prometheus's API).
 
 pub mod bins;
 pub mod capture;
+pub mod http;
 pub mod job;
 pub mod rows;
 pub mod samples;
+pub mod slurm;

@@ -1,9 +1,10 @@
 //! Project automation: `cargo xtask setup | test | build-ebpf | demo | bench`.
 //!
 //! `setup` installs, idempotently, what a fresh machine lacks (the eBPF
-//! toolchain, fio, Open MPI, the Python test partners); `test` runs setup and
-//! then every test, the root-only eBPF ones included; `bench` prints the
-//! side-by-side benchmark lines; `demo` is the README's tour in one command.
+//! toolchain, fio, Open MPI, Slurm, munge, Prometheus, the Python test
+//! partners); `test` runs setup and then every test, the root-only eBPF and
+//! Slurm ones included; `bench` prints the side-by-side benchmark lines;
+//! `demo` is the README's tour in one command.
 
 mod bench;
 mod demo;

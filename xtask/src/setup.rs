@@ -8,8 +8,9 @@ use anyhow::{bail, Context, Result};
 
 /// Debian packages: LLVM for bpf-linker (the `BPF_LINKER_LLVM` version), fio / strace / Open MPI as test and
 /// benchmark partners, compression libraries for the linker build, liburing for
-/// the test job that drives io_uring itself, and libclang for the replayer's
-/// `mpi` feature (bindgen reads Open MPI's headers).
+/// the test job that drives io_uring itself, libclang for the replayer's
+/// `mpi` feature (bindgen reads Open MPI's headers), and Slurm, munge and
+/// Prometheus for the tests of `deploy/`.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -24,6 +25,11 @@ const APT_PACKAGES: &[&str] = &[
     "gzip",
     "time",
     "liburing-dev",
+    // The production tests: a single-node Slurm cluster (slurmctld, slurmd,
+    // munge) and a Prometheus server that scrapes a replay.
+    "slurm-wlm",
+    "munge",
+    "prometheus",
 ];
 
 /// The libclang that generates the MPI bindings: the `mpi` crate's bindgen
@@ -79,6 +85,7 @@ pub fn libclang_path() -> Option<String> {
 
 pub fn run(root: &Path) -> Result<()> {
     apt()?;
+    munge()?;
     ebpf_toolchain(root)?;
     python()?;
     tracefs();
@@ -125,6 +132,21 @@ fn apt() -> Result<()> {
         .args(["install", "-y", "-q", "--no-install-recommends"])
         .args(&missing)
         .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// The munge key Slurm's daemons and clients authenticate with. The Slurm
+/// tests start their own single-node cluster (slurmctld, slurmd, and munged
+/// when none answers) from a configuration of their own, so nothing here
+/// touches /etc/slurm or starts a service.
+fn munge() -> Result<()> {
+    let key = Path::new("/etc/munge/munge.key");
+    if key.exists() || !is_root() {
+        return Ok(());
+    }
+    println!("setup: creating the munge key");
+    sh(Command::new("mungekey").args(["--create", "--keyfile", "/etc/munge/munge.key"]))?;
+    sh(Command::new("chown").args(["munge:munge", "/etc/munge/munge.key"]))?;
+    sh(Command::new("chmod").args(["0400", "/etc/munge/munge.key"]))
 }
 
 /// The pinned nightly with rust-src (the eBPF programs build `core` from

@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    let outcome = match iorepro_replayer::run(&opts) {
+    let mut outcome = match iorepro_replayer::run(&opts) {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
@@ -37,6 +37,7 @@ fn main() -> ExitCode {
             eprintln!("Error: {e}");
         }
     }
+    outcome.linger();
     if outcome.failed {
         ExitCode::from(1)
     } else {

@@ -1,0 +1,102 @@
+//! A capture's figures in the Prometheus text format, read at each scrape
+//! from the copy the capture loop last published (names in the README).
+
+use std::sync::Arc;
+
+use iorepro_telemetry::encode::{self, Buckets};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::Shared;
+
+pub struct CaptureFigures {
+    pub shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for CaptureFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CaptureFigures")
+    }
+}
+
+impl Collector for CaptureFigures {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        let s = self.shared.snapshot();
+        let ops: Vec<(&str, u64)> = s.tally.ops().map(|(k, o)| (k, o.count)).collect();
+        encode::counters_by(
+            &mut enc,
+            "iorepro_collect_ops",
+            "Calls captured (written to the trace), by op kind.",
+            "op",
+            ops,
+        )?;
+        let bytes: Vec<(&str, u64)> = s.tally.ops().map(|(k, o)| (k, o.bytes)).collect();
+        encode::counters_by(
+            &mut enc,
+            "iorepro_collect_bytes",
+            "Bytes moved by captured calls, by op kind.",
+            "op",
+            bytes,
+        )?;
+        let hists: Vec<(&str, Buckets)> = s
+            .tally
+            .ops()
+            .map(|(k, o)| (k, Buckets::from_latency_ns(&o.latency_ns)))
+            .collect();
+        encode::histograms_by(
+            &mut enc,
+            "iorepro_collect_latency_seconds",
+            "Time the job's captured calls took, by op kind.",
+            "op",
+            hists.iter().map(|(k, b)| (*k, b)),
+        )?;
+        encode::counter(
+            &mut enc,
+            "iorepro_collect_events",
+            "Rows written to the trace (the manifest's events).",
+            s.tally.rows,
+        )?;
+        encode::counter(
+            &mut enc,
+            "iorepro_collect_records",
+            "Records read from the kernel side.",
+            s.records,
+        )?;
+        encode::counter(
+            &mut enc,
+            "iorepro_collect_dropped_events",
+            "I/O records the kernel side could not deliver (ring buffer full).",
+            s.dropped_io,
+        )?;
+        encode::counter(
+            &mut enc,
+            "iorepro_collect_dropped_process_events",
+            "Process records (fork, exec, exit) the kernel side could not deliver.",
+            s.dropped_proc,
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_collect_ring_fill_ratio",
+            "Share of the fuller ring buffer waiting to be read, before the latest read.",
+            s.ring_fill,
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_collect_ring_fill_peak_ratio",
+            "The highest ring fill seen since the capture began.",
+            s.ring_fill_peak,
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_collect_elapsed_seconds",
+            "Time since the capture started.",
+            s.at.saturating_duration_since(s.started).as_secs_f64(),
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_collect_finished",
+            "1 once the trace is closed: the figures are final.",
+            if s.finished { 1.0 } else { 0.0 },
+        )
+    }
+}

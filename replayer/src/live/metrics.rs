@@ -1,0 +1,87 @@
+//! A replay's figures in the Prometheus text format, read from the ranks at
+//! each scrape (names and meanings in the README). Counters only grow, so
+//! `rate()` gives throughput and ops/s; latency is a histogram, so
+//! `histogram_quantile()` gives p99 over any window and across processes.
+
+use std::sync::Arc;
+
+use iorepro_telemetry::encode::{self, Buckets};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::LiveRanks;
+
+pub struct ReplayFigures {
+    pub live: Arc<LiveRanks>,
+}
+
+impl std::fmt::Debug for ReplayFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReplayFigures")
+    }
+}
+
+impl Collector for ReplayFigures {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        let t = self.live.totals();
+        let ops: Vec<(&str, u64)> = t.ops.iter().map(|(k, o)| (k.as_str(), o.count)).collect();
+        encode::counters_by(
+            &mut enc,
+            "iorepro_replay_ops",
+            "Calls replayed, by op kind.",
+            "op",
+            ops,
+        )?;
+        let bytes: Vec<(&str, u64)> = t.ops.iter().map(|(k, o)| (k.as_str(), o.bytes)).collect();
+        encode::counters_by(
+            &mut enc,
+            "iorepro_replay_bytes",
+            "Bytes moved by replayed calls, by op kind.",
+            "op",
+            bytes,
+        )?;
+        let hists: Vec<(String, Buckets)> = t
+            .ops
+            .iter()
+            .map(|(k, o)| (k.clone(), Buckets::from_latency_ns(&o.latency_ns)))
+            .collect();
+        encode::histograms_by(
+            &mut enc,
+            "iorepro_replay_latency_seconds",
+            "Latency of replayed calls from their intended start, by op kind.",
+            "op",
+            hists.iter().map(|(k, b)| (k.as_str(), b)),
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_replay_stall_seconds",
+            "How far behind the trace's schedule the furthest-behind rank is (0 with --timing afap).",
+            t.stall_ns as f64 / 1e9,
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_replay_elapsed_seconds",
+            "Time since the replay started.",
+            t.at.saturating_duration_since(self.live.created)
+                .as_secs_f64(),
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_replay_progress_ratio",
+            "Share of this process's planned calls replayed.",
+            t.progress,
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_replay_ranks",
+            "Ranks this process replays.",
+            t.ranks as f64,
+        )?;
+        encode::gauge(
+            &mut enc,
+            "iorepro_replay_finished",
+            "1 once every rank of this process has finished: the figures are final.",
+            if t.finished { 1.0 } else { 0.0 },
+        )
+    }
+}
