@@ -15,6 +15,7 @@ use crate::analysis::access::AccessTracker;
 use crate::analysis::activity::{writer_of, Activity};
 use crate::analysis::histogram::SizeHistogram;
 use crate::analysis::timeline::Timeline;
+use crate::format::runs::{calls_in, span_in};
 use crate::format::scan::{Fold, PathColumn, ScanBatch};
 use crate::format::schema::{
     Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
@@ -179,26 +180,6 @@ impl Fold for Tally {
     }
 }
 
-/// Calls row `i` stands for: 1, or a run's count.
-#[inline(always)]
-fn calls_of(calls: &arrow_array::Int64Array, i: usize) -> u64 {
-    if calls.is_valid(i) {
-        calls.value(i).max(1) as u64
-    } else {
-        1
-    }
-}
-
-/// How long row `i` lasted: a run lasts its span, a call its duration.
-#[inline(always)]
-fn lasted(dur: &[i64], span: &arrow_array::Int64Array, i: usize) -> i64 {
-    if span.is_valid(i) {
-        dur[i].max(span.value(i))
-    } else {
-        dur[i]
-    }
-}
-
 /// Counters of a part of a trace, or of all of it once merged.
 #[derive(Debug, Clone)]
 pub struct Tally {
@@ -255,10 +236,10 @@ impl Tally {
             let op = table[keys[i] as usize];
             let r = rank.is_valid(i).then(|| rank.value(i));
             let writer = writer_of(r, pid[i]);
-            let n = calls_of(calls, i);
+            let n = calls_in(calls, i) as u64;
             self.events += n;
             self.activity
-                .observe_row(ts[i], lasted(dur, span, i), op, ret[i], writer, n);
+                .observe_row(ts[i], span_in(span, dur, i), op, ret[i], writer, n);
             let st = &mut self.ops[op as usize];
             st.count += n;
             if ret[i] > 0 {
@@ -334,10 +315,10 @@ impl Tally {
             let r = rank.is_valid(i).then(|| rank.value(i));
             let owner = writer_of(r, pid[i]);
             // A run of calls counts as its calls (see format::runs).
-            let n = calls_of(calls, i);
+            let n = calls_in(calls, i) as u64;
             self.events += n;
             self.activity
-                .observe_row(ts[i], lasted(dur, span, i), op, ret[i], owner, n);
+                .observe_row(ts[i], span_in(span, dur, i), op, ret[i], owner, n);
             let write = op.is_write_data();
             let data = write || op.is_read_data();
             let moved = if data && ret[i] > 0 { ret[i] as u64 } else { 0 };

@@ -114,22 +114,12 @@ impl Events {
     /// How many calls a row stands for: at least 1 (a projection that left
     /// the column out reads as nulls, which mean 1).
     pub fn calls_at(&self, row: usize) -> i64 {
-        let c = self.calls();
-        if c.is_valid(row) {
-            c.value(row).max(1)
-        } else {
-            1
-        }
+        crate::format::runs::calls_in(self.calls(), row)
     }
 
     /// From a row's start to the end of its last call.
     pub fn span_at(&self, row: usize) -> i64 {
-        let s = self.span_ns();
-        if s.is_valid(row) {
-            s.value(row)
-        } else {
-            self.dur_ns().value(row)
-        }
+        crate::format::runs::span_in(self.span_ns(), self.dur_ns().values(), row)
     }
 
     /// The op of every row, decoded once per dictionary value rather than per row.

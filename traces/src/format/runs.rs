@@ -9,7 +9,32 @@
 //! calls' starts are spread evenly from the run's start to the last call's
 //! start, which ends the run's `span_ns`.
 
+use arrow_array::{Array, Int64Array};
+
 use crate::format::columns::Events;
+
+/// How many calls row `row` stands for, from the `calls` column: at least 1
+/// (null, as in traces written before runs or a projection without the
+/// column, means 1).
+#[inline(always)]
+pub fn calls_in(calls: &Int64Array, row: usize) -> i64 {
+    if calls.is_valid(row) {
+        calls.value(row).max(1)
+    } else {
+        1
+    }
+}
+
+/// How long row `row` lasted, from its start to the end of its last call:
+/// a run's `span_ns`, a single call's `dur_ns`.
+#[inline(always)]
+pub fn span_in(span: &Int64Array, dur: &[i64], row: usize) -> i64 {
+    if span.is_valid(row) {
+        span.value(row)
+    } else {
+        dur[row]
+    }
+}
 
 /// One call of a row (the row itself when it is not a run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
