@@ -13,6 +13,7 @@ use crate::live::watch::LiveOptions;
 use crate::output::OutputFormat;
 use crate::prepare::PrepareMode;
 use crate::run::Options;
+use crate::scale::ScaleOptions;
 use crate::timing::Timing;
 use iorepro_traces::analysis::phases::PhaseKind;
 
@@ -30,8 +31,8 @@ pub struct Cli {
     /// Trace directory (or a single .parquet file).
     pub trace: PathBuf,
     /// Directory to replay into; nothing outside it is touched.
-    #[arg(long)]
-    pub target: PathBuf,
+    #[arg(long, required_unless_present = "plan_only")]
+    pub target: Option<PathBuf>,
     /// Ranks to replay (default: the trace's rank count, or the launcher's world size).
     #[arg(long)]
     pub ranks: Option<u32>,
@@ -62,6 +63,27 @@ pub struct Cli {
     /// All replicas read one copy of the data (page-cache hits between them become possible).
     #[arg(long)]
     pub shared_data: bool,
+    /// How dataset reads scale from the trace's R ranks to N: shard (the
+    /// job's: the traced reads shared out over the N ranks, as a
+    /// distributed sampler does) or replicate (each rank reads all its
+    /// traced rank read: weak scaling, N/R times the data).
+    #[arg(long, default_value = "shard")]
+    pub data: String,
+    /// How checkpoints scale: auto (the layout the trace shows: sharded
+    /// over all N ranks when several ranks write a checkpoint's files, one
+    /// writer when one does), sharded, rank0, or replicate (each rank
+    /// writes what its traced rank wrote).
+    #[arg(long, default_value = "auto")]
+    pub checkpoint: String,
+    /// Each checkpoint's total size at N (a larger model), e.g. 40GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub checkpoint_bytes: Option<String>,
+    /// Storage bandwidth to time each checkpoint at in the plan, e.g. 50GiB/s.
+    #[arg(long, value_name = "RATE")]
+    pub bandwidth: Option<String>,
+    /// Print the scaling model (what the N ranks will read and write) and stop.
+    #[arg(long)]
+    pub plan_only: bool,
     /// Print the report as JSON (the same as --output-format json).
     #[arg(long)]
     pub json: bool,
@@ -145,9 +167,32 @@ impl Cli {
                 "--ranks, --nodes and --ranks-per-node must be positive".into(),
             ));
         }
+        let size = |flag: &str, v: Option<String>| {
+            v.map(|v| {
+                iorepro_traces::units::parse_size(v.trim_end_matches("/s"))
+                    .map_err(|e| usage(format!("{flag}: {e}")))
+            })
+            .transpose()
+        };
+        let scale = ScaleOptions {
+            data: self
+                .data
+                .parse()
+                .map_err(|e| usage(format!("--data: {e}")))?,
+            checkpoint: self
+                .checkpoint
+                .parse()
+                .map_err(|e| usage(format!("--checkpoint: {e}")))?,
+            checkpoint_bytes: size("--checkpoint-bytes", self.checkpoint_bytes)?,
+            bandwidth: size("--bandwidth", self.bandwidth)?
+                .filter(|b| *b > 0)
+                .map(|b| b as f64),
+        };
         Ok(Options {
             trace: self.trace,
-            target: self.target,
+            target: self.target.unwrap_or_default(),
+            scale,
+            plan_only: self.plan_only,
             ranks: self.ranks,
             nodes: self.nodes,
             ranks_per_node: self.ranks_per_node,
@@ -269,6 +314,32 @@ mod tests {
         assert_eq!(live.metrics_linger, Duration::from_secs(3));
         assert_eq!(live.metrics_addr.as_deref(), Some("127.0.0.1:9464"));
         assert!(live.lines_on_stderr());
+        let plan = Cli::parse_from([
+            "x",
+            "t",
+            "--plan-only",
+            "--ranks",
+            "8",
+            "--data",
+            "replicate",
+            "--checkpoint",
+            "rank0",
+            "--bandwidth",
+            "50GiB/s",
+            "--checkpoint-bytes",
+            "1GiB",
+        ])
+        .into_options()
+        .unwrap();
+        assert!(plan.plan_only);
+        assert_eq!(plan.scale.data, crate::scale::DataMode::Replicate);
+        assert_eq!(plan.scale.checkpoint, crate::scale::CheckpointMode::Rank0);
+        assert_eq!(plan.scale.bandwidth, Some(50.0 * (1u64 << 30) as f64));
+        assert_eq!(plan.scale.checkpoint_bytes, Some(1 << 30));
+        assert!(
+            Cli::try_parse_from(["x", "t"]).is_err(),
+            "--target is needed to replay"
+        );
         for bad in [
             ["--phases", "train"],
             ["--timing", "slow"],
@@ -278,6 +349,9 @@ mod tests {
             ["--output-format", "csv"],
             ["--status-interval", "1ms"],
             ["--metrics-linger", "later"],
+            ["--data", "stripe"],
+            ["--checkpoint", "never"],
+            ["--bandwidth", "fast"],
         ] {
             let args = ["x", "t", "--target", "d", bad[0], bad[1]];
             assert!(Cli::parse_from(args).into_options().is_err(), "{bad:?}");

@@ -6,7 +6,9 @@
 //! all ranks meet); [`remap`] decides
 //! which source rank each target rank replays and where its paths land under
 //! the target, all resolved through [`confine`] so nothing outside it is
-//! touched; [`prepare`] creates the data files the replay reads; [`plan`]
+//! touched; [`scale`] models what N ranks of the job do (the dataset shared
+//! out over them, each checkpoint in the layout the trace shows) and routes
+//! each traced call to the ranks that make it; [`prepare`] creates the data files the replay reads; [`plan`]
 //! streams the trace a second time into bounded per-rank channels; each rank
 //! runs an [`execute::Worker`] issuing the calls through an [`engine`] (the
 //! bytes from the process's [`buffers`]) on the
@@ -38,6 +40,7 @@ pub mod remap;
 pub mod rendezvous;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod stats;
 pub mod survey;
 pub mod timing;

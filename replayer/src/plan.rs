@@ -1,6 +1,6 @@
 //! The second pass over the trace: each row becomes a compact [`PlannedOp`]
-//! tagged with its phase and sent to every local target rank that replays its
-//! source rank, through bounded channels.
+//! tagged with its phase and sent to the local target ranks the scaling
+//! model ([`crate::scale`]) gives it, through bounded channels.
 //!
 //! One reader feeds all local ranks, in `ts` order. That order is what makes
 //! bounded channels safe with barriers: when the reader blocks on a rank's
@@ -15,7 +15,7 @@ use std::sync::mpsc::SyncSender;
 use iorepro_traces::{Events, Op, Run};
 
 use crate::error::ReplayResult;
-use crate::remap::RankMap;
+use crate::scale::Router;
 use crate::survey::{open_reader, rank_or_zero, Survey};
 
 /// Ops per message.
@@ -77,29 +77,22 @@ pub fn replayed(op: Op, failed: bool, named: bool) -> bool {
     }
 }
 
-/// Streams the trace to the local target ranks. A rank whose receiver is gone
-/// (it failed) is skipped; the others still get all their ops.
-pub fn dispatch(
+/// Every op the replay makes of the trace, in `ts` order, with the source
+/// rank whose row it came from: the one place rows become [`PlannedOp`]s,
+/// for the replay and for the scaling model's count of what it will do.
+pub fn for_each_op(
     trace: &Path,
     survey: &Survey,
-    map: &RankMap,
     phase_selected: &[bool],
-    targets: Vec<(u32, SyncSender<Vec<PlannedOp>>)>,
+    mut f: impl FnMut(i32, PlannedOp),
 ) -> ReplayResult<()> {
     let reader = open_reader(trace)?;
-    let mut by_source: HashMap<i32, Vec<usize>> = HashMap::new();
-    for (i, (t, _)) in targets.iter().enumerate() {
-        by_source.entry(map.source_rank(*t)).or_default().push(i);
-    }
-    let mut pending: Vec<Vec<PlannedOp>> =
-        targets.iter().map(|_| Vec::with_capacity(CHUNK)).collect();
-    let mut alive = vec![true; targets.len()];
     let mut phase = 0usize;
     let phases = &survey.phases;
     for ev in reader.events()? {
         let ev = ev?;
         let ops = ev.ops();
-        let (ts, dur, ret, pid) = (ev.ts(), ev.dur_ns(), ev.ret(), ev.pid());
+        let (ts, ret, pid) = (ev.ts(), ev.ret(), ev.pid());
         for (row, &op) in ops.iter().enumerate() {
             let t = ts.value(row);
             while phase + 1 < phases.len() && phases[phase + 1].start_unix_ns <= t {
@@ -110,13 +103,10 @@ pub fn dispatch(
             if !replayed(op, r < 0, fd.is_none()) || !phase_selected[phase] {
                 continue;
             }
-            let Some(dest) = by_source.get(&rank_or_zero(&ev, row)) else {
-                continue;
-            };
+            let source = rank_or_zero(&ev, row);
             let id = |p: Option<&str>| p.and_then(|p| survey.find_path(p)).unwrap_or(NO_PATH);
             let (path, path2) = (id(ev.path_at(row)), id(ev.path2_at(row)));
             let uring = ev.via_io_uring(row);
-            let _ = dur;
             // A row that stands for a run of calls is replayed call by call.
             for call in Run::of(&ev, row).calls() {
                 let (bytes, fd) = match op {
@@ -130,38 +120,68 @@ pub fn dispatch(
                 if matches!(op, Op::Read | Op::Write | Op::Fault) && bytes == 0 {
                     continue;
                 }
-                let planned = PlannedOp {
-                    ts: call.ts_ns,
-                    dur: call.dur_ns.max(0),
-                    offset: if matches!(op, Op::Truncate) {
-                        -1
-                    } else {
-                        call.offset.unwrap_or(-1)
+                f(
+                    source,
+                    PlannedOp {
+                        ts: call.ts_ns,
+                        dur: call.dur_ns.max(0),
+                        offset: if matches!(op, Op::Truncate) {
+                            -1
+                        } else {
+                            call.offset.unwrap_or(-1)
+                        },
+                        bytes,
+                        pid: pid.value(row),
+                        fd: fd.unwrap_or(-1),
+                        path,
+                        path2,
+                        flags: Events::opt_i32(ev.flags(), row),
+                        op,
+                        phase: phase as u16,
+                        failed: r < 0,
+                        uring,
                     },
-                    bytes,
-                    pid: pid.value(row),
-                    fd: fd.unwrap_or(-1),
-                    path,
-                    path2,
-                    flags: Events::opt_i32(ev.flags(), row),
-                    op,
-                    phase: phase as u16,
-                    failed: r < 0,
-                    uring,
-                };
-                for &i in dest {
-                    if !alive[i] {
-                        continue;
-                    }
-                    pending[i].push(planned);
-                    if pending[i].len() >= CHUNK {
-                        let chunk = std::mem::replace(&mut pending[i], Vec::with_capacity(CHUNK));
-                        alive[i] = targets[i].1.send(chunk).is_ok();
-                    }
-                }
+                );
             }
         }
     }
+    Ok(())
+}
+
+/// Streams the trace to the local target ranks, each op to the ranks the
+/// scaling model's [`Router`] gives it. A rank whose receiver is gone (it
+/// failed) is skipped; the others still get all their ops.
+pub fn dispatch(
+    trace: &Path,
+    survey: &Survey,
+    router: &mut Router,
+    phase_selected: &[bool],
+    targets: Vec<(u32, SyncSender<Vec<PlannedOp>>)>,
+) -> ReplayResult<()> {
+    let local: HashMap<u32, usize> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, (t, _))| (*t, i))
+        .collect();
+    let mut pending: Vec<Vec<PlannedOp>> =
+        targets.iter().map(|_| Vec::with_capacity(CHUNK)).collect();
+    let mut alive = vec![true; targets.len()];
+    let mut routed = Vec::new();
+    for_each_op(trace, survey, phase_selected, |source, planned| {
+        routed.clear();
+        router.route(source, &planned, &mut routed);
+        for &(t, op) in &routed {
+            let Some(&i) = local.get(&t) else { continue };
+            if !alive[i] {
+                continue;
+            }
+            pending[i].push(op);
+            if pending[i].len() >= CHUNK {
+                let chunk = std::mem::replace(&mut pending[i], Vec::with_capacity(CHUNK));
+                alive[i] = targets[i].1.send(chunk).is_ok();
+            }
+        }
+    })?;
     for (i, chunk) in pending.into_iter().enumerate() {
         if alive[i] && !chunk.is_empty() {
             let _ = targets[i].1.send(chunk);

@@ -1,8 +1,9 @@
 //! Where each trace path lands under the target, and which source rank each
 //! target rank replays.
 //!
-//! Target rank `t` replays source rank `t mod R`; `t / R` is its replica
-//! index. Files that are only read live under `data/rep-KKKK/` (one copy per
+//! Target rank `t` replays source rank `t mod R` (which of its ops it
+//! makes is the scaling model's, [`crate::scale`]); `t / R` is its replica
+//! index. With `--data shard` the ranks share one copy of the data. Files that are only read live under `data/rep-KKKK/` (one copy per
 //! replica, so replicas of a source rank do not read data another rank just
 //! pulled into a cache) or all under `data/rep-0000/` with `--shared-data`.
 //! Files that the trace writes, truncates, renames or unlinks live under
@@ -17,6 +18,9 @@ pub struct RankMap {
     /// Distinct ranks of the trace, in order; index = source index.
     pub sources: Vec<i32>,
     pub shared_data: bool,
+    /// The dataset's reads are shared out over the target ranks
+    /// (`--data shard`): one copy, which holds every file any source read.
+    pub data_sharded: bool,
 }
 
 impl RankMap {
@@ -35,7 +39,7 @@ impl RankMap {
 
     /// The replica whose copy of the read-only data target rank `t` reads.
     pub fn replica(&self, target: u32) -> u32 {
-        if self.shared_data {
+        if self.shared_data || self.data_sharded {
             0
         } else {
             target / self.source_count()
@@ -44,7 +48,7 @@ impl RankMap {
 
     /// How many copies of the read-only data a world of `world` ranks reads.
     pub fn replicas(&self, world: u32) -> u32 {
-        if self.shared_data {
+        if self.shared_data || self.data_sharded {
             1
         } else {
             world.div_ceil(self.source_count()).max(1)
@@ -53,7 +57,9 @@ impl RankMap {
 
     /// Whether target rank `t` exists in a world of `world` for source index `s` and replica `k`.
     pub fn replica_has_source(&self, world: u32, replica: u32, source_index: usize) -> bool {
-        if self.shared_data {
+        if self.data_sharded {
+            replica == 0
+        } else if self.shared_data {
             (source_index as u32) < world
         } else {
             replica * self.source_count() + (source_index as u32) < world
@@ -94,6 +100,7 @@ mod tests {
         let m = RankMap {
             sources: vec![0, 1],
             shared_data: false,
+            data_sharded: false,
         };
         let got: Vec<(i32, u32)> = (0..5).map(|t| (m.source_rank(t), m.replica(t))).collect();
         assert_eq!(got, vec![(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]);
@@ -113,5 +120,15 @@ mod tests {
             ..m
         };
         assert_eq!(shared.replica(3), 0);
+        let sharded = RankMap {
+            shared_data: false,
+            data_sharded: true,
+            ..shared
+        };
+        assert_eq!((sharded.replica(3), sharded.replicas(5)), (0, 1));
+        assert!(
+            sharded.replica_has_source(1, 0, 1),
+            "a source past the world is read too"
+        );
     }
 }

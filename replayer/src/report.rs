@@ -150,6 +150,9 @@ pub struct Report {
     pub checkpoint_skew_ms: Option<Spread>,
     pub tolerated_errors: u64,
     pub errors: Vec<String>,
+    /// How many times the traced job read its dataset (each file's reads,
+    /// on the whole), as the scaling model counts them; `null` without a dataset.
+    pub epochs: Option<u32>,
     /// Every rank's latencies merged, per op kind (for formats that want
     /// more than the percentiles above).
     #[serde(skip)]
@@ -385,6 +388,7 @@ impl Report {
             prepare,
             rendezvous: rendezvous_report(info, results),
             checkpoint_skew_ms: checkpoint_skew(survey, results),
+            epochs: None,
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
             errors,
             latency_ns: merged.into_iter().map(|(k, o)| (k, o.latency_ns)).collect(),

@@ -23,6 +23,7 @@ use crate::record;
 use crate::remap::RankMap;
 use crate::rendezvous::{self, Rendezvous};
 use crate::report::{Report, RunInfo};
+use crate::scale::{DataMode, Forecast, Model, Router, ScaleOptions};
 use crate::stats::{unix_ns, RankResult};
 use crate::survey::Survey;
 use crate::timing::Timing;
@@ -33,6 +34,10 @@ use iorepro_traces::analysis::phases::PhaseKind;
 pub struct Options {
     pub trace: PathBuf,
     pub target: PathBuf,
+    /// How the trace's R ranks become N (see [`crate::scale`]).
+    pub scale: ScaleOptions,
+    /// Print the scaling model and stop.
+    pub plan_only: bool,
     pub ranks: Option<u32>,
     pub nodes: Option<u32>,
     pub ranks_per_node: Option<u32>,
@@ -147,6 +152,20 @@ fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> Repl
     })
 }
 
+/// The scaling model of `opts`' replay, without replaying (`--plan-only`):
+/// the world is `--ranks`, or the trace's rank count.
+pub fn plan_only(opts: &Options) -> ReplayResult<Forecast> {
+    let survey = Survey::run(&opts.trace)?;
+    let world = opts.ranks.unwrap_or(survey.sources.len() as u32);
+    let selected: Vec<bool> = survey
+        .phases
+        .iter()
+        .map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind)))
+        .collect();
+    let model = Model::build(&opts.trace, &survey, world, &opts.scale)?;
+    Forecast::count(&opts.trace, &survey, &model, &selected)
+}
+
 pub fn run(opts: &Options) -> ReplayResult<Outcome> {
     // The one privileged step is checked before any work, so it fails at once.
     if opts.drop_caches && opts.prepare != PrepareMode::Only {
@@ -171,9 +190,22 @@ fn replay(
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,
+        data_sharded: opts.scale.data == DataMode::Shard,
     };
     let lay = layout(opts, launched, map.source_count())?;
     let reporting = launched.as_ref().is_none_or(|l| l.rank == 0);
+    let phase_selected: Vec<bool> = survey
+        .phases
+        .iter()
+        .map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind)))
+        .collect();
+    let model = Model::build(&opts.trace, &survey, lay.world, &opts.scale)?;
+    let forecast = Forecast::count(&opts.trace, &survey, &model, &phase_selected)?;
+    if reporting {
+        // The model is shown before any work, so what the replay is meant
+        // to do can be checked against what it did.
+        eprint!("{}", forecast.render());
+    }
 
     std::fs::create_dir_all(&opts.target)
         .map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
@@ -197,13 +229,7 @@ fn replay(
     let total: u64 = lay
         .local
         .iter()
-        .map(|(t, _)| {
-            survey
-                .ops_per_source
-                .get(&map.source_rank(*t))
-                .copied()
-                .unwrap_or(0)
-        })
+        .map(|(t, _)| forecast.ops_per_rank.get(*t as usize).copied().unwrap_or(0))
         .sum();
     let live = Arc::new(LiveRanks::new(
         lay.local.iter().map(|l| l.0),
@@ -268,11 +294,6 @@ fn replay(
         });
     }
 
-    let phase_selected: Vec<bool> = survey
-        .phases
-        .iter()
-        .map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind)))
-        .collect();
     let host = hostname();
     let recording = match &opts.record_ops {
         Some(dir) => {
@@ -348,7 +369,8 @@ fn replay(
                 }
             }));
         }
-        if let Err(e) = dispatch(&opts.trace, &survey, &map, &phase_selected, senders) {
+        let mut router = Router::new(&model);
+        if let Err(e) = dispatch(&opts.trace, &survey, &mut router, &phase_selected, senders) {
             let msg = format!("reading the trace: {e}");
             shared.rendezvous.abort(my_rank, &msg);
             extra_errors.push(msg);
@@ -427,7 +449,8 @@ fn replay(
         rendezvous: rendezvous.info(),
         gather_done_unix_ns,
     };
-    let report = Report::build(&info, &survey, &all, prepared.clone(), extra_errors);
+    let mut report = Report::build(&info, &survey, &all, prepared.clone(), extra_errors);
+    report.epochs = forecast.epochs;
     let failed = !report.errors.is_empty();
     Ok(Outcome {
         report: Some(report),

@@ -17,6 +17,22 @@ fn main() -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
+    if opts.plan_only {
+        return match iorepro_replayer::run::plan_only(&opts) {
+            Ok(plan) => {
+                if opts.output.is_machine_readable() {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&plan).expect("the plan serialises")
+                    );
+                } else {
+                    print!("{}", plan.render());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        };
+    }
     let mut outcome = match iorepro_replayer::run(&opts) {
         Ok(o) => o,
         Err(e) => return fail(e),

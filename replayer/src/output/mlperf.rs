@@ -5,7 +5,11 @@
 //! bandwidth (`save_checkpoint_io_mean_GB_per_second`, GiB/s as DLIO
 //! computes it, over the checkpoint phases).
 //!
-//! A replay has no epochs, so the whole run is the one epoch of the lists.
+//! `epochs` is how many times the traced job read its dataset (each file's
+//! reads, on the whole); the per-epoch lists hold the whole run as one
+//! entry. `checkpoint_size_GB` is one checkpoint's size (the mean over the
+//! checkpoint phases of the bytes all ranks wrote in each), as MLPerf
+//! Storage gives it, not the sum over checkpoints.
 //! Keys that need what a trace does not hold (samples per second) are left
 //! out rather than made up. AU meets the expectation at 90 %, MLPerf
 //! Storage's threshold for its training workloads.
@@ -92,7 +96,7 @@ impl Exporter for Mlperf {
             "num_accelerators": report.ranks,
             "num_hosts": report.nodes,
             "hostname": hostname,
-            "epochs": 1,
+            "epochs": report.epochs.unwrap_or(1),
             "metric": metric,
             "errors": report.errors,
         });
