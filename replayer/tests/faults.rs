@@ -129,7 +129,9 @@ fn a_rank_killed_under_mpirun_ends_the_run() {
             .arg(&trace)
             .arg("--target")
             .arg(&target)
-            .args(["--timing", "original", "--json", "--timeout", "120s"]),
+            .args(["--timing", "original", "--json", "--timeout", "120s"])
+            // A copy of the data per replica, so rank 3 prepares the last of it.
+            .args(["--data", "replicate"]),
     );
     let mpirun = child.id();
     // The data is prepared (the last of it by rank 3): the ranks are replaying.

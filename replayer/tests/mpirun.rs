@@ -76,7 +76,20 @@ fn mpirun_four_processes_gather_one_report() {
     }
     let (_tmp, trace, target) = synth_with_target(TWO_RANKS);
     let (read, write) = trace_bytes(&trace);
-    let out = mpirun(4, &trace, &target, &["--json", "--timeout", "60s"]);
+    let out = mpirun(
+        4,
+        &trace,
+        &target,
+        &[
+            "--data",
+            "replicate",
+            "--checkpoint",
+            "replicate",
+            "--json",
+            "--timeout",
+            "60s",
+        ],
+    );
     let r = json_ok(&out); // fails unless stdout is exactly one JSON document
     assert_eq!(r["ranks"], 4);
     assert_eq!(r["per_rank"].as_array().unwrap().len(), 4);
@@ -161,6 +174,8 @@ fn a_rendezvous_dir_keeps_the_meeting_off_the_target() {
         &trace,
         &target,
         &[
+            "--data",
+            "replicate",
             "--json",
             "--timeout",
             "60s",

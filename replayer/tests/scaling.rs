@@ -1,6 +1,9 @@
-//! Scaling a trace: target rank t replays source rank t mod R, so N ranks
-//! move exactly N/R times the trace's bytes, data replicas stay distinct and
-//! written files stay each rank's own.
+//! Scaling a trace. By default N ranks do what N ranks of the job would:
+//! the traced reads shared out over them (the data bytes stay the trace's)
+//! and each checkpoint written once, split over all N. As clones
+//! (`--data replicate --checkpoint replicate`), target rank t replays source
+//! rank t mod R, so N ranks move exactly N/R times the trace's bytes, data
+//! replicas stay distinct and written files stay each rank's own.
 
 mod common;
 
@@ -26,13 +29,110 @@ fn trace_bytes(trace: &std::path::Path) -> (u64, u64) {
 }
 
 #[test]
+fn by_default_n_ranks_share_the_reads_and_write_each_checkpoint_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), TWO_RANKS);
+    let (read, write) = trace_bytes(&trace);
+    // 8, a multiple of the trace's 2 ranks; 3, not one; 1, fewer.
+    for n in [8u64, 3, 1] {
+        let target = tmp.path().join(format!("target-{n}"));
+        let r = replay_ok(&trace, &target, &["--ranks", &n.to_string(), "--json"]);
+        assert_eq!(r["ranks"], n);
+        assert_eq!(r["read_bytes"].as_u64().unwrap(), read, "at {n}");
+        assert_eq!(r["write_bytes"].as_u64().unwrap(), write, "at {n}");
+        assert_eq!(r["errors"].as_array().unwrap().len(), 0);
+        let files = listing(&target);
+        assert!(
+            !files.iter().any(|f| f.starts_with("data/rep-0001")),
+            "one copy of the data: {files:?}"
+        );
+        // Two checkpoints of 2 x 2 MiB: every rank writes a share of each.
+        for t in 0..n {
+            let src = t % 2;
+            let ck = target.join(format!(
+                "ranks/rank-{t:05}/checkpoints/step-000004/rank-{src:05}.pt"
+            ));
+            // Shares differ by a byte at most where N does not divide the state.
+            let len = std::fs::metadata(&ck).unwrap().len();
+            assert!(len.abs_diff(write / 2 / n) <= 1, "{}: {len}", ck.display());
+        }
+        let per_rank: Vec<u64> = r["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["read_bytes"].as_u64().unwrap())
+            .collect();
+        assert!(
+            per_rank.iter().all(|b| *b > 0),
+            "every rank reads a share: {per_rank:?}"
+        );
+    }
+}
+
+#[test]
+fn the_plan_alone_says_what_n_ranks_will_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), TWO_RANKS);
+    let (read, write) = trace_bytes(&trace);
+    let out = assert_cmd::Command::new(replay_bin())
+        .arg(&trace)
+        .args([
+            "--ranks",
+            "8",
+            "--plan-only",
+            "--json",
+            "--bandwidth",
+            "1GiB/s",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["ranks"], 8);
+    assert_eq!(plan["trace_ranks"], 2);
+    assert_eq!(plan["read_bytes"].as_u64().unwrap(), read);
+    assert_eq!(plan["write_bytes"].as_u64().unwrap(), write);
+    assert_eq!(plan["dataset"]["copies"], 1);
+    let ckpts = plan["checkpoints"].as_array().unwrap();
+    assert_eq!(ckpts.len(), 2, "{ckpts:?}");
+    for c in ckpts {
+        assert_eq!(c["writers"], 8, "{c}");
+        assert_eq!(c["traced_writers"], 2, "{c}");
+        assert_eq!(c["bytes"].as_u64().unwrap(), write / 2);
+        let secs = c["seconds_at_bandwidth"].as_f64().unwrap();
+        assert!((secs - (write / 2) as f64 / (1u64 << 30) as f64).abs() < 1e-9);
+    }
+    let clones = assert_cmd::Command::new(replay_bin())
+        .arg(&trace)
+        .args(["--ranks", "8", "--plan-only", "--json"])
+        .args(["--data", "replicate", "--checkpoint", "replicate"])
+        .output()
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&clones.stdout).unwrap();
+    assert_eq!(plan["read_bytes"].as_u64().unwrap(), 4 * read);
+    assert_eq!(plan["write_bytes"].as_u64().unwrap(), 4 * write);
+    assert_eq!(plan["dataset"]["copies"], 4);
+    // Nothing is created without a target.
+    assert!(!tmp.path().join("target").exists());
+}
+
+#[test]
 fn eight_ranks_from_two_move_four_times_the_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = synth(tmp.path(), TWO_RANKS);
     let (read, write) = trace_bytes(&trace);
     assert!(read > 0 && write > 0);
     let target = tmp.path().join("target");
-    let r = replay_ok(&trace, &target, &["--ranks", "8", "--json"]);
+    let clones = ["--data", "replicate", "--checkpoint", "replicate"];
+    let r = replay_ok(
+        &trace,
+        &target,
+        &[&["--ranks", "8", "--json"][..], &clones].concat(),
+    );
     assert_eq!(r["ranks"], 8);
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 4 * read);
     assert_eq!(r["write_bytes"].as_u64().unwrap(), 4 * write);
@@ -105,7 +205,11 @@ fn eight_ranks_from_two_move_four_times_the_bytes() {
     );
 
     // A second run finds the data prepared and reuses it.
-    let again = replay_into(&trace, &target, &["--ranks", "8", "--json"]);
+    let again = replay_into(
+        &trace,
+        &target,
+        &[&["--ranks", "8", "--json"][..], &clones].concat(),
+    );
     let r2 = json(&again);
     assert_eq!(r2["prepare"]["files_created"], 0);
     assert!(r2["prepare"]["files_present"].as_u64().unwrap() > 0);
@@ -123,6 +227,10 @@ fn shared_data_reads_one_copy_and_phase_filter_replays_checkpoints_only() {
         &[
             "--ranks",
             "4",
+            "--data",
+            "replicate",
+            "--checkpoint",
+            "replicate",
             "--shared-data",
             "--phases",
             "checkpoint",

@@ -61,6 +61,9 @@ fn replay(trace: &Path, target: &Path, extra: &[&str]) -> Vec<String> {
         target.display().to_string(),
     ];
     v.extend(extra.iter().map(|s| s.to_string()));
+    // Four clones of the one traced process, each making every call it made
+    // (the metadata load times four), rather than four ranks sharing its work.
+    v.extend(["--data", "replicate", "--checkpoint", "replicate"].map(String::from));
     v
 }
 
@@ -142,6 +145,10 @@ fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() 
         "4".as_ref(),
         "--prepare".as_ref(),
         "only".as_ref(),
+        "--data".as_ref(),
+        "replicate".as_ref(),
+        "--checkpoint".as_ref(),
+        "replicate".as_ref(),
     ]));
     let replay_trace = root.join("replay-trace");
     let cmd = replay(

@@ -27,8 +27,9 @@ commands:
   demo               capture (or take a sample), analyze, replay at 8 ranks, plot
   bench [--quick] [--only NAME,...] [--analysis-rows N]
                      side-by-side benchmarks, one line each (NAME: trace-format,
-                     collector, replayer, replay-scale, analysis, replay-fidelity); the
-                     analysis trace has 200 M rows (2 M with --quick, or N)";
+                     collector, replayer, replay-scale, analysis, replay-fidelity,
+                     scale-fidelity); the analysis trace has 200 M rows (2 M with
+                     --quick, or N)";
 
 fn main() {
     if let Err(e) = run() {

@@ -14,6 +14,7 @@ pub mod collector_rate;
 pub mod fidelity;
 pub mod replayer;
 pub mod scale;
+pub mod scale_fidelity;
 pub mod trace_format;
 
 /// What every benchmark gets: where the release binaries are and a scratch
@@ -107,13 +108,14 @@ pub fn run_peak_rss(cmd: &mut Command, stdout: Stdio) -> Result<(Duration, u64)>
 
 type Bench = fn(&Ctx) -> Result<()>;
 
-const BENCHES: [(&str, Bench); 6] = [
+const BENCHES: [(&str, Bench); 7] = [
     ("trace-format", trace_format::run),
     ("collector", collector::run),
     ("replayer", replayer::run),
     ("replay-scale", scale::run),
     ("analysis", analysis::run),
     ("replay-fidelity", fidelity::run),
+    ("scale-fidelity", scale_fidelity::run),
 ];
 
 /// Refuses names that are not benchmarks, before anything is built.

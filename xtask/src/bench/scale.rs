@@ -61,6 +61,9 @@ fn mpirun(ctx: &Ctx, trace: &Path, np: u32, target: &Path, extra: &[&str]) -> Re
         .arg("--target")
         .arg(target)
         .args(["--json", "--timeout", "300s"])
+        // Clones: every rank replays a traced rank in full, so a whole
+        // report holds exactly N/R times the trace's bytes.
+        .args(["--data", "replicate", "--checkpoint", "replicate"])
         .args(extra)
         .output()
         .context("running mpirun")?;
@@ -176,6 +179,7 @@ fn skew(ctx: &Ctx, trace: &Path) -> Result<()> {
         .arg("--target")
         .arg(work.join("threads"))
         .args(["--ranks", "16", "--json"])
+        .args(["--data", "replicate", "--checkpoint", "replicate"])
         .args(record)
         .output()
         .context("running iorepro-replay")?;
