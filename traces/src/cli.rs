@@ -225,13 +225,18 @@ pub fn run(cli: Cli) -> Result<()> {
             )?;
         }
         Cmd::Compare { a, b, json } => {
-            let sa = Overview::compute(&TraceReader::open(&a)?)?;
-            let sb = Overview::compute(&TraceReader::open(&b)?)?;
+            let (ra, rb) = (TraceReader::open(&a)?, TraceReader::open(&b)?);
+            let (sa, sb) = (Overview::compute(&ra)?, Overview::compute(&rb)?);
+            let ranks = (
+                crate::analysis::overview::rank_count(&ra)?,
+                crate::analysis::overview::rank_count(&rb)?,
+            );
             let c = crate::analysis::compare::compare(
                 &a.display().to_string(),
                 &sa,
                 &b.display().to_string(),
                 &sb,
+                ranks,
             );
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?;

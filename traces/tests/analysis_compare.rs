@@ -71,3 +71,35 @@ fn bigger_checkpoints_show_as_write_error() {
     ]);
     assert!((r["write_bytes_error"].as_f64().unwrap() + 1.0 / 3.0).abs() < 1e-12);
 }
+
+#[test]
+fn different_rank_counts_are_compared_per_rank_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let one = synth(tmp.path(), "one", &workload(1, 2, 12, "sequential"));
+    let four = synth(tmp.path(), "four", &workload(4, 2, 12, "sequential"));
+    let (a, b) = (one.to_str().unwrap(), four.to_str().unwrap());
+    let c = json(&["compare", a, b, "--json"]);
+    assert_eq!(
+        (c["a_ranks"].as_u64(), c["b_ranks"].as_u64()),
+        (Some(1), Some(4))
+    );
+    // Four ranks that each do what the one did: 4x in all, the same per rank.
+    assert!(
+        (c["write_bytes_error"].as_f64().unwrap() - 3.0).abs() < 1e-9,
+        "{c:#}"
+    );
+    assert!(
+        c["per_rank_write_bytes_error"].as_f64().unwrap().abs() < 1e-9,
+        "{c:#}"
+    );
+    assert!(
+        c["per_rank_read_bytes_error"].as_f64().unwrap().abs() < 1e-9,
+        "{c:#}"
+    );
+    let text =
+        String::from_utf8(trace_cmd().args(["compare", a, b]).output().unwrap().stdout).unwrap();
+    assert!(text.contains("ranks 1 -> 4: per rank"), "{text}");
+    // The same rank count: no per-rank figures.
+    let same = json(&["compare", a, a, "--json"]);
+    assert!(same.get("per_rank_write_bytes_error").is_none(), "{same:#}");
+}

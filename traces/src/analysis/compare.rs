@@ -1,7 +1,9 @@
 //! Two traces side by side — a capture and its replay's `--record-ops` trace,
 //! or two captures — as relative errors `(B − A) / A`, overall and per phase.
 //! Phases of A are matched in order to the next phase of the same kind in B,
-//! so an extra idle stretch in B does not shift every later match.
+//! so an extra idle stretch in B does not shift every later match. When the
+//! two have different rank counts (a trace of 1 rank against its replay at
+//! 4), the bytes are compared per rank too.
 
 use serde::Serialize;
 
@@ -35,6 +37,15 @@ pub struct Comparison {
     pub read_bytes_error: Option<f64>,
     pub write_bytes_error: Option<f64>,
     pub events_error: Option<f64>,
+    /// Ranks of each side.
+    pub a_ranks: usize,
+    pub b_ranks: usize,
+    /// Bytes per rank, (B/b_ranks − A/a_ranks) / (A/a_ranks); only when the
+    /// rank counts differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_rank_read_bytes_error: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_rank_write_bytes_error: Option<f64>,
     pub peak_read_gib_s_error: Option<f64>,
     pub peak_write_gib_s_error: Option<f64>,
     pub phases: Vec<PhaseComparison>,
@@ -91,8 +102,22 @@ fn match_phases(a: &[Phase], b: &[Phase]) -> (Vec<PhaseComparison>, usize) {
     (out, b.len() - matched)
 }
 
-pub fn compare(a_name: &str, a: &Overview, b_name: &str, b: &Overview) -> Comparison {
+/// A against B; `ranks` are each side's rank counts (see
+/// [`crate::analysis::overview::rank_count`]).
+pub fn compare(
+    a_name: &str,
+    a: &Overview,
+    b_name: &str,
+    b: &Overview,
+    ranks: (usize, usize),
+) -> Comparison {
     let (phases, unmatched_b_phases) = match_phases(&a.phases, &b.phases);
+    let (ar, br) = (ranks.0.max(1) as f64, ranks.1.max(1) as f64);
+    let per_rank = |x: u64, y: u64| {
+        (ranks.0.max(1) != ranks.1.max(1))
+            .then(|| relative_error(x as f64 / ar, y as f64 / br))
+            .flatten()
+    };
     Comparison {
         a: a_name.to_string(),
         b: b_name.to_string(),
@@ -102,6 +127,10 @@ pub fn compare(a_name: &str, a: &Overview, b_name: &str, b: &Overview) -> Compar
         read_bytes_error: relative_error(a.read_bytes as f64, b.read_bytes as f64),
         write_bytes_error: relative_error(a.write_bytes as f64, b.write_bytes as f64),
         events_error: relative_error(a.events as f64, b.events as f64),
+        a_ranks: ranks.0,
+        b_ranks: ranks.1,
+        per_rank_read_bytes_error: per_rank(a.read_bytes, b.read_bytes),
+        per_rank_write_bytes_error: per_rank(a.write_bytes, b.write_bytes),
         peak_read_gib_s_error: relative_error(a.peak_read_gib_s, b.peak_read_gib_s),
         peak_write_gib_s_error: relative_error(a.peak_write_gib_s, b.peak_write_gib_s),
         phases,
@@ -127,6 +156,15 @@ impl Comparison {
             pct(self.read_bytes_error),
             pct(self.write_bytes_error)
         ));
+        if self.per_rank_read_bytes_error.is_some() || self.per_rank_write_bytes_error.is_some() {
+            s.push_str(&format!(
+                "ranks {} -> {}: per rank, read bytes {}   write bytes {}\n",
+                self.a_ranks,
+                self.b_ranks,
+                pct(self.per_rank_read_bytes_error),
+                pct(self.per_rank_write_bytes_error)
+            ));
+        }
         s.push_str(&format!(
             "\n{:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
             "phase", "A dur s", "B dur s", "dur err", "A GiB/s", "B GiB/s", "GiB/s err"

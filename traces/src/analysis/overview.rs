@@ -14,7 +14,7 @@ use crate::analysis::timeline::{Timeline, BASE_WINDOW_NS};
 use crate::error::TraceResult;
 use crate::format::reader::TraceReader;
 use crate::format::scan::{scan, Fold, ScanBatch};
-use crate::format::schema::{Op, COL_TS};
+use crate::format::schema::{Op, COL_RANK, COL_TS};
 
 /// What a trace did over time.
 #[derive(Debug, Clone, Serialize)]
@@ -147,6 +147,21 @@ pub fn span_ns(reader: &TraceReader) -> TraceResult<(i64, i64)> {
     } else {
         (span.0, span.1)
     })
+}
+
+/// How many distinct ranks the rows name (0 when none names one), from the
+/// `rank` column alone.
+pub fn rank_count(reader: &TraceReader) -> TraceResult<usize> {
+    #[derive(Default)]
+    struct Ranks(std::collections::BTreeSet<i32>);
+    impl Fold for Ranks {
+        fn add(&mut self, b: &ScanBatch) {
+            self.0.extend(b.rank().iter().flatten());
+        }
+    }
+    let mut all = Ranks::default();
+    scan(reader, &[COL_RANK], Ranks::default, |p| all.0.extend(p.0))?;
+    Ok(all.0.len())
 }
 
 /// Every row group of the trace tallied at `depth` on every core, merged in
