@@ -65,7 +65,16 @@ impl Schedule {
     /// before the barrier (the largest [`Schedule::trace_clock`]). Waiting
     /// at the barrier was not compute; the compute between that moment and
     /// the rank's next op in the trace still is.
+    ///
+    /// The part of the wait the trace itself had (this rank was at `p` in
+    /// the trace when the last one got to `ready_ns`) is time the rank would
+    /// have spent at the barrier on the traced storage too, so it counts in
+    /// [`Schedule::ideal_ns`] and not as stall; only waiting beyond it (for
+    /// ranks that I/O held up) is stall.
     pub fn resume(&mut self, now: Instant, ready_ns: i64) {
+        if let (Timing::Scaled(f), Some(p)) = (self.timing, self.prev_trace_end) {
+            self.ideal_ns += ((ready_ns - p).max(0) as f64 * f) as u64;
+        }
         self.prev_end = now;
         self.prev_trace_end = Some(self.prev_trace_end.map_or(ready_ns, |p| p.max(ready_ns)));
     }
@@ -127,6 +136,20 @@ mod tests {
         assert_eq!("0.5".parse::<Timing>().unwrap(), Timing::Scaled(0.5));
         assert!("-1".parse::<Timing>().is_err());
         assert!("fast".parse::<Timing>().is_err());
+    }
+
+    #[test]
+    fn a_wait_the_trace_had_at_a_barrier_is_not_stall() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        let op = s.start(0, 1_000_000);
+        s.finished(op, op, t0 + Duration::from_millis(1));
+        // The last rank got to the barrier 2 s later in the trace.
+        s.resume(t0 + Duration::from_secs(2), 2_000_000_000);
+        assert_eq!(s.ideal_ns, 2_000_000_000);
+        let mut afap = Schedule::new(Timing::Afap, t0, 0);
+        afap.resume(t0, 2_000_000_000);
+        assert_eq!(afap.ideal_ns, 0);
     }
 
     #[test]

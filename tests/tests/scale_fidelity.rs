@@ -1,11 +1,12 @@
 //! Ground truth for the scaling model is the job itself at N. The job of
 //! `tests/jobs/train_scale.py` (torchrun, gloo, DataLoader workers, a DCP
 //! save and a rank-0 torch.save at the end of every epoch) runs at 1, 2 and
-//! 4 ranks under the collector; the traces of 1 and of 2 ranks are replayed
-//! at 4 ranks with `--record-ops`, and what the replay did is compared with
-//! the capture of the job at 4: dataset bytes, how often each dataset file
-//! was read, checkpoint bytes in total and per writer, checkpoint files and
-//! writers.
+//! 4 ranks under the collector, and the DLIO-like benchmark of
+//! `tests/jobs/bench_like.py` (3 epochs, a checkpoint from rank 0 alone)
+//! at 1 and 4 processes; the smaller traces are replayed at 4 ranks with
+//! `--record-ops`, and what the replay did is compared with the capture of
+//! the job at 4: dataset bytes, how often each dataset file was read,
+//! checkpoint bytes in total and per writer, checkpoint files and writers.
 //!
 //! The captures run once per test binary. Capturing needs root and a kernel
 //! that loads the probes; where that is missing, or torch is not installed,
@@ -90,8 +91,11 @@ struct Captures {
     root: PathBuf,
     python: PathBuf,
     data: PathBuf,
-    jobs: BTreeMap<u32, Job>,
+    jobs: BTreeMap<(&'static str, u32), Job>,
 }
+
+/// The jobs and the rank counts each runs at.
+const JOBS: [(&str, &[u32]); 2] = [("train_scale", &[1, 2, N]), ("bench_like", &[1, N])];
 
 fn captures() -> Option<&'static Captures> {
     static CELL: OnceLock<Result<Captures, String>> = OnceLock::new();
@@ -104,8 +108,8 @@ fn captures() -> Option<&'static Captures> {
     }
 }
 
-fn job_command(python: &Path, ranks: u32, data: &Path, ckpt: &Path) -> Vec<String> {
-    let script = iorepro_tests::bins::workspace_root().join("tests/jobs/train_scale.py");
+fn job_command(python: &Path, job: &str, ranks: u32, data: &Path, ckpt: &Path) -> Vec<String> {
+    let script = iorepro_tests::bins::workspace_root().join(format!("tests/jobs/{job}.py"));
     vec![
         python.display().to_string(),
         "-m".into(),
@@ -127,25 +131,27 @@ fn run_captures() -> Result<Captures, String> {
     let data = root.join("dataset");
     make_dataset(&data, FILES, TYPICAL_FILE);
     let mut jobs = BTreeMap::new();
-    for ranks in [1, 2, N] {
-        let ckpt = root.join(format!("ckpt-{ranks}")).join("ckpt");
-        std::fs::create_dir_all(&ckpt).unwrap();
-        let trace = root.join(format!("trace-{ranks}"));
-        let started = Instant::now();
-        let out = capture(
-            &trace,
-            &[&data, &ckpt],
-            &job_command(&python, ranks, &data, &ckpt),
-        );
-        let seconds = started.elapsed().as_secs_f64();
-        if !out.status.success() {
-            return Err(format!(
-                "the job at {ranks} rank(s) failed under the collector: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
+    for (job, counts) in JOBS {
+        for &ranks in counts {
+            let ckpt = root.join(format!("{job}-{ranks}")).join("ckpt");
+            std::fs::create_dir_all(&ckpt).unwrap();
+            let trace = root.join(format!("{job}-trace-{ranks}"));
+            let started = Instant::now();
+            let out = capture(
+                &trace,
+                &[&data, &ckpt],
+                &job_command(&python, job, ranks, &data, &ckpt),
+            );
+            let seconds = started.elapsed().as_secs_f64();
+            if !out.status.success() {
+                return Err(format!(
+                    "{job} at {ranks} rank(s) failed under the collector: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            let side = side(&load(&trace), seconds);
+            jobs.insert((job, ranks), Job { trace, side });
         }
-        let side = side(&load(&trace), seconds);
-        jobs.insert(ranks, Job { trace, side });
     }
     Ok(Captures {
         root,
@@ -159,14 +165,15 @@ fn rel_err(got: u64, want: u64) -> f64 {
     (got as f64 - want as f64) / (want as f64).max(1.0)
 }
 
-/// Replays the trace of `r` ranks at N and checks it against the job at N.
-fn check_replay_of(r: u32) {
+/// Replays `job`'s trace of `r` ranks at N and checks it against the job at N.
+fn check_replay_of(name: &str, r: u32) {
     let Some(c) = captures() else { return };
     let _ = (&c.python, &c.data);
-    let job = &c.jobs[&N].side;
-    let traced = &c.jobs[&r];
-    let target = c.root.join(format!("target-{r}"));
-    let record = c.root.join(format!("record-{r}"));
+    let key = JOBS.iter().find(|j| j.0 == name).expect("a job").0;
+    let job = &c.jobs[&(key, N)].side;
+    let traced = &c.jobs[&(key, r)];
+    let target = c.root.join(format!("{name}-target-{r}"));
+    let record = c.root.join(format!("{name}-record-{r}"));
     let _ = std::fs::remove_dir_all(&record);
     let started = Instant::now();
     run_ok(
@@ -186,7 +193,7 @@ fn check_replay_of(r: u32) {
         .collect();
     let same_reads = replay.reads_per_file == job.reads_per_file;
     eprintln!(
-        "scale-fidelity train_scale {r}->{N} shard/auto: data {:+.3}%, per-file reads {}, \
+        "scale-fidelity {name} {r}->{N} shard/auto: data {:+.3}%, per-file reads {}, \
          checkpoint total {:+.3}%, per writer max {:+.3}%, files {}/{}, writers {}/{}, \
          job at {N} {:.1} s (capture), replay {:.1} s",
         rel_err(replay.data_bytes, job.data_bytes) * 100.0,
@@ -241,22 +248,27 @@ fn check_replay_of(r: u32) {
 
 #[test]
 fn one_rank_trace_at_four_ranks_does_what_the_job_at_four_does() {
-    check_replay_of(1);
+    check_replay_of("train_scale", 1);
+}
+
+#[test]
+fn one_process_benchmark_at_four_does_what_four_processes_do() {
+    check_replay_of("bench_like", 1);
 }
 
 #[test]
 fn two_rank_trace_at_four_ranks_does_what_the_job_at_four_does() {
-    check_replay_of(2);
+    check_replay_of("train_scale", 2);
 }
 
 #[test]
 fn the_plan_says_what_the_replay_will_do() {
     let Some(c) = captures() else { return };
-    let job = &c.jobs[&N].side;
+    let job = &c.jobs[&("train_scale", N)].side;
     for r in [1, 2] {
         let out = run_ok(
             Command::new(bin("iorepro-replay"))
-                .arg(&c.jobs[&r].trace)
+                .arg(&c.jobs[&("train_scale", r)].trace)
                 .args(["--ranks", &N.to_string(), "--plan-only", "--json"])
                 .args(["--bandwidth", "1GiB/s"]),
         );
