@@ -241,3 +241,25 @@ fn the_replay_meets_at_the_phases_the_analysis_finds() {
         }
     }
 }
+
+#[test]
+fn mlperf_output_counts_the_epochs_and_one_checkpoints_size() {
+    // The sample is 2 epochs over 64 files with 3 DCP checkpoints of
+    // 15.8 MB (see its NOTE.md), replayed here at 4 ranks.
+    let trace = sample(TORCH_DDP);
+    let root = scratch("mlperf-epochs");
+    let s = run_json(
+        Command::new(bin("iorepro-replay"))
+            .arg(&trace)
+            .arg("--target")
+            .arg(root.join("target"))
+            .args(["--ranks", "4", "--output-format", "mlperf"]),
+    );
+    assert_eq!(s["epochs"], 2, "{s}");
+    let size_gb = finite(&s["metric"]["checkpoint_size_GB"], "checkpoint_size_GB");
+    let one = size_gb * (1u64 << 30) as f64;
+    assert!(
+        (15.0e6..16.5e6).contains(&one),
+        "one checkpoint's bytes, not every rank's: {one}"
+    );
+}
