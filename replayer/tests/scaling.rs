@@ -33,28 +33,41 @@ fn by_default_n_ranks_share_the_reads_and_write_each_checkpoint_once() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = synth(tmp.path(), TWO_RANKS);
     let (read, write) = trace_bytes(&trace);
-    // 8, a multiple of the trace's 2 ranks; 3, not one; 1, fewer.
-    for n in [8u64, 3, 1] {
+    // 8, a multiple of the trace's 2 ranks; 3, not one; 1, fewer. The trace
+    // saves every 4 of its 8 steps per rank; at N each rank makes 2/N of
+    // those steps, so the job at 8 saves never, at 3 once, at 1 twice.
+    for (n, saves) in [(8u64, 0u64), (3, 1), (1, 2)] {
         let target = tmp.path().join(format!("target-{n}"));
         let r = replay_ok(&trace, &target, &["--ranks", &n.to_string(), "--json"]);
         assert_eq!(r["ranks"], n);
         assert_eq!(r["read_bytes"].as_u64().unwrap(), read, "at {n}");
-        assert_eq!(r["write_bytes"].as_u64().unwrap(), write, "at {n}");
+        assert_eq!(
+            r["write_bytes"].as_u64().unwrap(),
+            write / 2 * saves,
+            "at {n}"
+        );
         assert_eq!(r["errors"].as_array().unwrap().len(), 0);
         let files = listing(&target);
         assert!(
             !files.iter().any(|f| f.starts_with("data/rep-0001")),
             "one copy of the data: {files:?}"
         );
-        // Two checkpoints of 2 x 2 MiB: every rank writes a share of each.
-        for t in 0..n {
-            let src = t % 2;
-            let ck = target.join(format!(
-                "ranks/rank-{t:05}/checkpoints/step-000004/rank-{src:05}.pt"
-            ));
-            // Shares differ by a byte at most where N does not divide the state.
-            let len = std::fs::metadata(&ck).unwrap().len();
-            assert!(len.abs_diff(write / 2 / n) <= 1, "{}: {len}", ck.display());
+        // Each save made is 2 x 2 MiB: every rank writes a share of it.
+        let steps: &[u32] = match saves {
+            0 => &[],
+            1 => &[8],
+            _ => &[4, 8],
+        };
+        for step in steps {
+            for t in 0..n {
+                let src = t % 2;
+                let ck = target.join(format!(
+                    "ranks/rank-{t:05}/checkpoints/step-{step:06}/rank-{src:05}.pt"
+                ));
+                // Shares differ by a byte at most where N does not divide the state.
+                let len = std::fs::metadata(&ck).unwrap().len();
+                assert!(len.abs_diff(write / 2 / n) <= 1, "{}: {len}", ck.display());
+            }
         }
         let per_rank: Vec<u64> = r["per_rank"]
             .as_array()
@@ -78,7 +91,7 @@ fn the_plan_alone_says_what_n_ranks_will_do() {
         .arg(&trace)
         .args([
             "--ranks",
-            "8",
+            "4",
             "--plan-only",
             "--json",
             "--bandwidth",
@@ -92,15 +105,20 @@ fn the_plan_alone_says_what_n_ranks_will_do() {
         String::from_utf8_lossy(&out.stderr)
     );
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(plan["ranks"], 8);
+    assert_eq!(plan["ranks"], 4);
     assert_eq!(plan["trace_ranks"], 2);
     assert_eq!(plan["read_bytes"].as_u64().unwrap(), read);
-    assert_eq!(plan["write_bytes"].as_u64().unwrap(), write);
     assert_eq!(plan["dataset"]["copies"], 1);
+    // Step-bound: at 4 ranks each makes half the steps, so one of the two
+    // saves is made, by all 4 ranks.
+    assert_eq!(plan["saves"]["bound"], "steps");
+    assert_eq!(plan["write_bytes"].as_u64().unwrap(), write / 2);
     let ckpts = plan["checkpoints"].as_array().unwrap();
     assert_eq!(ckpts.len(), 2, "{ckpts:?}");
-    for c in ckpts {
-        assert_eq!(c["writers"], 8, "{c}");
+    let made: Vec<&serde_json::Value> = ckpts.iter().filter(|c| c["bytes"] != 0).collect();
+    assert_eq!(made.len(), 1, "{ckpts:?}");
+    for c in made {
+        assert_eq!(c["writers"], 4, "{c}");
         assert_eq!(c["traced_writers"], 2, "{c}");
         assert_eq!(c["bytes"].as_u64().unwrap(), write / 2);
         let secs = c["seconds_at_bandwidth"].as_f64().unwrap();

@@ -141,15 +141,15 @@ fn compare_matches_every_checkpoint_of_the_capture_to_one_of_the_replay() {
 }
 
 #[test]
-fn replay_at_four_times_the_ranks_reports_the_checkpoint_spike() {
+fn replay_at_twice_the_ranks_reports_the_checkpoint_spike() {
     let trace = sample(TORCH_DDP);
-    let root = scratch("scale-4x");
+    let root = scratch("scale-2x");
     let report = run_json(
         Command::new(bin("iorepro-replay"))
             .arg(&trace)
             .arg("--target")
             .arg(root.join("target"))
-            .args(["--ranks", "8", "--timing", "original", "--json"]),
+            .args(["--ranks", "4", "--timing", "original", "--json"]),
     );
     assert!(
         report["errors"].as_array().is_some_and(|e| e.is_empty()),
@@ -157,21 +157,23 @@ fn replay_at_four_times_the_ranks_reports_the_checkpoint_spike() {
     );
     let source_ranks = report["trace"]["ranks"].as_u64().expect("trace.ranks");
     assert_eq!(source_ranks, 2, "the sample is a 2-rank job");
-    assert_eq!(report["ranks"], 8);
-    for key in ["read_bytes", "write_bytes"] {
-        assert_eq!(
-            report[key].as_u64().unwrap(),
-            report["trace"][key].as_u64().unwrap(),
-            "{key}: 4x the ranks share the job's reads and write its checkpoints once"
-        );
-    }
+    assert_eq!(report["ranks"], 4);
+    // The ranks share the job's reads out. The job saves every 10 of its 32
+    // steps per rank; at twice the ranks it makes 16 steps and saves once
+    // (as the job itself did, run at 4), with the state's bytes once.
+    assert_eq!(report["read_bytes"], report["trace"]["read_bytes"]);
+    assert_eq!(
+        3 * report["write_bytes"].as_u64().unwrap(),
+        report["trace"]["write_bytes"].as_u64().unwrap()
+    );
     // The checkpoint spike: every checkpoint phase, timed by its slowest rank.
     let ckpts: Vec<&serde_json::Value> = report["phases"]
         .as_array()
         .expect("phases")
         .iter()
-        .filter(|p| p["kind"] == "checkpoint")
+        .filter(|p| p["kind"] == "checkpoint" && p["write_bytes"] != 0)
         .collect();
+    assert_eq!(ckpts.len(), 1, "{report}");
     assert!(
         !ckpts.is_empty(),
         "no checkpoint phase in the report: {report}"
@@ -185,11 +187,11 @@ fn replay_at_four_times_the_ranks_reports_the_checkpoint_spike() {
         let slowest = p["slowest_rank"]
             .as_u64()
             .unwrap_or_else(|| panic!("slowest_rank missing: {p}"));
-        assert!(slowest < 8, "{p}");
+        assert!(slowest < 4, "{p}");
     }
     // GiB/s per rank.
     let per_rank = report["per_rank"].as_array().expect("per_rank");
-    assert_eq!(per_rank.len(), 8);
+    assert_eq!(per_rank.len(), 4);
     for r in per_rank {
         assert!(finite(&r["gib_s"], "per-rank gib_s") > 0.0, "{r}");
         assert!(finite(&r["stall_s"], "per-rank stall_s") >= 0.0, "{r}");

@@ -94,8 +94,15 @@ struct Captures {
     jobs: BTreeMap<(&'static str, u32), Job>,
 }
 
-/// The jobs and the rank counts each runs at.
-const JOBS: [(&str, &[u32]); 2] = [("train_scale", &[1, 2, N]), ("bench_like", &[1, N])];
+/// The jobs and the rank counts each runs at. `train_ddp` saves every 10
+/// steps of an epoch-bound run (step-bound checkpoints): at 4 ranks it makes
+/// half the steps per rank of 2 ranks, and saves once where 2 ranks save
+/// three times.
+const JOBS: [(&str, &[u32]); 3] = [
+    ("train_scale", &[1, 2, N]),
+    ("bench_like", &[1, N]),
+    ("train_ddp", &[2, N]),
+];
 
 fn captures() -> Option<&'static Captures> {
     static CELL: OnceLock<Result<Captures, String>> = OnceLock::new();
@@ -235,7 +242,12 @@ fn check_replay_of(name: &str, r: u32) {
         replay.per_writer,
         job.per_writer
     );
-    for e in &per_writer {
+    // DCP hands out whole tensors; the layers of train_ddp differ in size,
+    // so its shards at 4 are uneven (about 67, 67, 0.06 and 67 MB), which
+    // no model of the trace can know: there the total, files and writers
+    // are checked.
+    let even_shards = name != "train_ddp";
+    for e in per_writer.iter().filter(|_| even_shards) {
         assert!(
             e.abs() <= 0.01,
             "per-writer checkpoint bytes: replay {:?} vs job {:?}",
@@ -254,6 +266,11 @@ fn one_rank_trace_at_four_ranks_does_what_the_job_at_four_does() {
 #[test]
 fn one_process_benchmark_at_four_does_what_four_processes_do() {
     check_replay_of("bench_like", 1);
+}
+
+#[test]
+fn a_step_bound_job_saves_at_four_as_the_job_at_four_does() {
+    check_replay_of("train_ddp", 2);
 }
 
 #[test]

@@ -62,7 +62,13 @@ impl Exporter for Mlperf {
         let checkpoints: Vec<_> = report
             .phases
             .iter()
-            .filter(|p| p.kind == PhaseKind::Checkpoint && p.replayed && p.duration_s > 0.0)
+            .filter(|p| {
+                // A save the job at N does not make leaves a phase without writes.
+                p.kind == PhaseKind::Checkpoint
+                    && p.replayed
+                    && p.duration_s > 0.0
+                    && p.write_bytes > 0
+            })
             .collect();
         if !checkpoints.is_empty() {
             let rates: Vec<f64> = checkpoints

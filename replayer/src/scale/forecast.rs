@@ -98,6 +98,7 @@ pub struct Forecast {
     pub bandwidth_gib_s: Option<f64>,
     /// When checkpoints happen.
     pub checkpoint_timing: String,
+    pub saves: super::model::Saves,
     /// What the model assumed and the flag that says otherwise.
     pub assumptions: Vec<String>,
     /// Times the traced job read its dataset: file visits over files.
@@ -230,7 +231,6 @@ impl Forecast {
                 ));
             }
         }
-        let writes = checkpoints.len();
         Ok(Forecast {
             trace_ranks: r,
             ranks: model.world,
@@ -256,10 +256,8 @@ impl Forecast {
                 read_gib_s: per_rank * model.world as f64,
             },
             bandwidth_gib_s: bandwidth.map(|b| b / GIB),
-            checkpoint_timing: format!(
-                "kept as traced: the {writes} writing phase(s) of the trace happen at N at the same points of the run \
-                 (whether the job saves after a number of steps or at an epoch's end is not yet told apart)"
-            ),
+            checkpoint_timing: timing_note(model),
+            saves: model.saves.clone(),
             assumptions,
             epochs: (traced_visits > 0 && !dataset_ids.is_empty())
                 .then(|| ((traced_visits as f64 / dataset_ids.len() as f64).round() as u32).max(1)),
@@ -310,6 +308,16 @@ impl Forecast {
             self.demand.per_rank_read_gib_s, self.demand.read_gib_s, self.ranks
         );
         for c in &self.checkpoints {
+            if self.saves.dropped.contains(&c.phase) {
+                let _ = writeln!(
+                    s,
+                    "  {} at {:.1}s: traced {}; not made at N (see checkpoint timing)",
+                    c.kind.as_str(),
+                    c.start_s,
+                    g(c.traced_bytes)
+                );
+                continue;
+            }
             let _ = write!(
                 s,
                 "  {} at {:.1}s: traced {} by {} writer(s) in {} file(s) -> {} by {} writer(s) in {} file(s), {} per writer (max {})",
@@ -330,6 +338,10 @@ impl Forecast {
             s.push('\n');
         }
         for f in &self.families {
+            if f.dropped {
+                let _ = writeln!(s, "  files {}/{}: not written at N", f.dir, f.name);
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "  files {}/{}: {} ({} traced writer(s), {}) -> {} at N",
@@ -346,6 +358,29 @@ impl Forecast {
             let _ = writeln!(s, "  assumed: {a}");
         }
         s
+    }
+}
+
+fn timing_note(model: &Model) -> String {
+    let s = &model.saves;
+    let c = s.traced.len();
+    match s.bound {
+        "epoch" => format!(
+            "epoch-bound: the trace's {c} save(s) come at the end of an epoch; the job at N saves as often, at the same points"
+        ),
+        "steps" if model.world > model.sources.len() as u32 && model.options.data == DataMode::Shard => format!(
+            "step-bound: the trace saves every so many steps ({c} save(s)); at N each rank makes R/N of the traced steps, \
+             so {} of them are made (the last of every N/R)",
+            c - s.dropped.len()
+        ),
+        "steps" if model.options.data == DataMode::Replicate => format!(
+            "step-bound: the trace's {c} save(s) are kept, as every rank replays all its traced rank's steps"
+        ),
+        "steps" => format!(
+            "step-bound: the trace's {c} save(s) are kept as traced (at fewer ranks than traced the job would save \
+             more often; that is not modelled)"
+        ),
+        _ => format!("kept as traced ({c} save(s))"),
     }
 }
 

@@ -44,6 +44,9 @@ pub struct Family {
     pub bytes: u64,
     /// The phase of the trace in which the family was first written.
     pub phase: usize,
+    /// A save the job at N does not make (a step-bound job makes fewer
+    /// saves at a larger N): its calls are left out.
+    pub dropped: bool,
     /// Target rank, the source rank whose calls it makes, and the bytes it
     /// writes (Sharded and RankZero).
     #[serde(skip)]
@@ -64,6 +67,8 @@ pub struct Model {
     pub world: u32,
     pub sources: Vec<i32>,
     pub options: ScaleOptions,
+    /// When checkpoints happen, and which the job at N would not make.
+    pub saves: Saves,
     pub roles: Vec<PathRole>,
     pub families: Vec<Family>,
     /// Per source index: the target ranks that replay it in full (t mod R).
@@ -82,6 +87,82 @@ pub struct Model {
 struct Written {
     by: BTreeMap<i32, u64>,
     phase: usize,
+}
+
+/// When the traced job saved checkpoints: at the end of an epoch (as
+/// often at any N) or after a number of steps (at N ranks sharing the
+/// dataset, each rank makes R/N of the traced steps per epoch, so an
+/// epoch-bound run saves about R/N times as often).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Saves {
+    /// `epoch`, `steps`, or `none` (no checkpoint, or no dataset to tell by).
+    pub bound: &'static str,
+    /// The phases of the trace in which a save began.
+    pub traced: Vec<usize>,
+    /// Those the job at N does not make.
+    pub dropped: Vec<usize>,
+}
+
+impl Saves {
+    fn judge(
+        families: &[Family],
+        visits_at_phase: &[u64],
+        visits: u64,
+        files: u64,
+        r: u32,
+        world: u32,
+        data: DataMode,
+    ) -> Saves {
+        let mut traced: Vec<usize> = families.iter().map(|f| f.phase).collect();
+        traced.sort_unstable();
+        traced.dedup();
+        let epochs = if files > 0 {
+            (visits as f64 / files as f64).round()
+        } else {
+            0.0
+        };
+        if traced.is_empty() || epochs < 1.0 || visits == 0 {
+            return Saves {
+                bound: "none",
+                traced,
+                dropped: Vec::new(),
+            };
+        }
+        // A save at an epoch's end comes when a whole number of epochs'
+        // visits are done (loaders read ahead a little: a tolerance).
+        let at_epoch_end = |p: &usize| {
+            let e = visits_at_phase[*p] as f64 / visits as f64 * epochs;
+            (e - e.round()).abs() <= 0.05 && e.round() >= 1.0
+        };
+        if traced.iter().all(at_epoch_end) {
+            return Saves {
+                bound: "epoch",
+                traced,
+                dropped: Vec::new(),
+            };
+        }
+        // Step-bound: save c (from 1) is made at N when the c-th traced save
+        // is the last before a multiple of N/R of them.
+        let k = world as f64 / r as f64;
+        let dropped = if data == DataMode::Shard && k > 1.0 {
+            traced
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    let c = (*i + 1) as f64;
+                    (c / k).floor() <= ((c - 1.0) / k).floor()
+                })
+                .map(|(_, p)| *p)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Saves {
+            bound: "steps",
+            traced,
+            dropped,
+        }
+    }
 }
 
 /// Splits `total` into `n` parts that differ by at most one.
@@ -132,7 +213,23 @@ impl Model {
         // Which ranks wrote which files, and how much.
         let mut written: HashMap<u32, Written> = HashMap::new();
         let all = vec![true; survey.phases.len()];
+        // Dataset visits so far, and how many had been made when each
+        // phase began (to tell when the checkpoints came).
+        let mut visits = 0u64;
+        let mut visits_at_phase = vec![0u64; survey.phases.len()];
+        let mut last_phase = 0usize;
         for_each_op(trace, survey, &all, |source, op| {
+            while last_phase < op.phase as usize {
+                last_phase += 1;
+                visits_at_phase[last_phase] = visits;
+            }
+            let info = survey.paths.get(op.path as usize);
+            if op.op == Op::Open
+                && !op.failed
+                && info.is_some_and(|i| file_role(i) == FileRole::Dataset)
+            {
+                visits += 1;
+            }
             if op.op == Op::Write && op.path != crate::plan::NO_PATH && op.bytes > 0 {
                 let w = written.entry(op.path).or_insert_with(|| Written {
                     phase: op.phase as usize,
@@ -141,6 +238,9 @@ impl Model {
                 *w.by.entry(source).or_default() += op.bytes as u64;
             }
         })?;
+        for v in visits_at_phase.iter_mut().skip(last_phase + 1) {
+            *v = visits;
+        }
 
         let mut roles: Vec<PathRole> = survey
             .paths
@@ -210,6 +310,7 @@ impl Model {
                 traced_bytes,
                 bytes: traced_bytes,
                 phase,
+                dropped: false,
                 writers: Vec::new(),
             });
             members.push(ids);
@@ -233,6 +334,7 @@ impl Model {
                 traced_bytes: w.by.values().sum(),
                 bytes: w.by.values().sum(),
                 phase: w.phase,
+                dropped: false,
                 writers: Vec::new(),
             });
             members.push(vec![id]);
@@ -253,6 +355,24 @@ impl Model {
                 let whole = per_phase[&f.phase].max(1);
                 f.bytes = (f.traced_bytes as u128 * size as u128 / whole as u128) as u64;
             }
+        }
+
+        let dataset_files = survey
+            .paths
+            .iter()
+            .filter(|p| file_role(p) == FileRole::Dataset)
+            .count() as u64;
+        let saves = Saves::judge(
+            &families,
+            &visits_at_phase,
+            visits,
+            dataset_files,
+            r,
+            world,
+            options.data,
+        );
+        for f in &mut families {
+            f.dropped = saves.dropped.contains(&f.phase);
         }
 
         let mut by_pattern = Vec::with_capacity(families.len());
@@ -300,6 +420,7 @@ impl Model {
             world,
             sources,
             options: options.clone(),
+            saves,
             roles,
             families,
             clones,

@@ -85,6 +85,11 @@ impl<'m> Router<'m> {
             PathRole::Other if op.path2 != NO_PATH => self.model.role(op.path2),
             r => r,
         };
+        if let PathRole::Family(f) = role {
+            if self.model.families[f as usize].dropped {
+                return;
+            }
+        }
         match role {
             PathRole::Dataset if self.model.data_mode() == DataMode::Shard => {
                 let t = self.deal(s);
