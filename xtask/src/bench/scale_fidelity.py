@@ -13,7 +13,7 @@ data = "path like '%/dataset/%'"
 ckpt = "path like '%/ckpt/%'"
 data_bytes = con.sql(
     f"select coalesce(sum(ret), 0) from {src} where op = 'read' and ret > 0 and {data}"
-).fetchone()[0]
+).fetchall()[0][0]
 # A row may stand for a run of calls (`calls`); opens are never runs.
 opens = dict(
     con.sql(
@@ -30,7 +30,7 @@ writers = [
 ]
 files = con.sql(
     f"select count(distinct path) from {src} where op = 'write' and ret > 0 and {ckpt}"
-).fetchone()[0]
+).fetchall()[0][0]
 print(
     json.dumps(
         {

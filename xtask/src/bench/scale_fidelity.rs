@@ -1,8 +1,9 @@
 //! Scale fidelity: does a replay of a job's trace at R ranks, at N ranks,
-//! do what the job does at N? The training job of
-//! `tests/jobs/train_scale.py` (torchrun, gloo, DataLoader workers, a DCP
-//! save and a rank-0 torch.save every epoch) runs at R = 1 and 2 and at
-//! N = 4 under the collector; each R-trace is replayed at N with
+//! do what the job does at N? The jobs of `tests/jobs/`: `train_scale.py`
+//! (torchrun, gloo, DataLoader workers, a DCP save and a rank-0 torch.save
+//! every epoch) at R = 1 and 2, `bench_like.py` (DLIO-like, rank-0
+//! checkpoints) at R = 1, `train_ddp.py` (DCP saves every 10 steps) at
+//! R = 2, and each at N = 4, under the collector; each R-trace is replayed at N with
 //! `--record-ops`, by default (`--data shard --checkpoint auto`) and as
 //! clones (`replicate`), and `scale_fidelity.py` (DuckDB) reads the I/O the
 //! comparison looks at from both sides. One line per job and mode: the error
@@ -54,12 +55,18 @@ fn make_dataset(dir: &Path) -> Result<()> {
 }
 
 /// Captures the job at `ranks`; the trace and the job's time under the collector.
-fn capture(ctx: &Ctx, python: &str, root: &Path, ranks: u32) -> Result<(std::path::PathBuf, f64)> {
+fn capture(
+    ctx: &Ctx,
+    python: &str,
+    root: &Path,
+    job: &str,
+    ranks: u32,
+) -> Result<(std::path::PathBuf, f64)> {
     let data = root.join("dataset");
-    let ckpt = root.join(format!("job-{ranks}")).join("ckpt");
+    let ckpt = root.join(format!("{job}-{ranks}")).join("ckpt");
     std::fs::create_dir_all(&ckpt)?;
-    let trace = root.join(format!("trace-{ranks}"));
-    let script = ctx.root.join("tests/jobs/train_scale.py");
+    let trace = root.join(format!("{job}-trace-{ranks}"));
+    let script = ctx.root.join(format!("tests/jobs/{job}.py"));
     let started = Instant::now();
     let out = Command::new(ctx.bin("iorepro-collect"))
         .arg("--out")
@@ -79,7 +86,7 @@ fn capture(ctx: &Ctx, python: &str, root: &Path, ranks: u32) -> Result<(std::pat
         .context("running iorepro-collect")?;
     if !out.status.success() {
         bail!(
-            "the job at {ranks} rank(s) failed under the collector: {}",
+            "{job} at {ranks} rank(s) failed under the collector: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
@@ -151,41 +158,47 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let python = python_with_torch()?;
     let root = ctx.dir("scale-fidelity")?;
     make_dataset(&root.join("dataset"))?;
-    let (job_trace, job_s) = capture(ctx, &python, &root, N)?;
-    let job = figures(ctx, &job_trace)?;
-    for r in [1, 2] {
-        let (trace, _) = capture(ctx, &python, &root, r)?;
-        for (mode, args) in [
-            ("shard/auto", &[][..]),
-            (
-                "replicate",
-                &["--data", "replicate", "--checkpoint", "replicate"][..],
-            ),
-        ] {
-            let record = root.join(format!("record-{r}-{}", mode.replace('/', "-")));
-            let target = root.join(format!("target-{r}"));
-            let started = Instant::now();
-            let out = Command::new(ctx.bin("iorepro-replay"))
-                .arg(&trace)
-                .arg("--target")
-                .arg(&target)
-                .args(["--ranks", &N.to_string(), "--json", "--record-ops"])
-                .arg(&record)
-                .args(args)
-                .output()
-                .context("running iorepro-replay")?;
-            let replay_s = started.elapsed().as_secs_f64();
-            if !out.status.success() {
-                bail!(
-                    "replay failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
+    for (name, sources) in [
+        ("train_scale", &[1u32, 2][..]),
+        ("bench_like", &[1][..]),
+        ("train_ddp", &[2][..]),
+    ] {
+        let (job_trace, job_s) = capture(ctx, &python, &root, name, N)?;
+        let job = figures(ctx, &job_trace)?;
+        for &r in sources {
+            let (trace, _) = capture(ctx, &python, &root, name, r)?;
+            for (mode, args) in [
+                ("shard/auto", &[][..]),
+                (
+                    "replicate",
+                    &["--data", "replicate", "--checkpoint", "replicate"][..],
+                ),
+            ] {
+                let record = root.join(format!("{name}-record-{r}-{}", mode.replace('/', "-")));
+                let target = root.join(format!("{name}-target-{r}"));
+                let started = Instant::now();
+                let out = Command::new(ctx.bin("iorepro-replay"))
+                    .arg(&trace)
+                    .arg("--target")
+                    .arg(&target)
+                    .args(["--ranks", &N.to_string(), "--json", "--record-ops"])
+                    .arg(&record)
+                    .args(args)
+                    .output()
+                    .context("running iorepro-replay")?;
+                let replay_s = started.elapsed().as_secs_f64();
+                if !out.status.success() {
+                    bail!(
+                        "replay failed: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                }
+                let replay = figures(ctx, &record)?;
+                ctx.line(
+                    &format!("scale-fidelity {name} {r}->{N} {mode}"),
+                    line(&replay, &job, job_s, replay_s),
                 );
             }
-            let replay = figures(ctx, &record)?;
-            ctx.line(
-                &format!("scale-fidelity train_scale {r}->{N} {mode}"),
-                line(&replay, &job, job_s, replay_s),
-            );
         }
     }
     Ok(())
