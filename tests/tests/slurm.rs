@@ -16,7 +16,8 @@ use iorepro_traces::Op;
 
 /// `srun -n 4 [srun_args] iorepro-replay SAMPLE --json [replay_args]`:
 /// rank 0's report, checked to be the only output and to hold exactly
-/// twice the bytes of the 2-rank trace.
+/// twice the bytes of the 2-rank trace (the ranks replay as clones, so the
+/// launcher's part is what is checked).
 fn srun_replay(
     cluster: &Cluster,
     root: &Path,
@@ -32,6 +33,7 @@ fn srun_replay(
         .arg("--target")
         .arg(root.join("target"))
         .arg("--json")
+        .args(["--data", "replicate", "--checkpoint", "replicate"])
         .args(replay_args)
         .output()
         .expect("srun runs");
