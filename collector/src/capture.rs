@@ -322,9 +322,7 @@ fn sweep(probes: &mut Probes) -> usize {
 }
 
 fn rank_of_own_env() -> Option<i32> {
-    crate::procs::RANK_VARS
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+    iorepro_traces::format::launchers::rank_from(|v| std::env::var(v).ok())
 }
 
 fn clock_ns(clock: libc::clockid_t) -> i64 {

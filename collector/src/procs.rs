@@ -3,8 +3,7 @@
 
 use std::collections::HashMap;
 
-/// Environment variables naming a process's global rank, in order of trust.
-pub const RANK_VARS: [&str; 4] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"];
+use iorepro_traces::format::launchers;
 
 #[derive(Default)]
 pub struct ProcTable {
@@ -65,10 +64,9 @@ pub fn rank_from_env_block(env: &[u8]) -> Option<i32> {
             Some((&kv[..eq], &kv[eq + 1..]))
         })
         .collect();
-    RANK_VARS.iter().find_map(|name| {
-        vars.iter()
-            .find(|(k, _)| *k == name.as_bytes())
-            .and_then(|(_, v)| std::str::from_utf8(v).ok()?.trim().parse().ok())
+    launchers::rank_from(|name| {
+        let (_, v) = vars.iter().find(|(k, _)| *k == name.as_bytes())?;
+        std::str::from_utf8(v).ok().map(str::to_string)
     })
 }
 
@@ -119,14 +117,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rank_variables_in_order_of_trust() {
+    fn rank_variables_of_the_launchers_table() {
         assert_eq!(
             rank_from_env_block(b"A=1\0SLURM_PROCID=7\0RANK=3\0"),
             Some(3)
         );
+        // Slurm's rank is inherited by an mpirun inside the allocation.
         assert_eq!(
-            rank_from_env_block(b"PMI_RANK=5\0SLURM_PROCID=7\0"),
-            Some(7)
+            rank_from_env_block(b"OMPI_COMM_WORLD_RANK=5\0SLURM_PROCID=0\0"),
+            Some(5)
         );
         assert_eq!(rank_from_env_block(b"RANKS=1\0XRANK=2\0"), None);
         assert_eq!(rank_from_env_block(b"RANK=abc\0PMI_RANK=4\0"), Some(4));

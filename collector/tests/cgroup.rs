@@ -31,7 +31,9 @@ fn cgroup2_root() -> Option<PathBuf> {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("skipped: no cgroup v2 mount, and mounting one failed (cgroup v1 only?)");
+        iorepro_tests::skip::cannot_run(
+            "no cgroup v2 mount, and mounting one failed (cgroup v1 only?)",
+        );
         return None;
     }
     Some(at.to_path_buf())

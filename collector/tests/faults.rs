@@ -26,10 +26,10 @@ impl Tmpfs {
             .output()
             .ok()?;
         if !out.status.success() {
-            eprintln!(
-                "skipped: cannot mount a tmpfs here ({})",
+            iorepro_tests::skip::cannot_run(format!(
+                "cannot mount a tmpfs here ({})",
                 String::from_utf8_lossy(&out.stderr).trim()
-            );
+            ));
             return None;
         }
         Some(Tmpfs(at.to_path_buf()))

@@ -220,7 +220,9 @@ fn io_uring_opens_statx_reads_and_closes_are_recorded() {
         return;
     }
     if !std::path::Path::new("/usr/include/liburing.h").exists() {
-        eprintln!("skipped: liburing-dev is not installed (cargo xtask setup installs it)");
+        iorepro_tests::skip::cannot_run(
+            "liburing-dev is not installed (cargo xtask setup installs it)",
+        );
         return;
     }
     let dir = scratch();

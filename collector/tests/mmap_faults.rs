@@ -83,7 +83,7 @@ fn mmap_and_faulted_pages_are_recorded() {
         .args(["-c", "import numpy"])
         .status();
     if !ok.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: numpy is not installed");
+        iorepro_tests::skip::cannot_run("numpy is not installed (cargo xtask setup installs it)");
         return;
     }
     let dir = scratch();

@@ -108,7 +108,7 @@ fn have_duckdb() -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("skipped the DuckDB part: python3 cannot import duckdb");
+        iorepro_tests::skip::cannot_run("the DuckDB part: python3 cannot import duckdb");
     }
     ok
 }

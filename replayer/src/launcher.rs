@@ -2,6 +2,8 @@
 //! launcher (Slurm, Open MPI, MPICH/PMI, torchrun) sets, or none when the
 //! replayer runs all ranks itself as threads.
 
+use iorepro_traces::format::launchers::LAUNCHERS;
+
 use crate::error::{ReplayError, ReplayResult};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,16 +20,6 @@ pub struct LaunchedRank {
     pub job_id: Option<String>,
 }
 
-/// (launcher, rank var, size var, local rank var, node var, job id vars)
-type Kind = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    Option<&'static str>,
-    &'static [&'static str],
-);
-
 /// Reads the launcher's variables through `get` (the process environment in
 /// production, a map in tests). A half-set environment is an error.
 pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<LaunchedRank>> {
@@ -39,44 +31,10 @@ pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<
             }),
         }
     };
-    // Most specific first: mpirun and torchrun set their variables for each
-    // process they start, while Slurm's are also inherited by everything a
-    // batch script runs (mpirun or torchrun inside an allocation included).
-    let kinds: [Kind; 4] = [
-        (
-            "openmpi",
-            "OMPI_COMM_WORLD_RANK",
-            "OMPI_COMM_WORLD_SIZE",
-            "OMPI_COMM_WORLD_LOCAL_RANK",
-            None,
-            &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"],
-        ),
-        (
-            "pmi",
-            "PMI_RANK",
-            "PMI_SIZE",
-            "MPI_LOCALRANKID",
-            None,
-            &["PMI_KVSNAME", "PMIX_NAMESPACE"],
-        ),
-        (
-            "torchrun",
-            "RANK",
-            "WORLD_SIZE",
-            "LOCAL_RANK",
-            Some("GROUP_RANK"),
-            &["TORCHELASTIC_RUN_ID", "MASTER_PORT"],
-        ),
-        (
-            "slurm",
-            "SLURM_PROCID",
-            "SLURM_NTASKS",
-            "SLURM_LOCALID",
-            Some("SLURM_NODEID"),
-            &["SLURM_JOB_ID", "SLURM_STEP_ID"],
-        ),
-    ];
-    for (launcher, rank_var, size_var, local_var, node_var, job_vars) in kinds {
+    // The order is the trace format's (most specific first), so a process
+    // has the rank here that the collector gives its I/O.
+    for l in &LAUNCHERS {
+        let (launcher, rank_var, size_var) = (l.name, l.rank_var, l.size_var);
         let (rank, size) = (num(rank_var)?, num(size_var)?);
         let (rank, size) = match (rank, size) {
             (None, None) => continue,
@@ -92,14 +50,14 @@ pub fn detect_with(get: impl Fn(&str) -> Option<String>) -> ReplayResult<Option<
                 "{launcher} environment: {rank_var}={rank} is not below {size_var}={size}"
             )));
         }
-        let job: Vec<String> = job_vars.iter().filter_map(|k| get(k)).collect();
+        let job: Vec<String> = l.job_vars.iter().filter_map(|k| get(k)).collect();
         return Ok(Some(LaunchedRank {
             launcher,
             rank,
             size,
             size_var,
-            node: node_var.map(&num).transpose()?.flatten(),
-            local_rank: num(local_var)?,
+            node: l.node_var.map(&num).transpose()?.flatten(),
+            local_rank: num(l.local_rank_var)?,
             job_id: (!job.is_empty()).then(|| job.join(".")),
         }));
     }

@@ -13,7 +13,7 @@ use crate::stats::{OpStats, RankResult};
 use crate::survey::Survey;
 use iorepro_traces::analysis::phases::PhaseKind;
 
-pub const GIB: f64 = (1u64 << 30) as f64;
+pub use iorepro_traces::units::GIB;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {

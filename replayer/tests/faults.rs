@@ -277,7 +277,7 @@ fn the_target_unmounted_mid_replay_is_a_clear_error() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipped: cannot mount a tmpfs here (this test needs root)");
+        iorepro_tests::skip::cannot_run("cannot mount a tmpfs here (this test needs root)");
         return;
     }
     let _unmount_on_failure = LazyUnmount(target.clone());

@@ -61,9 +61,9 @@ fn assert_only_replay_data(target: &Path) {
 /// Whether this build meets through MPI; says so where it does not.
 fn built_with_mpi() -> bool {
     if !cfg!(feature = "mpi") {
-        eprintln!(
-            "skipped: built without the `mpi` feature (cargo xtask test enables it; \
-             or cargo test -p iorepro-replayer --features mpi)"
+        iorepro_tests::skip::cannot_run(
+            "built without the `mpi` feature (cargo xtask test enables it; \
+             or cargo test -p iorepro-replayer --features mpi)",
         );
     }
     cfg!(feature = "mpi")

@@ -76,8 +76,9 @@ fn fio_layout_matches_fio_and_the_replay() {
 
     // Every key we print is one fio prints, at the same place.
     let Some(real) = real_fio(tmp.path()) else {
-        eprintln!("skipped the comparison with fio itself: fio is not installed");
-        return;
+        return iorepro_tests::skip::cannot_run(
+            "the comparison with fio itself: fio is not installed",
+        );
     };
     let rj = &real["jobs"][0];
     let missing = |ours: &Value, theirs: &Value, at: &str| {

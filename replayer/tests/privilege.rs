@@ -16,7 +16,7 @@ fn is_root() -> bool {
     // SAFETY: no arguments.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        eprintln!("skipped: switching to an unprivileged user needs root");
+        iorepro_tests::skip::cannot_run("switching to an unprivileged user needs root");
     }
     root
 }

@@ -89,7 +89,7 @@ fn a_rank_other_than_0_polls_only_the_release_and_the_abort_note() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !strace_ok {
-        eprintln!("skipped: strace is not installed (cargo xtask setup installs it)");
+        iorepro_tests::skip::cannot_run("strace is not installed (cargo xtask setup installs it)");
         return;
     }
     let (tmp, trace, target) = synth_with_target(TWO_RANKS);

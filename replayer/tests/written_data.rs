@@ -85,7 +85,7 @@ fn each_trace_write_is_one_call_of_its_own_size() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !strace_ok {
-        eprintln!("skipped: strace is not installed (cargo xtask setup installs it)");
+        iorepro_tests::skip::cannot_run("strace is not installed (cargo xtask setup installs it)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

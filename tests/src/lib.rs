@@ -8,7 +8,8 @@
 //! trace back into plain rows so tests can total bytes by path, process and
 //! rank; [`samples`] names the bundled traces in `traces/samples/`;
 //! [`slurm`] runs a single-node Slurm cluster for a test, and [`http`] asks
-//! HTTP endpoints (a metrics endpoint, Prometheus's API).
+//! HTTP endpoints (a metrics endpoint, Prometheus's API); [`skip`] is what a
+//! test does when the machine cannot run it (under CI, it fails).
 
 pub mod bins;
 pub mod capture;
@@ -16,4 +17,5 @@ pub mod http;
 pub mod job;
 pub mod rows;
 pub mod samples;
+pub mod skip;
 pub mod slurm;

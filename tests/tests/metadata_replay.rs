@@ -47,7 +47,7 @@ fn skip_unless_capturing(root: &Path) -> bool {
     match probe_support(root) {
         Ok(()) => true,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            iorepro_tests::skip::cannot_run(why);
             false
         }
     }

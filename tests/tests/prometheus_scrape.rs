@@ -68,7 +68,7 @@ fn prometheus_scrapes_a_replay_and_sees_its_final_bytes() {
     );
     let _server = match start_prometheus(&root, &metrics, &web) {
         Ok(s) => s,
-        Err(why) => return eprintln!("skipped: {why}"),
+        Err(why) => return iorepro_tests::skip::cannot_run(why),
     };
     // Original timing keeps the replay running across several scrapes; the
     // endpoint then lingers so the final figures are scraped too.

@@ -79,7 +79,9 @@ fn srun_launches_a_replay_whose_rank_0_reports_for_all() {
     let root = scratch("slurm-srun");
     let cluster = match Cluster::start(&root.join("slurm"), "") {
         Ok(c) => c,
-        Err(why) => return eprintln!("skipped: Slurm cannot run here: {why}"),
+        Err(why) => {
+            return iorepro_tests::skip::cannot_run(format!("Slurm cannot run here: {why}"))
+        }
     };
     // Without MPI: the ranks meet in a directory off the target.
     let rdv = root.join("rendezvous");
@@ -148,7 +150,7 @@ fn the_prolog_captures_its_job_and_no_one_else_with_slurm_ranks() {
     let _one = Cluster::lock();
     let root = scratch("slurm-prolog");
     if let Err(why) = probe_support(&root) {
-        return eprintln!("skipped: {why}");
+        return iorepro_tests::skip::cannot_run(why);
     }
     let io = root.join("io");
     std::fs::create_dir_all(io.join("job")).unwrap();
@@ -165,7 +167,9 @@ fn the_prolog_captures_its_job_and_no_one_else_with_slurm_ranks() {
     let extra = install_recipe(&root, &env);
     let cluster = match Cluster::start(&root.join("slurm"), &extra) {
         Ok(c) => c,
-        Err(why) => return eprintln!("skipped: Slurm cannot run here: {why}"),
+        Err(why) => {
+            return iorepro_tests::skip::cannot_run(format!("Slurm cannot run here: {why}"))
+        }
     };
     // Someone else's I/O under the same prefix, all through the job.
     let mut noise = Command::new("bash")

@@ -36,7 +36,7 @@ fn captured() -> Option<&'static Captured> {
     match CELL.get_or_init(run_capture) {
         Ok(c) => Some(c),
         Err(why) => {
-            eprintln!("skipped: {why}");
+            iorepro_tests::skip::cannot_run(why);
             None
         }
     }

@@ -42,7 +42,13 @@ fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = workspace_root();
     std::env::set_current_dir(&root)?;
-    match args.first().map(String::as_str) {
+    let command = args.first().map(String::as_str);
+    // Only `test` and `bench` take options: a flag given to another command
+    // is a mistake, not something to ignore.
+    if let (Some(cmd @ ("setup" | "build-ebpf" | "demo")), Some(extra)) = (command, args.get(1)) {
+        bail!("{cmd} takes no options (got `{extra}`)\n{USAGE}");
+    }
+    match command {
         Some("setup") => setup::run(&root),
         Some("test") => test(&root, &args[1..]),
         Some("build-ebpf") => ebpf::build(&root),
@@ -135,28 +141,33 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
 }
 
 fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
-    let quick = args.iter().any(|a| a == "--quick");
-    let only: Option<Vec<String>> = match args.iter().position(|a| a == "--only") {
-        Some(i) => Some(
-            args.get(i + 1)
-                .context("--only takes benchmark names, comma-separated")?
-                .split(',')
-                .map(str::to_string)
-                .collect(),
-        ),
-        None => None,
-    };
-    if let Some(names) = &only {
-        bench::check_names(names)?;
+    let mut quick = false;
+    let mut only: Option<Vec<String>> = None;
+    let mut analysis_rows: Option<u64> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--only" => {
+                let names: Vec<String> = it
+                    .next()
+                    .context("--only takes benchmark names, comma-separated")?
+                    .split(',')
+                    .map(str::to_string)
+                    .collect();
+                bench::check_names(&names)?;
+                only = Some(names);
+            }
+            "--analysis-rows" => {
+                analysis_rows = Some(
+                    it.next()
+                        .and_then(|n| n.replace('_', "").parse().ok())
+                        .context("--analysis-rows takes a number of rows")?,
+                )
+            }
+            other => bail!("bench: unknown option `{other}`\n{USAGE}"),
+        }
     }
-    let analysis_rows: Option<u64> = match args.iter().position(|a| a == "--analysis-rows") {
-        Some(i) => Some(
-            args.get(i + 1)
-                .and_then(|n| n.replace('_', "").parse().ok())
-                .context("--analysis-rows takes a number of rows")?,
-        ),
-        None => None,
-    };
     cargo(&[
         "build",
         "--release",

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::Snapshot;
 
-const GIB: f64 = (1u64 << 30) as f64;
+use iorepro_traces::units::GIB;
 
 /// The line for `now`, with rates over the interval since `prev`.
 pub fn status_line(now: &Snapshot, prev: &Snapshot) -> Value {

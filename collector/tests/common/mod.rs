@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 use iorepro_traces::Manifest;
 
 /// The tests load eBPF programs: root and a kernel with BTF are required. On
-/// a machine without them a test says so and returns.
+/// a machine without them a test says so and returns (under CI, it fails).
 pub fn can_trace() -> bool {
     // SAFETY: no arguments.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the collector tests need root (CAP_BPF + CAP_PERFMON)");
+        iorepro_tests::skip::cannot_run("the collector tests need root (CAP_BPF + CAP_PERFMON)");
         return false;
     }
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        eprintln!("skipped: this kernel has no BTF (/sys/kernel/btf/vmlinux)");
+        iorepro_tests::skip::cannot_run("this kernel has no BTF (/sys/kernel/btf/vmlinux)");
         return false;
     }
     true
@@ -29,7 +29,9 @@ pub fn have(tool: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipped: {tool} is not installed");
+        iorepro_tests::skip::cannot_run(format!(
+            "{tool} is not installed (cargo xtask setup installs the test partners)"
+        ));
     }
     ok
 }

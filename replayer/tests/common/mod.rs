@@ -70,7 +70,7 @@ pub fn have_mpirun() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipped: mpirun is not installed (apt install openmpi-bin)");
+        iorepro_tests::skip::cannot_run("mpirun is not installed (apt install openmpi-bin)");
     }
     ok
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 /// Resolution of the timeline that summary and plots start from.
 pub const BASE_WINDOW_NS: i64 = 100_000_000;
 
-const GIB: f64 = (1u64 << 30) as f64;
+use crate::units::GIB;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Timeline {

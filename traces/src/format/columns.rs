@@ -8,6 +8,7 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 
+use crate::format::runs::{calls_in, span_in, Run};
 use crate::format::schema::{idx, Op};
 
 /// One batch of trace rows in the canonical schema.
@@ -114,12 +115,12 @@ impl Events {
     /// How many calls a row stands for: at least 1 (a projection that left
     /// the column out reads as nulls, which mean 1).
     pub fn calls_at(&self, row: usize) -> i64 {
-        crate::format::runs::calls_in(self.calls(), row)
+        calls_in(self.calls(), row)
     }
 
     /// From a row's start to the end of its last call.
     pub fn span_at(&self, row: usize) -> i64 {
-        crate::format::runs::span_in(self.span_ns(), self.dur_ns().values(), row)
+        span_in(self.span_ns(), self.dur_ns().values(), row)
     }
 
     /// The op of every row, decoded once per dictionary value rather than per row.
@@ -168,5 +169,21 @@ impl Events {
     pub fn path_at(&self, row: usize) -> Option<&str> {
         let p = self.path();
         p.is_valid(row).then(|| p.value(row))
+    }
+}
+
+impl Run {
+    /// Row `row` of `ev`. (Here rather than in `runs`, so the rules for a
+    /// run know nothing of batches.)
+    pub fn of(ev: &Events, row: usize) -> Run {
+        Run {
+            ts_ns: ev.ts().value(row),
+            dur_ns: ev.dur_ns().value(row),
+            span_ns: ev.span_at(row),
+            calls: ev.calls_at(row),
+            offset: Events::opt_i64(ev.offset(), row),
+            size: Events::opt_i64(ev.size(), row),
+            ret: ev.ret().value(row),
+        }
     }
 }

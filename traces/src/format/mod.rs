@@ -8,10 +8,12 @@
 //! run of calls back into its calls; [`scan`] reads the row groups of a trace
 //! in parallel for analyses that merge partial results. [`segment_file`] holds the reader's defences
 //! against hostile segment files, and [`private_file`] creates the files a
-//! trace is made of with owner-and-group permissions.
+//! trace is made of with owner-and-group permissions. [`launchers`] says which
+//! environment variables give the `rank` column.
 
 pub mod columns;
 pub mod event;
+pub mod launchers;
 pub mod manifest;
 pub mod partitions;
 pub mod private_file;

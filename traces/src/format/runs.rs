@@ -11,8 +11,6 @@
 
 use arrow_array::{Array, Int64Array};
 
-use crate::format::columns::Events;
-
 /// How many calls row `row` stands for, from the `calls` column: at least 1
 /// (null, as in traces written before runs or a projection without the
 /// column, means 1).
@@ -46,7 +44,8 @@ pub struct Call {
     pub ret: i64,
 }
 
-/// What expanding a row needs.
+/// What expanding a row needs (a row of a batch: `Run::of`, beside
+/// [`Events`](crate::format::columns::Events)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
     pub ts_ns: i64,
@@ -59,19 +58,6 @@ pub struct Run {
 }
 
 impl Run {
-    /// Row `row` of `ev`.
-    pub fn of(ev: &Events, row: usize) -> Run {
-        Run {
-            ts_ns: ev.ts().value(row),
-            dur_ns: ev.dur_ns().value(row),
-            span_ns: ev.span_at(row),
-            calls: ev.calls_at(row),
-            offset: Events::opt_i64(ev.offset(), row),
-            size: Events::opt_i64(ev.size(), row),
-            ret: ev.ret().value(row),
-        }
-    }
-
     /// Bytes each call asked for.
     pub fn call_size(&self) -> Option<i64> {
         self.size.map(|s| s / self.calls.max(1))

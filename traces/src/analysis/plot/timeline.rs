@@ -28,7 +28,7 @@ pub const LABEL_ROW_PX: i32 = 17;
 const NAME_PX: i32 = 20;
 /// Point size of phase names.
 pub const LABEL_PT: f64 = 12.0;
-const GIB: f64 = (1u64 << 30) as f64;
+use crate::units::GIB;
 
 const READ_COLOR: RGBColor = RGBColor(20, 80, 200);
 const WRITE_COLOR: RGBColor = RGBColor(200, 30, 30);
