@@ -35,6 +35,12 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Every file the trace names: its role in the job, calls and bytes.
+    Files {
+        trace: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check that a trace is complete and consistent.
     Validate {
         trace: PathBuf,
@@ -155,6 +161,17 @@ pub fn run(cli: Cli) -> Result<()> {
                 writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
             } else {
                 write!(out, "{}", s.render())?;
+            }
+        }
+        Cmd::Files { trace, json } => {
+            let reader = TraceReader::open(&trace)?;
+            let roles = crate::analysis::roles::FileRoles::compute(&reader)?;
+            if json {
+                let files: Vec<_> = roles.files().collect();
+                let v = serde_json::json!({ "roles": roles.totals(), "files": files });
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            } else {
+                write!(out, "{}", crate::analysis::roles::render(&roles))?;
             }
         }
         Cmd::Phases { trace, json } => {

@@ -19,6 +19,7 @@ pub mod synth;
 pub mod units;
 pub mod validate;
 
+pub use analysis::roles::{FileRole, FileRoles, Role, RoleTotals};
 pub use error::{TraceError, TraceResult};
 pub use format::columns::Events;
 pub use format::event::{EventBatchBuilder, EventRow};

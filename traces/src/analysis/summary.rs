@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::analysis::access::AccessCounts;
 use crate::analysis::histogram::SizeHistogram;
 use crate::analysis::overview::{tally, Overview};
+use crate::analysis::roles::{FileRoles, Role, RoleTotals};
 use crate::analysis::tally::Depth;
 pub use crate::analysis::tally::{FileStats, OpStats, RankStats};
 use crate::analysis::timeline::BASE_WINDOW_NS;
@@ -49,6 +50,8 @@ pub struct Summary {
     pub per_rank: Vec<RankStats>,
     pub unranked_events: u64,
     pub top_files: Vec<FileStats>,
+    /// Files, calls and bytes per role of the files (see [`crate::analysis::roles`]).
+    pub roles: BTreeMap<Role, RoleTotals>,
 }
 
 impl Summary {
@@ -91,6 +94,7 @@ impl Summary {
             per_rank,
             unranked_events,
             top_files,
+            roles: FileRoles::compute(reader)?.totals().clone(),
             overview,
         })
     }
@@ -192,6 +196,22 @@ impl Summary {
                 fmt_bytes(f.write_bytes as f64),
                 f.events,
                 f.path
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<11} {:>8} {:>12} {:>14} {:>14}",
+            "role", "files", "calls", "read", "write"
+        );
+        for (role, t) in &self.roles {
+            let _ = writeln!(
+                s,
+                "{:<11} {:>8} {:>12} {:>14} {:>14}",
+                role.as_str(),
+                t.files,
+                t.calls,
+                fmt_bytes(t.read_bytes as f64),
+                fmt_bytes(t.write_bytes as f64)
             );
         }
         s.push('\n');
