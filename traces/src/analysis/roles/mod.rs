@@ -456,7 +456,10 @@ pub fn looks_like_code(p: &str) -> bool {
     }
     let name = p.rsplit('/').next().unwrap_or(p);
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    if matches!(ext, "py" | "pyc" | "pyi" | "pyx" | "pxd" | "so") || name.contains(".so.") {
+    if matches!(ext, "py" | "pyc" | "pyi" | "pyx" | "pxd" | "so")
+        || name.contains(".so.")
+        || name == ".python-version"
+    {
         return true;
     }
     let comps: Vec<&str> = p.split('/').collect();
