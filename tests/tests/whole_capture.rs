@@ -91,29 +91,99 @@ fn the_one_line_job_replays_at_two_ranks() {
     assert_eq!(r["write_bytes"], 2 * 65536);
 }
 
-/// What a file of the loader job is, from where it lies.
-fn truth(path: &str, job: &Path, prefixes: &[String]) -> Option<&'static str> {
-    let under = |d: &Path| Path::new(path).starts_with(d);
-    if under(&job.join("data")) {
-        Some("dataset")
-    } else if under(&job.join("ckpt")) {
-        Some("checkpoint")
-    } else if under(&job.join("scratch")) || path.starts_with("/dev/shm") {
-        Some("scratch")
-    } else if ["/proc", "/sys", "/dev", "/etc"]
-        .iter()
-        .any(|p| Path::new(path).starts_with(p))
-        || path.contains(":[")
-    {
-        Some("system")
-    } else if prefixes.iter().any(|p| Path::new(path).starts_with(p))
-        || path.ends_with(".py")
-        || path.ends_with(".so")
-        || path.contains(".so.")
-    {
-        Some("code")
-    } else {
-        None
+/// Where a job keeps its files: what each of them is, by where it lies.
+struct Truth {
+    data: PathBuf,
+    ckpt: PathBuf,
+    scratch: Option<PathBuf>,
+    code: Vec<String>,
+}
+
+impl Truth {
+    fn new(data: PathBuf, ckpt: PathBuf, scratch: Option<PathBuf>) -> Self {
+        let out = run_ok(Command::new("python3").args([
+            "-c",
+            "import sys, sysconfig; print('\\n'.join({sys.prefix, sys.base_prefix, sys.exec_prefix, *sysconfig.get_paths().values()}))",
+        ]));
+        let code = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .chain(["/usr".to_string(), "/lib".into(), "/lib64".into()])
+            .collect();
+        Truth {
+            data,
+            ckpt,
+            scratch,
+            code,
+        }
+    }
+
+    fn of(&self, path: &str) -> Option<&'static str> {
+        let p = Path::new(path);
+        if p.starts_with(&self.data) {
+            Some("dataset")
+        } else if p.starts_with(&self.ckpt) {
+            Some("checkpoint")
+        } else if self.scratch.as_ref().is_some_and(|s| p.starts_with(s))
+            || p.starts_with("/dev/shm")
+        {
+            Some("scratch")
+        } else if ["/proc", "/sys", "/dev", "/etc"]
+            .iter()
+            .any(|d| p.starts_with(d))
+            || path.contains(":[")
+        {
+            Some("system")
+        } else if self.code.iter().any(|d| p.starts_with(d))
+            || path.ends_with(".py")
+            || path.ends_with(".so")
+            || path.contains(".so.")
+        {
+            Some("code")
+        } else {
+            None
+        }
+    }
+
+    /// The share of the files whose place is known that got the right
+    /// role, by files and by bytes moved; the wrong ones named.
+    fn accuracy(&self, trace: &Path, name: &str) -> (f64, f64, Vec<String>) {
+        let files = run_json(
+            Command::new(bin("iorepro-trace"))
+                .arg("files")
+                .arg(trace)
+                .arg("--json"),
+        );
+        let (mut known, mut right, mut known_bytes, mut right_bytes) = (0u64, 0u64, 0u64, 0u64);
+        let mut wrong = Vec::new();
+        let mut unknown = 0u64;
+        for f in files["files"].as_array().unwrap() {
+            if f["directory"].as_bool().unwrap() {
+                continue;
+            }
+            let path = f["path"].as_str().unwrap();
+            let Some(want) = self.of(path) else {
+                unknown += 1;
+                continue;
+            };
+            let bytes = f["read_bytes"].as_u64().unwrap() + f["write_bytes"].as_u64().unwrap();
+            known += 1;
+            known_bytes += bytes;
+            if f["role"] == want {
+                right += 1;
+                right_bytes += bytes;
+            } else {
+                wrong.push(format!("{path}: {} (is {want})", f["role"]));
+            }
+        }
+        let by_files = right as f64 / known.max(1) as f64;
+        let by_bytes = right_bytes as f64 / known_bytes.max(1) as f64;
+        eprintln!(
+            "roles of {name}: {right}/{known} files right ({:.1} %), {:.2} % of {known_bytes} bytes ({unknown} files of no known place); wrong: {wrong:#?}",
+            by_files * 100.0,
+            by_bytes * 100.0
+        );
+        (by_files, by_bytes, wrong)
     }
 }
 
@@ -148,51 +218,8 @@ fn a_python_job_with_worker_processes_and_checkpoints_replays_at_twice_its_ranks
     // Two epochs over the dataset, for each of the two replayed ranks.
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * 2 * total);
 
-    // The roles against where each file lies.
-    let prefixes: Vec<String> = {
-        let out = run_ok(Command::new("python3").args([
-            "-c",
-            "import sys, sysconfig; print('\\n'.join({sys.prefix, sys.base_prefix, sys.exec_prefix, *sysconfig.get_paths().values()}))",
-        ]));
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .chain(["/usr".to_string(), "/lib".into(), "/lib64".into()])
-            .collect()
-    };
-    let files = run_json(
-        Command::new(bin("iorepro-trace"))
-            .arg("files")
-            .arg(&trace)
-            .arg("--json"),
-    );
-    let (mut known, mut right, mut known_bytes, mut right_bytes) = (0u64, 0u64, 0u64, 0u64);
-    let mut wrong = Vec::new();
-    for f in files["files"].as_array().unwrap() {
-        if f["directory"].as_bool().unwrap() {
-            continue;
-        }
-        let path = f["path"].as_str().unwrap();
-        let Some(want) = truth(path, &root, &prefixes) else {
-            continue;
-        };
-        let bytes = f["read_bytes"].as_u64().unwrap() + f["write_bytes"].as_u64().unwrap();
-        known += 1;
-        known_bytes += bytes;
-        if f["role"] == want {
-            right += 1;
-            right_bytes += bytes;
-        } else {
-            wrong.push(format!("{path}: {} (is {want})", f["role"]));
-        }
-    }
-    let by_files = right as f64 / known.max(1) as f64;
-    let by_bytes = right_bytes as f64 / known_bytes.max(1) as f64;
-    eprintln!(
-        "roles of the loader job: {right}/{known} files right ({:.1} %), {:.2} % of bytes; wrong: {wrong:#?}",
-        by_files * 100.0,
-        by_bytes * 100.0
-    );
+    let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
+    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the loader job");
     assert!(by_bytes >= 0.99, "{wrong:#?}");
     assert!(by_files >= 0.95, "{wrong:#?}");
 }
@@ -216,4 +243,44 @@ fn a_shell_pipeline_replays_at_twice_its_ranks() {
     capture_whole(&trace, &["sh".into(), "-c".into(), script]);
     let r = replay_checked(&trace, &root.join("target"), 2);
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
+}
+
+#[test]
+fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
+    let root = scratch("whole-ddp");
+    if skip_unless_capturing(&root) {
+        return;
+    }
+    let python = match iorepro_tests::job::torch_python() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let mut job = iorepro_tests::job::TrainJob::new(&root);
+    job.epochs = 1;
+    job.compute_s = 0.02;
+    let total = iorepro_tests::job::make_dataset(&job.data, 32, 128 << 10);
+    std::fs::create_dir_all(&job.ckpt).unwrap();
+    let trace = root.join("trace");
+    capture_whole(&trace, &job.command(&python));
+    let r = replay_checked(&trace, &root.join("target"), 2 * job.ranks);
+    // Each replayed rank reads what its traced rank read of the dataset;
+    // every traced rank read its share at least once.
+    assert!(r["read_bytes"].as_u64().unwrap() >= 2 * total, "{r:#}");
+    let code = &r["left_out"]["roles"]["code"];
+    assert!(code["files"].as_u64().unwrap() > 100, "{code:#}");
+    let ckpt_written: u64 = iorepro_tests::job::files_under(&job.ckpt)
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        r["write_bytes"].as_u64().unwrap() >= 2 * ckpt_written,
+        "{r:#}"
+    );
+    let truth = Truth::new(job.data.clone(), job.ckpt.clone(), None);
+    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the torchrun DDP job");
+    assert!(by_bytes >= 0.99, "{wrong:#?}");
+    assert!(by_files >= 0.95, "{wrong:#?}");
 }
