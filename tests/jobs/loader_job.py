@@ -4,7 +4,9 @@ workers) read every file of a dataset each epoch; a scratch file is made
 and removed; a checkpoint is saved after each epoch (torch.save when torch
 is installed, else pickle) to a temporary name, fsync'd and renamed into
 place. It prints `MARK <what> <start|end> <unix seconds>` lines, the truth
-that phases and roles are checked against.
+that phases and roles are checked against. Under mpirun (or any launcher
+that sets a rank), each rank reads its share of the files and saves its own
+checkpoint file.
 
 usage: loader_job.py --data DIR --ckpt DIR --scratch DIR [--epochs N] [--workers N]
 """
@@ -57,7 +59,9 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     a = ap.parse_args()
     os.makedirs(a.ckpt, exist_ok=True)
-    paths = [os.path.join(a.data, n) for n in sorted(os.listdir(a.data))]
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", "0")))
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    paths = [os.path.join(a.data, n) for n in sorted(os.listdir(a.data))][rank::world]
     total = 0
     for epoch in range(a.epochs):
         mark(f"epoch{epoch}", "start")
@@ -71,7 +75,7 @@ def main():
         mark(f"checkpoint{epoch}", "start")
         weights = os.urandom(4 << 20)
         state = {"epoch": epoch, "weights": torch.frombuffer(bytearray(weights), dtype=torch.uint8) if torch is not None else weights}
-        save(state, os.path.join(a.ckpt, f"epoch_{epoch}.pt"))
+        save(state, os.path.join(a.ckpt, f"epoch_{epoch}_rank_{rank}.pt"))
         mark(f"checkpoint{epoch}", "end")
     print(f"read {total} bytes", flush=True)
 

@@ -225,6 +225,59 @@ fn a_python_job_with_worker_processes_and_checkpoints_replays_at_twice_its_ranks
 }
 
 #[test]
+fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
+    let root = scratch("whole-mpirun");
+    if skip_unless_capturing(&root) {
+        return;
+    }
+    let have = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: mpirun is not installed (apt install openmpi-bin)");
+        return;
+    }
+    let data = root.join("data");
+    let total = iorepro_tests::job::make_dataset(&data, 32, 150_000);
+    for d in ["ckpt", "scratch"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let script = workspace_root().join("tests/jobs/loader_job.py");
+    let trace = root.join("trace");
+    let arg = |p: PathBuf| p.display().to_string();
+    let mut cmd: Vec<String> = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    cmd.extend([
+        python(),
+        arg(script),
+        "--data".into(),
+        arg(data.clone()),
+        "--ckpt".into(),
+        arg(root.join("ckpt")),
+        "--scratch".into(),
+        arg(root.join("scratch")),
+        "--workers".into(),
+        "2".into(),
+    ]);
+    capture_whole(&trace, &cmd);
+    let r = replay_checked(&trace, &root.join("target"), 4);
+    // Two epochs of each rank's half, for each of the four replayed ranks.
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * 2 * total);
+    let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
+    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the job under mpirun");
+    assert!(by_bytes >= 0.99, "{wrong:#?}");
+    assert!(by_files >= 0.95, "{wrong:#?}");
+}
+
+#[test]
 fn a_shell_pipeline_replays_at_twice_its_ranks() {
     let root = scratch("whole-pipeline");
     if skip_unless_capturing(&root) {
