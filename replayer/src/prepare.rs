@@ -133,18 +133,20 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
     }
     for replica in 0..map.replicas(world) {
         for (id, info) in survey.paths.iter().enumerate() {
-            if info.written || !prepared(info) {
+            let shared = crate::scope::shared_by_replicas(info);
+            if info.written || !prepared(info) || shared && replica > 0 {
                 continue;
             }
             let Some(step @ (Step::Dir | Step::File)) = start_step(info) else {
                 continue;
             };
-            let needed = info.users.iter().any(|r| {
-                map.sources
-                    .iter()
-                    .position(|s| s == r)
-                    .is_some_and(|si| map.replica_has_source(world, replica, si))
-            });
+            let needed = shared
+                || info.users.iter().any(|r| {
+                    map.sources
+                        .iter()
+                        .position(|s| s == r)
+                        .is_some_and(|si| map.replica_has_source(world, replica, si))
+                });
             if needed {
                 out.push(PrepareTask {
                     place: Place::Replica(replica),

@@ -253,6 +253,15 @@ pub fn check_usable(
     }
 }
 
+/// Whether every replica reads one copy of a path: the read-only files of
+/// code, system and other roles (a thousand ranks importing one Python
+/// environment import the same files), prepared once. A dataset keeps one
+/// copy per replica, so replicas do not read what another pulled into a
+/// cache.
+pub fn shared_by_replicas(info: &crate::survey::PathInfo) -> bool {
+    !info.written && matches!(info.role, Some(Role::Code | Role::System | Role::Other))
+}
+
 /// The path ids a row's calls are made on ([`crate::plan::NO_PATH`] for
 /// none, or for a call on a descriptor); `None` when the row is left out.
 pub fn row_paths(

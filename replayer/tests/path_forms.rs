@@ -247,13 +247,20 @@ fn a_replay_leaves_out_code_by_default_and_prepares_only_what_it_reads() {
     );
     assert!(!target.join("data/rep-0000/venv").exists());
     // Asked for, code replays too.
-    let all = replay_ok(
-        &trace,
-        &tmp.path().join("t2"),
-        &["--roles", "all", "--json"],
-    );
+    let t2 = tmp.path().join("t2");
+    let all = replay_ok(&trace, &t2, &["--roles", "all", "--ranks", "2", "--json"]);
     // (/etc/hosts is a system file, not a kernel one: all roles read it too.)
-    assert_eq!(all["read_bytes"], (4 << 20) + 65536 + 200);
+    assert_eq!(all["read_bytes"], 2 * ((4 << 20) + 65536 + 200));
+    // Code is read-only input: one copy for every replica; the dataset one each.
+    assert_eq!(
+        all["prepare"]["bytes_written"],
+        (4 << 20) + 200 + 2 * 65536,
+        "{:#}",
+        all["prepare"]
+    );
+    assert!(t2.join("data/rep-0000").join(&so[1..]).is_file());
+    assert!(!t2.join("data/rep-0001/venv").exists());
+    assert!(t2.join("data/rep-0001/data/train/0.bin").is_file());
     let inc = replay_ok(
         &trace,
         &tmp.path().join("t3"),
@@ -298,4 +305,23 @@ fn empty_and_incomplete_traces_and_a_file_target_are_refused() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn a_descriptor_the_trace_shows_on_another_file_is_reopened_on_it() {
+    // A shell exec'ing another script reuses its script's descriptor with no
+    // close in the trace (execve closed it).
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = trace_of(
+        tmp.path(),
+        &[
+            (Op::Open, "/data/a.sh", 9, None, 9, RO, None),
+            (Op::Read, "/data/a.sh", 9, Some(0), 278, None, None),
+            (Op::Read, "/data/b.sh", 9, Some(0), 3341, None, None),
+            (Op::Read, "/data/b.sh", 9, Some(1162), 2179, None, None),
+        ],
+    );
+    let r = replay_ok(&trace, &tmp.path().join("target"), &["--json"]);
+    assert_eq!(r["read_bytes"], 278 + 3341 + 2179);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0);
 }
