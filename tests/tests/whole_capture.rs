@@ -314,6 +314,8 @@ fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
     let mut job = iorepro_tests::job::TrainJob::new(&root);
     job.epochs = 1;
     job.compute_s = 0.02;
+    // Two DCP saves in the epoch's 8 steps.
+    job.ckpt_every = 4;
     let total = iorepro_tests::job::make_dataset(&job.data, 32, 128 << 10);
     std::fs::create_dir_all(&job.ckpt).unwrap();
     let trace = root.join("trace");
@@ -328,6 +330,7 @@ fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
         .iter()
         .map(|(_, n)| n)
         .sum();
+    assert!(ckpt_written > 0, "the job saved no checkpoint");
     assert!(
         r["write_bytes"].as_u64().unwrap() >= 2 * ckpt_written,
         "{r:#}"
