@@ -298,7 +298,7 @@ impl Survey {
             s.sources.push(0);
         }
         activity.finish();
-        s.phases = phases::detect(&activity);
+        s.phases = phases::fold_startup(phases::detect(&activity), s.roles.first_data_ns());
         if s.phases.is_empty() {
             // A trace without calls replays as one idle phase.
             s.phases.push(Phase {

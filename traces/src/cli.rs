@@ -176,7 +176,9 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Phases { trace, json } => {
             let reader = TraceReader::open(&trace)?;
-            let s = Overview::compute(&reader)?;
+            let mut s = Overview::compute(&reader)?;
+            let first = crate::analysis::roles::FileRoles::compute(&reader)?.first_data_ns();
+            s.phases = crate::analysis::phases::fold_startup(std::mem::take(&mut s.phases), first);
             if json {
                 let v = serde_json::json!({ "duration_s": s.duration_s, "phases": s.phases });
                 writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;

@@ -57,7 +57,12 @@ pub struct Summary {
 impl Summary {
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
         let mut t = tally(reader, Depth::Full, BASE_WINDOW_NS)?;
-        let overview = Overview::from_tally(&mut t);
+        let mut overview = Overview::from_tally(&mut t);
+        let roles = FileRoles::compute(reader)?;
+        overview.phases = crate::analysis::phases::fold_startup(
+            std::mem::take(&mut overview.phases),
+            roles.first_data_ns(),
+        );
         let mut hosts = t.hosts.clone();
         hosts.sort();
         let (per_rank, unranked_events) = t.ranks();
@@ -94,7 +99,7 @@ impl Summary {
             per_rank,
             unranked_events,
             top_files,
-            roles: FileRoles::compute(reader)?.totals().clone(),
+            roles: roles.totals().clone(),
             overview,
         })
     }

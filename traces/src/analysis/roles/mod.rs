@@ -96,6 +96,9 @@ pub struct FileRole {
     pub write_bytes: u64,
     /// Listed, created or removed as a directory, or holding another path.
     pub directory: bool,
+    /// When the job first read or wrote its data (Unix ns).
+    #[serde(skip)]
+    pub first_data_ns: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -160,6 +163,16 @@ impl FileRoles {
         self.files.is_empty()
     }
 
+    /// When the job first read or wrote a dataset or checkpoint file (Unix
+    /// ns): where its start-up ends.
+    pub fn first_data_ns(&self) -> Option<i64> {
+        self.files
+            .values()
+            .filter(|f| matches!(f.role, Role::Dataset | Role::Checkpoint))
+            .filter_map(|f| f.first_data_ns)
+            .min()
+    }
+
     /// Files, calls and bytes per role (every role, zero where none).
     pub fn totals(&self) -> &BTreeMap<Role, RoleTotals> {
         &self.totals
@@ -183,6 +196,7 @@ struct Stats {
     directory: bool,
     /// Renamed away to this name (the last time).
     renamed_to: Option<String>,
+    first_data_ns: Option<i64>,
 }
 
 /// Feeds rows one at a time (for a reader that already streams the trace,
@@ -213,6 +227,10 @@ impl RolesBuilder {
             let s = self.stats.entry(key).or_default();
             s.calls += calls;
             s.directory |= names_dir && ret >= 0;
+            if ret > 0 && matches!(op, Op::Read | Op::Fault | Op::Write) {
+                let ts = ev.ts().value(row);
+                s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
+            }
             if ret >= 0 {
                 match op {
                     Op::Read | Op::Fault => s.read_bytes += ret.max(0) as u64,
@@ -336,6 +354,7 @@ impl RolesBuilder {
                     read_bytes: s.read_bytes,
                     write_bytes: s.write_bytes,
                     directory: dir,
+                    first_data_ns: s.first_data_ns,
                 },
             );
         }
