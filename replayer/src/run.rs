@@ -172,6 +172,13 @@ fn replay(
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
+    // Said before the trace is read, which can take a while.
+    if opts.target.exists() && !opts.target.is_dir() {
+        return Err(ReplayError::Usage(format!(
+            "--target {} is not a directory",
+            opts.target.display()
+        )));
+    }
     let mut survey = Survey::run(&opts.trace)?;
     crate::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
     survey.left_out = crate::scope::apply(&mut survey, &opts.scope);
@@ -185,12 +192,6 @@ fn replay(
     if reporting {
         // Said before any work, so a user sees at once what will not be replayed.
         eprint!("{}", survey.left_out.render());
-    }
-    if opts.target.exists() && !opts.target.is_dir() {
-        return Err(ReplayError::Usage(format!(
-            "--target {} is not a directory",
-            opts.target.display()
-        )));
     }
     std::fs::create_dir_all(&opts.target)
         .map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
