@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::analysis::access::AccessCounts;
 use crate::analysis::histogram::SizeHistogram;
 use crate::analysis::overview::{tally, Overview};
-use crate::analysis::roles::{FileRoles, Role, RoleTotals};
+use crate::analysis::roles::{FileRoles, MountTotals, Role, RoleTotals};
 use crate::analysis::tally::Depth;
 pub use crate::analysis::tally::{FileStats, OpStats, RankStats};
 use crate::analysis::timeline::BASE_WINDOW_NS;
@@ -52,6 +52,9 @@ pub struct Summary {
     pub top_files: Vec<FileStats>,
     /// Files, calls and bytes per role of the files (see [`crate::analysis::roles`]).
     pub roles: BTreeMap<Role, RoleTotals>,
+    /// Files, calls and bytes per mount (file system) the files were on,
+    /// busiest first; `unknown` in a trace without a mount table.
+    pub mounts: Vec<MountTotals>,
 }
 
 impl Summary {
@@ -100,6 +103,7 @@ impl Summary {
             unranked_events,
             top_files,
             roles: roles.totals().clone(),
+            mounts: roles.per_mount(),
             overview,
         })
     }
@@ -217,6 +221,23 @@ impl Summary {
                 t.calls,
                 fmt_bytes(t.read_bytes as f64),
                 fmt_bytes(t.write_bytes as f64)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<24} {:<10} {:>8} {:>12} {:>14} {:>14}",
+            "mount", "type", "files", "calls", "read", "write"
+        );
+        for m in &self.mounts {
+            let _ = writeln!(
+                s,
+                "{:<24} {:<10} {:>8} {:>12} {:>14} {:>14}",
+                m.mount_point,
+                m.fs_type,
+                m.files,
+                m.calls,
+                fmt_bytes(m.read_bytes as f64),
+                fmt_bytes(m.write_bytes as f64)
             );
         }
         s.push('\n');

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TraceResult;
 use crate::format::columns::Events;
+use crate::format::mounts::{MountTable, UNKNOWN_MOUNT};
 use crate::format::reader::TraceReader;
 use crate::format::schema::{
     Op, COL_CALLS, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_TS,
@@ -96,9 +97,25 @@ pub struct FileRole {
     pub write_bytes: u64,
     /// Listed, created or removed as a directory, or holding another path.
     pub directory: bool,
+    /// The mount point of the file system it was on, and that file
+    /// system's type: `unknown` in a trace without a mount table.
+    pub mount: String,
+    pub fs_type: String,
     /// When the job first read or wrote its data (Unix ns).
     #[serde(skip)]
     pub first_data_ns: Option<i64>,
+}
+
+/// Files, calls and bytes on one mount (file system).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct MountTotals {
+    pub mount_point: String,
+    pub fs_type: String,
+    pub source: String,
+    pub files: u64,
+    pub calls: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -114,6 +131,7 @@ pub struct RoleTotals {
 pub struct FileRoles {
     files: BTreeMap<String, FileRole>,
     totals: BTreeMap<Role, RoleTotals>,
+    mounts: MountTable,
 }
 
 /// The columns [`FileRoles::compute`] reads.
@@ -132,7 +150,61 @@ impl FileRoles {
                 b.observe(&ev, row);
             }
         }
-        Ok(b.finish())
+        let mut roles = b.finish();
+        if let Some(m) = &reader.manifest().mounts {
+            roles.assign_mounts(&MountTable::new(m));
+        }
+        Ok(roles)
+    }
+
+    /// Puts every path on its mount (longest mount-point prefix).
+    pub fn assign_mounts(&mut self, table: &MountTable) {
+        for f in self.files.values_mut() {
+            if let Some(m) = table.lookup(&f.path) {
+                f.mount.clone_from(&m.mount_point);
+                f.fs_type.clone_from(&m.fs_type);
+            }
+        }
+        self.mounts = table.clone();
+    }
+
+    /// The mount of `path`, however the trace spells it: `unknown` where
+    /// the trace has no mount table or the path is on none of its mounts.
+    pub fn mount_of(&self, path: &str) -> &str {
+        self.mounts
+            .lookup(&key_of(path))
+            .map_or(UNKNOWN_MOUNT, |m| m.mount_point.as_str())
+    }
+
+    /// Files, calls and bytes per mount, busiest first; paths on no
+    /// recorded mount under `unknown`.
+    pub fn per_mount(&self) -> Vec<MountTotals> {
+        let mut by: BTreeMap<&str, MountTotals> = BTreeMap::new();
+        for f in self.files.values() {
+            let t = by.entry(f.mount.as_str()).or_insert_with(|| {
+                let m = self
+                    .mounts
+                    .lookup(&f.path)
+                    .filter(|m| m.mount_point == f.mount);
+                MountTotals {
+                    mount_point: f.mount.clone(),
+                    fs_type: f.fs_type.clone(),
+                    source: m.map_or_else(|| UNKNOWN_MOUNT.to_string(), |m| m.source.clone()),
+                    ..MountTotals::default()
+                }
+            });
+            t.files += 1;
+            t.calls += f.calls;
+            t.read_bytes += f.read_bytes;
+            t.write_bytes += f.write_bytes;
+        }
+        let mut v: Vec<MountTotals> = by.into_values().collect();
+        v.sort_by(|a, b| {
+            (b.read_bytes + b.write_bytes, b.calls)
+                .cmp(&(a.read_bytes + a.write_bytes, a.calls))
+                .then(a.mount_point.cmp(&b.mount_point))
+        });
+        v
     }
 
     /// The role of `path`, however the trace spells it; a path the trace
@@ -354,11 +426,17 @@ impl RolesBuilder {
                     read_bytes: s.read_bytes,
                     write_bytes: s.write_bytes,
                     directory: dir,
+                    mount: UNKNOWN_MOUNT.to_string(),
+                    fs_type: UNKNOWN_MOUNT.to_string(),
                     first_data_ns: s.first_data_ns,
                 },
             );
         }
-        FileRoles { files, totals }
+        FileRoles {
+            files,
+            totals,
+            mounts: MountTable::default(),
+        }
     }
 }
 
@@ -369,8 +447,8 @@ pub fn render(roles: &FileRoles) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<11} {:>10} {:>12} {:>12}  path",
-        "role", "calls", "read", "written"
+        "{:<11} {:>10} {:>12} {:>12}  {:<16} path",
+        "role", "calls", "read", "written", "mount"
     );
     let mut files: Vec<&FileRole> = roles.files().collect();
     files.sort_by(|a, b| {
@@ -389,11 +467,16 @@ pub fn render(roles: &FileRoles) -> String {
     for f in files {
         let _ = writeln!(
             s,
-            "{:<11} {:>10} {:>12} {:>12}  {}{}",
+            "{:<11} {:>10} {:>12} {:>12}  {:<16} {}{}",
             f.role.as_str(),
             f.calls,
             fmt_bytes(f.read_bytes as f64),
             fmt_bytes(f.write_bytes as f64),
+            if f.fs_type == UNKNOWN_MOUNT {
+                f.mount.clone()
+            } else {
+                format!("{} ({})", f.mount, f.fs_type)
+            },
             f.path,
             if f.directory && f.path != "/" {
                 "/"
