@@ -142,6 +142,9 @@ pub struct LeftOut {
     pub total: Tally,
     pub roles: BTreeMap<String, Tally>,
     pub reasons: BTreeMap<String, Tally>,
+    /// By the mount (file system) the files were on; `unknown` for a
+    /// trace without a mount table.
+    pub mounts: BTreeMap<String, Tally>,
 }
 
 impl LeftOut {
@@ -167,6 +170,21 @@ impl LeftOut {
                 fmt_bytes(t.read_bytes as f64),
                 fmt_bytes(t.write_bytes as f64)
             ));
+        }
+        if self
+            .mounts
+            .keys()
+            .any(|m| m != iorepro_traces::format::mounts::UNKNOWN_MOUNT)
+        {
+            for (mount, t) in &self.mounts {
+                s.push_str(&format!(
+                    "  on {mount:<23} {:>10} calls {:>8} files {:>12} read {:>12} written\n",
+                    t.calls,
+                    t.files,
+                    fmt_bytes(t.read_bytes as f64),
+                    fmt_bytes(t.write_bytes as f64)
+                ));
+            }
         }
         s
     }
@@ -204,6 +222,8 @@ pub fn apply(survey: &mut Survey, scope: &Scope) -> LeftOut {
         left.total.add(&t);
         left.roles.entry(role.to_string()).or_default().add(&t);
         left.reasons.entry(skip.key()).or_default().add(&t);
+        let mount = survey.roles.mount_of(&path).to_string();
+        left.mounts.entry(mount).or_default().add(&t);
     }
     // Directories on the way to what is kept are still made.
     for i in 0..survey.paths.len() {

@@ -289,6 +289,9 @@ impl Survey {
         }
         s.settle_paths();
         s.roles = roles.finish();
+        if let Some(m) = &reader.manifest().mounts {
+            s.roles.assign_mounts(&iorepro_traces::MountTable::new(m));
+        }
         if s.events == 0 {
             s.start_ns = 0;
             s.end_ns = 0;
