@@ -108,6 +108,12 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             None
         }
     };
+    let first_pid = match (&job, &opts.target) {
+        (Some(j), _) => Some(j.pid),
+        (None, Target::Pid(pid)) => Some(*pid),
+        _ => cgroup.as_ref().and_then(|c| c.processes().first().copied()),
+    };
+    let mount_watch = crate::mounts::MountWatch::start(first_pid, &mut writer);
 
     let start = Instant::now();
     let mut stop_deadline: Option<Instant> = None;
@@ -199,6 +205,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         ));
     }
     let dropped_io: u64 = dropped_by_kind.iter().map(|(_, n)| n).sum();
+    mount_watch.finish(&mut writer);
     writer.set_dropped_events(dropped_io);
     if dropped_io > 0 {
         let by_op: serde_json::Map<String, serde_json::Value> = dropped_by_kind

@@ -82,6 +82,7 @@ pub mod decode;
 pub mod error;
 pub mod files;
 pub mod live;
+pub mod mounts;
 pub mod probes;
 pub mod procs;
 pub mod ring;

@@ -1,6 +1,7 @@
 //! The `iorepro-replay` command line: raw arguments (clap), checked into
 //! [`crate::run::Options`].
 
+use crate::scope::Scope;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -129,6 +130,19 @@ pub struct Cli {
     /// scraper collects them (at least two scrape intervals).
     #[arg(long, value_name = "DUR", default_value = "0s")]
     pub metrics_linger: String,
+    /// The roles of the files whose calls are replayed (dataset, checkpoint,
+    /// code, scratch, system, other, or all); default dataset,checkpoint,scratch.
+    #[arg(long, value_delimiter = ',')]
+    pub roles: Option<Vec<String>>,
+    /// Also replay the calls on paths beneath PREFIX, whatever their role (repeatable).
+    #[arg(long, value_name = "PREFIX")]
+    pub include: Vec<String>,
+    /// Leave out the calls on paths beneath PREFIX (repeatable; wins over --include).
+    #[arg(long, value_name = "PREFIX")]
+    pub exclude: Vec<String>,
+    /// Replay a trace that holds no calls or is marked incomplete (rows may be missing).
+    #[arg(long)]
+    pub allow_incomplete: bool,
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -237,6 +251,17 @@ impl Cli {
             rendezvous_dir: self.rendezvous_dir,
             prepare_threads: self.prepare_threads.max(1),
             drop_caches: self.drop_caches,
+            scope: Scope {
+                roles: match &self.roles {
+                    Some(list) => {
+                        Scope::parse_roles(list).map_err(|e| usage(format!("--roles: {e}")))?
+                    }
+                    None => Scope::default().roles,
+                },
+                include: self.include,
+                exclude: self.exclude,
+            },
+            allow_incomplete: self.allow_incomplete,
             show_progress: true,
             live: LiveOptions {
                 status_interval: self

@@ -95,6 +95,8 @@ impl Shared {
 }
 
 struct OpenFile {
+    /// The trace path it was opened for ([`NO_PATH`] if unknown).
+    id: u32,
     fd: OwnedFd,
     direct: Option<OwnedFd>,
     rel: PathBuf,
@@ -289,13 +291,17 @@ impl<'s> Worker<'s> {
             return Ok(p.clone());
         }
         let info = &self.shared.survey.paths[id as usize];
-        let rel =
-            remap(&info.path, info.written, self.rank, &self.shared.map).ok_or_else(|| {
-                ReplayError::Usage(format!(
-                    "refused trace path {:?}: it names no file under the target",
-                    &*info.path
-                ))
-            })?;
+        let rel = if crate::scope::shared_by_replicas(info) {
+            crate::confine::normalise(&info.path).map(|n| crate::remap::data_path(0, &n))
+        } else {
+            remap(&info.path, info.written, self.rank, &self.shared.map)
+        };
+        let rel = rel.ok_or_else(|| {
+            ReplayError::Usage(format!(
+                "refused trace path {:?}: it names no file under the target",
+                &*info.path
+            ))
+        })?;
         self.paths.insert(id, rel.clone());
         Ok(rel)
     }
@@ -328,6 +334,7 @@ impl<'s> Worker<'s> {
         self.files.insert(
             (op.pid, op.fd),
             OpenFile {
+                id: op.path,
                 fd,
                 direct: None,
                 rel,
@@ -342,8 +349,14 @@ impl<'s> Worker<'s> {
     /// The open file a descriptor op refers to, opened lazily from its path
     /// when the trace began after the open (or a phase was skipped).
     fn ensure_open(&mut self, op: &PlannedOp) -> ReplayResult<bool> {
-        if self.files.contains_key(&(op.pid, op.fd)) {
-            return Ok(true);
+        if let Some(f) = self.files.get(&(op.pid, op.fd)) {
+            // A descriptor the trace shows on another file was closed and
+            // reused where the trace has no close (an exec closing it, a
+            // dup2 over it): the call is made on the file the trace names.
+            if op.path == NO_PATH || f.id == NO_PATH || f.id == op.path {
+                return Ok(true);
+            }
+            self.files.remove(&(op.pid, op.fd));
         }
         if op.path == NO_PATH {
             return Ok(false);

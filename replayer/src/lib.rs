@@ -3,7 +3,9 @@
 //!
 //! The pipeline: [`survey`] reads the trace once for its ranks, files and
 //! phases (found by the trace analysis' one detector; checkpoints are where
-//! all ranks meet); [`remap`] decides
+//! all ranks meet); [`scope`] decides which files' calls are replayed, by
+//! their role in the job and the form of their path ([`pathforms`]);
+//! [`remap`] decides
 //! which source rank each target rank replays and where its paths land under
 //! the target, all resolved through [`confine`] so nothing outside it is
 //! touched; [`scale`] models what N ranks of the job do (the dataset shared
@@ -30,6 +32,7 @@ pub mod execute;
 pub mod launcher;
 pub mod live;
 pub mod output;
+pub mod pathforms;
 pub mod plan;
 pub mod prepare;
 pub mod presence;
@@ -41,6 +44,7 @@ pub mod rendezvous;
 pub mod report;
 pub mod run;
 pub mod scale;
+pub mod scope;
 pub mod stats;
 pub mod survey;
 pub mod timing;

@@ -104,8 +104,12 @@ pub fn for_each_op(
                 continue;
             }
             let source = rank_or_zero(&ev, row);
-            let id = |p: Option<&str>| p.and_then(|p| survey.find_path(p)).unwrap_or(NO_PATH);
-            let (path, path2) = (id(ev.path_at(row)), id(ev.path2_at(row)));
+            // Rows on paths the replay leaves out (crate::scope) are not sent.
+            let Some((path, path2)) =
+                crate::scope::row_paths(survey, op, fd, ev.path_at(row), ev.path2_at(row))
+            else {
+                continue;
+            };
             let uring = ev.via_io_uring(row);
             // A row that stands for a run of calls is replayed call by call.
             for call in Run::of(&ev, row).calls() {

@@ -109,7 +109,7 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
         let source = map.source_rank(t);
         let mut steps: Vec<(Step, u32)> = Vec::new();
         for (id, info) in survey.paths.iter().enumerate() {
-            if info.users.binary_search(&source).is_err() {
+            if info.users.binary_search(&source).is_err() || !prepared(info) {
                 continue;
             }
             let changed = info.written.then(|| start_step(info)).flatten();
@@ -133,18 +133,20 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
     }
     for replica in 0..map.replicas(world) {
         for (id, info) in survey.paths.iter().enumerate() {
-            if info.written {
+            let shared = crate::scope::shared_by_replicas(info);
+            if info.written || !prepared(info) || shared && replica > 0 {
                 continue;
             }
             let Some(step @ (Step::Dir | Step::File)) = start_step(info) else {
                 continue;
             };
-            let needed = info.users.iter().any(|r| {
-                map.sources
-                    .iter()
-                    .position(|s| s == r)
-                    .is_some_and(|si| map.replica_has_source(world, replica, si))
-            });
+            let needed = shared
+                || info.users.iter().any(|r| {
+                    map.sources
+                        .iter()
+                        .position(|s| s == r)
+                        .is_some_and(|si| map.replica_has_source(world, replica, si))
+                });
             if needed {
                 out.push(PrepareTask {
                     place: Place::Replica(replica),
@@ -154,6 +156,13 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
         }
     }
     out
+}
+
+/// Whether a path is put in place: one the replay keeps, or a directory
+/// on the way to one (a file left out is never written, so prepare writes
+/// what the replay reads and no more).
+fn prepared(info: &PathInfo) -> bool {
+    info.skip.is_none() || info.keeps && info.is_dir
 }
 
 /// Where a task's path lands beneath the target.

@@ -143,6 +143,8 @@ pub struct Report {
     pub per_rank: Vec<RankReport>,
     pub trace: TraceTotals,
     pub prepare: Option<PrepareStats>,
+    /// What the replay left out of the trace, by role and by reason.
+    pub left_out: crate::scope::LeftOut,
     pub rendezvous: RendezvousReport,
     /// Spread across ranks of the start of their first checkpoint write after
     /// the checkpoint barrier (compute time the trace puts before it taken
@@ -386,6 +388,7 @@ impl Report {
                 write_bytes: survey.write_bytes,
             },
             prepare,
+            left_out: survey.left_out.clone(),
             rendezvous: rendezvous_report(info, results),
             checkpoint_skew_ms: checkpoint_skew(survey, results),
             epochs: None,

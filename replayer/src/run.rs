@@ -24,6 +24,7 @@ use crate::remap::RankMap;
 use crate::rendezvous::{self, Rendezvous};
 use crate::report::{Report, RunInfo};
 use crate::scale::{DataMode, Forecast, Model, Router, ScaleOptions};
+use crate::scope::Scope;
 use crate::stats::{unix_ns, RankResult};
 use crate::survey::Survey;
 use crate::timing::Timing;
@@ -58,6 +59,10 @@ pub struct Options {
     pub show_progress: bool,
     /// Status lines and the metrics endpoint while the replay runs.
     pub live: LiveOptions,
+    /// Which files' calls are replayed.
+    pub scope: Scope,
+    /// Replay a trace with no calls, or one marked incomplete.
+    pub allow_incomplete: bool,
 }
 
 /// What a process has to show: the report on the process that prints it
@@ -186,7 +191,17 @@ fn replay(
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
-    let survey = Arc::new(Survey::run(&opts.trace)?);
+    // Said before the trace is read, which can take a while.
+    if opts.target.exists() && !opts.target.is_dir() {
+        return Err(ReplayError::Usage(format!(
+            "--target {} is not a directory",
+            opts.target.display()
+        )));
+    }
+    let mut survey = Survey::run(&opts.trace)?;
+    crate::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
+    survey.left_out = crate::scope::apply(&mut survey, &opts.scope);
+    let survey = Arc::new(survey);
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,
@@ -194,6 +209,10 @@ fn replay(
     };
     let lay = layout(opts, launched, map.source_count())?;
     let reporting = launched.as_ref().is_none_or(|l| l.rank == 0);
+    if reporting {
+        // Said before any work, so a user sees at once what will not be replayed.
+        eprint!("{}", survey.left_out.render());
+    }
     let phase_selected: Vec<bool> = survey
         .phases
         .iter()

@@ -9,14 +9,17 @@ use std::sync::Arc;
 
 use iorepro_traces::analysis::activity::{writer_of, Activity};
 use iorepro_traces::analysis::phases::{self, Phase, PhaseKind};
+use iorepro_traces::analysis::roles::RolesBuilder;
 use iorepro_traces::format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_PID,
     COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS, COL_VIA,
 };
-use iorepro_traces::{Events, Op, TraceReader};
+use iorepro_traces::{Events, FileRoles, Op, TraceReader};
 
 use crate::error::ReplayResult;
+use crate::pathforms;
 use crate::presence::{self, Presence, Role};
+use crate::scope::{LeftOut, Skip};
 
 /// The columns the replayer reads (the rest are never decoded).
 pub const REPLAY_COLUMNS: [&str; 15] = [
@@ -58,6 +61,21 @@ pub struct PathInfo {
     /// A directory holding a path that ranks change, so each of those
     /// ranks needs one of its own.
     pub holds_changed: bool,
+    /// The job's role for it (see [`iorepro_traces::analysis::roles`]).
+    pub role: Option<iorepro_traces::Role>,
+    /// Why the replay leaves its calls out, if it does (see [`crate::scope`]).
+    pub skip: Option<Skip>,
+    /// Left out itself, but a directory holding paths the replay keeps.
+    pub keeps: bool,
+    /// Calls naming it first, per source rank.
+    pub calls: Vec<(i32, u64)>,
+    /// What its first telling call found it to be (true: a directory).
+    first_form: Option<bool>,
+    /// A path beneath it was found (a call on it did not fail with ENOTDIR).
+    holds_found: bool,
+    /// A call on it did not fail with ENOTDIR. When all did, a file on its
+    /// way was probed as a directory, which makes no directory of it.
+    found: bool,
 }
 
 fn add_rank(ranks: &mut Vec<i32>, rank: i32) {
@@ -68,10 +86,21 @@ fn add_rank(ranks: &mut Vec<i32>, rank: i32) {
 
 impl PathInfo {
     /// What one call tells about the path.
-    fn observe(&mut self, op: Op, role: Role, ret: i64, flags: Option<i32>, rank: i32) {
+    fn observe(
+        &mut self,
+        op: Op,
+        role: Role,
+        ret: i64,
+        flags: Option<i32>,
+        rank: i32,
+        names_dir: bool,
+    ) {
         add_rank(&mut self.users, rank);
         self.written |= presence::changes(op, role, ret, flags);
-        self.is_dir |= role == Role::First && presence::names_a_directory(op);
+        if self.first_form.is_none() && role == Role::First {
+            self.first_form = pathforms::form_shown(op, ret, flags, names_dir);
+        }
+        self.found |= ret != -(libc::ENOTDIR as i64);
         if self.presence == Presence::Unknown {
             if let Some(p) = presence::judge(op, role, ret, flags) {
                 self.presence = p;
@@ -97,6 +126,10 @@ pub struct Survey {
     pub max_io_bytes: u64,
     /// The largest single write (whether writes need private copies).
     pub max_write_bytes: u64,
+    /// Every file's role in the job.
+    pub roles: FileRoles,
+    /// What the replay leaves out (set by [`crate::scope::apply`]).
+    pub left_out: LeftOut,
 }
 
 /// Rows without a rank (a trace of one untagged process) replay as rank 0.
@@ -118,12 +151,13 @@ impl Survey {
         let changed: Vec<bool> = self.paths.iter().map(|p| p.written).collect();
         for i in 0..self.paths.len() {
             let path = self.paths[i].path.clone();
+            let found = self.paths[i].found;
             for parent in Path::new(&*path).ancestors().skip(1) {
                 let Some(id) = parent.to_str().and_then(|p| self.path_ids.get(p)) else {
                     continue;
                 };
                 let id = *id as usize;
-                self.paths[id].is_dir = true;
+                self.paths[id].holds_found |= found;
                 if changed[id] {
                     self.paths[i].written = true;
                 }
@@ -140,37 +174,44 @@ impl Survey {
             let users = self.paths[i].users.clone();
             let id = self.path_id(parent) as usize;
             let dir = &mut self.paths[id];
-            dir.is_dir = true;
+            dir.holds_found = true;
             dir.holds_changed = true;
             for r in users {
                 add_rank(&mut dir.users, r);
             }
         }
+        // A path is what its first telling call found; without one, a
+        // directory when a path beneath it was found.
+        for p in &mut self.paths {
+            p.is_dir = p.first_form.unwrap_or(p.holds_found);
+        }
     }
 
-    /// The id of a traced path, interned on first sight. A name with a
-    /// trailing slash ("data/") is the same path as without one, and names
-    /// a directory.
+    /// The id of a traced path, interned on first sight under its one
+    /// spelling (`d/./f`, `d/x/../f` and `d//f` are `d/f`; `d/`, `d/.` are
+    /// `d`), and whether this spelling can only name a directory.
     pub fn path_id(&mut self, path: &str) -> u32 {
-        let (path, names_dir) = without_trailing_slash(path);
-        if let Some(&id) = self.path_ids.get(path) {
-            self.paths[id as usize].is_dir |= names_dir;
-            return id;
+        self.intern(path).0
+    }
+
+    fn intern(&mut self, path: &str) -> (u32, bool) {
+        let (path, names_dir) = pathforms::spelling(path);
+        if let Some(&id) = self.path_ids.get(&*path) {
+            return (id, names_dir);
         }
         let id = self.paths.len() as u32;
-        let p: Arc<str> = Arc::from(path);
+        let p: Arc<str> = Arc::from(&*path);
         self.paths.push(PathInfo {
             path: p.clone(),
-            is_dir: names_dir,
             ..Default::default()
         });
         self.path_ids.insert(p, id);
-        id
+        (id, names_dir)
     }
 
     /// The id of a path the survey has seen, however the row spells it.
     pub fn find_path(&self, path: &str) -> Option<u32> {
-        self.path_ids.get(without_trailing_slash(path).0).copied()
+        self.path_ids.get(&*pathforms::spelling(path).0).copied()
     }
 
     pub fn run(trace: &Path) -> ReplayResult<Survey> {
@@ -181,11 +222,13 @@ impl Survey {
             ..Default::default()
         };
         let mut activity = Activity::default();
+        let mut roles = RolesBuilder::default();
         for ev in reader.events()? {
             let ev = ev?;
             let ops = ev.ops();
             let (ts, dur, ret) = (ev.ts(), ev.dur_ns(), ev.ret());
             for (row, &op) in ops.iter().enumerate() {
+                roles.observe(&ev, row);
                 let t = ts.value(row);
                 // A run of calls lasts its span; its calls are counted one by one.
                 let end = t + dur.value(row).max(ev.span_at(row)).max(0);
@@ -220,10 +263,18 @@ impl Survey {
                     }
                 }
                 let flags = Events::opt_i32(ev.flags(), row);
-                if let Some(path) = ev.path_at(row) {
-                    let id = s.path_id(path) as usize;
-                    let info = &mut s.paths[id];
-                    info.observe(op, Role::First, r, flags, rank);
+                let fd = Events::opt_i32(ev.fd(), row);
+                let path = ev
+                    .path_at(row)
+                    .filter(|p| !pathforms::on_descriptor(p, op, fd));
+                if let Some(path) = path {
+                    let (id, names_dir) = s.intern(path);
+                    let info = &mut s.paths[id as usize];
+                    info.observe(op, Role::First, r, flags, rank, names_dir);
+                    match info.calls.iter_mut().find(|(k, _)| *k == rank) {
+                        Some((_, n)) => *n += calls,
+                        None => info.calls.push((rank, calls)),
+                    }
                     if r >= 0 && matches!(op, Op::Read | Op::Fault) {
                         let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
                         info.read_extent = info.read_extent.max(off + bytes);
@@ -231,12 +282,16 @@ impl Survey {
                     }
                 }
                 if let Some(path2) = ev.path2_at(row) {
-                    let id = s.path_id(path2) as usize;
-                    s.paths[id].observe(op, Role::Second, r, flags, rank);
+                    let (id, names_dir) = s.intern(path2);
+                    s.paths[id as usize].observe(op, Role::Second, r, flags, rank, names_dir);
                 }
             }
         }
         s.settle_paths();
+        s.roles = roles.finish();
+        if let Some(m) = &reader.manifest().mounts {
+            s.roles.assign_mounts(&iorepro_traces::MountTable::new(m));
+        }
         if s.events == 0 {
             s.start_ns = 0;
             s.end_ns = 0;
@@ -246,7 +301,7 @@ impl Survey {
             s.sources.push(0);
         }
         activity.finish();
-        s.phases = phases::detect(&activity);
+        s.phases = phases::fold_startup(phases::detect(&activity), s.roles.first_data_ns());
         if s.phases.is_empty() {
             // A trace without calls replays as one idle phase.
             s.phases.push(Phase {
@@ -262,17 +317,5 @@ impl Survey {
             });
         }
         Ok(s)
-    }
-}
-
-/// `path` without trailing slashes ("/" stays), and whether it had any.
-fn without_trailing_slash(path: &str) -> (&str, bool) {
-    let trimmed = path.trim_end_matches('/');
-    if trimmed.len() == path.len() {
-        (path, false)
-    } else if trimmed.is_empty() {
-        ("/", false)
-    } else {
-        (trimmed, true)
     }
 }

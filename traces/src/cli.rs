@@ -35,6 +35,41 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Every file the trace names: its role in the job, calls and bytes.
+    Files {
+        trace: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A trace cut by file role, path prefix, rank and time window, to share or archive.
+    Filter {
+        trace: PathBuf,
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Keep the files of these roles (repeatable, or a comma list):
+        /// dataset, checkpoint, code, scratch, system, other.
+        #[arg(long = "role", value_delimiter = ',', value_name = "ROLE")]
+        roles: Vec<String>,
+        /// Keep the paths at or beneath PREFIX whatever their role (repeatable).
+        #[arg(long, value_name = "PREFIX")]
+        include: Vec<String>,
+        /// Drop the paths at or beneath PREFIX (repeatable).
+        #[arg(long, value_name = "PREFIX")]
+        exclude: Vec<String>,
+        /// Keep the rows of this rank (repeatable, or a comma list).
+        #[arg(long = "rank", value_delimiter = ',', value_name = "N")]
+        ranks: Vec<i32>,
+        /// Keep rows from this long after the trace's start (50ms, 2s, 1.5m).
+        #[arg(long, value_name = "DUR")]
+        from: Option<String>,
+        /// Keep rows until this long after the trace's start.
+        #[arg(long, value_name = "DUR")]
+        to: Option<String>,
+        #[arg(long, default_value_t = 1 << 20)]
+        segment_events: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check that a trace is complete and consistent.
     Validate {
         trace: PathBuf,
@@ -157,9 +192,80 @@ pub fn run(cli: Cli) -> Result<()> {
                 write!(out, "{}", s.render())?;
             }
         }
+        Cmd::Files { trace, json } => {
+            let reader = TraceReader::open(&trace)?;
+            let roles = crate::analysis::roles::FileRoles::compute(&reader)?;
+            if json {
+                let files: Vec<_> = roles.files().collect();
+                let v = serde_json::json!({
+                    "roles": roles.totals(),
+                    "mounts": roles.per_mount(),
+                    "files": files,
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            } else {
+                write!(out, "{}", crate::analysis::roles::render(&roles))?;
+            }
+        }
+        Cmd::Filter {
+            trace,
+            out: dir,
+            roles,
+            include,
+            exclude,
+            ranks,
+            from,
+            to,
+            segment_events,
+            json,
+        } => {
+            let bad = |m: String| TraceError::invalid(&trace, m);
+            let mut f = crate::filter::Filter {
+                include,
+                exclude,
+                ranks,
+                ..Default::default()
+            };
+            for name in &roles {
+                let r = crate::Role::parse(name.trim()).ok_or_else(|| {
+                    bad(format!(
+                        "--role `{name}` is not a role (dataset, checkpoint, code, scratch, system, other)"
+                    ))
+                })?;
+                if !f.roles.contains(&r) {
+                    f.roles.push(r);
+                }
+            }
+            let dur = |flag: &str, s: &Option<String>| -> Result<Option<u64>, TraceError> {
+                s.as_deref()
+                    .map(|s| {
+                        crate::units::parse_duration_ns(s).map_err(|e| bad(format!("{flag} {e}")))
+                    })
+                    .transpose()
+            };
+            f.from_ns = dur("--from", &from)?;
+            f.to_ns = dur("--to", &to)?;
+            let r = crate::filter::filter(&trace, &dir, &f, segment_events)?;
+            if json {
+                let v =
+                    serde_json::json!({ "events_in": r.events_in, "events": r.events, "out": dir });
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "{}: {} of {} events kept, {:.3} s",
+                    dir.display(),
+                    r.events,
+                    r.events_in,
+                    r.manifest.duration_s()
+                )?;
+            }
+        }
         Cmd::Phases { trace, json } => {
             let reader = TraceReader::open(&trace)?;
-            let s = Overview::compute(&reader)?;
+            let mut s = Overview::compute(&reader)?;
+            let first = crate::analysis::roles::FileRoles::compute(&reader)?.first_data_ns();
+            s.phases = crate::analysis::phases::fold_startup(std::mem::take(&mut s.phases), first);
             if json {
                 let v = serde_json::json!({ "duration_s": s.duration_s, "phases": s.phases });
                 writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;

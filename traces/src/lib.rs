@@ -6,23 +6,27 @@
 //! plots and comparisons. [`interchange`] moves traces in and out of other
 //! tools' formats (fio, strace) and joins per-node captures. Beside them,
 //! [`synth`] makes traces from a workload description, [`validate`] checks a
-//! trace and repairs a damaged one, and [`cli`] is the `iorepro-trace` command
+//! trace and repairs a damaged one, [`filter`] cuts a trace by role,
+//! path, rank and time, and [`cli`] is the `iorepro-trace` command
 //! line over all of it. The format depends on nothing else here; analysis and
 //! interchange depend on the format, never on each other.
 
 pub mod analysis;
 pub mod cli;
 pub mod error;
+pub mod filter;
 pub mod format;
 pub mod interchange;
 pub mod synth;
 pub mod units;
 pub mod validate;
 
+pub use analysis::roles::{FileRole, FileRoles, MountTotals, Role, RoleTotals};
 pub use error::{TraceError, TraceResult};
 pub use format::columns::Events;
 pub use format::event::{EventBatchBuilder, EventRow};
 pub use format::manifest::{Manifest, Source};
+pub use format::mounts::{Mount, MountTable};
 pub use format::reader::TraceReader;
 pub use format::runs::{Call, Run};
 pub use format::schema::{trace_schema, Op, SCHEMA_VERSION};

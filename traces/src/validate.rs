@@ -225,6 +225,9 @@ struct SegmentCheck {
     hosts: Vec<String>,
 }
 
+/// Where a repair keeps the manifest it rewrites.
+pub const MANIFEST_BACKUP: &str = "manifest.json.bak";
+
 /// Rebuilds the manifest of trace directory `dir` from its readable segments;
 /// see the module documentation for the rules.
 pub fn repair(dir: &Path) -> TraceResult<Repair> {
@@ -362,6 +365,12 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
             renamed_to: to,
             reason: why.clone(),
         });
+    }
+    if matches!(old, OldManifest::Valid(_) | OldManifest::Salvaged(..)) {
+        // The manifest about to be rewritten stays beside the trace.
+        let bak = dir.join(MANIFEST_BACKUP);
+        std::fs::copy(dir.join(MANIFEST_FILE), &bak).map_err(|e| TraceError::io(&bak, e))?;
+        report.old_manifest = format!("{} as {MANIFEST_BACKUP}", report.old_manifest);
     }
     m.format = crate::format::schema::FORMAT_NAME.to_string();
     m.schema_version = SCHEMA_VERSION as u64;

@@ -227,6 +227,18 @@ fn a_corrupt_and_an_unfinished_segment_are_set_aside() {
     let out = validate_ok(&dir);
     assert!(out.contains("300 events"), "{out}");
     assert!(text.contains("nothing to repair"));
+    // The manifest the repair rewrote stays beside the trace, as it says.
+    let bak: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json.bak")).unwrap()).unwrap();
+    assert_eq!(bak["dropped_events"], 5);
+    assert!(
+        r["old_manifest"]
+            .as_str()
+            .unwrap()
+            .ends_with("as manifest.json.bak"),
+        "{}",
+        r["old_manifest"]
+    );
 }
 
 #[test]

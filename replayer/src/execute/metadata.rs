@@ -205,6 +205,7 @@ impl Worker<'_> {
             self.files.insert(
                 key,
                 OpenFile {
+                    id: op.path,
                     fd,
                     direct: None,
                     rel,

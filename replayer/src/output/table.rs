@@ -166,6 +166,8 @@ pub fn render(report: &Report) -> String {
             report.results_differed
         );
     }
+    s.push('\n');
+    s.push_str(&report.left_out.render());
     if report.tolerated_errors > 0 {
         let _ = writeln!(
             s,

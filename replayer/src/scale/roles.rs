@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use iorepro_traces::Role;
+
 use crate::survey::PathInfo;
 
 /// A file's part in the job.
@@ -16,22 +18,24 @@ pub enum FileRole {
     Other,
 }
 
-/// The one place a file's role is decided for scaling: a file only read is
-/// the dataset, a file written is a checkpoint.
-///
-/// When the trace analysis names roles itself (dataset, checkpoint, code,
-/// scratch, system), this is where they come in: code and system files are
-/// then [`FileRole::Other`] (each rank reads its own, as at start-up), and
-/// scratch files are [`FileRole::Other`] too.
+/// The one place a file's role is decided for scaling, from the role the
+/// trace analysis gives it ([`iorepro_traces::analysis::roles`]): dataset
+/// files are shared out, checkpoint files the job wrote keep their layout,
+/// and everything else (code, system and scratch files, a checkpoint only
+/// read back on resume) is each rank's own, as traced. A path the analysis
+/// gave no role falls back on what the replay saw: written is a
+/// checkpoint, only read is the dataset.
 pub fn file_role(info: &PathInfo) -> FileRole {
     if info.is_dir {
-        FileRole::Other
-    } else if info.written {
-        FileRole::Checkpoint
-    } else if info.read_extent > 0 {
-        FileRole::Dataset
-    } else {
-        FileRole::Other
+        return FileRole::Other;
+    }
+    match info.role {
+        Some(Role::Dataset) => FileRole::Dataset,
+        Some(Role::Checkpoint) if info.written => FileRole::Checkpoint,
+        Some(_) => FileRole::Other,
+        None if info.written => FileRole::Checkpoint,
+        None if info.read_extent > 0 => FileRole::Dataset,
+        None => FileRole::Other,
     }
 }
 

@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::analysis::access::AccessCounts;
 use crate::analysis::histogram::SizeHistogram;
 use crate::analysis::overview::{tally, Overview};
+use crate::analysis::roles::{FileRoles, MountTotals, Role, RoleTotals};
 use crate::analysis::tally::Depth;
 pub use crate::analysis::tally::{FileStats, OpStats, RankStats};
 use crate::analysis::timeline::BASE_WINDOW_NS;
@@ -49,12 +50,22 @@ pub struct Summary {
     pub per_rank: Vec<RankStats>,
     pub unranked_events: u64,
     pub top_files: Vec<FileStats>,
+    /// Files, calls and bytes per role of the files (see [`crate::analysis::roles`]).
+    pub roles: BTreeMap<Role, RoleTotals>,
+    /// Files, calls and bytes per mount (file system) the files were on,
+    /// busiest first; `unknown` in a trace without a mount table.
+    pub mounts: Vec<MountTotals>,
 }
 
 impl Summary {
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
         let mut t = tally(reader, Depth::Full, BASE_WINDOW_NS)?;
-        let overview = Overview::from_tally(&mut t);
+        let mut overview = Overview::from_tally(&mut t);
+        let roles = FileRoles::compute(reader)?;
+        overview.phases = crate::analysis::phases::fold_startup(
+            std::mem::take(&mut overview.phases),
+            roles.first_data_ns(),
+        );
         let mut hosts = t.hosts.clone();
         hosts.sort();
         let (per_rank, unranked_events) = t.ranks();
@@ -91,6 +102,8 @@ impl Summary {
             per_rank,
             unranked_events,
             top_files,
+            roles: roles.totals().clone(),
+            mounts: roles.per_mount(),
             overview,
         })
     }
@@ -192,6 +205,39 @@ impl Summary {
                 fmt_bytes(f.write_bytes as f64),
                 f.events,
                 f.path
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<11} {:>8} {:>12} {:>14} {:>14}",
+            "role", "files", "calls", "read", "write"
+        );
+        for (role, t) in &self.roles {
+            let _ = writeln!(
+                s,
+                "{:<11} {:>8} {:>12} {:>14} {:>14}",
+                role.as_str(),
+                t.files,
+                t.calls,
+                fmt_bytes(t.read_bytes as f64),
+                fmt_bytes(t.write_bytes as f64)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<24} {:<10} {:>8} {:>12} {:>14} {:>14}",
+            "mount", "type", "files", "calls", "read", "write"
+        );
+        for m in &self.mounts {
+            let _ = writeln!(
+                s,
+                "{:<24} {:<10} {:>8} {:>12} {:>14} {:>14}",
+                m.mount_point,
+                m.fs_type,
+                m.files,
+                m.calls,
+                fmt_bytes(m.read_bytes as f64),
+                fmt_bytes(m.write_bytes as f64)
             );
         }
         s.push('\n');

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{one_line, TraceError, TraceResult};
+use crate::format::mounts::Mount;
 use crate::format::schema::{FORMAT_NAME, SCHEMA_VERSION};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -43,6 +44,11 @@ pub struct Manifest {
     pub segments: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// The file systems of the traced job's mount namespace (see
+    /// [`crate::format::mounts`]); absent in traces captured before mounts
+    /// were recorded and in traces not captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mounts: Option<Vec<Mount>>,
     /// False while a writer is still appending (or was killed before closing).
     #[serde(default = "default_true")]
     pub complete: bool,
@@ -70,6 +76,7 @@ impl Manifest {
             dropped_events: 0,
             segments: Vec::new(),
             command: None,
+            mounts: None,
             complete: false,
             extra: serde_json::Map::new(),
         }

@@ -15,6 +15,7 @@ pub mod columns;
 pub mod event;
 pub mod launchers;
 pub mod manifest;
+pub mod mounts;
 pub mod partitions;
 pub mod private_file;
 pub mod reader;

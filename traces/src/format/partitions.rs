@@ -76,6 +76,9 @@ pub fn combine(parts: &[(String, Manifest)]) -> Manifest {
             m.end_unix_ns = m.end_unix_ns.max(p.end_unix_ns);
         }
         m.complete &= p.complete;
+        if let Some(mounts) = &p.mounts {
+            crate::format::mounts::union(m.mounts.get_or_insert_with(Vec::new), mounts.clone());
+        }
         m.segments
             .extend(p.segments.iter().map(|s| format!("{name}/{s}")));
     }

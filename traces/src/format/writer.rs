@@ -193,6 +193,11 @@ impl TraceWriter {
         self.manifest.extra.insert(key.to_string(), value);
     }
 
+    /// The mount table of the traced job (see [`crate::format::mounts`]).
+    pub fn set_mounts(&mut self, mounts: Vec<crate::format::mounts::Mount>) {
+        self.manifest.mounts = Some(mounts);
+    }
+
     pub fn events_written(&self) -> u64 {
         self.manifest.events
             + self.segment.as_ref().map_or(0, |s| s.rows as u64)

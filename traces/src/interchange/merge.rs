@@ -39,6 +39,17 @@ pub fn merge(inputs: &[PathBuf], out: &Path, segment_rows: usize) -> TraceResult
     for batch in MergeByTs::new(streams) {
         w.write_batch(&batch?)?;
     }
+    // Per-node mount tables as one: the nodes of a job mount the same
+    // storage at the same points, and a mount only one node has is kept.
+    let mut mounts: Option<Vec<crate::format::mounts::Mount>> = None;
+    for r in &readers {
+        if let Some(m) = &r.manifest().mounts {
+            crate::format::mounts::union(mounts.get_or_insert_with(Vec::new), m.clone());
+        }
+    }
+    if let Some(m) = mounts {
+        w.set_mounts(m);
+    }
     w.set_dropped_events(readers.iter().map(|r| r.manifest().dropped_events).sum());
     w.set_extra(
         "merged_from",

@@ -110,6 +110,37 @@ pub fn phase_at(phases: &[Phase], ts: i64) -> usize {
         .saturating_sub(1)
 }
 
+/// A process tree's start-up as one phase: the phases that end before the
+/// job's first data call (`first_data_ns`, its first read or write of a
+/// dataset or checkpoint file; see [`crate::analysis::roles`]) become one
+/// `metadata` phase, however the imports, library loads and configuration
+/// reads of a whole capture bunch into reads, bursts and idle stretches.
+/// Nothing changes when fewer than two phases end before it.
+pub fn fold_startup(phases: Vec<Phase>, first_data_ns: Option<i64>) -> Vec<Phase> {
+    let Some(first) = first_data_ns else {
+        return phases;
+    };
+    let before = phases.iter().take_while(|p| p.end_unix_ns <= first).count();
+    if before < 2 {
+        return phases;
+    }
+    let mut rest = phases.into_iter();
+    let folded: Vec<Phase> = rest.by_ref().take(before).collect();
+    let last = folded.last().expect("two or more");
+    let startup = Phase {
+        kind: PhaseKind::Metadata,
+        start_s: folded[0].start_s,
+        end_s: last.end_s,
+        read_bytes: folded.iter().map(|p| p.read_bytes).sum(),
+        write_bytes: folded.iter().map(|p| p.write_bytes).sum(),
+        max_writers: folded.iter().map(|p| p.max_writers).max().unwrap_or(0),
+        metadata_calls: folded.iter().map(|p| p.metadata_calls).sum(),
+        start_unix_ns: folded[0].start_unix_ns,
+        end_unix_ns: last.end_unix_ns,
+    };
+    std::iter::once(startup).chain(rest).collect()
+}
+
 /// How many phases of a kind there are.
 pub fn count(phases: &[Phase], kind: PhaseKind) -> usize {
     phases.iter().filter(|p| p.kind == kind).count()

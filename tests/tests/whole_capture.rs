@@ -1,0 +1,342 @@
+//! Real jobs captured whole, as a user captures them (no `--path-prefix`):
+//! a one-line Python job, a Python job whose worker processes read a
+//! dataset and that saves checkpoints (tests/jobs/loader_job.py), and a
+//! shell pipeline. Each replays at twice its ranks with exit status 0,
+//! says what it left out by role, and prepares no more than it reads
+//! (plus 64 MiB). For the Python job, the roles the analysis finds are
+//! checked against what the job's files are.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use iorepro_tests::bins::{bin, run_json, run_ok, scratch, workspace_root};
+use iorepro_tests::capture::{capture, probe_support};
+
+const SLACK: u64 = 64 << 20;
+
+fn skip_unless_capturing(root: &Path) -> bool {
+    match probe_support(root) {
+        Ok(()) => false,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            true
+        }
+    }
+}
+
+fn capture_whole(trace: &Path, command: &[String]) {
+    let out = capture(trace, &[], command);
+    assert!(
+        out.status.success(),
+        "the job failed under the collector: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Replays at `ranks` with `--json`; checks exit 0, what was left out, and
+/// that prepare wrote no more than the replay read plus [`SLACK`].
+fn replay_checked(trace: &Path, target: &Path, ranks: u32) -> serde_json::Value {
+    let r = run_json(Command::new(bin("iorepro-replay")).arg(trace).args([
+        "--target",
+        target.to_str().unwrap(),
+        "--ranks",
+        &ranks.to_string(),
+        "--timing",
+        "afap",
+        "--json",
+    ]));
+    assert!(r["errors"].as_array().unwrap().is_empty(), "{r:#}");
+    assert!(
+        r["left_out"]["calls"].as_u64().unwrap() > 0,
+        "{:#}",
+        r["left_out"]
+    );
+    let read = r["read_bytes"].as_u64().unwrap();
+    let prepared = r["prepare"]["bytes_written"].as_u64().unwrap();
+    eprintln!(
+        "{}: replayed at {ranks} ranks; read {read} B, prepared {prepared} B; left out {} calls ({} B read) by role {}",
+        trace.display(),
+        r["left_out"]["calls"],
+        r["left_out"]["read_bytes"],
+        r["left_out"]["roles"]
+    );
+    assert!(
+        prepared <= read + SLACK,
+        "prepared {prepared} B for {read} B read"
+    );
+    r
+}
+
+fn python() -> String {
+    "python3".into()
+}
+
+#[test]
+fn the_one_line_job_replays_at_two_ranks() {
+    let root = scratch("whole-one-line");
+    if skip_unless_capturing(&root) {
+        return;
+    }
+    let d = root.join("D");
+    std::fs::create_dir_all(&d).unwrap();
+    let d = d.display();
+    let code = format!(
+        "import json, os; os.listdir('/'); os.stat('{d}/.'); open('{d}/f','w').write('x'*65536); open('{d}/f').read()"
+    );
+    let trace = root.join("trace");
+    capture_whole(&trace, &[python(), "-c".into(), code]);
+    let r = replay_checked(&trace, &root.join("target"), 2);
+    assert_eq!(r["read_bytes"], 2 * 65536);
+    assert_eq!(r["write_bytes"], 2 * 65536);
+}
+
+/// Where a job keeps its files: what each of them is, by where it lies.
+struct Truth {
+    data: PathBuf,
+    ckpt: PathBuf,
+    scratch: Option<PathBuf>,
+    code: Vec<String>,
+}
+
+impl Truth {
+    fn new(data: PathBuf, ckpt: PathBuf, scratch: Option<PathBuf>) -> Self {
+        let out = run_ok(Command::new("python3").args([
+            "-c",
+            "import sys, sysconfig; print('\\n'.join({sys.prefix, sys.base_prefix, sys.exec_prefix, *sysconfig.get_paths().values()}))",
+        ]));
+        let code = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .chain(["/usr".to_string(), "/lib".into(), "/lib64".into()])
+            .collect();
+        Truth {
+            data,
+            ckpt,
+            scratch,
+            code,
+        }
+    }
+
+    fn of(&self, path: &str) -> Option<&'static str> {
+        let p = Path::new(path);
+        if p.starts_with(&self.data) {
+            Some("dataset")
+        } else if p.starts_with(&self.ckpt) {
+            Some("checkpoint")
+        } else if self.scratch.as_ref().is_some_and(|s| p.starts_with(s))
+            || p.starts_with("/dev/shm")
+        {
+            Some("scratch")
+        } else if ["/proc", "/sys", "/dev", "/etc"]
+            .iter()
+            .any(|d| p.starts_with(d))
+            || path.contains(":[")
+        {
+            Some("system")
+        } else if self.code.iter().any(|d| p.starts_with(d))
+            || path.ends_with(".py")
+            || path.ends_with(".so")
+            || path.contains(".so.")
+        {
+            Some("code")
+        } else {
+            None
+        }
+    }
+
+    /// The share of the files whose place is known that got the right
+    /// role, by files and by bytes moved; the wrong ones named.
+    fn accuracy(&self, trace: &Path, name: &str) -> (f64, f64, Vec<String>) {
+        let files = run_json(
+            Command::new(bin("iorepro-trace"))
+                .arg("files")
+                .arg(trace)
+                .arg("--json"),
+        );
+        let (mut known, mut right, mut known_bytes, mut right_bytes) = (0u64, 0u64, 0u64, 0u64);
+        let mut wrong = Vec::new();
+        let mut unknown = 0u64;
+        for f in files["files"].as_array().unwrap() {
+            if f["directory"].as_bool().unwrap() {
+                continue;
+            }
+            let path = f["path"].as_str().unwrap();
+            let Some(want) = self.of(path) else {
+                unknown += 1;
+                continue;
+            };
+            let bytes = f["read_bytes"].as_u64().unwrap() + f["write_bytes"].as_u64().unwrap();
+            known += 1;
+            known_bytes += bytes;
+            if f["role"] == want {
+                right += 1;
+                right_bytes += bytes;
+            } else {
+                wrong.push(format!("{path}: {} (is {want})", f["role"]));
+            }
+        }
+        let by_files = right as f64 / known.max(1) as f64;
+        let by_bytes = right_bytes as f64 / known_bytes.max(1) as f64;
+        eprintln!(
+            "roles of {name}: {right}/{known} files right ({:.1} %), {:.2} % of {known_bytes} bytes ({unknown} files of no known place); wrong: {wrong:#?}",
+            by_files * 100.0,
+            by_bytes * 100.0
+        );
+        (by_files, by_bytes, wrong)
+    }
+}
+
+#[test]
+fn a_python_job_with_worker_processes_and_checkpoints_replays_at_twice_its_ranks() {
+    let root = scratch("whole-loader");
+    if skip_unless_capturing(&root) {
+        return;
+    }
+    let data = root.join("data");
+    let total = iorepro_tests::job::make_dataset(&data, 48, 200_000);
+    for d in ["ckpt", "scratch"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let script = workspace_root().join("tests/jobs/loader_job.py");
+    let trace = root.join("trace");
+    let arg = |p: PathBuf| p.display().to_string();
+    capture_whole(
+        &trace,
+        &[
+            python(),
+            arg(script),
+            "--data".into(),
+            arg(data.clone()),
+            "--ckpt".into(),
+            arg(root.join("ckpt")),
+            "--scratch".into(),
+            arg(root.join("scratch")),
+        ],
+    );
+    let r = replay_checked(&trace, &root.join("target"), 2);
+    // Two epochs over the dataset, for each of the two replayed ranks.
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * 2 * total);
+
+    let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
+    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the loader job");
+    assert!(by_bytes >= 0.99, "{wrong:#?}");
+    assert!(by_files >= 0.95, "{wrong:#?}");
+}
+
+#[test]
+fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
+    let root = scratch("whole-mpirun");
+    if skip_unless_capturing(&root) {
+        return;
+    }
+    let have = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: mpirun is not installed (apt install openmpi-bin)");
+        return;
+    }
+    let data = root.join("data");
+    let total = iorepro_tests::job::make_dataset(&data, 32, 150_000);
+    for d in ["ckpt", "scratch"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let script = workspace_root().join("tests/jobs/loader_job.py");
+    let trace = root.join("trace");
+    let arg = |p: PathBuf| p.display().to_string();
+    let mut cmd: Vec<String> = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    cmd.extend([
+        python(),
+        arg(script),
+        "--data".into(),
+        arg(data.clone()),
+        "--ckpt".into(),
+        arg(root.join("ckpt")),
+        "--scratch".into(),
+        arg(root.join("scratch")),
+        "--workers".into(),
+        "2".into(),
+    ]);
+    capture_whole(&trace, &cmd);
+    let r = replay_checked(&trace, &root.join("target"), 4);
+    // Two epochs of each rank's half, for each of the four replayed ranks.
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * 2 * total);
+    let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
+    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the job under mpirun");
+    assert!(by_bytes >= 0.99, "{wrong:#?}");
+    assert!(by_files >= 0.95, "{wrong:#?}");
+}
+
+#[test]
+fn a_shell_pipeline_replays_at_twice_its_ranks() {
+    let root = scratch("whole-pipeline");
+    if skip_unless_capturing(&root) {
+        return;
+    }
+    let d = root.join("in");
+    let total = iorepro_tests::job::make_dataset(&d, 3, 300_000);
+    let out = root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let script = format!(
+        "cat {d}/sample_0000.bin {d}/sample_0001.bin | gzip -1 > {o}/cat.gz && sort {d}/sample_0002.bin | head -c 1000 > {o}/head && rm {o}/head && ls / > /dev/null",
+        d = d.display(),
+        o = out.display()
+    );
+    let trace = root.join("trace");
+    capture_whole(&trace, &["sh".into(), "-c".into(), script]);
+    let r = replay_checked(&trace, &root.join("target"), 2);
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
+}
+
+#[test]
+fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
+    let root = scratch("whole-ddp");
+    if skip_unless_capturing(&root) {
+        return;
+    }
+    let python = match iorepro_tests::job::torch_python() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let mut job = iorepro_tests::job::TrainJob::new(&root);
+    job.epochs = 1;
+    job.compute_s = 0.02;
+    // Two DCP saves in the epoch's 8 steps.
+    job.ckpt_every = 4;
+    let total = iorepro_tests::job::make_dataset(&job.data, 32, 128 << 10);
+    std::fs::create_dir_all(&job.ckpt).unwrap();
+    let trace = root.join("trace");
+    capture_whole(&trace, &job.command(&python));
+    let r = replay_checked(&trace, &root.join("target"), 2 * job.ranks);
+    // Each replayed rank reads what its traced rank read of the dataset;
+    // every traced rank read its share at least once.
+    assert!(r["read_bytes"].as_u64().unwrap() >= 2 * total, "{r:#}");
+    let code = &r["left_out"]["roles"]["code"];
+    assert!(code["files"].as_u64().unwrap() > 100, "{code:#}");
+    let ckpt_written: u64 = iorepro_tests::job::files_under(&job.ckpt)
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    assert!(ckpt_written > 0, "the job saved no checkpoint");
+    assert!(
+        r["write_bytes"].as_u64().unwrap() >= 2 * ckpt_written,
+        "{r:#}"
+    );
+    let truth = Truth::new(job.data.clone(), job.ckpt.clone(), None);
+    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the torchrun DDP job");
+    assert!(by_bytes >= 0.99, "{wrong:#?}");
+    assert!(by_files >= 0.95, "{wrong:#?}");
+}
