@@ -157,18 +157,37 @@ fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> Repl
     })
 }
 
-/// The scaling model of `opts`' replay, without replaying (`--plan-only`):
-/// the world is `--ranks`, or the trace's rank count.
-pub fn plan_only(opts: &Options) -> ReplayResult<Forecast> {
-    let survey = Survey::run(&opts.trace)?;
-    let world = opts.ranks.unwrap_or(survey.sources.len() as u32);
-    let selected: Vec<bool> = survey
+/// The trace's survey with the replay's scope applied (what is left out is
+/// in `left_out`): the one view of the trace that the plan and the replay
+/// both start from.
+fn scoped_survey(opts: &Options) -> ReplayResult<Survey> {
+    let mut survey = Survey::run(&opts.trace)?;
+    crate::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
+    survey.left_out = crate::scope::apply(&mut survey, &opts.scope);
+    Ok(survey)
+}
+
+/// Which of the trace's phases `--phases` keeps.
+fn selected_phases(opts: &Options, survey: &Survey) -> Vec<bool> {
+    survey
         .phases
         .iter()
         .map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind)))
-        .collect();
+        .collect()
+}
+
+/// The scaling model of `opts`' replay, without replaying (`--plan-only`):
+/// the world is `--ranks`, or the trace's rank count.
+pub fn plan_only(opts: &Options) -> ReplayResult<Forecast> {
+    let survey = scoped_survey(opts)?;
+    let world = opts.ranks.unwrap_or(survey.sources.len() as u32);
     let model = Model::build(&opts.trace, &survey, world, &opts.scale)?;
-    Forecast::count(&opts.trace, &survey, &model, &selected)
+    Forecast::count(
+        &opts.trace,
+        &survey,
+        &model,
+        &selected_phases(opts, &survey),
+    )
 }
 
 pub fn run(opts: &Options) -> ReplayResult<Outcome> {
@@ -198,10 +217,7 @@ fn replay(
             opts.target.display()
         )));
     }
-    let mut survey = Survey::run(&opts.trace)?;
-    crate::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
-    survey.left_out = crate::scope::apply(&mut survey, &opts.scope);
-    let survey = Arc::new(survey);
+    let survey = Arc::new(scoped_survey(opts)?);
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,
@@ -213,11 +229,7 @@ fn replay(
         // Said before any work, so a user sees at once what will not be replayed.
         eprint!("{}", survey.left_out.render());
     }
-    let phase_selected: Vec<bool> = survey
-        .phases
-        .iter()
-        .map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind)))
-        .collect();
+    let phase_selected = selected_phases(opts, &survey);
     let model = Model::build(&opts.trace, &survey, lay.world, &opts.scale)?;
     let forecast = Forecast::count(&opts.trace, &survey, &model, &phase_selected)?;
     if reporting {

@@ -128,7 +128,11 @@ fn a_filtered_trace_replays() {
     assert_eq!(done.events_in, 12);
     assert_eq!(done.events, 3, "rank 1's open, read and close");
     assert_eq!(done.manifest.mounts.as_ref().map(Vec::len), Some(3));
-    let r = replay_ok(&cut, &tmp.path().join("t"), &["--ranks", "2", "--json"]);
+    let r = replay_ok(
+        &cut,
+        &tmp.path().join("t"),
+        &["--ranks", "2", "--data", "replicate", "--json"],
+    );
     assert_eq!(r["read_bytes"], 2 * 32768, "{r:#}");
     assert_eq!(r["write_bytes"], 0);
     assert_eq!(r["left_out"]["calls"], 0);

@@ -158,7 +158,18 @@ fn every_path_form_replays_or_is_left_out_with_a_reason() {
     let r = replay_ok(
         &trace,
         &target,
-        &["--ranks", "2", "--roles", "all", "--json"],
+        // Clones, so that every form is made by both ranks.
+        &[
+            "--ranks",
+            "2",
+            "--roles",
+            "all",
+            "--data",
+            "replicate",
+            "--checkpoint",
+            "replicate",
+            "--json",
+        ],
     );
     assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
     assert_eq!(r["results_differed"], 0, "{r:#}");
@@ -225,7 +236,11 @@ fn a_replay_leaves_out_code_by_default_and_prepares_only_what_it_reads() {
         ],
     );
     let target = tmp.path().join("target");
-    let out = replay_into(&trace, &target, &["--ranks", "2", "--json"]);
+    let out = replay_into(
+        &trace,
+        &target,
+        &["--ranks", "2", "--data", "replicate", "--json"],
+    );
     let r = json_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -249,18 +264,22 @@ fn a_replay_leaves_out_code_by_default_and_prepares_only_what_it_reads() {
     // Asked for, code replays too.
     let t2 = tmp.path().join("t2");
     let all = replay_ok(&trace, &t2, &["--roles", "all", "--ranks", "2", "--json"]);
-    // (/etc/hosts is a system file, not a kernel one: all roles read it too.)
-    assert_eq!(all["read_bytes"], 2 * ((4 << 20) + 65536 + 200));
-    // Code is read-only input: one copy for every replica; the dataset one each.
+    // Each rank makes its own start-up reads (/etc/hosts is a system file,
+    // not a kernel one: all roles read it too); the dataset is shared out.
+    assert_eq!(all["read_bytes"], 2 * ((4 << 20) + 200) + 65536);
+    // Code is read-only input: one copy for every replica, and the shared-out
+    // dataset one copy too.
     assert_eq!(
         all["prepare"]["bytes_written"],
-        (4 << 20) + 200 + 2 * 65536,
+        (4 << 20) + 200 + 65536,
         "{:#}",
         all["prepare"]
     );
     assert!(t2.join("data/rep-0000").join(&so[1..]).is_file());
     assert!(!t2.join("data/rep-0001/venv").exists());
-    assert!(t2.join("data/rep-0001/data/train/0.bin").is_file());
+    // One copy of the shared-out dataset, in the first replica's place.
+    assert!(t2.join("data/rep-0000/data/train/0.bin").is_file());
+    assert!(!t2.join("data/rep-0001/data/train/0.bin").exists());
     let inc = replay_ok(
         &trace,
         &tmp.path().join("t3"),

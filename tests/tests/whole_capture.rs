@@ -18,7 +18,7 @@ fn skip_unless_capturing(root: &Path) -> bool {
     match probe_support(root) {
         Ok(()) => false,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            iorepro_tests::skip::cannot_run(why);
             true
         }
     }
@@ -34,19 +34,36 @@ fn capture_whole(trace: &Path, command: &[String]) {
     );
 }
 
-/// Replays at `ranks` with `--json`; checks exit 0, what was left out, and
-/// that prepare wrote no more than the replay read plus [`SLACK`].
+/// Replays at `ranks` with `--json` (the default scaling model, as a user
+/// runs it); checks exit 0, that it moved the bytes its plan said it would,
+/// what was left out, and that prepare wrote no more than the replay read
+/// plus [`SLACK`].
 fn replay_checked(trace: &Path, target: &Path, ranks: u32) -> serde_json::Value {
-    let r = run_json(Command::new(bin("iorepro-replay")).arg(trace).args([
-        "--target",
-        target.to_str().unwrap(),
-        "--ranks",
-        &ranks.to_string(),
-        "--timing",
-        "afap",
-        "--json",
-    ]));
+    let replay = |extra: &[&str]| {
+        run_json(
+            Command::new(bin("iorepro-replay"))
+                .arg(trace)
+                .args([
+                    "--target",
+                    target.to_str().unwrap(),
+                    "--ranks",
+                    &ranks.to_string(),
+                    "--timing",
+                    "afap",
+                    "--json",
+                ])
+                .args(extra),
+        )
+    };
+    let plan = replay(&["--plan-only"]);
+    let r = replay(&[]);
     assert!(r["errors"].as_array().unwrap().is_empty(), "{r:#}");
+    for key in ["read_bytes", "write_bytes"] {
+        assert_eq!(
+            r[key], plan[key],
+            "{key}: the replay against its plan {plan:#}"
+        );
+    }
     assert!(
         r["left_out"]["calls"].as_u64().unwrap() > 0,
         "{:#}",
@@ -87,8 +104,10 @@ fn the_one_line_job_replays_at_two_ranks() {
     let trace = root.join("trace");
     capture_whole(&trace, &[python(), "-c".into(), code]);
     let r = replay_checked(&trace, &root.join("target"), 2);
-    assert_eq!(r["read_bytes"], 2 * 65536);
-    assert_eq!(r["write_bytes"], 2 * 65536);
+    // One process wrote the file and read it back: at two ranks it is still
+    // written by one writer, and read back once.
+    assert_eq!(r["read_bytes"], 65536);
+    assert_eq!(r["write_bytes"], 65536);
 }
 
 /// Where a job keeps its files: what each of them is, by where it lies.
@@ -215,8 +234,9 @@ fn a_python_job_with_worker_processes_and_checkpoints_replays_at_twice_its_ranks
         ],
     );
     let r = replay_checked(&trace, &root.join("target"), 2);
-    // Two epochs over the dataset, for each of the two replayed ranks.
-    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * 2 * total);
+    // Two epochs over the dataset, shared out over the two replayed ranks,
+    // as the job at two ranks reads it.
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
 
     let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
     let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the loader job");
@@ -235,8 +255,9 @@ fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
-        eprintln!("skipped: mpirun is not installed (apt install openmpi-bin)");
-        return;
+        return iorepro_tests::skip::cannot_run(
+            "mpirun is not installed (apt install openmpi-bin)",
+        );
     }
     let data = root.join("data");
     let total = iorepro_tests::job::make_dataset(&data, 32, 150_000);
@@ -270,7 +291,9 @@ fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
     capture_whole(&trace, &cmd);
     let r = replay_checked(&trace, &root.join("target"), 4);
     // Two epochs of each rank's half, for each of the four replayed ranks.
-    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * 2 * total);
+    // The two traced ranks read two epochs of the dataset between them;
+    // the four replayed ranks share the same reads out.
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
     let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
     let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the job under mpirun");
     assert!(by_bytes >= 0.99, "{wrong:#?}");
@@ -295,7 +318,8 @@ fn a_shell_pipeline_replays_at_twice_its_ranks() {
     let trace = root.join("trace");
     capture_whole(&trace, &["sh".into(), "-c".into(), script]);
     let r = replay_checked(&trace, &root.join("target"), 2);
-    assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
+    // What the pipeline read, read once between the two replayed ranks.
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), total);
 }
 
 #[test]
@@ -306,10 +330,7 @@ fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
     }
     let python = match iorepro_tests::job::torch_python() {
         Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        Err(why) => return iorepro_tests::skip::cannot_run(why),
     };
     let mut job = iorepro_tests::job::TrainJob::new(&root);
     job.epochs = 1;
@@ -321,9 +342,9 @@ fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
     let trace = root.join("trace");
     capture_whole(&trace, &job.command(&python));
     let r = replay_checked(&trace, &root.join("target"), 2 * job.ranks);
-    // Each replayed rank reads what its traced rank read of the dataset;
-    // every traced rank read its share at least once.
-    assert!(r["read_bytes"].as_u64().unwrap() >= 2 * total, "{r:#}");
+    // The dataset is shared out over the replayed ranks as the traced ranks
+    // shared it: every sample read at least once in all.
+    assert!(r["read_bytes"].as_u64().unwrap() >= total, "{r:#}");
     let code = &r["left_out"]["roles"]["code"];
     assert!(code["files"].as_u64().unwrap() > 100, "{code:#}");
     let ckpt_written: u64 = iorepro_tests::job::files_under(&job.ckpt)
@@ -331,10 +352,7 @@ fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
         .map(|(_, n)| n)
         .sum();
     assert!(ckpt_written > 0, "the job saved no checkpoint");
-    assert!(
-        r["write_bytes"].as_u64().unwrap() >= 2 * ckpt_written,
-        "{r:#}"
-    );
+    assert!(r["write_bytes"].as_u64().unwrap() > 0, "{r:#}");
     let truth = Truth::new(job.data.clone(), job.ckpt.clone(), None);
     let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the torchrun DDP job");
     assert!(by_bytes >= 0.99, "{wrong:#?}");
