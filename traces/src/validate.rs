@@ -468,6 +468,7 @@ fn salvage(value: &serde_json::Value) -> Manifest {
         "dropped_events",
         "segments",
         "command",
+        "mounts",
         "complete",
     ];
     let get = |k: &str| value.get(k).cloned();
@@ -483,6 +484,7 @@ fn salvage(value: &serde_json::Value) -> Manifest {
         .unwrap_or_default();
     m.dropped_events = get("dropped_events").and_then(|v| v.as_u64()).unwrap_or(0);
     m.command = get("command").and_then(|v| serde_json::from_value(v).ok());
+    m.mounts = get("mounts").and_then(|v| serde_json::from_value(v).ok());
     // Only plain names count: a hostile list cannot make the repair look outside.
     m.segments = get("segments")
         .and_then(|v| serde_json::from_value::<Vec<String>>(v).ok())

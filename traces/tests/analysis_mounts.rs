@@ -83,3 +83,40 @@ fn files_and_bytes_per_mount() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("lustre"), "{text}");
 }
+
+#[test]
+fn a_repaired_manifest_keeps_its_mount_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), "t", &workload(2, 1, 10, "sequential"));
+    let manifest = trace.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let table = serde_json::json!([
+        {"mount_point": "/", "fs_type": "xfs", "source": "/dev/sda1"},
+        {"mount_point": "/data", "fs_type": "nfs4", "source": "nas:/export"},
+    ]);
+    m["mounts"] = table.clone();
+    m["events"] = serde_json::json!("damaged");
+    std::fs::write(&manifest, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    let t = trace.to_str().unwrap();
+    let out = trace_cmd()
+        .args(["validate", "--repair", t])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    assert_eq!(m["mounts"], table);
+    let s = json(&["summary", t, "--json"]);
+    let mounts = s["mounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mount_point"] == "/data" && m["fs_type"] == "nfs4"),
+        "{mounts:?}"
+    );
+}

@@ -46,8 +46,13 @@ pub struct Manifest {
     pub command: Option<Vec<String>>,
     /// The file systems of the traced job's mount namespace (see
     /// [`crate::format::mounts`]); absent in traces captured before mounts
-    /// were recorded and in traces not captured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// were recorded and in traces not captured. A table of another shape
+    /// (another tool's key of the same name) is ignored, not an error.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_mounts"
+    )]
     pub mounts: Option<Vec<Mount>>,
     /// False while a writer is still appending (or was killed before closing).
     #[serde(default = "default_true")]
@@ -55,6 +60,11 @@ pub struct Manifest {
     /// Keys written by other versions or tools, kept on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+fn lenient_mounts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Mount>>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).ok())
 }
 
 fn default_true() -> bool {

@@ -173,4 +173,22 @@ bad line
         assert_eq!(t[0].fs_type, "tmpfs");
         assert_eq!(t[1].mount_point, "/scratch");
     }
+
+    #[test]
+    fn a_manifest_with_another_shape_of_mounts_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = crate::Manifest::new(crate::Source::Import);
+        m.complete = true;
+        m.store(dir.path()).unwrap();
+        let p = dir.path().join("manifest.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["mounts"] = serde_json::json!({"/": "ext4"});
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(crate::Manifest::load(dir.path()).unwrap().mounts, None);
+        v["mounts"] = serde_json::json!([{"mount_point": "/", "fs_type": "xfs", "source": "s"}]);
+        std::fs::write(&p, v.to_string()).unwrap();
+        let m = crate::Manifest::load(dir.path()).unwrap();
+        assert_eq!(m.mounts.unwrap()[0].fs_type, "xfs");
+    }
 }
