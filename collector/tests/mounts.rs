@@ -55,8 +55,7 @@ fn files_on_a_tmpfs_and_on_the_disk() {
     let late = scratch.path().join("late");
     std::fs::create_dir_all(&late).unwrap();
     let Some(_early_mount) = Tmpfs::mount(&early, "iorepro-test-early") else {
-        eprintln!("skipped: cannot mount a tmpfs here");
-        return;
+        return iorepro_tests::skip::cannot_run("cannot mount a tmpfs here");
     };
     // Unmounted after the capture: the job mounts it, and it must still be
     // there when the capture ends and reads the table again.

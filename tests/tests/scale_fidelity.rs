@@ -109,7 +109,7 @@ fn captures() -> Option<&'static Captures> {
     match CELL.get_or_init(run_captures) {
         Ok(c) => Some(c),
         Err(why) => {
-            eprintln!("skipped: {why}");
+            iorepro_tests::skip::cannot_run(why);
             None
         }
     }
