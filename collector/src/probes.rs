@@ -105,19 +105,10 @@ const REQUIRED: [(&str, &str, &str); 6] = [
     ("task_rename", "tp_btf:task_rename", "thread names"),
 ];
 
-/// The programs on io_uring's tracepoints (see the kernel side's `uring`).
-const URING_PROGRAMS: [(&str, &str, &str); 2] = [
-    (
-        "io_uring_submit_req",
-        "tp_btf:io_uring_submit_req",
-        "io_uring submissions",
-    ),
-    (
-        "io_uring_complete",
-        "tp_btf:io_uring_complete",
-        "io_uring completions",
-    ),
-];
+/// The programs on io_uring's tracepoints (see the kernel side's `uring`):
+/// one for submissions and one for completions, picked by the arguments
+/// this kernel's tracepoints take.
+type Programs = [(&'static str, &'static str, &'static str); 2];
 
 /// The page-cache fill tracepoint (`fault` rows under mmap).
 const FILL_CATEGORY: &str = "filemap";
@@ -193,7 +184,8 @@ impl Probes {
             let ours = scope.spawn(|| -> CollectResult<_> {
                 let ours = Btf::from_sys_fs()?;
                 let offsets = kernel_offsets(&ours)?;
-                let uring = uring_hooks(&ours).and_then(|()| uring_offsets(&ours));
+                let uring = uring_programs(&ours)
+                    .and_then(|programs| Ok((programs, uring_offsets(&ours)?)));
                 Ok((offsets, uring))
             });
             let btf = AyaBtf::from_sys_fs()
@@ -215,7 +207,7 @@ impl Probes {
         loader.btf(Some(&btf));
         for (name, value) in offsets
             .iter()
-            .chain(uring.iter().flatten())
+            .chain(uring.iter().flat_map(|(_, offsets)| offsets))
             .chain(fill.iter().flatten())
         {
             loader.override_global(name, value, true);
@@ -242,18 +234,18 @@ impl Probes {
 
         // io_uring requests are followed where this kernel's tracepoints and
         // structures are the ones the programs read.
-        let uring = uring.and_then(|_| {
-            load_btf_programs(&mut ebpf, &btf, &URING_PROGRAMS)
+        let uring = uring.and_then(|(programs, _)| {
+            load_btf_programs(&mut ebpf, &btf, &programs)
                 .map_err(|(name, _, e)| format!("the kernel refused `{name}`: {e:#}"))?;
-            for (name, _, _) in URING_PROGRAMS {
+            for (name, _, _) in programs {
                 let p: &mut BtfTracePoint = program(&mut ebpf, name).map_err(|e| e.to_string())?;
                 p.attach()
                     .map_err(|e| format!("attaching `{name}`: {e:#}"))?;
             }
-            Ok(())
+            Ok(programs)
         });
         match uring {
-            Ok(()) => caps.hooks.extend(URING_PROGRAMS.iter().map(|(_, h, _)| *h)),
+            Ok(programs) => caps.hooks.extend(programs.iter().map(|(_, h, _)| *h)),
             Err(why) => caps.missing.push(Missing {
                 what: "io_uring",
                 effect: "io_uring requests not captured",
@@ -436,8 +428,9 @@ fn load_btf_programs<'p>(
         let loads: Vec<_> = found
             .into_iter()
             .map(|(i, p)| {
-                let hook = programs[i].0;
-                (i, scope.spawn(move || p.load(hook, btf)))
+                let hook = programs[i].1;
+                let tracepoint = hook.strip_prefix("tp_btf:").unwrap_or(hook);
+                (i, scope.spawn(move || p.load(tracepoint, btf)))
             })
             .collect();
         loads
@@ -451,29 +444,56 @@ fn load_btf_programs<'p>(
     Ok(())
 }
 
-/// Whether this kernel's io_uring tracepoints are the ones the programs
-/// read: `io_uring_submit_req(req)` (Linux 6.4 and later; before, it was
-/// `io_uring_submit_sqe`, with other arguments) and
-/// `io_uring_complete(ctx, req, cqe)`.
-fn uring_hooks(btf: &Btf) -> Result<(), String> {
-    match btf.tracepoint_params("io_uring_submit_req") {
-        Some(_) => {}
-        None if btf.tracepoint_params("io_uring_submit_sqe").is_some() => {
-            return Err("this kernel's io_uring tracepoint is io_uring_submit_sqe \
-                 (before Linux 6.4), whose arguments the collector does not read"
+/// The io_uring programs that read this kernel's tracepoints, or why there
+/// are none: submissions from `io_uring_submit_req(req)` (6.4 and later) or
+/// `io_uring_submit_sqe(req, force_nonblock)` (6.0 to 6.3; before 6.0 its
+/// arguments are others), completions from `io_uring_complete(ctx, req,
+/// cqe)` or, where it passes the result itself, `io_uring_complete(ctx,
+/// req, user_data, res, cflags, extra1, extra2)`. (Each count below
+/// includes the tracepoint's leading context argument.)
+fn uring_programs(btf: &Btf) -> Result<Programs, String> {
+    let submit = match (
+        btf.tracepoint_params("io_uring_submit_req"),
+        btf.tracepoint_params("io_uring_submit_sqe"),
+    ) {
+        (Some(2), _) => (
+            "io_uring_submit_req",
+            "tp_btf:io_uring_submit_req",
+            "io_uring submissions",
+        ),
+        (None, Some(3)) => (
+            "io_uring_submit_sqe",
+            "tp_btf:io_uring_submit_sqe",
+            "io_uring submissions",
+        ),
+        (None, None) => return Err("this kernel has no io_uring_submit_* tracepoint".into()),
+        _ => {
+            return Err(
+                "this kernel's io_uring_submit_* tracepoint does not pass the request \
+                 (kernels before 6.0)"
+                    .into(),
+            )
+        }
+    };
+    let complete = match btf.tracepoint_params("io_uring_complete") {
+        Some(4) => (
+            "io_uring_complete",
+            "tp_btf:io_uring_complete",
+            "io_uring completions",
+        ),
+        Some(8) => (
+            "io_uring_complete_res",
+            "tp_btf:io_uring_complete",
+            "io_uring completions",
+        ),
+        Some(_) => {
+            return Err("this kernel's io_uring_complete tracepoint has arguments \
+                 the collector does not read"
                 .into())
         }
-        None => return Err("this kernel has no io_uring_submit_* tracepoint".into()),
-    }
-    match btf.tracepoint_params("io_uring_complete") {
-        Some(4) => Ok(()),
-        Some(_) => Err(
-            "this kernel's io_uring_complete tracepoint has other arguments \
-             than the ones the collector reads (Linux 6.4 and later)"
-                .into(),
-        ),
-        None => Err("this kernel has no io_uring_complete tracepoint".into()),
-    }
+        None => return Err("this kernel has no io_uring_complete tracepoint".into()),
+    };
+    Ok([submit, complete])
 }
 
 /// Where the page-cache fill tracepoint keeps its fields on this kernel

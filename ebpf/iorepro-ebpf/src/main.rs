@@ -233,6 +233,26 @@ pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+/// An io_uring request submitted, on kernels before 6.4, where the
+/// tracepoint was `io_uring_submit_sqe(req, force_nonblock)`.
+#[btf_tracepoint(function = "io_uring_submit_sqe")]
+pub fn io_uring_submit_sqe(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(0);
+    uring::submitted(req);
+    0
+}
+
+/// An io_uring request completed, on kernels whose tracepoint passes the
+/// result itself: `io_uring_complete(ctx, req, user_data, res, cflags,
+/// extra1, extra2)` (6.12 and before; later kernels pass the CQE).
+#[btf_tracepoint(function = "io_uring_complete")]
+pub fn io_uring_complete_res(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(1);
+    let res: i64 = ctx.arg(3);
+    uring::completed(req, res as i32);
+    0
+}
+
 /// An io_uring request completed.
 #[btf_tracepoint(function = "io_uring_complete")]
 pub fn io_uring_complete(ctx: BtfTracePointContext) -> u32 {
