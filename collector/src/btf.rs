@@ -38,6 +38,8 @@ struct Type {
     /// Pointed-to / aliased type for PTR, TYPEDEF and modifiers.
     ref_type: u32,
     members: Vec<Member>,
+    /// Parameters of a FUNC_PROTO.
+    params: u32,
 }
 
 /// The parsed type graph, enough to find member offsets by name.
@@ -84,6 +86,7 @@ impl Btf {
             kind: 0,
             ref_type: 0,
             members: Vec::new(),
+            params: 0,
         }];
         let mut at = 0;
         while at + 12 <= tb.len() {
@@ -123,6 +126,11 @@ impl Btf {
                 kind,
                 ref_type,
                 members,
+                params: if kind == KIND_FUNC_PROTO {
+                    vlen as u32
+                } else {
+                    0
+                },
             });
         }
         let mut btf = Btf {
@@ -177,6 +185,20 @@ impl Btf {
             }
         }
         None
+    }
+
+    /// The parameters of the BTF tracepoint `name` (the `btf_trace_NAME`
+    /// typedef the kernel declares for each tracepoint), its leading
+    /// `void *` included; `None` when this kernel has no such tracepoint.
+    pub fn tracepoint_params(&self, name: &str) -> Option<u32> {
+        let wanted = format!("btf_trace_{name}");
+        let t = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_TYPEDEF && self.str_at(t.name) == wanted)?;
+        let ptr = self.types.get(t.ref_type as usize)?;
+        let proto = self.types.get(ptr.ref_type as usize)?;
+        (proto.kind == KIND_FUNC_PROTO).then_some(proto.params)
     }
 
     /// Offset of a dotted member path inside a struct, e.g. `("fs_struct",

@@ -9,11 +9,11 @@ use iorepro_common::DROPPED_NAME;
 use iorepro_traces::{Manifest, Source, TraceError, TraceWriter, WriterOptions};
 
 use crate::cgroup::Cgroup;
-use crate::cli::{CaptureOptions, Target};
+use crate::cli::{CaptureOptions, OnLoadFailure, Target};
 use crate::decode::Decoder;
 use crate::error::{CollectError, CollectResult};
 use crate::live::Live;
-use crate::probes::{check_privileges, ProbeConfig, Probes, HOOKS};
+use crate::probes::{check_privileges, ProbeConfig, Probes};
 use crate::procs;
 use crate::rows::{c_str, op_of};
 use crate::salvage;
@@ -30,7 +30,8 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 pub struct Outcome {
     /// What `iorepro-collect` exits with: the job's status, or 0.
     pub exit_code: i32,
-    pub manifest: Manifest,
+    /// The trace's manifest; `None` when the job ran untraced.
+    pub manifest: Option<Manifest>,
 }
 
 pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
@@ -51,27 +52,47 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         Target::Command(c) => Some(c.clone()),
         _ => None,
     };
-    // Before the trace exists: an address in use or a bad status file fails
-    // the capture with nothing to clean up.
+    // Before the trace exists: an address in use, a bad status file or a
+    // kernel that refuses the programs fails the capture with nothing to
+    // clean up, and nothing that looks like a trace is left behind.
     let mut live = Live::start(&opts.live)?;
-    let mut writer = TraceWriter::create(&opts.out, wopts)?;
-    salvage::reserve_space(&opts.out);
-    writer.set_extra(
-        "collector",
-        serde_json::json!({ "hooks": HOOKS, "target": format!("{:?}", opts.target) }),
-    );
-    let mut probes = Probes::load(&ProbeConfig {
+    let loading = Instant::now();
+    let probes = Probes::load(&ProbeConfig {
         ring_buffer_bytes: opts.ring_buffer_bytes,
         cgroup: cgroup.as_ref().map(|c| &c.dir),
         all_files: opts.all_files,
         merge_runs: opts.merge_runs,
-    })?;
-    if let Err(why) = &probes.uring {
-        writer.set_extra(
-            "io_uring",
-            serde_json::json!(format!("requests not followed: {why}")),
-        );
+    });
+    let mut probes = match (probes, &opts.target) {
+        (Ok(p), _) => p,
+        (Err(e @ CollectError::Kernel(_)), Target::Command(cmd))
+            if opts.on_load_failure == OnLoadFailure::Run =>
+        {
+            return untraced(cmd, opts.user.as_deref(), &e);
+        }
+        (Err(e @ CollectError::Kernel(_)), Target::Command(_)) => {
+            return Err(CollectError::Kernel(format!(
+                "{e}; the job was not run (--on-load-failure fail): run it without \
+                 iorepro-collect to run it untraced"
+            )));
+        }
+        (Err(e), _) => return Err(e),
+    };
+    let load_s = loading.elapsed().as_secs_f64();
+    for line in probes.capabilities.warnings() {
+        eprintln!("warning: {line}");
     }
+    let mut writer = TraceWriter::create(&opts.out, wopts)?;
+    salvage::reserve_space(&opts.out);
+    writer.set_extra(
+        "collector",
+        serde_json::json!({
+            "hooks": probes.capabilities.hooks,
+            "target": format!("{:?}", opts.target),
+            "load_s": load_s,
+        }),
+    );
+    writer.set_extra("capabilities", probes.capabilities.to_json());
     signals::install();
 
     let mut session = Decoder::new(
@@ -273,7 +294,39 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     }
     Ok(Outcome {
         exit_code,
-        manifest,
+        manifest: Some(manifest),
+    })
+}
+
+/// The probes could not be loaded and the job is to run anyway: it runs
+/// untraced (stop signals forwarded), no trace is written, and the exit
+/// status is the job's.
+fn untraced(cmd: &[String], user: Option<&str>, err: &CollectError) -> CollectResult<Outcome> {
+    eprintln!(
+        "warning: tracing could not start: {err}\n\
+         warning: running the job untraced, no trace written \
+         (--on-load-failure fail refuses to run it instead)"
+    );
+    signals::install();
+    let mut job = spawn_gated(cmd, user)?;
+    job.release(&cmd[0])?;
+    let mut stop_deadline: Option<Instant> = None;
+    let status = loop {
+        if let Some(status) = job.try_wait() {
+            break status;
+        }
+        if let (Some(sig), None) = (signals::received(), stop_deadline) {
+            job.signal(sig);
+            stop_deadline = Some(Instant::now() + STOP_GRACE);
+        }
+        if stop_deadline.is_some_and(|d| Instant::now() >= d) {
+            break 128 + signals::received().unwrap_or(libc::SIGTERM);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(Outcome {
+        exit_code: status,
+        manifest: None,
     })
 }
 
@@ -311,7 +364,7 @@ fn trace_write_failed(
     };
     Outcome {
         exit_code: if status != 0 { status } else { 2 },
-        manifest: Manifest::load(dir).unwrap_or_else(|_| Manifest::new(Source::Ebpf)),
+        manifest: Some(Manifest::load(dir).unwrap_or_else(|_| Manifest::new(Source::Ebpf))),
     }
 }
 

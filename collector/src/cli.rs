@@ -67,9 +67,25 @@ pub struct Opts {
     /// so a scraper collects them (at least two scrape intervals).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = parse_duration)]
     pub metrics_linger: Duration,
+    /// With -- COMMAND: what happens to the job when tracing cannot start
+    /// (a kernel that refuses the programs, no BTF, no tracefs). `run`
+    /// runs the job untraced, says so, leaves no trace and exits with the
+    /// job's status: a job is never lost to its tracer. `fail` exits 2
+    /// without running it.
+    #[arg(long, value_enum, value_name = "WHAT", default_value_t = OnLoadFailure::Run)]
+    pub on_load_failure: OnLoadFailure,
     /// The job to run and trace.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// What `-- COMMAND` does when the probes cannot be loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnLoadFailure {
+    /// Run the job untraced.
+    Run,
+    /// Do not run the job; exit 2.
+    Fail,
 }
 
 /// What is traced.
@@ -91,6 +107,7 @@ pub struct CaptureOptions {
     pub ring_buffer_bytes: u32,
     pub all_files: bool,
     pub merge_runs: bool,
+    pub on_load_failure: OnLoadFailure,
     pub live: LiveOptions,
 }
 
@@ -139,6 +156,7 @@ impl Opts {
             ring_buffer_bytes: rb,
             all_files: self.all_files,
             merge_runs: !self.no_runs,
+            on_load_failure: self.on_load_failure,
             live: LiveOptions {
                 status_interval: self.status_interval,
                 status_file: self.status_file,

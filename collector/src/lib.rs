@@ -48,8 +48,11 @@
 //!   for thread names): a child is traced before it runs. A `--cgroup`
 //!   capture asks the kernel whether `current` is in the cgroup (a cgroup
 //!   array), so processes that join later are followed too.
-//! - **io_uring** (`io_uring_submit_req`/`io_uring_complete`): requests are
-//!   rows like syscalls, timed from submission to completion.
+//! - **io_uring** (`io_uring_submit_req`, or `io_uring_submit_sqe` before
+//!   6.4; `io_uring_complete` in either of its forms): requests are rows
+//!   like syscalls, timed from submission to completion. Where the kernel's
+//!   tracepoints pass no request (before 6.0) they are left out, and the
+//!   manifest's `capabilities` says so.
 //! - **Polling instead of wake-ups**: records are submitted with
 //!   `BPF_RB_NO_WAKEUP`; a wake-up per record costs more than the record.
 //!   A full buffer is counted per CPU, by the calls lost, and reported.
@@ -70,6 +73,17 @@
 //! sources" is a byte compare: `cargo xtask test` rebuilds the object and fails
 //! if it differs from the committed file. After changing `ebpf/`, run `cargo
 //! xtask build-ebpf` and commit the object with the sources.
+//!
+//! # Kernels
+//!
+//! Linux 5.10 or later with BTF. The required programs use nothing newer
+//! on their path (ring buffers, BTF tracepoints, global functions with
+//! scalar arguments, bounded loops), and each call chain stays within one
+//! 512-byte stack, which kernels before 6.13 count for the whole chain (see
+//! the kernel side's `work`). [`probes`] attaches the optional hooks the
+//! kernel has, records what it left out, and loads in a fixed order so that
+//! a refusal always names the same program. `tests/kernel_matrix.rs` boots
+//! Debian's 5.10, 6.1 and 6.12 in VMs and runs the ground-truth tests there.
 //!
 //! Limits: x86_64 syscall numbers; a vectored call's size counts its first
 //! IOV_MAX (1,024) iovecs, which is all the kernel takes.

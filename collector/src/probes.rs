@@ -44,22 +44,75 @@ pub struct Probes {
     traced_set: BTreeSet<u32>,
     dropped: PerCpuArray<MapData, u64>,
     slots: Array<MapData, Slot>,
-    /// Whether io_uring requests are followed, or why not.
-    pub uring: Result<(), String>,
+    /// What this kernel lets the capture record, and what it does not.
+    pub capabilities: Capabilities,
 }
 
-/// Where each program hooks in, recorded in the manifest.
-pub const HOOKS: &[&str] = &[
-    "tp_btf:sys_enter",
-    "tp_btf:sys_exit",
-    "tp_btf:sched_process_fork",
-    "tp_btf:sched_process_exec",
-    "tp_btf:sched_process_exit",
-    "tp_btf:task_rename",
-    "tp_btf:io_uring_submit_req",
-    "tp_btf:io_uring_complete",
-    "tracepoint:filemap:mm_filemap_add_to_page_cache",
+/// What a capture records on this kernel: the hooks attached, and the
+/// optional ones left out with the reason (written to the manifest as
+/// `capabilities`, and said once on stderr).
+#[derive(Debug, Clone, Default)]
+pub struct Capabilities {
+    /// `uname -r`.
+    pub kernel: String,
+    pub hooks: Vec<&'static str>,
+    pub missing: Vec<Missing>,
+}
+
+/// An optional part of the capture this kernel does not allow.
+#[derive(Debug, Clone)]
+pub struct Missing {
+    /// A short name: `io_uring`, `page_faults`.
+    pub what: &'static str,
+    /// What the trace lacks, in a user's words.
+    pub effect: &'static str,
+    /// Why: what the kernel lacks.
+    pub why: String,
+}
+
+impl Capabilities {
+    pub fn to_json(&self) -> serde_json::Value {
+        let missing: Vec<_> = self
+            .missing
+            .iter()
+            .map(|m| serde_json::json!({ "what": m.what, "effect": m.effect, "why": m.why }))
+            .collect();
+        serde_json::json!({ "kernel": self.kernel, "hooks": self.hooks, "missing": missing })
+    }
+
+    /// One line per missing part, for stderr.
+    pub fn warnings(&self) -> Vec<String> {
+        self.missing
+            .iter()
+            .map(|m| format!("{}: {}", m.effect, m.why))
+            .collect()
+    }
+}
+
+/// The programs every capture needs, in the order they are loaded and
+/// attached (a fixed order, so a kernel that cannot load one always names
+/// the same one): (program, hook, what it is for).
+const REQUIRED: [(&str, &str, &str); 6] = [
+    ("sys_enter", "tp_btf:sys_enter", "syscall entries"),
+    ("sys_exit", "tp_btf:sys_exit", "syscall exits"),
+    (
+        "sched_process_fork",
+        "tp_btf:sched_process_fork",
+        "following new processes",
+    ),
+    ("sched_process_exec", "tp_btf:sched_process_exec", "exec"),
+    ("sched_process_exit", "tp_btf:sched_process_exit", "exits"),
+    ("task_rename", "tp_btf:task_rename", "thread names"),
 ];
+
+/// The programs on io_uring's tracepoints (see the kernel side's `uring`):
+/// one for submissions and one for completions, picked by the arguments
+/// this kernel's tracepoints take.
+type Programs = [(&'static str, &'static str, &'static str); 2];
+
+/// The page-cache fill tracepoint (`fault` rows under mmap).
+const FILL_CATEGORY: &str = "filemap";
+const FILL_EVENT: &str = "mm_filemap_add_to_page_cache";
 
 fn kernel_err(what: &str) -> impl Fn(aya::EbpfError) -> CollectError + '_ {
     move |e| CollectError::Kernel(format!("{what}: {e}"))
@@ -73,24 +126,78 @@ fn map_err(what: &str) -> impl Fn(aya::maps::MapError) -> CollectError + '_ {
     move |e| CollectError::Kernel(format!("map {what}: {e}"))
 }
 
+/// A program the kernel refused, named with what it is for and what it
+/// needs, and the verifier's last words (its whole log is long).
+fn load_failure(name: &str, purpose: &str, e: aya::programs::ProgramError) -> String {
+    let detail = match &e {
+        aya::programs::ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => {
+            let log = verifier_log.to_string();
+            let lines: Vec<&str> = log
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+            format!("{io_error}; the verifier said: {tail}")
+        }
+        other => format!("{other:#}"),
+    };
+    format!(
+        "this kernel ({}) refused the program `{name}` ({purpose}; it needs BPF ring buffers \
+         and BTF tracepoints: Linux 5.10 or later built with CONFIG_DEBUG_INFO_BTF): {detail}",
+        kernel_release()
+    )
+}
+
+/// `uname -r`.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 impl Probes {
-    /// Loads and attaches every program. Nothing is traced until a tgid is
-    /// added with [`Probes::trace`] (or, for a cgroup, at once).
+    /// Loads and attaches every program this kernel allows: all the required
+    /// ones or nothing, and of the optional ones (io_uring, page faults)
+    /// those the kernel has the hooks for, saying what was left out. Nothing
+    /// is traced until a tgid is added with [`Probes::trace`] (or, for a
+    /// cgroup, at once).
     pub fn load(cfg: &ProbeConfig<'_>) -> CollectResult<Probes> {
+        if let Some(why) = forced_failure() {
+            return Err(CollectError::Kernel(why));
+        }
+        if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(CollectError::Kernel(format!(
+                "this kernel ({}) has no BTF (/sys/kernel/btf/vmlinux): iorepro-collect needs \
+                 Linux 5.10 or later built with CONFIG_DEBUG_INFO_BTF=y",
+                kernel_release()
+            )));
+        }
         ensure_tracefs()?;
         raise_memlock();
         // The kernel's BTF is read twice, for the member offsets and by the
         // loader; the two parses take most of start-up, so they run side by side.
-        let (offsets, btf) = std::thread::scope(|scope| {
-            let offsets = scope.spawn(|| -> CollectResult<_> {
+        let (ours, btf) = std::thread::scope(|scope| {
+            let ours = scope.spawn(|| -> CollectResult<_> {
                 let ours = Btf::from_sys_fs()?;
-                Ok((kernel_offsets(&ours)?, uring_offsets(&ours)))
+                let offsets = kernel_offsets(&ours)?;
+                let uring = uring_programs(&ours)
+                    .and_then(|programs| Ok((programs, uring_offsets(&ours)?)));
+                Ok((offsets, uring))
             });
             let btf = AyaBtf::from_sys_fs()
                 .map_err(|e| CollectError::Kernel(format!("/sys/kernel/btf/vmlinux: {e}")));
-            (offsets.join().expect("BTF parsing does not panic"), btf)
+            (ours.join().expect("BTF parsing does not panic"), btf)
         });
-        let ((offsets, uring), btf) = (offsets?, btf?);
+        let ((offsets, uring), btf) = (ours?, btf?);
+        let fill = fill_offsets();
+        let mut caps = Capabilities {
+            kernel: kernel_release(),
+            ..Capabilities::default()
+        };
         let by_cgroup = cfg.cgroup.is_some() as u64;
         let all_files = cfg.all_files as u64;
         let slots = slot_count();
@@ -98,7 +205,11 @@ impl Probes {
         let merge_runs = cfg.merge_runs as u64;
         let mut loader = EbpfLoader::new();
         loader.btf(Some(&btf));
-        for (name, value) in offsets.iter().chain(uring.iter().flatten()) {
+        for (name, value) in offsets
+            .iter()
+            .chain(uring.iter().flat_map(|(_, offsets)| offsets))
+            .chain(fill.iter().flatten())
+        {
             loader.override_global(name, value, true);
         }
         loader
@@ -113,28 +224,53 @@ impl Probes {
             .load(OBJECT)
             .map_err(kernel_err("loading the eBPF object"))?;
 
-        // io_uring requests are followed where this kernel's structures are
-        // known; the manifest says so either way.
-        let programs: Vec<&str> = BTF_PROGRAMS
-            .iter()
-            .chain(
-                uring
-                    .is_ok()
-                    .then_some(&URING_PROGRAMS)
-                    .into_iter()
-                    .flatten(),
-            )
-            .copied()
-            .collect();
-        load_btf_programs(&mut ebpf, &btf, &programs)?;
-        for name in &programs {
+        load_btf_programs(&mut ebpf, &btf, &REQUIRED)
+            .map_err(|(name, purpose, e)| CollectError::Kernel(load_failure(name, purpose, e)))?;
+        for (name, hook, _) in REQUIRED {
             let p: &mut BtfTracePoint = program(&mut ebpf, name)?;
             p.attach().map_err(prog_err(name))?;
+            caps.hooks.push(hook);
         }
-        let fill: &mut TracePoint = program(&mut ebpf, "filemap_add")?;
-        fill.load().map_err(prog_err("filemap_add"))?;
-        fill.attach("filemap", "mm_filemap_add_to_page_cache")
-            .map_err(prog_err("filemap_add"))?;
+
+        // io_uring requests are followed where this kernel's tracepoints and
+        // structures are the ones the programs read.
+        let uring = uring.and_then(|(programs, _)| {
+            load_btf_programs(&mut ebpf, &btf, &programs)
+                .map_err(|(name, _, e)| format!("the kernel refused `{name}`: {e:#}"))?;
+            for (name, _, _) in programs {
+                let p: &mut BtfTracePoint = program(&mut ebpf, name).map_err(|e| e.to_string())?;
+                p.attach()
+                    .map_err(|e| format!("attaching `{name}`: {e:#}"))?;
+            }
+            Ok(programs)
+        });
+        match uring {
+            Ok(programs) => caps.hooks.extend(programs.iter().map(|(_, h, _)| *h)),
+            Err(why) => caps.missing.push(Missing {
+                what: "io_uring",
+                effect: "io_uring requests not captured",
+                why,
+            }),
+        }
+        let fill = fill.and_then(|_| {
+            let p: &mut TracePoint =
+                program(&mut ebpf, "filemap_add").map_err(|e| e.to_string())?;
+            p.load()
+                .map_err(|e| format!("the kernel refused `filemap_add`: {e:#}"))?;
+            p.attach(FILL_CATEGORY, FILL_EVENT)
+                .map_err(|e| format!("attaching `filemap_add`: {e:#}"))?;
+            Ok(())
+        });
+        match fill {
+            Ok(_) => caps
+                .hooks
+                .push("tracepoint:filemap:mm_filemap_add_to_page_cache"),
+            Err(why) => caps.missing.push(Missing {
+                what: "page_faults",
+                effect: "pages read in by faults under mmap not captured (no `fault` rows)",
+                why,
+            }),
+        }
 
         if let Some(dir) = cfg.cgroup {
             match ebpf.map("CGROUP") {
@@ -160,7 +296,7 @@ impl Probes {
             traced_set: BTreeSet::new(),
             dropped,
             slots,
-            uring: uring.map(|_| ()),
+            capabilities: caps,
         })
     }
 
@@ -256,45 +392,151 @@ where
     p.try_into().map_err(prog_err(name))
 }
 
-/// The programs on BTF tracepoints, each named after its tracepoint.
-const BTF_PROGRAMS: [&str; 6] = [
-    "sys_enter",
-    "sys_exit",
-    "sched_process_fork",
-    "sched_process_exec",
-    "sched_process_exit",
-    "task_rename",
-];
-
-/// The programs on io_uring's tracepoints (see the kernel side's `uring`).
-const URING_PROGRAMS: [&str; 2] = ["io_uring_submit_req", "io_uring_complete"];
-
-/// Verifies and loads the BTF-tracepoint programs `names` side by side:
-/// verifying the two syscall programs takes most of a capture's start-up.
-fn load_btf_programs(ebpf: &mut Ebpf, btf: &AyaBtf, names: &[&str]) -> CollectResult<()> {
-    let mut programs: Vec<(&str, &mut BtfTracePoint)> = Vec::new();
+/// Verifies and loads the BTF-tracepoint programs `programs` side by side
+/// (verifying the two syscall programs takes most of a capture's start-up);
+/// a failure is the first in `programs`' order, whichever thread finished
+/// first, so the same kernel always gives the same error.
+fn load_btf_programs<'p>(
+    ebpf: &mut Ebpf,
+    btf: &AyaBtf,
+    programs: &[(&'p str, &'p str, &'p str)],
+) -> Result<(), (&'p str, &'p str, aya::programs::ProgramError)> {
+    let mut found: Vec<(usize, &mut BtfTracePoint)> = Vec::new();
     for (name, p) in ebpf.programs_mut() {
-        if let Some(hook) = names.iter().find(|h| **h == name) {
-            let p: &mut BtfTracePoint = p.try_into().map_err(prog_err(name))?;
-            programs.push((hook, p));
+        if let Some(i) = programs.iter().position(|(n, _, _)| *n == name) {
+            if let Ok(p) = <&mut BtfTracePoint>::try_from(p) {
+                found.push((i, p));
+            }
         }
     }
-    if programs.len() != names.len() {
-        return Err(CollectError::Kernel(
-            "eBPF object lacks a BTF tracepoint program".into(),
+    found.sort_by_key(|(i, _)| *i);
+    if let Some((i, _)) = programs
+        .iter()
+        .enumerate()
+        .find(|(i, _)| !found.iter().any(|(j, _)| j == i))
+    {
+        let (name, _, purpose) = programs[i];
+        return Err((
+            name,
+            purpose,
+            aya::programs::ProgramError::InvalidName {
+                name: name.to_string(),
+            },
         ));
     }
-    std::thread::scope(|scope| {
-        let loads: Vec<_> = programs
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let loads: Vec<_> = found
             .into_iter()
-            .map(|(hook, p)| scope.spawn(move || p.load(hook, btf).map_err(prog_err(hook))))
+            .map(|(i, p)| {
+                let hook = programs[i].1;
+                let tracepoint = hook.strip_prefix("tp_btf:").unwrap_or(hook);
+                (i, scope.spawn(move || p.load(tracepoint, btf)))
+            })
             .collect();
         loads
             .into_iter()
-            .map(|l| l.join().expect("program loading does not panic"))
-            .collect::<CollectResult<Vec<()>>>()
-    })?;
+            .map(|(i, l)| (i, l.join().expect("program loading does not panic")))
+            .collect()
+    });
+    for (i, r) in results {
+        r.map_err(|e| (programs[i].0, programs[i].2, e))?;
+    }
     Ok(())
+}
+
+/// The io_uring programs that read this kernel's tracepoints, or why there
+/// are none: submissions from `io_uring_submit_req(req)` (6.4 and later) or
+/// `io_uring_submit_sqe(req, force_nonblock)` (6.0 to 6.3; before 6.0 its
+/// arguments are others), completions from `io_uring_complete(ctx, req,
+/// cqe)` or, where it passes the result itself, `io_uring_complete(ctx,
+/// req, user_data, res, cflags, extra1, extra2)`. (Each count below
+/// includes the tracepoint's leading context argument.)
+fn uring_programs(btf: &Btf) -> Result<Programs, String> {
+    let submit = match (
+        btf.tracepoint_params("io_uring_submit_req"),
+        btf.tracepoint_params("io_uring_submit_sqe"),
+    ) {
+        (Some(2), _) => (
+            "io_uring_submit_req",
+            "tp_btf:io_uring_submit_req",
+            "io_uring submissions",
+        ),
+        (None, Some(3)) => (
+            "io_uring_submit_sqe",
+            "tp_btf:io_uring_submit_sqe",
+            "io_uring submissions",
+        ),
+        (None, None) => return Err("this kernel has no io_uring_submit_* tracepoint".into()),
+        _ => {
+            return Err(
+                "this kernel's io_uring_submit_* tracepoint does not pass the request \
+                 (kernels before 6.0)"
+                    .into(),
+            )
+        }
+    };
+    let complete = match btf.tracepoint_params("io_uring_complete") {
+        Some(4) => (
+            "io_uring_complete",
+            "tp_btf:io_uring_complete",
+            "io_uring completions",
+        ),
+        Some(8) => (
+            "io_uring_complete_res",
+            "tp_btf:io_uring_complete",
+            "io_uring completions",
+        ),
+        Some(_) => {
+            return Err("this kernel's io_uring_complete tracepoint has arguments \
+                 the collector does not read"
+                .into())
+        }
+        None => return Err("this kernel has no io_uring_complete tracepoint".into()),
+    };
+    Ok([submit, complete])
+}
+
+/// Where the page-cache fill tracepoint keeps its fields on this kernel
+/// (from its format file), or why it cannot be followed.
+fn fill_offsets() -> Result<Vec<(&'static str, u64)>, String> {
+    let rel = format!("events/{FILL_CATEGORY}/{FILL_EVENT}/format");
+    let text = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .find_map(|root| std::fs::read_to_string(Path::new(root).join(&rel)).ok())
+        .ok_or_else(|| format!("this kernel has no tracepoint {FILL_CATEGORY}:{FILL_EVENT}"))?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines().find_map(|l| {
+            let l = l.trim().strip_prefix("field:")?;
+            let (decl, rest) = l.split_once(';')?;
+            let ident = decl.trim().rsplit([' ', '*']).next()?;
+            if ident != name {
+                return None;
+            }
+            let off = rest.trim().strip_prefix("offset:")?.split(';').next()?;
+            off.trim().parse().ok()
+        })
+    };
+    let need = |name: &str| {
+        field(name).ok_or_else(|| {
+            format!("the tracepoint {FILL_CATEGORY}:{FILL_EVENT} has no field `{name}` here")
+        })
+    };
+    Ok(vec![
+        (globals::FILL_INO, need("i_ino")?),
+        (globals::FILL_INDEX, need("index")?),
+        (globals::FILL_DEV, need("s_dev")?),
+        // Kernels before the folio `order` field fill single pages.
+        (globals::FILL_ORDER, field("order").unwrap_or(0)),
+    ])
+}
+
+/// `IOREPRO_FORCE_LOAD_FAILURE=WHY` makes loading fail with WHY, as a
+/// kernel that refuses the programs would: how the tests check what a
+/// failed start leaves behind on a kernel that loads them.
+fn forced_failure() -> Option<String> {
+    std::env::var("IOREPRO_FORCE_LOAD_FAILURE")
+        .ok()
+        .filter(|v| !v.is_empty())
 }
 
 fn attach_btf(ebpf: &mut Ebpf, program_name: &str, hook: &str, btf: &AyaBtf) -> CollectResult<()> {

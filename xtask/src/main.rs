@@ -2,13 +2,14 @@
 //!
 //! `setup` installs, idempotently, what a fresh machine lacks (the eBPF
 //! toolchain, fio, Open MPI, Slurm, munge, Prometheus, the Python test
-//! partners); `test` runs setup and then every test, the root-only eBPF and
+//! partners, QEMU and virtme-ng and the kernels of the collector's matrix); `test` runs setup and then every test, the root-only eBPF and
 //! Slurm ones included; `bench` prints the side-by-side benchmark lines;
 //! `demo` is the README's tour in one command.
 
 mod bench;
 mod demo;
 mod ebpf;
+mod kernels;
 mod setup;
 
 use std::path::{Path, PathBuf};

@@ -30,6 +30,11 @@ const APT_PACKAGES: &[&str] = &[
     "slurm-wlm",
     "munge",
     "prometheus",
+    // The collector's kernel matrix: VMs booted by virtme-ng (QEMU, busybox
+    // for its initramfs, depmod for the kernels' modules).
+    "qemu-system-x86",
+    "busybox-static",
+    "kmod",
 ];
 
 /// The libclang that generates the MPI bindings: the `mpi` crate's bindgen
@@ -39,13 +44,16 @@ const MPI_LIBCLANG: &str = "/usr/lib/llvm-14/lib";
 
 /// Python test partners, at exact versions (their APIs move: DuckDB 2.0
 /// changed some): DuckDB and pyarrow read our Parquet; numpy drives the mmap
-/// tests; PyTorch (CPU) runs the real training job of the end-to-end tests.
+/// tests; PyTorch (CPU) runs the real training job of the end-to-end tests;
+/// virtme-ng boots the kernel matrix.
 /// (distribution, version)
 const PY_PACKAGES: &[(&str, &str)] = &[
     ("duckdb", "2.0.0"),
     ("pyarrow", "26.0.1"),
     ("numpy", "2.4.6"),
     ("torch", "2.15.0"),
+    // Boots the kernel matrix's VMs (collector/tests/kernel_matrix.rs).
+    ("virtme-ng", "1.42"),
 ];
 
 /// bpf-linker, exactly, and the LLVM it is built against: the pinned nightly's
@@ -88,6 +96,7 @@ pub fn run(root: &Path) -> Result<()> {
     munge()?;
     ebpf_toolchain(root)?;
     python()?;
+    crate::kernels::fetch(root)?;
     tracefs();
     println!("setup: done");
     Ok(())

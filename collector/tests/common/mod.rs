@@ -59,6 +59,17 @@ pub fn read_rows(trace: &Path) -> (Manifest, Vec<Row>) {
     iorepro_tests::rows::load_with_manifest(trace)
 }
 
+/// Why the capture that wrote `manifest` left `what` out (`io_uring`,
+/// `page_faults`: see the manifest's `capabilities`), or `None` if it
+/// captured it.
+pub fn missing_capability(manifest: &Manifest, what: &str) -> Option<String> {
+    manifest.extra["capabilities"]["missing"]
+        .as_array()?
+        .iter()
+        .find(|m| m["what"] == what)
+        .map(|m| m["why"].as_str().unwrap_or("").to_string())
+}
+
 pub fn rows_for<'a>(rows: &'a [Row], path: &Path) -> Vec<&'a Row> {
     let p = path.to_str().unwrap();
     rows.iter()

@@ -323,6 +323,12 @@ pub mod globals {
     pub const CLOSE_FD: &str = "OFF_CLOSE_FD";
     pub const FILENAME_NAME: &str = "OFF_FILENAME_NAME";
     pub const CQE_RES: &str = "OFF_CQE_RES";
+    /// Fields of the `filemap:mm_filemap_add_to_page_cache` record, from its
+    /// format file; `FILL_ORDER` 0 where the kernel has no `order` field.
+    pub const FILL_INO: &str = "OFF_FILL_INO";
+    pub const FILL_INDEX: &str = "OFF_FILL_INDEX";
+    pub const FILL_DEV: &str = "OFF_FILL_DEV";
+    pub const FILL_ORDER: &str = "OFF_FILL_ORDER";
 }
 
 /// Per-thread slots: the loader sizes the map to the smallest power of two

@@ -13,6 +13,7 @@ use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
 use core::ptr::read_volatile;
 use iorepro_common::{FILE_WINDOW, INODE_WINDOW, SCRATCH_WORDS};
 
+use crate::work;
 use crate::{CGROUP, TRACED};
 
 macro_rules! globals {
@@ -60,6 +61,10 @@ globals!(
     OFF_CLOSE_FD,
     OFF_FILENAME_NAME,
     OFF_CQE_RES,
+    OFF_FILL_INO,
+    OFF_FILL_INDEX,
+    OFF_FILL_DEV,
+    OFF_FILL_ORDER,
 );
 
 #[inline(always)]
@@ -290,7 +295,8 @@ pub fn io_worker() -> bool {
 /// A file's identity (and whether it is one), for callers that need nothing
 /// else from the file: a global function, so the verifier checks the walk
 /// once rather than at every place it is used. `file` 0 means "the file at
-/// descriptor `fd` of the current task".
+/// descriptor `fd` of the current task". The result is left in the work
+/// area `area` (see `work`).
 #[repr(C)]
 pub struct Looked {
     pub ino: u64,
@@ -300,12 +306,12 @@ pub struct Looked {
 
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn look_up_file(file: u64, fd: i64, scratch: *mut Scratch, out: *mut Looked) -> i64 {
-    if scratch.is_null() || out.is_null() {
+pub extern "C" fn look_up_file(file: u64, fd: i64, area: u64) -> i64 {
+    let Some(w) = work::area(area) else {
         return 0;
-    }
-    // SAFETY: checked non-null; a scratch buffer and the caller's stack.
-    let (scratch, out) = unsafe { (&mut *scratch, &mut *out) };
+    };
+    // SAFETY: this CPU's work area, used by one program at a time.
+    let w = unsafe { &mut *w };
     let file = if file != 0 {
         Some(file)
     } else if fd >= 0 {
@@ -313,14 +319,16 @@ pub extern "C" fn look_up_file(file: u64, fd: i64, scratch: *mut Scratch, out: *
     } else {
         None
     };
-    match file
-        .and_then(|f| file_window(f, scratch))
-        .and_then(|w| identity(w.inode, scratch))
-    {
+    let Some(window) = file.and_then(|f| file_window(f, &mut w.scratch)) else {
+        return 0;
+    };
+    match identity(window.inode, &mut w.scratch) {
         Some(id) => {
-            out.ino = id.ino;
-            out.dev = id.dev;
-            out.mode = id.mode;
+            w.looked = Looked {
+                ino: id.ino,
+                dev: id.dev,
+                mode: id.mode,
+            };
             1
         }
         None => 0,
@@ -329,16 +337,16 @@ pub extern "C" fn look_up_file(file: u64, fd: i64, scratch: *mut Scratch, out: *
 
 /// [`look_up_file`] as an `Identity`.
 #[inline(always)]
-pub fn file_identity(file: u64, fd: i64, scratch: &mut Scratch) -> Option<Identity> {
-    let mut out = Looked {
-        ino: 0,
-        dev: 0,
-        mode: 0,
-    };
-    (look_up_file(file, fd, scratch, &mut out) != 0).then_some(Identity {
-        ino: out.ino,
-        dev: out.dev,
-        mode: out.mode,
+pub fn file_identity(file: u64, fd: i64, area: u64) -> Option<Identity> {
+    if look_up_file(file, fd, area) == 0 {
+        return None;
+    }
+    // SAFETY: this CPU's work area, just written by `look_up_file`.
+    let l = unsafe { &(*work::area(area)?).looked };
+    Some(Identity {
+        ino: l.ino,
+        dev: l.dev,
+        mode: l.mode,
     })
 }
 
@@ -369,37 +377,40 @@ const AT_FDCWD: i32 = -100;
 
 /// (inode, dev) of the directory a relative path starts from: `dirfd`'s
 /// file, or the current working directory for `AT_FDCWD`.
-pub fn dir_of(dirfd: i32, scratch: &mut Scratch) -> (u64, u32) {
-    let mut dev = 0u64;
-    let ino = dir_identity(dirfd as i64, scratch, &mut dev);
+#[inline(always)]
+pub fn dir_of(dirfd: i32, area: u64) -> (u64, u32) {
+    let ino = dir_identity(dirfd as i64, area);
+    // SAFETY: this CPU's work area, just written by `dir_identity`.
+    let dev = work::area(area).map_or(0, |w| unsafe { (*w).dir_dev });
     (ino, dev as u32)
 }
 
 /// [`dir_of`] as a global function: the verifier checks it once, on its
 /// own, instead of at every place a path record is made (each of which
-/// multiplied the states it explored). Returns the inode and puts the
-/// device in `dev`; 0 when unknown.
+/// multiplied the states it explored). Returns the inode and leaves the
+/// device in the work area's `dir_dev`; 0 when unknown.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn dir_identity(dirfd: i64, scratch: *mut Scratch, dev: *mut u64) -> u64 {
-    if scratch.is_null() || dev.is_null() {
+pub extern "C" fn dir_identity(dirfd: i64, area: u64) -> u64 {
+    let Some(w) = work::area(area) else {
         return 0;
-    }
-    // SAFETY: checked non-null; the caller's slot scratch and stack variable.
-    let (scratch, dev) = unsafe { (&mut *scratch, &mut *dev) };
+    };
+    // SAFETY: this CPU's work area, used by one program at a time.
+    let w = unsafe { &mut *w };
+    w.dir_dev = 0;
     let dirfd = dirfd as i32;
     let inode = if dirfd == AT_FDCWD {
         cwd_inode()
     } else if dirfd >= 0 {
         file_of(dirfd as u64)
-            .and_then(|f| file_window(f, scratch))
-            .map(|w| w.inode)
+            .and_then(|f| file_window(f, &mut w.scratch))
+            .map(|window| window.inode)
     } else {
         None
     };
-    match inode.and_then(|i| identity(i, scratch)) {
+    match inode.and_then(|i| identity(i, &mut w.scratch)) {
         Some(id) => {
-            *dev = id.dev as u64;
+            w.dir_dev = id.dev as u64;
             id.ino
         }
         None => 0,

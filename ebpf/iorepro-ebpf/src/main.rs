@@ -34,6 +34,7 @@ mod runs;
 mod slots;
 mod syscalls;
 mod uring;
+mod work;
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
@@ -77,10 +78,11 @@ static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entr
 #[map]
 static URING: HashMap<u64, uring::Request> = HashMap::with_max_entries(16384, 0);
 
-/// Where io_uring completions read windows of kernel structures (they may
-/// run in a thread that has no slot).
+/// Where the global functions take their arguments, give their results and
+/// read windows of kernel structures (see `work`): one area for the syscall
+/// programs, one for io_uring's, whose completions may interrupt them.
 #[map]
-static URING_SCRATCH: PerCpuArray<kernel::Scratch> = PerCpuArray::with_max_entries(1, 0);
+static WORK: PerCpuArray<work::Work> = PerCpuArray::with_max_entries(work::AREAS, 0);
 
 /// Records that found the ring buffer full, per CPU, by record kind.
 #[map]
@@ -231,6 +233,26 @@ pub fn io_uring_submit_req(ctx: BtfTracePointContext) -> u32 {
     0
 }
 
+/// An io_uring request submitted, on kernels before 6.4, where the
+/// tracepoint was `io_uring_submit_sqe(req, force_nonblock)`.
+#[btf_tracepoint(function = "io_uring_submit_sqe")]
+pub fn io_uring_submit_sqe(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(0);
+    uring::submitted(req);
+    0
+}
+
+/// An io_uring request completed, on kernels whose tracepoint passes the
+/// result itself: `io_uring_complete(ctx, req, user_data, res, cflags,
+/// extra1, extra2)` (6.12 and before; later kernels pass the CQE).
+#[btf_tracepoint(function = "io_uring_complete")]
+pub fn io_uring_complete_res(ctx: BtfTracePointContext) -> u32 {
+    let req: u64 = ctx.arg(1);
+    let res: i64 = ctx.arg(3);
+    uring::completed(req, res as i32);
+    0
+}
+
 /// An io_uring request completed.
 #[btf_tracepoint(function = "io_uring_complete")]
 pub fn io_uring_complete(ctx: BtfTracePointContext) -> u32 {
@@ -257,12 +279,6 @@ pub fn filemap_add(ctx: TracePointContext) -> u32 {
 
 const PAGE_SHIFT: u32 = 12;
 
-/// Field offsets of `mm_filemap_add_to_page_cache` (see its format file).
-const TP_INO: usize = 16;
-const TP_INDEX: usize = 24;
-const TP_DEV: usize = 32;
-const TP_ORDER: usize = 36;
-
 fn page_cache_fill(ctx: &TracePointContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !is_traced(pid_tgid) || slots::in_flight(pid_tgid).is_some() || kernel::io_worker() {
@@ -272,13 +288,21 @@ fn page_cache_fill(ctx: &TracePointContext) {
     if slots::claim(pid_tgid).is_none() {
         return;
     }
+    // Field offsets from the tracepoint's format file (set by the loader);
+    // kernels before 6.x have no `order` field (single pages).
+    let at = |g: &'static u64| kernel::global(g) as usize;
+    let order_at = at(&kernel::OFF_FILL_ORDER);
     // SAFETY: offsets inside the tracepoint record.
     let (ino, dev, index, order) = unsafe {
         (
-            ctx.read_at::<u64>(TP_INO).unwrap_or(0),
-            ctx.read_at::<u32>(TP_DEV).unwrap_or(0),
-            ctx.read_at::<u64>(TP_INDEX).unwrap_or(0),
-            ctx.read_at::<u8>(TP_ORDER).unwrap_or(0) & 31,
+            ctx.read_at::<u64>(at(&kernel::OFF_FILL_INO)).unwrap_or(0),
+            ctx.read_at::<u32>(at(&kernel::OFF_FILL_DEV)).unwrap_or(0),
+            ctx.read_at::<u64>(at(&kernel::OFF_FILL_INDEX)).unwrap_or(0),
+            if order_at == 0 {
+                0
+            } else {
+                ctx.read_at::<u8>(order_at).unwrap_or(0) & 31
+            },
         )
     };
     let Some(mut entry) = records::reserve::<IoEvent>(kind::FAULT) else {

@@ -13,8 +13,9 @@
 use aya_ebpf::helpers::generated::{bpf_probe_read_kernel_str, bpf_probe_read_user_str};
 use iorepro_common::{IoEvent, PathEvent, PATH_EVENT_SIZE, PATH_MAX, PATH_RECORD_MAX};
 
-use crate::kernel::{dir_of, Scratch};
+use crate::kernel::dir_of;
 use crate::records;
+use crate::work;
 use crate::PATH_BUF;
 
 /// How a path argument is to be read.
@@ -30,39 +31,53 @@ pub enum Name {
     Kernel(i32, u64),
 }
 
-/// What reading one path into the buffer gave.
-struct Read {
-    len: usize,
-    truncated: bool,
-    relative: bool,
-    dir: (u64, u32),
+/// Sends a path record: `io` with `first` and, for rename, link and
+/// symlink, `second`; `mode` is the `S_IF*` type of an opened file. `area`
+/// is the caller's work area (see `work`).
+#[inline(always)]
+pub fn record(io: &IoEvent, first: Name, second: Option<Name>, mode: u32, area: u64) {
+    if let Some(call) = call(area) {
+        *call = *io;
+        send(first, second, mode, area);
+    }
 }
 
-/// Sends a path record: `io` with `first` and, for rename, link and
-/// symlink, `second`; `mode` is the `S_IF*` type of an opened file.
+/// The call a path record describes, filled in place in the work area
+/// `area` (no copy on the stack, which a call chain shares with its
+/// callees) and then sent with [`send`].
 #[inline(always)]
-pub fn record(io: &IoEvent, first: Name, second: Option<Name>, mode: u32, scratch: &mut Scratch) {
+pub fn call(area: u64) -> Option<&'static mut IoEvent> {
+    // SAFETY: this CPU's work area, used by one program at a time.
+    work::area(area).map(|w| unsafe { &mut (*w).path.io })
+}
+
+/// Sends the path record of the call left in the work area by [`call`].
+#[inline(always)]
+pub fn send(first: Name, second: Option<Name>, mode: u32, area: u64) {
     let encode = |n: Option<Name>| match n {
         Some(Name::At(dirfd, user)) | Some(Name::Kernel(dirfd, user)) => (dirfd as i64, user),
         Some(Name::Verbatim(user)) => (VERBATIM, user),
         None => (VERBATIM, 0),
     };
     let in_kernel = |n: Option<Name>| matches!(n, Some(Name::Kernel(..))) as u64;
-    let mut args = PathArgs {
-        io: *io,
-        first: encode(Some(first)),
-        second: encode(second),
-        mode: mode as u64,
-        kernel: in_kernel(Some(first)) | in_kernel(second) << 1,
+    let Some(w) = work::area(area) else {
+        return;
     };
-    path_record(&mut args, scratch);
+    // SAFETY: this CPU's work area, used by one program at a time.
+    unsafe {
+        let a = &mut (*w).path;
+        a.first = encode(Some(first));
+        a.second = encode(second);
+        a.mode = mode as u64;
+        a.kernel = in_kernel(Some(first)) | in_kernel(second) << 1;
+    }
+    path_record(area);
 }
 
 /// A `dirfd` no call uses: the name is a verbatim string.
 const VERBATIM: i64 = i64::MIN;
 
-/// The arguments of [`path_record`], which a BPF function (five registers)
-/// cannot take one by one.
+/// The arguments of [`path_record`], left in the caller's work area.
 #[repr(C)]
 pub struct PathArgs {
     io: IoEvent,
@@ -74,92 +89,93 @@ pub struct PathArgs {
     kernel: u64,
 }
 
-/// [`record`] as a global function: the verifier checks it once, on its
-/// own, instead of once for every call that makes a path record.
+/// [`send`] as a global function: the verifier checks it once, on its
+/// own, instead of once for every call that makes a path record. The
+/// header is written in place in the buffer, member by member.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn path_record(args: *mut PathArgs, scratch: *mut Scratch) -> i64 {
-    if args.is_null() || scratch.is_null() {
+pub extern "C" fn path_record(area: u64) -> i64 {
+    let Some(w) = work::area(area) else {
         return 0;
-    }
-    // SAFETY: checked non-null; the caller's stack and its slot's scratch.
-    let (args, scratch) = unsafe { (&*args, &mut *scratch) };
-    let io = &args.io;
-    let decode = |(dirfd, user): (i64, u64), kernel: bool| match dirfd {
-        VERBATIM => Name::Verbatim(user),
-        d if kernel => Name::Kernel(d as i32, user),
-        d => Name::At(d as i32, user),
     };
     let Some(buf) = PATH_BUF.get_ptr_mut(0) else {
-        records::count_drop(io.kind);
         return 0;
     };
-    // SAFETY: a per-CPU map value, used by one program at a time.
-    let buf = unsafe { &mut *buf };
-    let a = read(
-        buf,
-        PATH_EVENT_SIZE,
-        decode(args.first, args.kernel & 1 != 0),
-        scratch,
-    );
-    let at2 = PATH_EVENT_SIZE + a.len;
-    let b = if args.second.1 != 0 {
-        read(buf, at2, decode(args.second, args.kernel & 2 != 0), scratch)
-    } else {
-        Read {
-            len: 0,
-            truncated: false,
-            relative: false,
-            dir: (0, 0),
+    // SAFETY: the per-CPU buffer (8-aligned, it holds a header) and this
+    // CPU's work area, each used by one program at a time; `read_name`
+    // writes only the work area's `read` and `scratch`, and the buffer
+    // past the header.
+    unsafe {
+        let header = buf as *mut PathEvent;
+        let args = &(*w).path;
+        (*header).io = args.io;
+        (*header).mode = args.mode as u32;
+        (*header).truncated = 0;
+        (*header).relative = 0;
+        (*header).dir_ino = 0;
+        (*header).dir2_ino = 0;
+        (*header).dir_dev = 0;
+        (*header).dir2_dev = 0;
+        (*header).path2_len = 0;
+        let kernel = args.kernel;
+        let second = args.second;
+        let len = read(
+            header,
+            0,
+            PATH_EVENT_SIZE,
+            args.first,
+            kernel & 1 != 0,
+            area,
+        );
+        (*header).path_len = len as u32;
+        let mut total = PATH_EVENT_SIZE + len;
+        if second.1 != 0 {
+            let len2 = read(header, 1, total, second, kernel & 2 != 0, area);
+            (*header).path2_len = len2 as u32;
+            total += len2;
         }
-    };
-    let header = PathEvent {
-        io: *io,
-        dir_ino: a.dir.0,
-        dir2_ino: b.dir.0,
-        dir_dev: a.dir.1,
-        dir2_dev: b.dir.1,
-        mode: args.mode as u32,
-        truncated: a.truncated as u16 | (b.truncated as u16) << 1,
-        relative: a.relative as u16 | (b.relative as u16) << 1,
-        path_len: a.len as u32,
-        path2_len: b.len as u32,
-    };
-    // SAFETY: the buffer starts 8-aligned and holds a header.
-    unsafe { core::ptr::write_unaligned(buf.as_mut_ptr() as *mut PathEvent, header) };
-    let total = at2 + b.len;
-    if let Some(record) = buf.get(..total.min(PATH_RECORD_MAX)) {
-        records::bytes(record, io.kind, io.calls as u64);
+        let (kind, calls) = ((*header).io.kind, (*header).io.calls);
+        if let Some(record) = (*buf).get(..total.min(PATH_RECORD_MAX)) {
+            records::bytes(record, kind, calls as u64);
+        }
     }
     0
 }
 
-/// Reads a path argument into `buf` at `at` (without its NUL).
+/// Reads path argument `which` (0 or 1) of `header`'s record into the
+/// buffer at `at` (without its NUL) and notes in the header how it went;
+/// returns its length.
+///
+/// # Safety
+/// `header` is the start of `PATH_BUF`.
 #[inline(always)]
-fn read(buf: &mut [u8; PATH_RECORD_MAX], at: usize, name: Name, scratch: &mut Scratch) -> Read {
-    let (dirfd, src, how) = match name {
-        Name::At(dirfd, user) => (dirfd as i64, user, READ_USER),
-        Name::Verbatim(user) => (VERBATIM, user, READ_USER),
-        Name::Kernel(dirfd, addr) => (dirfd as i64, addr, READ_KERNEL),
+unsafe fn read(
+    header: *mut PathEvent,
+    which: u16,
+    at: usize,
+    (dirfd, src): (i64, u64),
+    kernel: bool,
+    area: u64,
+) -> usize {
+    let how = if kernel { READ_KERNEL } else { READ_USER };
+    read_name(at as u64, dirfd, src, how, area);
+    let Some(w) = work::area(area) else {
+        return 0;
     };
-    let mut out = ReadOut {
-        len: 0,
-        flags: 0,
-        dir_ino: 0,
-        dir_dev: 0,
-    };
-    let mut args = ReadArgs {
-        at: at as u64,
-        dirfd,
-        src,
-        how,
-    };
-    read_name(buf, &mut args, scratch, &mut out);
-    Read {
-        len: (out.len as usize).min(PATH_MAX - 1),
-        truncated: out.flags & TRUNCATED != 0,
-        relative: out.flags & RELATIVE != 0,
-        dir: (out.dir_ino, out.dir_dev),
+    // SAFETY: this CPU's work area, just written by `read_name`; the header
+    // as the caller says.
+    unsafe {
+        let out = &(*w).read;
+        (*header).truncated |= ((out.flags & TRUNCATED != 0) as u16) << which;
+        (*header).relative |= ((out.flags & RELATIVE != 0) as u16) << which;
+        if which == 0 {
+            (*header).dir_ino = out.dir_ino;
+            (*header).dir_dev = out.dir_dev;
+        } else {
+            (*header).dir2_ino = out.dir_ino;
+            (*header).dir2_dev = out.dir_dev;
+        }
+        (out.len as usize).min(PATH_MAX - 1)
     }
 }
 
@@ -168,49 +184,49 @@ const READ_KERNEL: u64 = 1;
 const TRUNCATED: u64 = 1;
 const RELATIVE: u64 = 2;
 
-#[repr(C)]
-pub struct ReadArgs {
-    at: u64,
-    /// The directory descriptor, or VERBATIM.
-    dirfd: i64,
-    src: u64,
-    /// READ_USER or READ_KERNEL.
-    how: u64,
-}
-
+/// What [`read_name`] leaves in the work area.
 #[repr(C)]
 pub struct ReadOut {
     len: u64,
     flags: u64,
     dir_ino: u64,
     dir_dev: u32,
+    _pad: u32,
 }
 
-/// The reading of one path argument, as a global function: checked once by
-/// the verifier, not once per path a record has.
+/// The reading of one path argument into `PATH_BUF` at `at`, as a global
+/// function: checked once by the verifier, not once per path a record has.
+/// `dirfd` is the directory descriptor or VERBATIM; `how` READ_USER or
+/// READ_KERNEL.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn read_name(
-    buf: *mut [u8; PATH_RECORD_MAX],
-    args: *mut ReadArgs,
-    scratch: *mut Scratch,
-    out: *mut ReadOut,
-) -> i64 {
-    if buf.is_null() || args.is_null() || scratch.is_null() || out.is_null() {
+pub extern "C" fn read_name(at: u64, dirfd: i64, src: u64, how: u64, area: u64) -> i64 {
+    let Some(w) = work::area(area) else {
         return 0;
-    }
-    // SAFETY: checked non-null; the per-CPU buffer, the caller's stack and
-    // a scratch buffer.
-    let (buf, args, scratch, out) = unsafe { (&mut *buf, &*args, &mut *scratch, &mut *out) };
-    let at = args.at as usize;
+    };
+    // SAFETY: this CPU's work area, used by one program at a time.
+    let out = unsafe { &mut (*w).read };
+    *out = ReadOut {
+        len: 0,
+        flags: 0,
+        dir_ino: 0,
+        dir_dev: 0,
+        _pad: 0,
+    };
+    let Some(buf) = PATH_BUF.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: a per-CPU map value, used by one program at a time.
+    let buf = unsafe { &mut *buf };
+    let at = at as usize;
     if at > PATH_EVENT_SIZE + PATH_MAX {
         return 0;
     }
     let dst = buf.as_mut_ptr().wrapping_add(at).cast();
-    let src = args.src as *const core::ffi::c_void;
+    let src = src as *const core::ffi::c_void;
     // SAFETY: at most PATH_MAX bytes at `at`, inside the buffer (checked above).
     let n = unsafe {
-        if args.how == READ_KERNEL {
+        if how == READ_KERNEL {
             bpf_probe_read_kernel_str(dst, PATH_MAX as u32, src)
         } else {
             bpf_probe_read_user_str(dst, PATH_MAX as u32, src)
@@ -223,9 +239,11 @@ pub extern "C" fn read_name(
     if n as usize >= PATH_MAX {
         out.flags |= TRUNCATED;
     }
-    if args.dirfd != VERBATIM && out.len > 0 && buf[at] != b'/' {
+    if dirfd != VERBATIM && out.len > 0 && buf[at] != b'/' {
         out.flags |= RELATIVE;
-        let (ino, dev) = dir_of(args.dirfd as i32, scratch);
+        let (ino, dev) = dir_of(dirfd as i32, area);
+        // SAFETY: as above; `dir_of` wrote other members of the area.
+        let out = unsafe { &mut (*w).read };
         out.dir_ino = ino;
         out.dir_dev = dev;
     }

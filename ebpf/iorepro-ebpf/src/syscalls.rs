@@ -9,7 +9,7 @@
 //! `struct pt_regs *` of the raw syscall tracepoints, read with plain loads.
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
-use aya_ebpf::helpers::generated::{bpf_loop, bpf_probe_read_user};
+use aya_ebpf::helpers::generated::bpf_probe_read_user;
 use iorepro_common::{kind, IoEvent, SCRATCH_WORDS};
 
 use crate::kernel::{self, file_of, file_window, identity, Traced, O_APPEND};
@@ -17,6 +17,7 @@ use crate::paths::{self, Name};
 use crate::records;
 use crate::runs;
 use crate::slots::{self, Slot, IDLE};
+use crate::work;
 
 pub const READ: u64 = 0;
 pub const WRITE: u64 = 1;
@@ -373,7 +374,7 @@ fn data_op(op: u32, nr: u64, regs: *const u8, s: &mut Slot, mut io: IoEvent) {
     );
     let vectored = matches!(nr, READV | WRITEV | PREADV | PWRITEV | PREADV2 | PWRITEV2);
     io.size = if vectored {
-        iov_total(buf, count, &mut s.scratch)
+        iov_sum(buf, count, work::SYSCALLS)
     } else {
         count
     };
@@ -394,73 +395,51 @@ fn data_op(op: u32, nr: u64, regs: *const u8, s: &mut Slot, mut io: IoEvent) {
 
 /// `IOV_MAX`: the most iovecs a vectored call takes.
 const IOV_MAX: u64 = 1024;
-/// iovecs read at once (into the slot's scratch buffer).
+/// iovecs read at once (into the work area's scratch buffer).
 const IOV_BATCH: u64 = (SCRATCH_WORDS * 4 / 16) as u64;
 
-/// What [`iov_batch`] works on, on the caller's stack.
-#[repr(C)]
-struct IovSum {
-    iov: u64,
-    count: u64,
-    total: u64,
-    scratch: *mut kernel::Scratch,
-}
-
 /// Bytes a vectored call asked for: the sum of its iovecs' lengths, read in
-/// batches (one helper call per batch instead of one per iovec), under
-/// `bpf_loop`, so the verifier follows one batch rather than every one.
-pub fn iov_total(iov: u64, count: u64, scratch: &mut kernel::Scratch) -> u64 {
-    let count = count.min(IOV_MAX);
-    let mut sum = IovSum {
-        iov,
-        count,
-        total: 0,
-        scratch,
-    };
-    let batches = count.div_ceil(IOV_BATCH) as u32;
-    // SAFETY: the callback and its context live for the duration of the call.
-    unsafe {
-        bpf_loop(
-            batches,
-            iov_batch as *mut core::ffi::c_void,
-            (&mut sum as *mut IovSum).cast(),
-            0,
-        )
-    };
-    sum.total
-}
-
+/// batches into the work area `area` (one helper call per batch instead of
+/// one per iovec). A global function, so the verifier follows the loop once;
+/// a bounded loop, not `bpf_loop` (5.17+) with a callback (function
+/// references: 5.13+), so that it loads on 5.10.
+#[unsafe(no_mangle)]
 #[inline(never)]
-extern "C" fn iov_batch(batch: u64, ctx: *mut core::ffi::c_void) -> i64 {
-    // SAFETY: `ctx` is the caller's IovSum.
-    let sum = unsafe { &mut *(ctx as *mut IovSum) };
-    // SAFETY: the slot's scratch buffer, owned by this thread.
-    let scratch = unsafe { &mut *sum.scratch };
-    let first = batch * IOV_BATCH;
-    if first >= sum.count {
-        return 1;
-    }
-    let n = (sum.count - first).min(IOV_BATCH);
-    // SAFETY: at most the scratch buffer's size, from user memory.
-    let r = unsafe {
-        bpf_probe_read_user(
-            scratch.0.as_mut_ptr().cast(),
-            (n * 16) as u32,
-            sum.iov.wrapping_add(first * 16) as *const core::ffi::c_void,
-        )
+pub extern "C" fn iov_sum(iov: u64, count: u64, area: u64) -> u64 {
+    let Some(w) = work::area(area) else {
+        return 0;
     };
-    if r != 0 {
-        return 1;
-    }
-    for i in 0..IOV_BATCH {
-        if i >= n {
+    // SAFETY: this CPU's work area, used by one program at a time.
+    let scratch = unsafe { &mut (*w).scratch };
+    let count = count.min(IOV_MAX);
+    let mut total = 0u64;
+    for batch in 0..IOV_MAX / IOV_BATCH {
+        let first = batch * IOV_BATCH;
+        if first >= count {
             break;
         }
-        // iov_len is the second word of struct iovec.
-        let w = (i * 4 + 2) as usize;
-        sum.total += scratch.0[w] as u64 | (scratch.0[w + 1] as u64) << 32;
+        let n = (count - first).min(IOV_BATCH);
+        // SAFETY: at most the scratch buffer's size, from user memory.
+        let r = unsafe {
+            bpf_probe_read_user(
+                scratch.0.as_mut_ptr().cast(),
+                (n * 16) as u32,
+                iov.wrapping_add(first * 16) as *const core::ffi::c_void,
+            )
+        };
+        if r != 0 {
+            break;
+        }
+        for i in 0..IOV_BATCH {
+            if i >= n {
+                break;
+            }
+            // iov_len is the second word of struct iovec.
+            let at = (i * 4 + 2) as usize;
+            total += scratch.0[at] as u64 | (scratch.0[at + 1] as u64) << 32;
+        }
     }
-    0
+    total
 }
 
 #[inline(always)]
@@ -523,15 +502,16 @@ fn named_exit(nr: u64, regs: *const u8, s: &mut Slot, io: IoEvent) {
         SYMLINKAT => (kind::SYMLINK, Name::Verbatim(di), Some(at(si, dx)), 0, 0),
         _ => return,
     };
-    let io = IoEvent {
-        kind,
-        flags: flags as u32,
-        size,
-        ino: 0,
-        dev: 0,
-        ..io
+    let Some(call) = paths::call(work::SYSCALLS) else {
+        return;
     };
-    paths::record(&io, first, second, 0, &mut s.scratch)
+    *call = io;
+    call.kind = kind;
+    call.flags = flags as u32;
+    call.size = size;
+    call.ino = 0;
+    call.dev = 0;
+    paths::send(first, second, 0, work::SYSCALLS)
 }
 
 /// newfstatat / statx: a stat of a path, or with `AT_EMPTY_PATH` and an
@@ -553,26 +533,28 @@ fn stat_at(dirfd: u64, path: u64, flags: u64, s: &mut Slot, io: IoEvent) {
             return;
         }
     }
-    let io = IoEvent {
-        kind: kind::STAT,
-        flags: flags as u32,
-        ino: 0,
-        dev: 0,
-        ..io
+    let Some(call) = paths::call(work::SYSCALLS) else {
+        return;
     };
-    paths::record(&io, Name::At(dirfd as i32, path), None, 0, &mut s.scratch)
+    *call = io;
+    call.kind = kind::STAT;
+    call.flags = flags as u32;
+    call.ino = 0;
+    call.dev = 0;
+    paths::send(Name::At(dirfd as i32, path), None, 0, work::SYSCALLS)
 }
 
 /// An open: the new descriptor's file is looked up (and cached for the
 /// calls that follow); a failed open is recorded with its error.
 fn open_exit(name: Name, flags: u32, s: &mut Slot, io: IoEvent) {
-    let mut io = IoEvent {
-        kind: kind::OPEN,
-        flags,
-        ino: 0,
-        dev: 0,
-        ..io
+    let Some(call) = paths::call(work::SYSCALLS) else {
+        return;
     };
+    *call = io;
+    call.kind = kind::OPEN;
+    call.flags = flags;
+    call.ino = 0;
+    call.dev = 0;
     let mut mode = 0;
     if io.ret >= 0 {
         let fd = io.ret as u64;
@@ -591,10 +573,10 @@ fn open_exit(name: Name, flags: u32, s: &mut Slot, io: IoEvent) {
         if !id.wanted() && !id.is_dir() {
             return;
         }
-        io.fd = fd as i32;
-        io.ino = id.ino;
-        io.dev = id.dev;
+        call.fd = fd as i32;
+        call.ino = id.ino;
+        call.dev = id.dev;
         mode = id.mode;
     }
-    paths::record(&io, name, None, mode, &mut s.scratch);
+    paths::send(name, None, mode, work::SYSCALLS);
 }

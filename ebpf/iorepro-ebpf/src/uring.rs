@@ -15,11 +15,12 @@
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel};
 use iorepro_common::{kind, IoEvent, RET_PENDING, VIA_IO_URING};
 
-use crate::kernel::{self, file_identity, global, Scratch};
+use crate::kernel::{self, file_identity, global};
 use crate::paths::{self, Name};
 use crate::records;
 use crate::slots;
-use crate::{URING, URING_SCRATCH};
+use crate::work;
+use crate::URING;
 
 const OP_READV: u8 = 1;
 const OP_WRITEV: u8 = 2;
@@ -56,11 +57,6 @@ fn read<T>(addr: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(addr as *const T).ok() }
 }
 
-fn scratch() -> Option<&'static mut Scratch> {
-    // SAFETY: a per-CPU map value; the programs run with preemption off.
-    URING_SCRATCH.get_ptr_mut(0).map(|p| unsafe { &mut *p })
-}
-
 /// A request submitted by a traced thread.
 pub fn submitted(req: u64) {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -90,10 +86,7 @@ pub fn submitted(req: u64) {
             let len: u32 = read(req.wrapping_add(global(&kernel::OFF_RW_LEN))).unwrap_or(0);
             r.size = if matches!(opcode, OP_READV | OP_WRITEV) {
                 let iov: u64 = read(req.wrapping_add(global(&kernel::OFF_RW_ADDR))).unwrap_or(0);
-                match scratch() {
-                    Some(s) => crate::syscalls::iov_total(iov, len as u64, s),
-                    None => 0,
-                }
+                crate::syscalls::iov_sum(iov, len as u64, work::URING)
             } else {
                 len as u64
             };
@@ -101,7 +94,7 @@ pub fn submitted(req: u64) {
         OP_FSYNC => {}
         OP_CLOSE => {
             r.fd = read(req.wrapping_add(global(&kernel::OFF_CLOSE_FD))).unwrap_or(-1);
-            let id = scratch().and_then(|s| file_identity(0, r.fd as i64, s));
+            let id = file_identity(0, r.fd as i64, work::URING);
             match id {
                 Some(id) if id.wanted() => {
                     r.ino = id.ino;
@@ -155,9 +148,7 @@ fn named(req: u64, opcode: u8, r: &Request) {
         calls: 1,
         via: VIA_IO_URING,
     };
-    if let Some(s) = scratch() {
-        paths::record(&io, Name::Kernel(dirfd, name), None, 0, s);
-    }
+    paths::record(&io, Name::Kernel(dirfd, name), None, 0, work::URING);
 }
 
 /// A request completed with `res`: its record, if it was one we follow.
@@ -186,9 +177,6 @@ pub fn completed(req: u64, res: i32) {
         calls: 1,
         via: VIA_IO_URING,
     };
-    let Some(s) = scratch() else {
-        return;
-    };
     let here = bpf_get_current_pid_tgid() >> 32 == r.pid_tgid >> 32;
     io.kind = match opcode {
         OP_READ | OP_READ_FIXED | OP_READV => kind::READ,
@@ -214,7 +202,7 @@ pub fn completed(req: u64, res: i32) {
             if opcode != OP_STATX {
                 io.kind = kind::OPEN;
                 if res >= 0 && here {
-                    if let Some(id) = file_identity(0, res as i64, s) {
+                    if let Some(id) = file_identity(0, res as i64, work::URING) {
                         io.ino = id.ino;
                         io.dev = id.dev;
                         io.fd = res;
@@ -231,7 +219,7 @@ pub fn completed(req: u64, res: i32) {
     // The file the request worked on: the request's own (its first member).
     let file: u64 = read(req).unwrap_or(0);
     if file != 0 {
-        if let Some(id) = file_identity(file, -1, s) {
+        if let Some(id) = file_identity(file, -1, work::URING) {
             if !id.wanted() {
                 return;
             }

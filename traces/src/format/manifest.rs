@@ -57,7 +57,12 @@ pub struct Manifest {
     /// False while a writer is still appending (or was killed before closing).
     #[serde(default = "default_true")]
     pub complete: bool,
-    /// Keys written by other versions or tools, kept on rewrite.
+    /// Keys written by other versions or tools, kept on rewrite. The
+    /// collector writes, among others, `capabilities`: `{kernel, hooks,
+    /// missing: [{what, effect, why}]}`, the kernel release, the hooks
+    /// attached, and what this kernel did not let it capture (`io_uring`,
+    /// `page_faults`) with the reason; a trace with no `missing` entry lacks
+    /// nothing the collector can record.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }

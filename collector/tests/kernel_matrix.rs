@@ -1,0 +1,351 @@
+//! The collector on the kernels of the field: each kernel of the matrix
+//! (Debian's 5.10, 6.1 and 6.12, fetched by `cargo xtask setup` into
+//! `target/kernels/`) is booted once in a VM (virtme-ng over QEMU, the
+//! host's root read-only), where the ground-truth tests of this package run
+//! again as they run on the host: fio's `write_iolog`, strace, forked and
+//! spawned Python workers, descriptor cases; and `guest_checks` below, which
+//! times the start-up, checks a `dd` exactly and records what the kernel
+//! lets the collector capture. The host's own kernel is the rest of the
+//! suite's.
+//!
+//! Under `CI=true` a matrix that cannot run (no QEMU, no virtme-ng, a
+//! kernel missing, not root) fails; elsewhere it says why and returns.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use iorepro_traces::Op;
+
+/// Set inside a VM to the directory the guest's results go to.
+const GUEST: &str = "IOREPRO_KERNEL_MATRIX_GUEST";
+
+/// The kernels, by Debian suite (see xtask's `kernels`).
+const SUITES: &[&str] = &["bullseye", "bookworm", "bookworm-backports"];
+
+/// The tests of this package that run again inside each VM.
+const GROUND_TRUTH: &[&str] = &["fio_ground_truth", "metadata", "fd_cases", "python_workers"];
+
+/// The longest one VM may take, boot to power-off (without KVM; 5.10 took
+/// 702 s on a machine shared with two other builds).
+const VM_TIMEOUT: Duration = Duration::from_secs(1800);
+
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory holds tmp/")
+        .to_path_buf()
+}
+
+/// Not runnable here: under CI that is a failure, elsewhere a skip.
+fn unavailable(why: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("the kernel matrix cannot run: {why}");
+    }
+    eprintln!("skipped: the kernel matrix cannot run: {why} (`cargo xtask setup` installs it)");
+}
+
+fn on_path(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn vmlinuz(suite: &str) -> Option<PathBuf> {
+    std::fs::read_dir(target_dir().join("kernels").join(suite).join("boot"))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-"))
+        })
+}
+
+/// The test binaries of `names`, built beside this one: the newest of each
+/// name, built by cargo first if there is none.
+fn test_binaries(names: &[&str]) -> Vec<(String, PathBuf)> {
+    let me = std::env::current_exe().unwrap();
+    let deps = me.parent().unwrap();
+    let newest = |name: &str| -> Option<PathBuf> {
+        std::fs::read_dir(deps)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|hash| !hash.contains('.'))
+            })
+            .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+            .map(|e| e.path())
+    };
+    if names.iter().any(|n| newest(n).is_none()) {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["test", "--no-run", "-p", "iorepro-collector"]);
+        for n in names {
+            cargo.args(["--test", n]);
+        }
+        if deps.parent().is_some_and(|p| p.ends_with("release")) {
+            cargo.arg("--release");
+        }
+        assert!(cargo.status().unwrap().success(), "building the tests");
+    }
+    names
+        .iter()
+        .map(|n| (n.to_string(), newest(n).expect("built")))
+        .collect()
+}
+
+/// What one VM reported.
+struct Report {
+    suite: String,
+    kernel: String,
+    guest: serde_json::Value,
+    results: Vec<(String, i32)>,
+    boot_to_end_s: f64,
+}
+
+#[test]
+fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
+    if std::env::var_os(GUEST).is_some() {
+        return; // inside a VM: `guest_checks` is this run's work
+    }
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        return unavailable("not root");
+    }
+    for tool in ["vng", "qemu-system-x86_64", "busybox"] {
+        if !on_path(tool) {
+            return unavailable(&format!("{tool} is not installed"));
+        }
+    }
+    let mut kernels = Vec::new();
+    for suite in SUITES {
+        match vmlinuz(suite) {
+            Some(k) => kernels.push((*suite, k)),
+            None => {
+                return unavailable(&format!(
+                    "Debian {suite}'s kernel is not in {}",
+                    target_dir().join("kernels").display()
+                ))
+            }
+        }
+    }
+    let mut names = vec!["kernel_matrix"];
+    names.extend(GROUND_TRUTH);
+    let bins = test_binaries(&names);
+    let started = Instant::now();
+    let reports: Vec<Report> = kernels
+        .iter()
+        .map(|(suite, k)| boot(suite, k, &bins))
+        .collect();
+    eprintln!(
+        "\nkernel matrix, {} kernels in {:.0} s:",
+        reports.len(),
+        started.elapsed().as_secs_f64()
+    );
+    eprintln!("| kernel | loads | load time | dd writes | tests | not captured |");
+    let mut failures = Vec::new();
+    for r in &reports {
+        let g = &r.guest;
+        let missing: Vec<String> = g["missing"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .map(|x| x["what"].as_str().unwrap_or("?").to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let passed = r.results.iter().filter(|(_, rc)| *rc == 0).count();
+        eprintln!(
+            "| {} | {} | {:.2} s | {} | {passed}/{} passed | {} | ({:.0} s in the VM)",
+            r.kernel,
+            if g["loads"] == true { "yes" } else { "no" },
+            g["load_s"].as_f64().unwrap_or(f64::NAN),
+            g["dd_write_calls"],
+            r.results.len(),
+            if missing.is_empty() {
+                "—".to_string()
+            } else {
+                missing.join(", ")
+            },
+            r.boot_to_end_s,
+        );
+        for (name, rc) in &r.results {
+            if *rc != 0 {
+                failures.push(format!(
+                    "{} ({}): {name} exited {rc}; see {}",
+                    r.suite,
+                    r.kernel,
+                    results_dir(&r.suite).join(format!("{name}.log")).display()
+                ));
+            }
+        }
+        let want: Vec<&str> = names.to_vec();
+        for name in want {
+            if !r.results.iter().any(|(n, _)| n == name) {
+                failures.push(format!("{} ({}): {name} did not run", r.suite, r.kernel));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn results_dir(suite: &str) -> PathBuf {
+    target_dir().join("kernel-matrix").join(suite)
+}
+
+/// Boots `kernel` once and runs every check in it.
+fn boot(suite: &str, kernel: &Path, bins: &[(String, PathBuf)]) -> Report {
+    let out = results_dir(suite);
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(tmp).unwrap();
+    // The guest sees the host's root read-only: the tests' scratch space
+    // (CARGO_TARGET_TMPDIR) becomes a tmpfs of the guest, and the results
+    // directory is the one place it writes to the host.
+    let mut script = format!(
+        "#!/bin/sh\nexec >{out}/guest.log 2>&1\nexport PATH='{path}'\nexport {GUEST}='{out}'\n\
+         mount -t tmpfs -o size=1200m tmpfs '{tmp}'\nuname -r >{out}/kernel\n",
+        out = out.display(),
+        path = std::env::var("PATH").unwrap_or_default(),
+        tmp = tmp.display(),
+    );
+    for (name, bin) in bins {
+        let filter = if name == "kernel_matrix" {
+            " guest_checks --exact"
+        } else {
+            ""
+        };
+        script += &format!(
+            "'{bin}'{filter} --test-threads=1 >{out}/{name}.log 2>&1; echo \"{name} $?\" >>{out}/results\n",
+            bin = bin.display(),
+            out = out.display(),
+        );
+    }
+    let script_path = out.join("guest.sh");
+    std::fs::write(&script_path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script_path, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let started = Instant::now();
+    let mut vm = Command::new("timeout");
+    vm.arg(VM_TIMEOUT.as_secs().to_string())
+        .arg("vng")
+        .arg("--run")
+        .arg(kernel)
+        // This machine's KVM may not boot a distribution kernel; QEMU's
+        // emulation does, more slowly.
+        .arg("--disable-kvm")
+        .args(["--cpus", "2", "--memory", "2G"])
+        .arg(format!("--rwdir={}", out.display()))
+        .arg("--exec")
+        .arg(&script_path)
+        .stdin(std::process::Stdio::null());
+    let o = vm.output().expect("run vng");
+    let boot_to_end_s = started.elapsed().as_secs_f64();
+    std::fs::write(out.join("vng.log"), [&o.stdout[..], &o.stderr[..]].concat()).unwrap();
+    let results: Vec<(String, i32)> = std::fs::read_to_string(out.join("results"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (n, rc) = l.rsplit_once(' ')?;
+            Some((n.to_string(), rc.parse().ok()?))
+        })
+        .collect();
+    let guest = std::fs::read_to_string(out.join("guest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let kernel_release = std::fs::read_to_string(out.join("kernel"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| format!("{suite} (did not boot: see {}/vng.log)", out.display()));
+    Report {
+        suite: suite.to_string(),
+        kernel: kernel_release,
+        guest,
+        results,
+        boot_to_end_s,
+    }
+}
+
+/// Inside a VM of the matrix (and only there): the collector starts (timed),
+/// a `dd` of 2,000 4-KiB writes is captured exactly, and what this kernel
+/// lets the collector capture is recorded; the results go to `guest.json`.
+#[test]
+fn guest_checks() {
+    let Some(out) = std::env::var_os(GUEST).map(PathBuf::from) else {
+        return; // on the host: the matrix boots the VMs that run this
+    };
+    let dir = scratch();
+    // Start-up: a capture of a job that does nothing, three times.
+    let mut load_s = Vec::new();
+    for i in 0..3 {
+        let t = dir.path().join(format!("true-{i}"));
+        let o = collect(&t, &[], &["true"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (m, _) = read_rows(&t);
+        load_s.push(m.extra["collector"]["load_s"].as_f64().unwrap());
+    }
+    load_s.sort_by(f64::total_cmp);
+    let file = dir.path().join("dd.dat");
+    let trace = dir.path().join("dd");
+    let o = collect(
+        &trace,
+        &[],
+        &[
+            "dd",
+            "if=/dev/zero",
+            &format!("of={}", file.display()),
+            "bs=4k",
+            "count=2000",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{stderr}");
+    let (manifest, rows) = read_rows(&trace);
+    let writes: Vec<&Row> = rows_for(&rows, &file)
+        .into_iter()
+        .filter(|r| r.op == Op::Write)
+        .collect();
+    let offsets: Vec<i64> = writes.iter().map(|r| r.offset.unwrap()).collect();
+    let caps = manifest.extra["capabilities"].clone();
+    let missing = caps["missing"].as_array().cloned().unwrap_or_default();
+    for m in &missing {
+        assert!(
+            stderr.contains(m["effect"].as_str().unwrap()),
+            "what is not captured is said on stderr: {m} / {stderr}"
+        );
+    }
+    let report = serde_json::json!({
+        "kernel": caps["kernel"],
+        "loads": true,
+        "load_s": load_s[1],
+        "load_s_all": load_s,
+        "hooks": caps["hooks"],
+        "missing": missing,
+        "dd_write_calls": writes.len(),
+        "dd_write_bytes": writes.iter().map(|r| r.ret).sum::<i64>(),
+        "dropped_events": manifest.dropped_events,
+    });
+    std::fs::write(
+        out.join("guest.json"),
+        serde_json::to_string_pretty(&report).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(writes.len(), 2000, "every write of dd is a row");
+    assert!(writes.iter().all(|r| r.size == Some(4096) && r.ret == 4096));
+    assert_eq!(
+        offsets,
+        (0..2000).map(|i| i * 4096).collect::<Vec<i64>>(),
+        "at the offsets dd wrote"
+    );
+    assert_eq!(manifest.dropped_events, 0);
+}

@@ -1,0 +1,44 @@
+//! The per-CPU work areas of the global functions.
+//!
+//! A global function is verified once, on its own, rather than at every
+//! place it is called, which keeps the programs quick to verify. Kernels
+//! before 5.12 let a global function take scalars only, no pointers, and
+//! until 6.13 a call chain shares one 512-byte stack: so the global
+//! functions take their larger arguments, give their results and read
+//! windows of kernel structures here, in map memory, named by the area's
+//! index. The syscall programs use one area and io_uring's another: an
+//! io_uring completion may run in an interrupt on a CPU whose syscall
+//! program it interrupted. Nothing else on a CPU runs while a program uses
+//! its area (programs do not migrate, and each area has one kind of user).
+
+use iorepro_common::Scratch;
+
+use crate::kernel::Looked;
+use crate::paths::{PathArgs, ReadOut};
+use crate::WORK;
+
+/// The area of the syscall and process-tree programs.
+pub const SYSCALLS: u64 = 0;
+/// The area of the io_uring programs.
+pub const URING: u64 = 1;
+pub const AREAS: u32 = 2;
+
+#[repr(C)]
+pub struct Work {
+    /// Windows of kernel structures, or a batch of iovecs.
+    pub scratch: Scratch,
+    /// `look_up_file`'s result.
+    pub looked: Looked,
+    /// `dir_identity`'s device.
+    pub dir_dev: u64,
+    /// `path_record`'s arguments.
+    pub path: PathArgs,
+    /// `read_name`'s result.
+    pub read: ReadOut,
+}
+
+/// The work area `which` of this CPU.
+#[inline(always)]
+pub fn area(which: u64) -> Option<*mut Work> {
+    WORK.get_ptr_mut(which as u32 & (AREAS - 1))
+}
