@@ -9,6 +9,8 @@
 //!   [`WRITE_SHARE_OF_PEAK`] of the largest burst is a checkpoint (a log line
 //!   or a metrics flush is not). It ends when its files are synced (fsync,
 //!   close, rename following its writes within [`CHECKPOINT_TAIL_GAP_NS`]).
+//!   The same writers writing about as much again after such a sync and a
+//!   pause is the next save, however short the pause.
 //! - **idle**: at least [`IDLE_MIN_NS`] without a read or a checkpoint
 //!   (shorter pauses are compute between steps and belong to the phase
 //!   around them), or any stretch between other phases that reads nothing.
@@ -44,6 +46,10 @@ pub const CHECKPOINT_GAP_NS: i64 = 500_000_000;
 pub const RESUME_GAP_NS: i64 = 5_000_000;
 /// Syncs and small writes this close to a checkpoint's writes are part of it.
 pub const CHECKPOINT_TAIL_GAP_NS: i64 = 50_000_000;
+/// A save that follows another within [`CHECKPOINT_GAP_NS`] is told apart
+/// by its writers writing again, each side within this factor of the
+/// other's bytes (the same state saved twice).
+pub const REPEAT_BYTES_RATIO: f64 = 1.25;
 /// A run of writes at either edge of a burst, further than
 /// [`CHECKPOINT_TAIL_GAP_NS`] from the rest and holding less than this share
 /// of it, is not part of it (a log line before the save).
@@ -163,7 +169,10 @@ fn checkpoints(activity: &Activity, reads: &ReadIndex, reading_floor: u64, t1: i
         }
         bursts.push((i, i, w.end));
     }
-    let bursts: Vec<(usize, usize)> = bursts.into_iter().map(|(a, b, _)| (a, b)).collect();
+    let bursts: Vec<(usize, usize)> = bursts
+        .into_iter()
+        .flat_map(|(a, b, _)| split_repeated_saves(activity, writes, a, b))
+        .collect();
     let bytes = |(a, b): (usize, usize)| writes[a..=b].iter().map(|r| r.bytes).sum::<u64>();
     let peak = bursts.iter().map(|&b| bytes(b)).max().unwrap_or(0);
     let floor = MIN_CHECKPOINT_BYTES.max((peak as f64 * WRITE_SHARE_OF_PEAK) as u64);
@@ -223,6 +232,68 @@ fn checkpoints(activity: &Activity, reads: &ReadIndex, reading_floor: u64, t1: i
         prev.end = prev.end.min(next).max(prev.start + 1);
     }
     marks
+}
+
+/// Splits one write burst (`writes[a..=b]`) where the job saved again: after
+/// a pause longer than [`CHECKPOINT_TAIL_GAP_NS`] that follows a sync
+/// (close, fsync, rename: the files of the save so far were finished), the
+/// same writers write about as much again ([`REPEAT_BYTES_RATIO`]). Two
+/// saves of one state a few steps apart, with nothing read between, look
+/// like one long burst otherwise; a save that pauses between two files of
+/// different sizes (a model, then its optimizer state) or waits for a late
+/// rank stays whole.
+fn split_repeated_saves(
+    activity: &Activity,
+    writes: &[Run],
+    a: usize,
+    b: usize,
+) -> Vec<(usize, usize)> {
+    let syncs = activity.syncs.runs();
+    // Segments between pauses that come after a sync.
+    let mut segments: Vec<(usize, usize)> = Vec::new();
+    let (mut seg_start, mut seg_end) = (a, writes[a].end);
+    for i in a + 1..=b {
+        let gap = writes[i].start - seg_end;
+        let synced = || {
+            let k = syncs.partition_point(|s| s.end < seg_end - CHECKPOINT_TAIL_GAP_NS);
+            syncs[k..]
+                .iter()
+                .take_while(|s| s.start < writes[i].start)
+                .next()
+                .is_some()
+        };
+        if gap > CHECKPOINT_TAIL_GAP_NS && synced() {
+            segments.push((seg_start, i - 1));
+            seg_start = i;
+        }
+        seg_end = seg_end.max(writes[i].end);
+    }
+    segments.push((seg_start, b));
+    let writers = |(x, y): (usize, usize)| {
+        let mut w: Vec<Writer> = writes[x..=y]
+            .iter()
+            .flat_map(|r| r.writers.iter().copied())
+            .collect();
+        w.sort_unstable();
+        w.dedup();
+        w
+    };
+    let bytes = |(x, y): (usize, usize)| writes[x..=y].iter().map(|r| r.bytes).sum::<u64>();
+    let mut saves: Vec<(usize, usize)> = Vec::new();
+    for seg in segments {
+        if let Some(last) = saves.last_mut() {
+            let (before, after) = (bytes(*last) as f64, bytes(seg) as f64);
+            let repeated = writers(*last) == writers(seg)
+                && after <= before * REPEAT_BYTES_RATIO
+                && before <= after * REPEAT_BYTES_RATIO;
+            if !repeated {
+                last.1 = seg.1;
+                continue;
+            }
+        }
+        saves.push(seg);
+    }
+    saves
 }
 
 /// Stretches where name-space calls dominate (see the module notes), outside
@@ -632,6 +703,42 @@ mod tests {
         }
         let p = detect_calls(&c);
         assert!(p.iter().all(|p| p.kind != PhaseKind::Checkpoint), "{p:?}");
+    }
+
+    #[test]
+    fn two_saves_of_the_same_state_close_together_are_two_checkpoints() {
+        // Two ranks save the same state twice, 180 ms apart (a few steps of
+        // compute, nothing read between), each save's files closed at its end.
+        let mut c = vec![(0, MS, Op::Read, 4 * MIB, 0)];
+        for save in 0..2 {
+            let t = 50 * MS + save * 180 * MS;
+            for r in 0..2 {
+                for k in 0..4 {
+                    c.push((t + k * MS, MS / 2, Op::Write, MIB, r));
+                }
+                c.push((t + 6 * MS, 10_000, Op::Close, 0, r));
+            }
+        }
+        let p = detect_calls(&c);
+        let n = p.iter().filter(|p| p.kind == PhaseKind::Checkpoint).count();
+        assert_eq!(n, 2, "{:?}", kinds(&p));
+    }
+
+    #[test]
+    fn a_model_then_its_optimizer_state_is_one_checkpoint() {
+        // One writer, a pause between two files of different sizes.
+        let mut c = vec![(0, MS, Op::Read, 4 * MIB, 0)];
+        for k in 0..4 {
+            c.push((50 * MS + k * MS, MS / 2, Op::Write, MIB, 0));
+        }
+        c.push((56 * MS, 10_000, Op::Close, 0, 0));
+        for k in 0..8 {
+            c.push((250 * MS + k * MS, MS / 2, Op::Write, MIB, 0));
+        }
+        c.push((260 * MS, 10_000, Op::Close, 0, 0));
+        let p = detect_calls(&c);
+        let n = p.iter().filter(|p| p.kind == PhaseKind::Checkpoint).count();
+        assert_eq!(n, 1, "{:?}", kinds(&p));
     }
 
     #[test]
