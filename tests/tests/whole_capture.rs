@@ -212,34 +212,45 @@ fn a_python_job_with_worker_processes_and_checkpoints_replays_at_twice_its_ranks
     if skip_unless_capturing(&root) {
         return;
     }
-    let data = root.join("data");
-    let total = iorepro_tests::job::make_dataset(&data, 48, 200_000);
-    for d in ["ckpt", "scratch"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    let script = workspace_root().join("tests/jobs/loader_job.py");
+    let (total, job) = loader_job(&root, 48, 200_000);
     let trace = root.join("trace");
-    let arg = |p: PathBuf| p.display().to_string();
-    capture_whole(
-        &trace,
-        &[
-            python(),
-            arg(script),
-            "--data".into(),
-            arg(data.clone()),
-            "--ckpt".into(),
-            arg(root.join("ckpt")),
-            "--scratch".into(),
-            arg(root.join("scratch")),
-        ],
-    );
+    capture_whole(&trace, &job);
     let r = replay_checked(&trace, &root.join("target"), 2);
     // Two epochs over the dataset, shared out over the two replayed ranks,
     // as the job at two ranks reads it.
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
+    assert_loader_roles(&root, &trace, "the loader job");
+}
 
-    let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
-    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the loader job");
+/// tests/jobs/loader_job.py over a dataset of `files` files of `size`
+/// bytes under `root`: (the dataset's bytes, the command).
+fn loader_job(root: &Path, files: usize, size: usize) -> (u64, Vec<String>) {
+    let total = iorepro_tests::job::make_dataset(&root.join("data"), files, size);
+    for d in ["ckpt", "scratch"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let arg = |p: PathBuf| p.display().to_string();
+    let job = vec![
+        python(),
+        arg(workspace_root().join("tests/jobs/loader_job.py")),
+        "--data".into(),
+        arg(root.join("data")),
+        "--ckpt".into(),
+        arg(root.join("ckpt")),
+        "--scratch".into(),
+        arg(root.join("scratch")),
+    ];
+    (total, job)
+}
+
+/// The roles of the loader job's files are where it keeps them.
+fn assert_loader_roles(root: &Path, trace: &Path, name: &str) {
+    let truth = Truth::new(
+        root.join("data"),
+        root.join("ckpt"),
+        Some(root.join("scratch")),
+    );
+    let (by_files, by_bytes, wrong) = truth.accuracy(trace, name);
     assert!(by_bytes >= 0.99, "{wrong:#?}");
     assert!(by_files >= 0.95, "{wrong:#?}");
 }
@@ -259,14 +270,8 @@ fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
             "mpirun is not installed (apt install openmpi-bin)",
         );
     }
-    let data = root.join("data");
-    let total = iorepro_tests::job::make_dataset(&data, 32, 150_000);
-    for d in ["ckpt", "scratch"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    let script = workspace_root().join("tests/jobs/loader_job.py");
+    let (total, job) = loader_job(&root, 32, 150_000);
     let trace = root.join("trace");
-    let arg = |p: PathBuf| p.display().to_string();
     let mut cmd: Vec<String> = [
         "mpirun",
         "--allow-run-as-root",
@@ -276,28 +281,14 @@ fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
     ]
     .map(String::from)
     .to_vec();
-    cmd.extend([
-        python(),
-        arg(script),
-        "--data".into(),
-        arg(data.clone()),
-        "--ckpt".into(),
-        arg(root.join("ckpt")),
-        "--scratch".into(),
-        arg(root.join("scratch")),
-        "--workers".into(),
-        "2".into(),
-    ]);
+    cmd.extend(job);
+    cmd.extend(["--workers".into(), "2".into()]);
     capture_whole(&trace, &cmd);
     let r = replay_checked(&trace, &root.join("target"), 4);
-    // Two epochs of each rank's half, for each of the four replayed ranks.
     // The two traced ranks read two epochs of the dataset between them;
     // the four replayed ranks share the same reads out.
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
-    let truth = Truth::new(data, root.join("ckpt"), Some(root.join("scratch")));
-    let (by_files, by_bytes, wrong) = truth.accuracy(&trace, "the job under mpirun");
-    assert!(by_bytes >= 0.99, "{wrong:#?}");
-    assert!(by_files >= 0.95, "{wrong:#?}");
+    assert_loader_roles(&root, &trace, "the job under mpirun");
 }
 
 #[test]

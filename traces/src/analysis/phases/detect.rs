@@ -252,21 +252,19 @@ fn split_repeated_saves(
     // Segments between pauses that come after a sync.
     let mut segments: Vec<(usize, usize)> = Vec::new();
     let (mut seg_start, mut seg_end) = (a, writes[a].end);
-    for i in a + 1..=b {
-        let gap = writes[i].start - seg_end;
+    for (i, w) in writes.iter().enumerate().take(b + 1).skip(a + 1) {
+        let gap = w.start - seg_end;
+        // The first sync not long over when the writes so far ended came
+        // before this write.
         let synced = || {
             let k = syncs.partition_point(|s| s.end < seg_end - CHECKPOINT_TAIL_GAP_NS);
-            syncs[k..]
-                .iter()
-                .take_while(|s| s.start < writes[i].start)
-                .next()
-                .is_some()
+            syncs.get(k).is_some_and(|s| s.start < w.start)
         };
         if gap > CHECKPOINT_TAIL_GAP_NS && synced() {
             segments.push((seg_start, i - 1));
             seg_start = i;
         }
-        seg_end = seg_end.max(writes[i].end);
+        seg_end = seg_end.max(w.end);
     }
     segments.push((seg_start, b));
     let writers = |(x, y): (usize, usize)| {
