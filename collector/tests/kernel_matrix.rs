@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_traces::{Manifest, Op};
 
 /// Set inside a VM to the directory the guest's results go to.
 const GUEST: &str = "IOREPRO_KERNEL_MATRIX_GUEST";
@@ -167,7 +167,12 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
         reports.len(),
         started.elapsed().as_secs_f64()
     );
-    eprintln!("| kernel | loads | load time | dd writes | tests | not captured |");
+    // The static build captures in every VM (guest_checks): under CI it
+    // must be there to be checked.
+    if static_collector().is_none() {
+        unavailable("no static collector in target/dist/ (`cargo xtask dist` builds it)");
+    }
+    eprintln!("| kernel | loads | load time | dd writes | static build's dd writes | tests | not captured |");
     let mut failures = Vec::new();
     for r in &reports {
         let g = &r.guest;
@@ -181,11 +186,12 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
             .unwrap_or_default();
         let passed = r.results.iter().filter(|(_, rc)| *rc == 0).count();
         eprintln!(
-            "| {} | {} | {:.2} s | {} | {passed}/{} passed | {} | ({:.0} s in the VM)",
+            "| {} | {} | {:.2} s | {} | {} | {passed}/{} passed | {} | ({:.0} s in the VM)",
             r.kernel,
             if g["loads"] == true { "yes" } else { "no" },
             g["load_s"].as_f64().unwrap_or(f64::NAN),
             g["dd_write_calls"],
+            g["static_dd_write_calls"],
             r.results.len(),
             if missing.is_empty() {
                 "—".to_string()
@@ -316,27 +322,19 @@ fn guest_checks() {
         load_s.push(m.extra["collector"]["load_s"].as_f64().unwrap());
     }
     load_s.sort_by(f64::total_cmp);
-    let file = dir.path().join("dd.dat");
-    let trace = dir.path().join("dd");
-    let o = collect(
-        &trace,
-        &[],
-        &[
-            "dd",
-            "if=/dev/zero",
-            &format!("of={}", file.display()),
-            "bs=4k",
-            "count=2000",
-        ],
+    let (manifest, offsets, stderr) = capture_dd(
+        Path::new(env!("CARGO_BIN_EXE_iorepro-collect")),
+        dir.path(),
+        "dd",
     );
-    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(o.status.success(), "{stderr}");
-    let (manifest, rows) = read_rows(&trace);
-    let writes: Vec<&Row> = rows_for(&rows, &file)
-        .into_iter()
-        .filter(|r| r.op == Op::Write)
-        .collect();
-    let offsets: Vec<i64> = writes.iter().map(|r| r.offset.unwrap()).collect();
+    // The static build (`cargo xtask dist`), the binary a node without Rust
+    // gets, captures the same `dd` exactly on this kernel too.
+    let static_collector = static_collector();
+    let static_dd = static_collector.as_ref().map(|exe| {
+        let (m, offsets, _) = capture_dd(exe, dir.path(), "static-dd");
+        assert_eq!(m.dropped_events, 0);
+        offsets
+    });
     let caps = manifest.extra["capabilities"].clone();
     let missing = caps["missing"].as_array().cloned().unwrap_or_default();
     for m in &missing {
@@ -352,8 +350,8 @@ fn guest_checks() {
         "load_s_all": load_s,
         "hooks": caps["hooks"],
         "missing": missing,
-        "dd_write_calls": writes.len(),
-        "dd_write_bytes": writes.iter().map(|r| r.ret).sum::<i64>(),
+        "dd_write_calls": offsets.len(),
+        "static_dd_write_calls": static_dd.as_ref().map(Vec::len),
         "dropped_events": manifest.dropped_events,
     });
     std::fs::write(
@@ -361,12 +359,51 @@ fn guest_checks() {
         serde_json::to_string_pretty(&report).unwrap(),
     )
     .unwrap();
-    assert_eq!(writes.len(), 2000, "every write of dd is a row");
-    assert!(writes.iter().all(|r| r.size == Some(4096) && r.ret == 4096));
+    let dd_offsets: Vec<i64> = (0..2000).map(|i| i * 4096).collect();
     assert_eq!(
-        offsets,
-        (0..2000).map(|i| i * 4096).collect::<Vec<i64>>(),
-        "at the offsets dd wrote"
+        offsets, dd_offsets,
+        "every write of dd, at the offsets dd wrote"
     );
     assert_eq!(manifest.dropped_events, 0);
+    if let Some(static_offsets) = static_dd {
+        assert_eq!(
+            static_offsets, dd_offsets,
+            "the static collector: every write of dd"
+        );
+    }
+}
+
+/// The static collector `cargo xtask dist` leaves (`cargo xtask test` builds
+/// it), if it is there.
+fn static_collector() -> Option<PathBuf> {
+    let exe = target_dir()
+        .join("dist")
+        .join("iorepro-x86_64-linux-static")
+        .join("iorepro-collect");
+    exe.is_file().then_some(exe)
+}
+
+/// Captures `dd` writing 2,000 blocks of 4 KiB into `dir/NAME.dat` with
+/// the collector `exe`, into `dir/NAME`: the manifest, the offsets of the
+/// writes (each checked to be of 4 KiB), and the collector's stderr.
+fn capture_dd(exe: &Path, dir: &Path, name: &str) -> (Manifest, Vec<i64>, String) {
+    let file = dir.join(format!("{name}.dat"));
+    let trace = dir.join(name);
+    let o = Command::new(exe)
+        .arg("--out")
+        .arg(&trace)
+        .args(["--", "dd", "if=/dev/zero", "bs=4k", "count=2000"])
+        .arg(format!("of={}", file.display()))
+        .output()
+        .expect("run the collector");
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{}: {stderr}", exe.display());
+    let (manifest, rows) = read_rows(&trace);
+    let writes: Vec<&Row> = rows_for(&rows, &file)
+        .into_iter()
+        .filter(|r| r.op == Op::Write)
+        .collect();
+    assert!(writes.iter().all(|r| r.size == Some(4096) && r.ret == 4096));
+    let offsets = writes.iter().map(|r| r.offset.unwrap()).collect();
+    (manifest, offsets, stderr)
 }

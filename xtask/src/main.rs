@@ -1,13 +1,15 @@
-//! Project automation: `cargo xtask setup | test | build-ebpf | demo | bench`.
+//! Project automation: `cargo xtask setup | test | build-ebpf | demo | dist | bench`.
 //!
 //! `setup` installs, idempotently, what a fresh machine lacks (the eBPF
 //! toolchain, fio, Open MPI, Slurm, munge, Prometheus, the Python test
 //! partners, QEMU and virtme-ng and the kernels of the collector's matrix); `test` runs setup and then every test, the root-only eBPF and
 //! Slurm ones included; `bench` prints the side-by-side benchmark lines;
-//! `demo` is the README's tour in one command.
+//! `demo` is the README's tour in one command; `dist` builds the static
+//! binaries a node without Rust runs.
 
 mod bench;
 mod demo;
+mod dist;
 mod ebpf;
 mod kernels;
 mod setup;
@@ -26,6 +28,8 @@ commands:
   build-ebpf         rebuild the kernel-side object (pinned nightly + bpf-linker) into
                      collector/bpf/iorepro.bpf.o, which the collector embeds
   demo               capture (or take a sample), analyze, replay at 8 ranks, plot
+  dist               static binaries for nodes without Rust (musl: any glibc, or none), in
+                     target/dist/ as a folder and a tarball
   bench [--quick] [--only NAME,...] [--analysis-rows N]
                      side-by-side benchmarks, one line each (NAME: trace-format,
                      collector, replayer, replay-scale, analysis, replay-fidelity,
@@ -46,7 +50,9 @@ fn run() -> Result<()> {
     let command = args.first().map(String::as_str);
     // Only `test` and `bench` take options: a flag given to another command
     // is a mistake, not something to ignore.
-    if let (Some(cmd @ ("setup" | "build-ebpf" | "demo")), Some(extra)) = (command, args.get(1)) {
+    if let (Some(cmd @ ("setup" | "build-ebpf" | "demo" | "dist")), Some(extra)) =
+        (command, args.get(1))
+    {
         bail!("{cmd} takes no options (got `{extra}`)\n{USAGE}");
     }
     match command {
@@ -54,6 +60,10 @@ fn run() -> Result<()> {
         Some("test") => test(&root, &args[1..]),
         Some("build-ebpf") => ebpf::build(&root),
         Some("demo") => demo::run(&root),
+        Some("dist") => {
+            setup::static_target()?;
+            dist::build(&root).map(drop)
+        }
         Some("bench") => bench_cmd(&root, &args[1..]),
         Some("-h") | Some("--help") | None => {
             println!("{USAGE}");
@@ -76,11 +86,26 @@ const MPI_FEATURE: &str = "iorepro-replayer/mpi";
 /// Runs cargo with the toolchain environment set up (bpf-linker on PATH,
 /// the libclang that the `mpi` feature's bindings need).
 pub fn cargo(args: &[&str]) -> Result<()> {
+    run_cargo(&mut cargo_command(args))
+}
+
+/// A cargo command with the toolchain environment set up, to adjust before
+/// [`run_cargo`].
+pub fn cargo_command(args: &[&str]) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(args).env("PATH", setup::tool_path());
     if let Some(libclang) = setup::libclang_path() {
         cmd.env("LIBCLANG_PATH", libclang);
     }
+    cmd
+}
+
+/// Runs a cargo command to success.
+pub fn run_cargo(cmd: &mut Command) -> Result<()> {
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let status = cmd
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
@@ -128,6 +153,9 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     // End-to-end tests run the binaries of other packages; build them first.
     // The tests run the MPI build (the files rendezvous is chosen per run).
     cargo(&["build", "--workspace", "--bins", "--features", MPI_FEATURE])?;
+    // What a node without Rust runs: tests/tests/static_binaries.rs runs it
+    // in a root with no C library.
+    dist::build(root)?;
     cargo(&[
         "test",
         "--workspace",

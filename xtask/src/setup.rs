@@ -35,6 +35,9 @@ const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "busybox-static",
     "kmod",
+    // The static binaries (`cargo xtask dist`): musl's C compiler for the C
+    // inside the zstd crate.
+    "musl-tools",
 ];
 
 /// The libclang that generates the MPI bindings: the `mpi` crate's bindgen
@@ -95,6 +98,7 @@ pub fn run(root: &Path) -> Result<()> {
     apt()?;
     munge()?;
     ebpf_toolchain(root)?;
+    static_target()?;
     python()?;
     crate::kernels::fetch(root)?;
     tracefs();
@@ -156,6 +160,26 @@ fn munge() -> Result<()> {
     sh(Command::new("mungekey").args(["--create", "--keyfile", "/etc/munge/munge.key"]))?;
     sh(Command::new("chown").args(["munge:munge", "/etc/munge/munge.key"]))?;
     sh(Command::new("chmod").args(["0400", "/etc/munge/munge.key"]))
+}
+
+/// The standard library of the static build's target, for the pinned
+/// toolchain (rust-toolchain.toml, which rustup applies in the workspace).
+pub fn static_target() -> Result<()> {
+    let target = crate::dist::STATIC_TARGET;
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim() == target)
+        })
+        .unwrap_or(false);
+    if installed {
+        return Ok(());
+    }
+    println!("setup: adding the Rust target {target} (static binaries)");
+    sh(Command::new("rustup").args(["target", "add", target]))
 }
 
 /// The pinned nightly with rust-src (the eBPF programs build `core` from
