@@ -21,7 +21,7 @@ use crate::confine::Confined;
 use crate::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
 use crate::live::{LiveRanks, RankLive};
-use crate::plan::{PlannedOp, NO_PATH};
+use crate::plan::{Chunk, PlannedOp, NO_PATH};
 use crate::record::{Made, Recorder};
 use crate::remap::{remap, RankMap};
 use crate::rendezvous::Rendezvous;
@@ -188,7 +188,7 @@ impl<'s> Worker<'s> {
     }
 
     /// Replays every op from `rx`; errors end the rank's replay and are in the result.
-    pub fn run(mut self, rx: Receiver<Vec<PlannedOp>>) -> RankResult {
+    pub fn run(mut self, rx: Receiver<Chunk>) -> RankResult {
         if let Err(e) = self.replay(rx) {
             let msg = format!("rank {}: {e}", self.rank);
             if !matches!(e, ReplayError::Aborted(_)) {
@@ -230,7 +230,7 @@ impl<'s> Worker<'s> {
         r
     }
 
-    fn replay(&mut self, rx: Receiver<Vec<PlannedOp>>) -> ReplayResult<()> {
+    fn replay(&mut self, rx: Receiver<Chunk>) -> ReplayResult<()> {
         self.barrier("start")?;
         // The clock starts when the first ops arrive, so the time the reader
         // takes to decode the first batch is not counted against the storage.
@@ -241,13 +241,11 @@ impl<'s> Worker<'s> {
         self.sched = Schedule::new(self.shared.timing, self.started, self.shared.origin_ns());
         self.enter(0)?;
         for chunk in chunks {
-            for op in &chunk {
-                while self.phase < op.phase as usize {
-                    self.leave()?;
-                    self.enter(self.phase + 1)?;
-                }
+            for op in &chunk.ops {
+                self.advance_to(op.phase)?;
                 self.execute(op)?;
             }
+            self.advance_to(chunk.then_phase)?;
         }
         self.leave()?;
         while self.phase + 1 < self.shared.phases().len() {
@@ -255,6 +253,16 @@ impl<'s> Worker<'s> {
             self.leave()?;
         }
         self.result.elapsed_ns = self.started.elapsed().as_nanos() as u64;
+        Ok(())
+    }
+
+    /// Leaves the phases before `phase` and enters it, through their
+    /// barriers.
+    fn advance_to(&mut self, phase: u16) -> ReplayResult<()> {
+        while self.phase < phase as usize {
+            self.leave()?;
+            self.enter(self.phase + 1)?;
+        }
         Ok(())
     }
 

@@ -359,3 +359,47 @@ fn table_report_and_bad_trace() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).starts_with("Error: "));
 }
+
+/// A one-rank trace whose checkpoint is one file of many small writes, with
+/// many reads after it, replayed as threads at 2 ranks: rank 0 alone writes
+/// the checkpoint while rank 1 has only the reads after it. Ranks meet at
+/// the checkpoint's barriers, so the reader must hand rank 0 all of its
+/// checkpoint before rank 1's channel fills with what follows (it once
+/// waited forever here).
+#[test]
+fn ranks_with_different_streams_meet_at_every_barrier() {
+    const ONE_WRITER: &str = r#"
+name = "one-writer"
+ranks = 1
+seed = 3
+[dataset]
+dir = "/data/train"
+files = 4
+file_size = "16MiB"
+read_size = "4KiB"
+[training]
+steps = 4
+compute_time = "1ms"
+reads_per_step = 8192
+[checkpoint]
+every = 2
+bytes_per_rank = "24MiB"
+write_size = "4KiB"
+dir = "/checkpoints"
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = synth(tmp.path(), ONE_WRITER);
+    let (read, write) = trace_bytes(&trace);
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(tmp.path().join("target"))
+        .args(["--ranks", "2", "--checkpoint", "rank0", "--timing", "afap"])
+        .arg("--json")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let r = json_ok(&out);
+    assert_eq!(r["write_bytes"].as_u64().unwrap(), write, "{r:#}");
+    assert_eq!(r["read_bytes"].as_u64().unwrap(), read, "{r:#}");
+}
