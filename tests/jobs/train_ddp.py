@@ -13,7 +13,12 @@ With --resume the job first restores the newest checkpoint (dcp.load), as a
 job restarted after preemption does.
 
 On success rank 0 writes a JSON line to --report with what the job did (files,
-epochs, checkpoints saved), which the tests compare with the trace.
+epochs, checkpoints saved) and when, by the wall clock in ns: each epoch
+(rank 0's first batch asked for to its last step done) and each checkpoint
+(every rank at the save, after a barrier, to every rank done with it, after
+another), which the tests compare with the trace and its phases. With
+--rank0-save, rank 0 also writes the model with torch.save in each
+checkpoint, as many jobs do beside their sharded state.
 """
 
 import argparse
@@ -64,6 +69,7 @@ def main():
     p.add_argument("--compute-s", type=float, default=0.15)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--resume", action="store_true", help="first load the newest checkpoint in --ckpt")
+    p.add_argument("--rank0-save", action="store_true", help="rank 0 also torch.saves the model at each checkpoint")
     p.add_argument("--report")
     args = p.parse_args()
 
@@ -94,7 +100,7 @@ def main():
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     loss_fn = nn.MSELoss()
 
-    step, saves = 0, []
+    step, saves, epoch_times, checkpoint_times = 0, [], [], []
     if args.resume:
         # Restart from the newest checkpoint, as a preempted job does.
         newest = max(d for d in os.listdir(args.ckpt) if d.startswith("step_"))
@@ -105,6 +111,7 @@ def main():
         step = state["step"]
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
+        epoch_start = time.time_ns()
         for x, y in loader:
             opt.zero_grad()
             loss = loss_fn(ddp(x), y)
@@ -115,11 +122,17 @@ def main():
             if step % args.ckpt_every == 0:
                 state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step}
                 ckpt_id = os.path.join(args.ckpt, f"step_{step:05d}")
+                dist.barrier()
+                ckpt_start = time.time_ns()
                 dcp.save(state, checkpoint_id=ckpt_id)
+                if rank == 0 and args.rank0_save:
+                    torch.save(model.state_dict(), os.path.join(args.ckpt, f"model_{step:05d}.pt"))
                 saves.append(ckpt_id)
                 dist.barrier()
+                checkpoint_times.append([ckpt_start, time.time_ns()])
                 # Compute resumes after the checkpoint, as in a real job.
                 time.sleep(args.compute_s)
+        epoch_times.append([epoch_start, time.time_ns()])
 
     dist.barrier()
     if rank == 0 and args.report:
@@ -131,6 +144,8 @@ def main():
                     "epochs": args.epochs,
                     "steps_per_rank": step,
                     "checkpoints": saves,
+                    "epoch_times_ns": epoch_times,
+                    "checkpoint_times_ns": checkpoint_times,
                 },
                 f,
             )

@@ -57,6 +57,8 @@ pub struct TrainJob {
     pub prefetch: u32,
     pub ckpt_every: u32,
     pub compute_s: f64,
+    /// Rank 0 also writes the model with `torch.save` at each checkpoint.
+    pub rank0_save: bool,
 }
 
 impl TrainJob {
@@ -75,6 +77,7 @@ impl TrainJob {
             prefetch: 4,
             ckpt_every: 10,
             compute_s: 0.15,
+            rank0_save: false,
         }
     }
 
@@ -102,6 +105,9 @@ impl TrainJob {
         ] {
             v.push(k.into());
             v.push(val);
+        }
+        if self.rank0_save {
+            v.push("--rank0-save".into());
         }
         v
     }
