@@ -10,11 +10,13 @@
 //!
 //! Jobs: `train_ddp.py` under torchrun (2 ranks, DataLoader workers, four
 //! `torch.distributed.checkpoint` saves across ranks, each with a rank-0
-//! `torch.save` of the model) and `bench_like.py` (DLIO-like: one process,
-//! a rank-0 checkpoint at the end of each epoch, fsynced).
+//! `torch.save` of the model), `bench_like.py` (DLIO-like: one process, a
+//! rank-0 checkpoint at the end of each epoch, fsynced) and `loader_job.py`
+//! (fork-pool readers, a scratch file, a torch.save to a temporary name,
+//! fsynced and renamed, after each epoch).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use iorepro_tests::bins::{bin, run_json, scratch, workspace_root};
 use iorepro_tests::capture::{capture, probe_support};
@@ -143,14 +145,15 @@ fn phases_all(trace: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Captures `command` whole and scoped to `prefixes`, each run writing its
-/// record to `report`; checks both captures' phases against the records.
+/// Captures `command` whole and scoped to `prefixes`; checks both captures'
+/// phases against the job's record of each run, which `truth` reads (from
+/// the run's output or the files it left).
 fn whole_and_scoped(
     root: &Path,
     name: &str,
     prefixes: &[&Path],
-    report: &Path,
     command: &[String],
+    truth: &dyn Fn(&Output) -> Vec<Window>,
 ) -> Vec<String> {
     let mut wrong = Vec::new();
     for (capture_kind, scope) in [("whole", &[][..]), ("scoped", prefixes)] {
@@ -161,14 +164,42 @@ fn whole_and_scoped(
             "{name} failed under the collector: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let record: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
-        let truth = windows(&record, "checkpoint_times_ns");
+        let truth = truth(&out);
         assert!(!truth.is_empty(), "{name} saved nothing");
         wrong.extend(check(&format!("{name} ({capture_kind})"), &trace, &truth));
-        std::fs::remove_file(report).unwrap();
     }
     wrong
+}
+
+/// The checkpoints of a job's JSON report (`checkpoint_times_ns`), which is
+/// then removed for the next run to write its own.
+fn report_checkpoints(report: &Path) -> Vec<Window> {
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(report).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", report.display()));
+    std::fs::remove_file(report).unwrap();
+    windows(&record, "checkpoint_times_ns")
+}
+
+/// The checkpoints of `loader_job.py`'s `MARK checkpointN start|end SECONDS`
+/// lines.
+fn marked_checkpoints(out: &Output) -> Vec<Window> {
+    let mut starts = Vec::new();
+    let mut windows = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let ["MARK", what, edge, secs] = f[..] else {
+            continue;
+        };
+        if !what.starts_with("checkpoint") {
+            continue;
+        }
+        let ns = (secs.parse::<f64>().unwrap() * 1e9) as i64;
+        match edge {
+            "start" => starts.push(ns),
+            _ => windows.push((starts.pop().expect("a start before its end"), ns)),
+        }
+    }
+    windows
 }
 
 #[test]
@@ -191,12 +222,13 @@ fn each_checkpoint_is_one_phase_on_whole_and_scoped_captures() {
     job.rank0_save = true;
     make_dataset(&job.data, 32, 128 << 10);
     std::fs::create_dir_all(&job.ckpt).unwrap();
+    let report = job.report.clone();
     wrong.extend(whole_and_scoped(
         &root,
         "train_ddp",
         &[&job.data, &job.ckpt],
-        &job.report,
         &job.command(&python),
+        &|_| report_checkpoints(&report),
     ));
 
     // The DLIO-like benchmark: 3 epochs of 32 samples, 20 ms of compute
@@ -225,8 +257,34 @@ fn each_checkpoint_is_one_phase_on_whole_and_scoped_captures() {
         &root,
         "bench_like",
         &[&job.data, &ckpt],
-        &report,
         &command,
+        &|_| report_checkpoints(&report),
+    ));
+
+    // The loader job: fork-pool workers read every file each epoch, a
+    // scratch file comes and goes, a torch.save after each epoch to a
+    // temporary name, fsynced and renamed.
+    let loader = root.join("loader");
+    for d in ["ckpt", "scratch"] {
+        std::fs::create_dir_all(loader.join(d)).unwrap();
+    }
+    let arg = |p: PathBuf| p.display().to_string();
+    let command = vec![
+        python.display().to_string(),
+        arg(workspace_root().join("tests/jobs/loader_job.py")),
+        "--data".into(),
+        arg(job.data.clone()),
+        "--ckpt".into(),
+        arg(loader.join("ckpt")),
+        "--scratch".into(),
+        arg(loader.join("scratch")),
+    ];
+    wrong.extend(whole_and_scoped(
+        &root,
+        "loader_job",
+        &[&job.data, &loader.join("ckpt"), &loader.join("scratch")],
+        &command,
+        &marked_checkpoints,
     ));
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
