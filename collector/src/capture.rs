@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iorepro_common::DROPPED_NAME;
-use iorepro_traces::{Manifest, Source, TraceError, TraceWriter, WriterOptions};
+use iorepro_format::{Manifest, Source, TraceError, TraceWriter, WriterOptions};
 
 use crate::cgroup::Cgroup;
 use crate::cli::{CaptureOptions, OnLoadFailure, Target};
@@ -382,7 +382,7 @@ fn sweep(probes: &mut Probes) -> usize {
 }
 
 fn rank_of_own_env() -> Option<i32> {
-    iorepro_traces::format::launchers::rank_from(|v| std::env::var(v).ok())
+    iorepro_format::launchers::rank_from(|v| std::env::var(v).ok())
 }
 
 fn clock_ns(clock: libc::clockid_t) -> i64 {

@@ -12,7 +12,7 @@ use iorepro_common::{
     kind, proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, IO_EVENT_SIZE,
     NAME_EVENT_SIZE, PATH_EVENT_SIZE, RET_PENDING, VIA_IO_URING,
 };
-use iorepro_traces::{Op, TraceError, TraceWriter};
+use iorepro_format::{Op, TraceError, TraceWriter};
 use rustc_hash::FxHashMap;
 
 use crate::error::CollectResult;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use iorepro_traces::TraceError;
+use iorepro_format::TraceError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {

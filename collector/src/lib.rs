@@ -5,7 +5,7 @@
 //! [`btf`]) → the kernel writes small records into a ring buffer → [`ring`]
 //! reads it in batches, every few milliseconds, for [`capture`] → [`decode`]
 //! names each record's file ([`files`]), rank ([`procs`]) and thread → [`rows`]
-//! reorders rows by time → `iorepro_traces::TraceWriter`. [`spawn`] starts
+//! reorders rows by time → `iorepro_format::TraceWriter`. [`spawn`] starts
 //! the job held until it is traced; [`cgroup`] opens the cgroup a `--cgroup`
 //! capture follows; [`cli`] is the command line. If the trace cannot be
 //! written (disk full), [`salvage`] keeps what was written readable and the

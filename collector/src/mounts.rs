@@ -10,8 +10,8 @@
 
 use std::path::PathBuf;
 
-use iorepro_traces::format::mounts::{parse_mountinfo, union, Mount};
-use iorepro_traces::TraceWriter;
+use iorepro_format::mounts::{parse_mountinfo, union, Mount};
+use iorepro_format::TraceWriter;
 
 pub struct MountWatch {
     pid: Option<u32>,

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use iorepro_traces::format::launchers;
+use iorepro_format::launchers;
 
 #[derive(Default)]
 pub struct ProcTable {

@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use iorepro_common::{kind, IoEvent, COMM_LEN, VIA_IO_URING};
-use iorepro_traces::format::schema;
-use iorepro_traces::{EventRow, Op, TraceResult, TraceWriter};
+use iorepro_format::schema;
+use iorepro_format::{EventRow, Op, TraceResult, TraceWriter};
 
 use crate::live::tally::Tally;
 

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use iorepro_traces::{Manifest, TraceError};
+use iorepro_format::{Manifest, TraceError};
 
 /// Turns the trace in `dir` into a readable, incomplete one after `err`;
 /// returns the one line to print (naming the directory and the cause).
@@ -18,7 +18,7 @@ pub fn stop_writing(dir: &Path, err: &TraceError) -> String {
     let cause = cause_of(err);
     release_space(dir);
     remove_unfinished(dir);
-    let kept = match iorepro_traces::validate::repair(dir) {
+    let kept = match iorepro_format::validate::repair(dir) {
         Ok(r) => {
             if let Ok(mut m) = Manifest::load(dir) {
                 m.extra.insert(

@@ -1,25 +1,27 @@
-//! The iorepro trace format and everything that works on traces offline.
+//! Everything that works on iorepro traces offline.
 //!
-//! The folders are the parts. [`format`] is what a trace is: a directory of
-//! `manifest.json` and Parquet segments, its schema, writer and reader.
+//! The folders are the parts. [`format`] (the `iorepro-format` crate) is what
+//! a trace is: a directory of `manifest.json` and Parquet segments, its
+//! schema, writer, reader and validation.
 //! [`analysis`] works on a trace read through the format: summary, phases,
 //! plots and comparisons. [`interchange`] moves traces in and out of other
 //! tools' formats (fio, strace) and joins per-node captures. Beside them,
-//! [`synth`] makes traces from a workload description, [`validate`] checks a
-//! trace and repairs a damaged one, [`filter`] cuts a trace by role,
+//! [`synth`] makes traces from a workload description, [`filter`] cuts a trace by role,
 //! path, rank and time, and [`cli`] is the `iorepro-trace` command
 //! line over all of it. The format depends on nothing else here; analysis and
 //! interchange depend on the format, never on each other.
 
 pub mod analysis;
 pub mod cli;
-pub mod error;
 pub mod filter;
-pub mod format;
 pub mod interchange;
 pub mod synth;
-pub mod units;
-pub mod validate;
+
+/// The format, its error type, units and validation live in their own crate
+/// (`iorepro-format`), which the collector uses alone; they are named here
+/// as they always were.
+pub use iorepro_format as format;
+pub use iorepro_format::{error, units, validate};
 
 pub use analysis::roles::{FileRole, FileRoles, MountTotals, Role, RoleTotals};
 pub use error::{TraceError, TraceResult};

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::Snapshot;
 
-use iorepro_traces::units::GIB;
+use iorepro_format::units::GIB;
 
 /// The line for `now`, with rates over the interval since `prev`.
 pub fn status_line(now: &Snapshot, prev: &Snapshot) -> Value {

@@ -195,7 +195,7 @@ fn unix_ms() -> i64 {
 mod tests {
     use super::*;
     use crate::rows::Row;
-    use iorepro_traces::Op;
+    use iorepro_format::Op;
 
     fn row(op: Op, ret: i64, dur_ns: i64, calls: i64) -> Row {
         Row {

@@ -4,7 +4,7 @@
 //! (see [`super::Live`]), so the figures agree with the trace row for row.
 
 use hdrhistogram::Histogram;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 use crate::rows::Row;
 

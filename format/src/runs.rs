@@ -1,6 +1,6 @@
 //! Runs: one row standing for `calls` back-to-back reads (or writes) of one
 //! thread on one descriptor, each moving `size / calls` bytes at consecutive
-//! offsets (see [`COL_CALLS`](crate::format::schema::COL_CALLS)). Every
+//! offsets (see [`COL_CALLS`](crate::schema::COL_CALLS)). Every
 //! consumer that needs calls rather than rows (counts, size histograms, the
 //! replayer, fio export) expands a row here, so all of them agree.
 //!
@@ -45,7 +45,7 @@ pub struct Call {
 }
 
 /// What expanding a row needs (a row of a batch: `Run::of`, beside
-/// [`Events`](crate::format::columns::Events)).
+/// [`Events`](crate::columns::Events)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
     pub ts_ns: i64,

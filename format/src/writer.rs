@@ -17,12 +17,12 @@ use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
 
+use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::format::columns::Events;
-use crate::format::event::{EventBatchBuilder, EventRow};
-use crate::format::manifest::{Manifest, Source};
-use crate::format::private_file::TRACE_FILE_MODE;
-use crate::format::schema::{
+use crate::event::{EventBatchBuilder, EventRow};
+use crate::manifest::{Manifest, Source};
+use crate::private_file::TRACE_FILE_MODE;
+use crate::schema::{
     idx, trace_schema, COL_DUR_NS, COL_OFFSET, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
 };
 
@@ -193,8 +193,8 @@ impl TraceWriter {
         self.manifest.extra.insert(key.to_string(), value);
     }
 
-    /// The mount table of the traced job (see [`crate::format::mounts`]).
-    pub fn set_mounts(&mut self, mounts: Vec<crate::format::mounts::Mount>) {
+    /// The mount table of the traced job (see [`crate::mounts`]).
+    pub fn set_mounts(&mut self, mounts: Vec<crate::mounts::Mount>) {
         self.manifest.mounts = Some(mounts);
     }
 

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
-use crate::format::manifest::{Manifest, Source, MANIFEST_FILE};
+use crate::manifest::{Manifest, Source, MANIFEST_FILE};
 
 /// Directory name prefix of a node's partition.
 pub const PARTITION_PREFIX: &str = "host=";
@@ -77,7 +77,7 @@ pub fn combine(parts: &[(String, Manifest)]) -> Manifest {
         }
         m.complete &= p.complete;
         if let Some(mounts) = &p.mounts {
-            crate::format::mounts::union(m.mounts.get_or_insert_with(Vec::new), mounts.clone());
+            crate::mounts::union(m.mounts.get_or_insert_with(Vec::new), mounts.clone());
         }
         m.segments
             .extend(p.segments.iter().map(|s| format!("{name}/{s}")));

@@ -20,14 +20,14 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use parquet::arrow::ProjectionMask;
 use parquet::file::statistics::Statistics;
 
+use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::format::columns::Events;
-use crate::format::manifest::{Manifest, MANIFEST_FILE};
-use crate::format::partitions::{combine, partition_name, partitions};
-use crate::format::schema::{
+use crate::manifest::{Manifest, MANIFEST_FILE};
+use crate::partitions::{combine, partition_name, partitions};
+use crate::schema::{
     trace_schema, COLUMNS, COL_CALLS, COL_TS, PARQUET_VERSION_KEY, REQUIRED_COLUMNS, SCHEMA_VERSION,
 };
-use crate::format::segment_file::{guard, SegmentFile};
+use crate::segment_file::{guard, SegmentFile};
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
@@ -52,7 +52,7 @@ pub struct SegmentInfo {
 
 impl TraceReader {
     /// Opens a trace directory (with `manifest.json`), a directory of per-node
-    /// partitions (`host=NAME/`, see [`crate::format::partitions`]) or a
+    /// partitions (`host=NAME/`, see [`crate::partitions`]) or a
     /// single `.parquet` file.
     /// Every segment's footer and schema are checked here, so bad input fails
     /// before any work is done.
@@ -71,7 +71,7 @@ impl TraceReader {
             let files: Vec<PathBuf> = m.segments.iter().map(|s| path.join(s)).collect();
             (m, files)
         } else {
-            let mut m = Manifest::new(crate::format::manifest::Source::Import);
+            let mut m = Manifest::new(crate::manifest::Source::Import);
             m.complete = true;
             m.segments = vec![path
                 .file_name()

@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::format::columns::Events;
-use crate::format::manifest::{Manifest, Source, MANIFEST_FILE};
-use crate::format::partitions::{partition_name, partitions};
-use crate::format::reader::{SegmentBatches, TraceReader};
-use crate::format::schema::SCHEMA_VERSION;
+use crate::manifest::{Manifest, Source, MANIFEST_FILE};
+use crate::partitions::{partition_name, partitions};
+use crate::reader::{SegmentBatches, TraceReader};
+use crate::schema::SCHEMA_VERSION;
 
 #[derive(Debug, Serialize)]
 pub struct Validation {
@@ -372,7 +372,7 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
         std::fs::copy(dir.join(MANIFEST_FILE), &bak).map_err(|e| TraceError::io(&bak, e))?;
         report.old_manifest = format!("{} as {MANIFEST_BACKUP}", report.old_manifest);
     }
-    m.format = crate::format::schema::FORMAT_NAME.to_string();
+    m.format = crate::schema::FORMAT_NAME.to_string();
     m.schema_version = SCHEMA_VERSION as u64;
     m.segments = kept_names;
     m.events = events;
@@ -441,7 +441,7 @@ fn load_old_manifest(dir: &Path) -> TraceResult<OldManifest> {
         }
     };
     let format = value.get("format").and_then(|f| f.as_str());
-    if format.is_some_and(|f| f != crate::format::schema::FORMAT_NAME) {
+    if format.is_some_and(|f| f != crate::schema::FORMAT_NAME) {
         return Ok(OldManifest::Unreadable(format!(
             "`format` is {:?}, not an iorepro trace",
             format.unwrap_or_default()

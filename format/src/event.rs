@@ -9,7 +9,7 @@ use arrow_array::builder::{
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 
-use crate::format::schema::{trace_schema, Op};
+use crate::schema::{trace_schema, Op};
 
 /// A row borrowed from its producer (collector, synth, importer): no allocation per row.
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +29,7 @@ pub struct EventRow<'a> {
     pub ret: i64,
     pub flags: Option<i32>,
     /// Syscalls the row stands for: 1, or a run's length (see
-    /// [`crate::format::schema::COL_CALLS`]).
+    /// [`crate::schema::COL_CALLS`]).
     pub calls: i64,
     /// A run's span; `None` for a single call (it equals `dur_ns`).
     pub span_ns: Option<i64>,

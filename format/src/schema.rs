@@ -39,7 +39,7 @@ pub const COL_FLAGS: &str = "flags";
 /// run's totals (so `sum(ret)` is the bytes moved, as for single calls),
 /// `ts` is the first call's start, `dur_ns` the time spent inside the calls
 /// summed, and [`COL_SPAN_NS`] how long the run lasted. Count calls with
-/// `sum(calls)`, not `count(*)`. [`crate::format::runs`] expands a run back
+/// `sum(calls)`, not `count(*)`. [`crate::runs`] expands a run back
 /// into its calls.
 pub const COL_CALLS: &str = "calls";
 /// From the first call's start to the last call's end; null when it equals

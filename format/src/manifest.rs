@@ -7,8 +7,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{one_line, TraceError, TraceResult};
-use crate::format::mounts::Mount;
-use crate::format::schema::{FORMAT_NAME, SCHEMA_VERSION};
+use crate::mounts::Mount;
+use crate::schema::{FORMAT_NAME, SCHEMA_VERSION};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 
@@ -45,7 +45,7 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     /// The file systems of the traced job's mount namespace (see
-    /// [`crate::format::mounts`]); absent in traces captured before mounts
+    /// [`crate::mounts`]); absent in traces captured before mounts
     /// were recorded and in traces not captured. A table of another shape
     /// (another tool's key of the same name) is ignored, not an error.
     #[serde(
@@ -156,7 +156,7 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         let tmp = dir.join(".manifest.json.tmp");
         let text = serde_json::to_string_pretty(self).expect("manifest serializes");
-        crate::format::private_file::write_private_file(&tmp, text.as_bytes())?;
+        crate::private_file::write_private_file(&tmp, text.as_bytes())?;
         std::fs::rename(&tmp, &path).map_err(|e| TraceError::io(&path, e))
     }
 

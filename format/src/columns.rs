@@ -8,8 +8,8 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 
-use crate::format::runs::{calls_in, span_in, Run};
-use crate::format::schema::{idx, Op};
+use crate::runs::{calls_in, span_in, Run};
+use crate::schema::{idx, Op};
 
 /// One batch of trace rows in the canonical schema.
 #[derive(Debug, Clone)]
@@ -20,7 +20,7 @@ pub struct Events {
 impl Events {
     /// Wraps a batch that has the canonical schema (from the reader or the builder).
     pub fn new(batch: RecordBatch) -> Self {
-        debug_assert_eq!(batch.num_columns(), crate::format::schema::COLUMNS.len());
+        debug_assert_eq!(batch.num_columns(), crate::schema::COLUMNS.len());
         Events { batch }
     }
 
@@ -82,7 +82,7 @@ impl Events {
     pub fn flags(&self) -> &Int32Array {
         self.batch.column(idx::FLAGS).as_primitive()
     }
-    /// Syscalls each row stands for (see [`crate::format::schema::COL_CALLS`]).
+    /// Syscalls each row stands for (see [`crate::schema::COL_CALLS`]).
     pub fn calls(&self) -> &Int64Array {
         self.batch.column(idx::CALLS).as_primitive()
     }
@@ -108,7 +108,7 @@ impl Events {
         let via = self.via();
         via.is_valid(row) && {
             let names: &StringArray = via.values().as_string();
-            names.value(via.keys().value(row) as usize) == crate::format::schema::VIA_IO_URING
+            names.value(via.keys().value(row) as usize) == crate::schema::VIA_IO_URING
         }
     }
 

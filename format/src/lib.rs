@@ -1,4 +1,6 @@
-//! What a trace is. [`schema`] names the columns and builds the one Arrow
+//! What a trace is, and nothing else: the crate every part of iorepro that
+//! reads or writes a trace depends on, and the only one the collector needs.
+//! [`schema`] names the columns and builds the one Arrow
 //! schema; [`event`] turns rows into Arrow batches; [`writer`] streams batches
 //! into rotating, always-complete segments and keeps the [`manifest`] current;
 //! [`partitions`] lets per-node traces sit side by side as one;
@@ -9,9 +11,12 @@
 //! in parallel for analyses that merge partial results. [`segment_file`] holds the reader's defences
 //! against hostile segment files, and [`private_file`] creates the files a
 //! trace is made of with owner-and-group permissions. [`launchers`] says which
-//! environment variables give the `rank` column.
+//! environment variables give the `rank` column. [`validate`] checks a
+//! trace and repairs a damaged one (the collector salvages its own with it),
+//! [`error`] is the one error type and [`units`] the byte and time units.
 
 pub mod columns;
+pub mod error;
 pub mod event;
 pub mod launchers;
 pub mod manifest;
@@ -23,4 +28,16 @@ pub mod runs;
 pub mod scan;
 pub mod schema;
 pub(crate) mod segment_file;
+pub mod units;
+pub mod validate;
 pub mod writer;
+
+pub use columns::Events;
+pub use error::{TraceError, TraceResult};
+pub use event::{EventBatchBuilder, EventRow};
+pub use manifest::{Manifest, Source};
+pub use mounts::{Mount, MountTable};
+pub use reader::TraceReader;
+pub use runs::{Call, Run};
+pub use schema::{trace_schema, Op, SCHEMA_VERSION};
+pub use writer::{TraceWriter, WriterOptions};

@@ -29,11 +29,9 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 
 use crate::error::{TraceError, TraceResult};
-use crate::format::reader::{
-    absent_column, normalise_column, plan_columns, TraceReader, READ_BATCH_ROWS,
-};
-use crate::format::schema::{dict_type, idx, trace_schema, Op, COLUMNS, COL_PATH};
-use crate::format::segment_file::{guard, SegmentFile};
+use crate::reader::{absent_column, normalise_column, plan_columns, TraceReader, READ_BATCH_ROWS};
+use crate::schema::{dict_type, idx, trace_schema, Op, COLUMNS, COL_PATH};
+use crate::segment_file::{guard, SegmentFile};
 
 /// One row group of one segment.
 struct Unit {
