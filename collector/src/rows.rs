@@ -202,7 +202,7 @@ impl Reorder {
             self.len -= bucket.len();
             for (_, row) in bucket.drain(..) {
                 let name = comm(row.tid);
-                out.push(&EventRow {
+                let event = EventRow {
                     ts_ns: row.ts_ns,
                     dur_ns: row.dur_ns,
                     host: &self.host,
@@ -221,8 +221,9 @@ impl Reorder {
                     span_ns: row.span_ns,
                     path2: row.path2.as_deref(),
                     via: row.via,
-                })?;
-                tally.add(&row);
+                };
+                out.push(&event)?;
+                tally.add(&event);
                 n += 1;
             }
             self.spare.push(bucket);

@@ -242,7 +242,16 @@ impl Op {
             .unwrap_or(Op::Other)
     }
 
-    /// Ops whose `ret` counts bytes read from storage (or the page cache).
+    /// Ops whose positive `ret` is bytes moved between a file and memory:
+    /// reads, writes, and page-cache fills of mapped files (faults), which
+    /// read the file as surely as a read does. The one definition of "moves
+    /// data" for tallies, surveys, plans and records.
+    pub fn moves_data(self) -> bool {
+        matches!(self, Op::Read | Op::Write | Op::Fault)
+    }
+
+    /// Ops whose `ret` counts bytes read by a read call (storage or the page
+    /// cache); faults, which the summary reports apart, are not among them.
     pub fn is_read_data(self) -> bool {
         matches!(self, Op::Read)
     }

@@ -130,14 +130,14 @@ pub fn for_each_op(
             // A row that stands for a run of calls is replayed call by call.
             for call in Run::of(&ev, row).calls() {
                 let (bytes, fd) = match op {
-                    Op::Read | Op::Write | Op::Fault => (call.ret, fd),
+                    _ if op.moves_data() => (call.ret, fd),
                     Op::Truncate => (call.size.or(call.offset).unwrap_or(0), fd),
                     // A getdents asks for a buffer of `size` bytes.
                     Op::Getdents => (call.size.unwrap_or(0), fd),
                     Op::Open if r >= 0 => (0, Some(call.ret as i32)),
                     _ => (0, fd),
                 };
-                if matches!(op, Op::Read | Op::Write | Op::Fault) && bytes == 0 {
+                if op.moves_data() && bytes == 0 {
                     continue;
                 }
                 f(

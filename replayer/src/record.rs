@@ -149,7 +149,7 @@ impl RankRecorder {
             + start.saturating_duration_since(self.shared.base).as_nanos() as i64;
         let path = path.map(|p| p.to_string_lossy());
         let path2 = path2.map(|p| p.to_string_lossy());
-        let data = matches!(op.op, Op::Read | Op::Write | Op::Fault);
+        let data = op.op.moves_data();
         self.builder.push(&EventRow {
             ts_ns: ts,
             dur_ns: took.as_nanos() as i64,

@@ -239,7 +239,7 @@ impl Survey {
                 let r = ret.value(row);
                 let rank = rank_or_zero(&ev, row);
                 *s.ops_per_source.entry(rank).or_default() += calls;
-                let bytes = if r > 0 && matches!(op, Op::Read | Op::Write | Op::Fault) {
+                let bytes = if r > 0 && op.moves_data() {
                     r as u64
                 } else {
                     0

@@ -27,19 +27,6 @@ const WORKSPACE: &str = "ebpf";
 const BIN: &str = "iorepro";
 const TARGET: &str = "bpfel-unknown-none";
 
-/// The dated nightly named in `ebpf/rust-toolchain.toml`: the one place it is
-/// written down.
-pub fn pinned_nightly(root: &Path) -> Result<String> {
-    let file = root.join(WORKSPACE).join("rust-toolchain.toml");
-    let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("channel"))
-        .filter_map(|rest| rest.trim_start().strip_prefix('='))
-        .map(|v| v.trim().trim_matches('"').to_string())
-        .find(|v| v.starts_with("nightly-"))
-        .with_context(|| format!("{}: no `channel = \"nightly-YYYY-MM-DD\"`", file.display()))
-}
-
 /// `cargo xtask build-ebpf`: rebuilds the object and writes the committed copy.
 pub fn build(root: &Path) -> Result<()> {
     let built = compile(root)?;
@@ -80,7 +67,7 @@ pub fn check(root: &Path) -> Result<()> {
 /// those aya's own build helper uses: BTF for the loader, and the
 /// architecture cfg by which aya-ebpf reads the saved registers.
 fn compile(root: &Path) -> Result<PathBuf> {
-    let nightly = pinned_nightly(root)?;
+    let nightly = setup::pinned_nightly(root)?;
     setup::ebpf_toolchain(root)?;
     let target_dir = root.join("target/ebpf");
     let rustflags = [

@@ -182,11 +182,27 @@ pub fn static_target() -> Result<()> {
     sh(Command::new("rustup").args(["target", "add", target]))
 }
 
+/// Where the kernel-side programs pin their nightly.
+const EBPF_TOOLCHAIN_FILE: &str = "ebpf/rust-toolchain.toml";
+
+/// The dated nightly named in `ebpf/rust-toolchain.toml`: the one place it is
+/// written down.
+pub fn pinned_nightly(root: &Path) -> Result<String> {
+    let file = root.join(EBPF_TOOLCHAIN_FILE);
+    let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("channel"))
+        .filter_map(|rest| rest.trim_start().strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .find(|v| v.starts_with("nightly-"))
+        .with_context(|| format!("{}: no `channel = \"nightly-YYYY-MM-DD\"`", file.display()))
+}
+
 /// The pinned nightly with rust-src (the eBPF programs build `core` from
 /// source) and bpf-linker: what `cargo xtask build-ebpf` needs. The collector
 /// itself needs neither: it embeds the committed object.
 pub fn ebpf_toolchain(root: &Path) -> Result<()> {
-    let nightly = crate::ebpf::pinned_nightly(root)?;
+    let nightly = pinned_nightly(root)?;
     install_nightly(&nightly)?;
     bpf_linker()
 }
@@ -266,7 +282,7 @@ pub fn fuzz(root: &Path, secs: u64) -> Result<()> {
     if !dir.exists() {
         bail!("no fuzz targets in {}", dir.display());
     }
-    let nightly = crate::ebpf::pinned_nightly(root)?;
+    let nightly = pinned_nightly(root)?;
     install_nightly(&nightly)?;
     let toolchain = format!("+{nightly}");
     let has_fuzz = Command::new("cargo")

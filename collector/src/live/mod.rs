@@ -194,16 +194,17 @@ fn unix_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rows::Row;
-    use iorepro_format::Op;
+    use iorepro_format::{EventRow, Op};
 
-    fn row(op: Op, ret: i64, dur_ns: i64, calls: i64) -> Row {
-        Row {
+    fn row(op: Op, ret: i64, dur_ns: i64, calls: i64) -> EventRow<'static> {
+        EventRow {
             ts_ns: 0,
             dur_ns,
+            host: "h",
             pid: 1,
             tid: 1,
             rank: None,
+            comm: "python",
             op,
             path: None,
             fd: None,

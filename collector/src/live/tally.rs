@@ -6,7 +6,7 @@
 use hdrhistogram::Histogram;
 use iorepro_format::Op;
 
-use crate::rows::Row;
+use iorepro_format::EventRow;
 
 /// One op kind's figures.
 #[derive(Debug, Clone)]
@@ -49,12 +49,13 @@ impl Default for Tally {
 }
 
 impl Tally {
-    pub fn add(&mut self, row: &Row) {
+    /// Counts a row as it is written to the trace.
+    pub fn add(&mut self, row: &EventRow) {
         self.rows += 1;
         let calls = row.calls.max(1) as u64;
         let t = self.ops[row.op as usize].get_or_insert_with(OpTally::default);
         t.count += calls;
-        if matches!(row.op, Op::Read | Op::Write) && row.ret > 0 {
+        if row.op.moves_data() && row.ret > 0 {
             t.bytes += row.ret as u64;
         }
         let mean = (row.dur_ns.max(0) as u64 / calls).max(1);

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use super::collector::{collect_cmd, Jobs, Manifest};
+use super::collector_jobs::{collect_cmd, Jobs, Manifest};
 use super::Ctx;
 
 pub fn run(ctx: &Ctx, dir: &Path, jobs: &Jobs) -> Result<()> {

@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 
 pub mod analysis;
 pub mod collector;
+pub mod collector_jobs;
 pub mod collector_rate;
 pub mod fidelity;
 pub mod replayer;
