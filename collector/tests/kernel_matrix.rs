@@ -381,10 +381,7 @@ fn guest_checks() {
 /// The static collector `cargo xtask dist` leaves (`cargo xtask test` builds
 /// it), if it is there.
 fn static_collector() -> Option<PathBuf> {
-    let exe = target_dir()
-        .join("dist")
-        .join("iorepro-x86_64-linux-static")
-        .join("iorepro-collect");
+    let exe = iorepro_tests::bins::static_dir().join("iorepro-collect");
     exe.is_file().then_some(exe)
 }
 

@@ -27,6 +27,16 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// Where `cargo xtask dist` leaves the static binaries (xtask/src/dist.rs:
+/// `target/dist/` + its `STATIC_DIR`); `cargo xtask test` builds them.
+pub fn static_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("dist")
+        .join("iorepro-x86_64-linux-static")
+}
+
 /// Runs a command to completion; panics with its output when it fails.
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd

@@ -50,9 +50,9 @@ fn phases(trace: &Path) -> Vec<serde_json::Value> {
     v["phases"].as_array().unwrap().clone()
 }
 
-/// The trace's phases of `kind`, as windows.
-fn phases_of(trace: &Path, kind: &str) -> Vec<Window> {
-    phases(trace)
+/// The windows of the `phases` of `kind`.
+fn windows_of(phases: &[serde_json::Value], kind: &str) -> Vec<Window> {
+    phases
         .iter()
         .filter(|p| p["kind"] == kind)
         .map(|p| {
@@ -71,7 +71,8 @@ fn overlaps(a: Window, b: Window) -> bool {
 /// Matches the trace's checkpoint phases with the job's checkpoints; prints
 /// one line and returns what does not hold.
 fn check(name: &str, trace: &Path, truth: &[Window]) -> Vec<String> {
-    let phases = phases_of(trace, "checkpoint");
+    let all = phases(trace);
+    let phases = windows_of(&all, "checkpoint");
     let mut wrong = Vec::new();
     let mut worst_edge_ms = 0.0f64;
     let mut matched = 0;
@@ -115,9 +116,10 @@ fn check(name: &str, trace: &Path, truth: &[Window]) -> Vec<String> {
     }
     // The data part is not split: two reading phases of one kind with only
     // idle time between them would be one stretch of reading cut in two.
-    let kinds: Vec<String> = phases_all(trace)
-        .into_iter()
-        .filter(|k| k != "idle")
+    let kinds: Vec<&str> = all
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .filter(|&k| k != "idle")
         .collect();
     let splits = kinds
         .windows(2)
@@ -135,14 +137,6 @@ fn check(name: &str, trace: &Path, truth: &[Window]) -> Vec<String> {
         extra.len()
     );
     wrong
-}
-
-/// The kinds of the trace's phases, in order.
-fn phases_all(trace: &Path) -> Vec<String> {
-    phases(trace)
-        .iter()
-        .map(|p| p["kind"].as_str().unwrap().to_string())
-        .collect()
 }
 
 /// Captures `command` whole and scoped to `prefixes`; checks both captures'

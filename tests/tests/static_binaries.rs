@@ -7,19 +7,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use iorepro_tests::bins::{run_ok, scratch, workspace_root};
+use iorepro_tests::bins::{run_ok, scratch, static_dir};
 use iorepro_tests::rows;
 use iorepro_traces::Op;
 
 const BINARIES: [&str; 3] = ["iorepro-collect", "iorepro-trace", "iorepro-replay"];
 
-/// Where `cargo xtask dist` leaves the binaries (xtask/src/dist.rs).
+/// The static binaries' folder, if `cargo xtask dist` filled it.
 fn dist_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
-        .join("dist")
-        .join("iorepro-x86_64-linux-static");
+    let dir = static_dir();
     if BINARIES.iter().all(|b| dir.join(b).is_file()) {
         Some(dir)
     } else {
