@@ -8,11 +8,11 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::analysis::overview::Overview;
-use crate::analysis::plot::{self, Format};
 use crate::analysis::summary::Summary;
 use crate::error::TraceError;
 use crate::format::reader::TraceReader;
 use crate::format::writer::WriterOptions;
+use crate::plot::{self, Format};
 use crate::synth::Workload;
 use crate::Source;
 

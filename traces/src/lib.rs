@@ -1,27 +1,30 @@
-//! Everything that works on iorepro traces offline.
+//! The `iorepro-trace` command ([`cli`]) and one door to everything that
+//! works on traces offline, each part a crate of its own along the
+//! pipeline:
 //!
-//! The folders are the parts. [`format`] (the `iorepro-format` crate) is what
-//! a trace is: a directory of `manifest.json` and Parquet segments, its
-//! schema, writer, reader and validation.
-//! [`analysis`] works on a trace read through the format: summary, phases,
-//! plots and comparisons. [`interchange`] moves traces in and out of other
-//! tools' formats (fio, strace) and joins per-node captures. Beside them,
-//! [`synth`] makes traces from a workload description, [`filter`] cuts a trace by role,
-//! path, rank and time, and [`cli`] is the `iorepro-trace` command
-//! line over all of it. The format depends on nothing else here; analysis and
-//! interchange depend on the format, never on each other.
+//! - [`format`] (`iorepro-format`): what a trace is, a directory of
+//!   `manifest.json` and Parquet segments: its schema, writer, reader,
+//!   validation and repair. The collector links it alone.
+//! - [`analysis`] (`iorepro-analysis`): what a trace says about its job,
+//!   read through the format: tallies, phases, file roles, summary,
+//!   compare, and [`filter`] to cut a trace by role, path, rank and time.
+//! - [`plot`] (`iorepro-plot`): figures drawn from the analysis.
+//! - [`interchange`] (`iorepro-interchange`): traces in and out of other
+//!   tools' formats (fio, strace, Perfetto), per-node merge, and [`synth`]
+//!   traces from a workload description.
+//!
+//! Analysis and interchange depend on the format, never on each other; the
+//! names below keep the paths the tests and tools have always used.
 
-pub mod analysis;
 pub mod cli;
-pub mod filter;
-pub mod interchange;
-pub mod synth;
 
-/// The format, its error type, units and validation live in their own crate
-/// (`iorepro-format`), which the collector uses alone; they are named here
-/// as they always were.
+pub use iorepro_analysis as analysis;
+pub use iorepro_analysis::filter;
 pub use iorepro_format as format;
 pub use iorepro_format::{error, units, validate};
+pub use iorepro_interchange as interchange;
+pub use iorepro_interchange::synth;
+pub use iorepro_plot as plot;
 
 pub use analysis::roles::{FileRole, FileRoles, MountTotals, Role, RoleTotals};
 pub use error::{TraceError, TraceResult};

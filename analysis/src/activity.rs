@@ -1,0 +1,476 @@
+//! What phase detection sees of a trace: when data was read, when it was
+//! written (and by whom), when files were synced and when the name space was
+//! worked on (stat, open, mkdir, listings...), as runs of calls built event
+//! by event.
+//!
+//! A run is calls of one kind that follow each other within [`JOIN_NS`]; runs
+//! are cut where the clock passes a multiple of [`RUN_MAX_NS`], so a trace
+//! that reads without pause still keeps a time resolution. Runs keep the
+//! exact start of their first call and end of their last, so phase edges fall
+//! on calls, not on window boundaries. Because the cuts are on a fixed grid,
+//! runs of separately scanned parts of a trace (row groups read in parallel,
+//! nodes of a partitioned trace) merge into exactly the runs one pass in time
+//! order builds: the detector does not depend on how the trace was read. Memory grows with the number of pauses in the I/O, not with rows,
+//! and is bounded: past [`MAX_RUNS`] runs of a kind, runs are joined in pairs.
+
+use iorepro_format::schema::Op;
+
+/// Calls of one kind closer than this (end of one to start of the next) are one run.
+pub const JOIN_NS: i64 = 1_000_000;
+/// Runs do not cross multiples of this (Unix time): continuous I/O keeps a
+/// resolution of 10 ms, enough to find a load burst or a checkpoint edge in it.
+pub const RUN_MAX_NS: i64 = 10_000_000;
+/// Most runs kept per kind before runs are joined in pairs (a run list of a
+/// week-long capture stays a few tens of MiB).
+pub const MAX_RUNS: usize = 1 << 20;
+
+/// Who wrote: a rank, or a process when the rank is unknown.
+pub type Writer = i64;
+
+/// The writer of a row: its rank, or its process id (kept apart from ranks).
+#[inline]
+pub fn writer_of(rank: Option<i32>, pid: i32) -> Writer {
+    match rank {
+        Some(r) => r as i64,
+        None => (1i64 << 40) | pid as u32 as i64,
+    }
+}
+
+/// Calls of one kind, back to back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Entry `ts` of the first call, Unix ns.
+    pub start: i64,
+    /// Latest `ts + dur_ns` of its calls.
+    pub end: i64,
+    /// Bytes the calls moved (positive `ret` of reads and writes).
+    pub bytes: u64,
+    /// Distinct writers, sorted (write runs only).
+    pub writers: Vec<Writer>,
+}
+
+impl Run {
+    fn absorb(&mut self, other: Run) {
+        self.start = self.start.min(other.start);
+        self.end = self.end.max(other.end);
+        self.bytes += other.bytes;
+        for w in other.writers {
+            add_writer(&mut self.writers, w);
+        }
+    }
+}
+
+#[inline]
+fn add_writer(set: &mut Vec<Writer>, w: Writer) {
+    // Almost always the last one added (a rank writes many chunks in a row).
+    if set.last() == Some(&w) {
+        return;
+    }
+    if let Err(at) = set.binary_search(&w) {
+        set.insert(at, w);
+    }
+}
+
+/// The runs of one kind of call.
+#[derive(Debug, Clone)]
+pub struct Runs {
+    runs: Vec<Run>,
+    /// Current join distance: [`JOIN_NS`], doubled each time the runs are coarsened.
+    join_ns: i64,
+    max_ns: i64,
+    /// False when a call arrived before the start of the last run (a foreign
+    /// segment not sorted by `ts`); the runs are sorted and re-joined when read.
+    sorted: bool,
+    /// (start of the last run, end of its `max_ns` cell): rows in time order
+    /// ask which cell they are in with a compare, not two divisions.
+    cell: (i64, i64),
+}
+
+impl Default for Runs {
+    fn default() -> Self {
+        Runs {
+            runs: Vec::new(),
+            join_ns: JOIN_NS,
+            max_ns: RUN_MAX_NS,
+            sorted: true,
+            cell: (i64::MIN, i64::MIN),
+        }
+    }
+}
+
+impl Runs {
+    /// Adds one call from `start` to `end` that moved `bytes`.
+    #[inline(always)]
+    pub fn add(&mut self, start: i64, end: i64, bytes: u64, writer: Option<Writer>) {
+        let end = end.max(start);
+        if let Some(last) = self.runs.last_mut() {
+            if self.cell.0 != last.start {
+                let first = last.start.div_euclid(self.max_ns);
+                self.cell = (
+                    last.start,
+                    first.saturating_add(1).saturating_mul(self.max_ns),
+                );
+            }
+            if start >= last.start
+                && start <= last.end.saturating_add(self.join_ns)
+                && start < self.cell.1
+            {
+                last.end = last.end.max(end);
+                last.bytes += bytes;
+                if let Some(w) = writer {
+                    add_writer(&mut last.writers, w);
+                }
+                return;
+            }
+            if start < last.start {
+                self.sorted = false;
+            }
+        }
+        self.runs.push(Run {
+            start,
+            end,
+            bytes,
+            writers: writer.into_iter().collect(),
+        });
+        if self.runs.len() > MAX_RUNS {
+            self.coarsen();
+        }
+    }
+
+    /// Joins runs pairwise in time: half the runs, half the resolution.
+    fn coarsen(&mut self) {
+        self.join_ns = self.join_ns.saturating_mul(2);
+        self.max_ns = self.max_ns.saturating_mul(2);
+        self.cell = (i64::MIN, i64::MIN);
+        self.normalise();
+        if self.runs.len() > MAX_RUNS / 2 {
+            let mut out = Vec::with_capacity(self.runs.len() / 2 + 1);
+            let mut it = std::mem::take(&mut self.runs).into_iter();
+            while let Some(mut a) = it.next() {
+                if let Some(b) = it.next() {
+                    a.absorb(b);
+                }
+                out.push(a);
+            }
+            self.runs = out;
+        }
+    }
+
+    /// Sorts the runs by start and joins those the join rule says are one.
+    fn normalise(&mut self) {
+        if !self.sorted {
+            self.runs.sort_by_key(|r| r.start);
+            self.sorted = true;
+        }
+        let mut out: Vec<Run> = Vec::with_capacity(self.runs.len());
+        for r in std::mem::take(&mut self.runs) {
+            match out.last_mut() {
+                Some(last)
+                    if r.start <= last.end.saturating_add(self.join_ns)
+                        && r.start.div_euclid(self.max_ns)
+                            == last.start.div_euclid(self.max_ns) =>
+                {
+                    last.absorb(r)
+                }
+                _ => out.push(r),
+            }
+        }
+        self.runs = out;
+    }
+
+    /// Takes in the runs of another part of the trace (any time order).
+    pub fn merge(&mut self, mut other: Runs) {
+        self.sort();
+        other.sort();
+        self.join_ns = self.join_ns.max(other.join_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.cell = (i64::MIN, i64::MIN);
+        let follows = match (self.runs.last(), other.runs.first()) {
+            (Some(a), Some(b)) => a.start <= b.start,
+            _ => true,
+        };
+        if follows {
+            // Parts read in time order: only the seam can join.
+            let mut rest = other.runs.into_iter().peekable();
+            if let Some(last) = self.runs.last_mut() {
+                while let Some(next) = rest.next_if(|r| {
+                    r.start <= last.end.saturating_add(self.join_ns)
+                        && r.start.div_euclid(self.max_ns) == last.start.div_euclid(self.max_ns)
+                }) {
+                    last.absorb(next);
+                }
+            }
+            self.runs.extend(rest);
+        } else {
+            // Parts that overlap in time (nodes of one job): merge the other
+            // list with the runs it overlaps (parts come roughly in time
+            // order, so that is a short tail), then join what the rule says
+            // is one run.
+            let first = other.runs[0].start;
+            let at = self
+                .runs
+                .partition_point(|r| r.start <= first)
+                .saturating_sub(1);
+            let tail = self.runs.split_off(at);
+            let mut a = tail.into_iter().peekable();
+            let mut b = other.runs.into_iter().peekable();
+            let mut merged = Vec::with_capacity(a.len() + b.len());
+            loop {
+                let take_a = match (a.peek(), b.peek()) {
+                    (Some(x), Some(y)) => x.start <= y.start,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => break,
+                };
+                merged.push(if take_a { a.next() } else { b.next() }.expect("peeked"));
+            }
+            let head = std::mem::take(&mut self.runs);
+            self.runs = merged;
+            self.normalise();
+            let joined = std::mem::replace(&mut self.runs, head);
+            let mut rest = joined.into_iter().peekable();
+            if let Some(last) = self.runs.last_mut() {
+                while let Some(next) = rest.next_if(|r| {
+                    r.start <= last.end.saturating_add(self.join_ns)
+                        && r.start.div_euclid(self.max_ns) == last.start.div_euclid(self.max_ns)
+                }) {
+                    last.absorb(next);
+                }
+            }
+            self.runs.extend(rest);
+        }
+        while self.runs.len() > MAX_RUNS {
+            self.coarsen();
+        }
+    }
+
+    fn sort(&mut self) {
+        if !self.sorted {
+            self.normalise();
+        }
+    }
+
+    /// Puts runs added out of time order in place.
+    pub fn finish(&mut self) {
+        self.sort();
+    }
+
+    /// Whether [`Runs::runs`] is in time order (always, after [`Runs::finish`]).
+    pub fn is_sorted(&self) -> bool {
+        self.sorted
+    }
+
+    /// The runs, in time order once [`Runs::finish`] ran.
+    pub fn runs(&self) -> &[Run] {
+        &self.runs
+    }
+
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+}
+
+/// Everything the phase detector needs of a trace, gathered in one pass.
+#[derive(Debug, Clone)]
+pub struct Activity {
+    /// Reads and page-cache fills that moved data.
+    pub reads: Runs,
+    /// Writes that moved data, with their writers.
+    pub writes: Runs,
+    /// fsync, fdatasync, close and rename: how long a checkpoint takes to be durable.
+    pub syncs: Runs,
+    /// Name-space calls (see [`Op::is_metadata`]); a run's `bytes` counts
+    /// its calls.
+    pub metadata: Runs,
+    /// Entry `ts` of the first call (any op), Unix ns; `i64::MAX` when none.
+    pub first_ns: i64,
+    /// Latest `ts + dur_ns` of any call; `i64::MIN` when none.
+    pub end_ns: i64,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            reads: Runs::default(),
+            writes: Runs::default(),
+            syncs: Runs::default(),
+            metadata: Runs::default(),
+            first_ns: i64::MAX,
+            end_ns: i64::MIN,
+        }
+    }
+}
+
+impl Activity {
+    /// Takes in one call: its entry `ts`, duration, op, return value and writer.
+    #[inline(always)]
+    pub fn observe(&mut self, ts: i64, dur: i64, op: Op, ret: i64, writer: Writer) {
+        self.observe_row(ts, dur, op, ret, writer, 1);
+    }
+
+    /// Takes in a row that stands for `calls` calls (a run: `dur` its whole
+    /// span, `ret` its bytes).
+    #[inline(always)]
+    pub fn observe_row(&mut self, ts: i64, dur: i64, op: Op, ret: i64, writer: Writer, calls: u64) {
+        let end = ts.saturating_add(dur.max(0));
+        self.first_ns = self.first_ns.min(ts);
+        self.end_ns = self.end_ns.max(end);
+        match op {
+            Op::Read | Op::Fault if ret > 0 => self.reads.add(ts, end, ret as u64, None),
+            Op::Write if ret > 0 => self.writes.add(ts, end, ret as u64, Some(writer)),
+            Op::Fsync | Op::Fdatasync | Op::Close => self.syncs.add(ts, end, 0, None),
+            Op::Rename => {
+                self.syncs.add(ts, end, 0, None);
+                self.metadata.add(ts, end, calls, None);
+            }
+            _ if op.is_metadata() => self.metadata.add(ts, end, calls, None),
+            _ => {}
+        }
+    }
+
+    /// Takes in the activity of another part of the trace.
+    pub fn merge(&mut self, other: Activity) {
+        self.reads.merge(other.reads);
+        self.writes.merge(other.writes);
+        self.syncs.merge(other.syncs);
+        self.metadata.merge(other.metadata);
+        self.first_ns = self.first_ns.min(other.first_ns);
+        self.end_ns = self.end_ns.max(other.end_ns);
+    }
+
+    /// Puts runs added out of time order (an unsorted foreign segment) in place.
+    pub fn finish(&mut self) {
+        self.reads.finish();
+        self.writes.finish();
+        self.syncs.finish();
+        self.metadata.finish();
+    }
+
+    pub fn is_sorted(&self) -> bool {
+        self.reads.is_sorted()
+            && self.writes.is_sorted()
+            && self.syncs.is_sorted()
+            && self.metadata.is_sorted()
+    }
+
+    /// Whether any call was seen.
+    pub fn is_empty(&self) -> bool {
+        self.first_ns > self.end_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn spans(r: &mut Runs) -> Vec<(i64, i64, u64)> {
+        r.finish();
+        r.runs().iter().map(|r| (r.start, r.end, r.bytes)).collect()
+    }
+
+    #[test]
+    fn calls_close_together_are_one_run_and_long_runs_are_cut() {
+        let mut r = Runs::default();
+        r.add(0, MS / 2, 10, None);
+        r.add(MS, 2 * MS, 10, None); // 0.5 ms after the last end: same run
+        r.add(4 * MS, 5 * MS, 10, None); // 2 ms pause: a new run
+        for i in 0..30 {
+            r.add(15 * MS + i * MS / 2, 15 * MS + i * MS / 2 + 100, 1, None);
+        }
+        let s = spans(&mut r);
+        assert_eq!(s[0], (0, 2 * MS, 20));
+        assert_eq!(s[1], (4 * MS, 5 * MS, 10));
+        // 15 ms of back-to-back calls from 15 ms on: cut at 20 ms.
+        assert_eq!(s.len(), 4, "{s:?}");
+        assert_eq!(s[2], (15 * MS, 19 * MS + MS / 2 + 100, 10));
+        assert_eq!(s[3].0, 20 * MS);
+        assert_eq!(s[3].2, 20);
+    }
+
+    #[test]
+    fn parts_merged_in_any_order_give_the_runs_of_one_pass() {
+        // In time order, with pauses that sometimes join calls and sometimes not.
+        let mut t = 0;
+        let calls: Vec<(i64, u64)> = (0..500)
+            .map(|i| {
+                t += 200_000 + (i % 7) * 300_000;
+                (t, i as u64)
+            })
+            .collect();
+        let mut whole = Runs::default();
+        for &(t, b) in &calls {
+            whole.add(t, t + 50_000, b, Some(b as i64 % 3));
+        }
+        let mut parts: Vec<Runs> = calls
+            .chunks(37)
+            .map(|c| {
+                let mut r = Runs::default();
+                for &(t, b) in c {
+                    r.add(t, t + 50_000, b, Some(b as i64 % 3));
+                }
+                r
+            })
+            .collect();
+        parts.reverse();
+        let mut merged = Runs::default();
+        for p in parts {
+            merged.merge(p);
+        }
+        merged.finish();
+        assert_eq!(merged.runs(), whole.runs());
+    }
+
+    #[test]
+    fn nodes_overlapping_in_time_merge_like_one_pass() {
+        // Two nodes' calls interleave; each node's part is in time order.
+        let node = |n: i64| -> Vec<(i64, u64)> {
+            (0..400)
+                .map(|i| (i * 1_700_000 + n * 900_000 + (i % 5) * 400_000, 1))
+                .collect()
+        };
+        let mut all: Vec<(i64, u64)> = node(0).into_iter().chain(node(1)).collect();
+        all.sort();
+        let mut whole = Runs::default();
+        for &(t, b) in &all {
+            whole.add(t, t + 300_000, b, None);
+        }
+        let mut merged = Runs::default();
+        for chunk in 0..4 {
+            for n in 0..2 {
+                let mut part = Runs::default();
+                for &(t, b) in &node(n)[chunk * 100..(chunk + 1) * 100] {
+                    part.add(t, t + 300_000, b, None);
+                }
+                merged.merge(part);
+            }
+        }
+        merged.finish();
+        assert_eq!(merged.runs(), whole.runs());
+    }
+
+    #[test]
+    fn writers_are_counted_once() {
+        let mut a = Activity::default();
+        for i in 0..8 {
+            a.observe(
+                i * 1_000,
+                500,
+                Op::Write,
+                4096,
+                writer_of(Some((i % 2) as i32), 99),
+            );
+        }
+        a.observe(10_000, 10, Op::Write, 4096, writer_of(None, 99));
+        a.finish();
+        let w = a.writes.runs();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].writers, vec![0, 1, (1 << 40) | 99]);
+        assert_eq!(w[0].bytes, 9 * 4096);
+    }
+}

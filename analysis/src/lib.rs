@@ -1,0 +1,23 @@
+//! What a trace says about its job, read through the format
+//! (`iorepro-format`), which it never writes. A trace is read in parallel
+//! ([`iorepro_format::scan`]) and each part counted into a [`tally`]: the
+//! [`histogram`] of request sizes, the [`access`] pattern, the [`timeline`]
+//! of bytes per window and the [`activity`] (runs of reads, writes and
+//! syncs) that [`phases`] are found from; [`roles`] says what each file is
+//! to the job. Merged tallies become the [`overview`] (duration, bytes,
+//! peaks, phases) and the full [`summary`]; [`compare`] sets two traces side
+//! by side, and [`filter`] cuts a trace by role, path, rank and time. The
+//! figures are drawn from an overview by `iorepro-plot`; the replayer reads
+//! the phases and roles found here.
+
+pub mod access;
+pub mod activity;
+pub mod compare;
+pub mod filter;
+pub mod histogram;
+pub mod overview;
+pub mod phases;
+pub mod roles;
+pub mod summary;
+pub mod tally;
+pub mod timeline;

@@ -1,0 +1,170 @@
+//! Phases of a training job: the initial load, steady reading, checkpoint
+//! write spikes, stretches of name-space calls and idle stretches, found from the calls themselves (see
+//! [`detect`] for the rules). The one detector behind `summary`, `phases`,
+//! `plot`, `compare` and the replayer's checkpoint barriers.
+
+mod detect;
+
+use serde::{Deserialize, Serialize};
+
+pub use detect::{
+    detect, CHECKPOINT_GAP_NS, CHECKPOINT_TAIL_GAP_NS, EDGE_SHARE, IDLE_MIN_NS,
+    LOAD_MIN_EXCESS_RUNS, METADATA_BYTES_PER_CALL, METADATA_GAP_NS, METADATA_MIN_CALLS,
+    MIN_CHECKPOINT_BYTES, READING_FLOOR_SHARE, RESUME_GAP_NS, WRITE_SHARE_OF_PEAK,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    Load,
+    Read,
+    Checkpoint,
+    /// Name-space calls with little data: a dataset walk, a probe storm.
+    Metadata,
+    Idle,
+}
+
+impl PhaseKind {
+    pub const ALL: [PhaseKind; 5] = [
+        PhaseKind::Load,
+        PhaseKind::Read,
+        PhaseKind::Checkpoint,
+        PhaseKind::Metadata,
+        PhaseKind::Idle,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseKind::Load => "load",
+            PhaseKind::Read => "read",
+            PhaseKind::Checkpoint => "checkpoint",
+            PhaseKind::Metadata => "metadata",
+            PhaseKind::Idle => "idle",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PhaseKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One phase; the phases of a trace follow each other without gaps from its
+/// first call's start to its last call's end.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Phase {
+    pub kind: PhaseKind,
+    /// Seconds from the first call of the trace.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Bytes of the reads and writes that started in the phase.
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Distinct writers (ranks, or processes without a rank) that wrote in
+    /// the phase: how many ranks a checkpoint spike involves.
+    pub max_writers: u32,
+    /// Name-space calls (stat, open, mkdir, listings...; not close) that
+    /// started in the phase.
+    #[serde(default)]
+    pub metadata_calls: u64,
+    /// The same edges in wall-clock Unix ns, to join with the rows' `ts`.
+    pub start_unix_ns: i64,
+    pub end_unix_ns: i64,
+}
+
+impl Phase {
+    pub fn duration_s(&self) -> f64 {
+        (self.end_s - self.start_s).max(0.0)
+    }
+
+    /// Bytes moved per second over the phase, in GiB/s.
+    /// Name-space calls per second over the phase.
+    pub fn metadata_calls_per_s(&self) -> f64 {
+        let d = self.duration_s();
+        if d <= 0.0 {
+            0.0
+        } else {
+            self.metadata_calls as f64 / d
+        }
+    }
+
+    pub fn gib_s(&self) -> f64 {
+        let d = self.duration_s();
+        if d <= 0.0 {
+            0.0
+        } else {
+            (self.read_bytes + self.write_bytes) as f64 / (1u64 << 30) as f64 / d
+        }
+    }
+
+    /// Whether the call starting at `ts` (Unix ns) belongs to this phase.
+    pub fn holds(&self, ts: i64) -> bool {
+        self.start_unix_ns <= ts && ts < self.end_unix_ns
+    }
+}
+
+/// Index of the phase a call starting at `ts` (Unix ns) belongs to: the last
+/// phase that starts at or before it (the first phase for calls before all).
+pub fn phase_at(phases: &[Phase], ts: i64) -> usize {
+    phases
+        .partition_point(|p| p.start_unix_ns <= ts)
+        .saturating_sub(1)
+}
+
+/// A process tree's start-up as one phase: the phases that end before the
+/// job's first data call (`first_data_ns`, its first read or write of a
+/// dataset or checkpoint file; see [`crate::roles`]) become one
+/// `metadata` phase, however the imports, library loads and configuration
+/// reads of a whole capture bunch into reads, bursts and idle stretches.
+/// Nothing changes when fewer than two phases end before it.
+pub fn fold_startup(phases: Vec<Phase>, first_data_ns: Option<i64>) -> Vec<Phase> {
+    let Some(first) = first_data_ns else {
+        return phases;
+    };
+    let before = phases.iter().take_while(|p| p.end_unix_ns <= first).count();
+    if before < 2 {
+        return phases;
+    }
+    let mut rest = phases.into_iter();
+    let folded: Vec<Phase> = rest.by_ref().take(before).collect();
+    let last = folded.last().expect("two or more");
+    let startup = Phase {
+        kind: PhaseKind::Metadata,
+        start_s: folded[0].start_s,
+        end_s: last.end_s,
+        read_bytes: folded.iter().map(|p| p.read_bytes).sum(),
+        write_bytes: folded.iter().map(|p| p.write_bytes).sum(),
+        max_writers: folded.iter().map(|p| p.max_writers).max().unwrap_or(0),
+        metadata_calls: folded.iter().map(|p| p.metadata_calls).sum(),
+        start_unix_ns: folded[0].start_unix_ns,
+        end_unix_ns: last.end_unix_ns,
+    };
+    std::iter::once(startup).chain(rest).collect()
+}
+
+/// How many phases of a kind there are.
+pub fn count(phases: &[Phase], kind: PhaseKind) -> usize {
+    phases.iter().filter(|p| p.kind == kind).count()
+}
+
+/// The phases as a table, one line each.
+pub fn render(phases: &[Phase]) -> String {
+    use iorepro_format::units::fmt_bytes;
+    let mut s = format!(
+        "{:<11} {:>10} {:>10} {:>10} {:>12} {:>12} {:>9} {:>10}\n",
+        "phase", "start s", "end s", "dur s", "read", "write", "GiB/s", "meta/s"
+    );
+    for p in phases {
+        s.push_str(&format!(
+            "{:<11} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>12} {:>9.3} {:>10.0}\n",
+            p.kind.as_str(),
+            p.start_s,
+            p.end_s,
+            p.duration_s(),
+            fmt_bytes(p.read_bytes as f64),
+            fmt_bytes(p.write_bytes as f64),
+            p.gib_s(),
+            p.metadata_calls_per_s()
+        ));
+    }
+    s
+}

@@ -1,0 +1,247 @@
+//! Everything `summary` reports: totals, op mix, request-size histograms,
+//! sequential versus random access, per-rank and per-file totals, peak
+//! bandwidth and phases, from one parallel pass over the ten columns they
+//! need (see [`crate::tally`]). Memory grows with distinct files,
+//! ranks and time windows, never with rows.
+//!
+//! `peak_read_gib_s` / `peak_write_gib_s` are over 1 s windows aligned to the
+//! first event; the 100 ms peaks are in `peak_read_gib_s_100ms` /
+//! `peak_write_gib_s_100ms`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::access::AccessCounts;
+use crate::histogram::SizeHistogram;
+use crate::overview::{tally, Overview};
+use crate::roles::{FileRoles, MountTotals, Role, RoleTotals};
+use crate::tally::Depth;
+pub use crate::tally::{FileStats, OpStats, RankStats};
+use crate::timeline::BASE_WINDOW_NS;
+use iorepro_format::error::TraceResult;
+use iorepro_format::reader::TraceReader;
+
+/// How many files the summary lists, busiest first.
+pub const TOP_FILES: usize = 10;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AccessShares {
+    pub read: AccessCounts,
+    pub write: AccessCounts,
+    pub read_sequential_share: f64,
+    pub write_sequential_share: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Events, duration, bytes, peaks and phases.
+    #[serde(flatten)]
+    pub overview: Overview,
+    pub dropped_events: u64,
+    pub hosts: Vec<String>,
+    pub ranks: Vec<i32>,
+    pub files: u64,
+    pub ops: BTreeMap<String, OpStats>,
+    /// Requested sizes (`size`) of read and write calls, power-of-two buckets.
+    pub size_histogram: BTreeMap<String, SizeHistogram>,
+    pub access: AccessShares,
+    /// Every rank that appears, in rank order (rows without a rank are in `unranked_events`).
+    pub per_rank: Vec<RankStats>,
+    pub unranked_events: u64,
+    pub top_files: Vec<FileStats>,
+    /// Files, calls and bytes per role of the files (see [`crate::roles`]).
+    pub roles: BTreeMap<Role, RoleTotals>,
+    /// Files, calls and bytes per mount (file system) the files were on,
+    /// busiest first; `unknown` in a trace without a mount table.
+    pub mounts: Vec<MountTotals>,
+}
+
+impl Summary {
+    pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
+        let mut t = tally(reader, Depth::Full, BASE_WINDOW_NS)?;
+        let mut overview = Overview::from_tally(&mut t);
+        let roles = FileRoles::compute(reader)?;
+        overview.phases = crate::phases::fold_startup(
+            std::mem::take(&mut overview.phases),
+            roles.first_data_ns(),
+        );
+        let mut hosts = t.hosts.clone();
+        hosts.sort();
+        let (per_rank, unranked_events) = t.ranks();
+        let mut top_files = t.files();
+        top_files.sort_by(|a, b| {
+            (b.read_bytes + b.write_bytes)
+                .cmp(&(a.read_bytes + a.write_bytes))
+                .then(b.events.cmp(&a.events))
+                .then(a.path.cmp(&b.path))
+        });
+        top_files.truncate(TOP_FILES);
+        let (read, write) = t.access.counts();
+        Ok(Summary {
+            dropped_events: reader.manifest().dropped_events,
+            hosts,
+            ranks: per_rank.iter().map(|r| r.rank).collect(),
+            files: t.file_count() as u64,
+            ops: t
+                .ops()
+                .filter(|(_, s)| s.count > 0)
+                .map(|(op, s)| (op.as_str().to_string(), s.clone()))
+                .collect(),
+            size_histogram: t
+                .histograms()
+                .filter(|(_, h)| h.total() > 0)
+                .map(|(op, h)| (op.as_str().to_string(), h.clone()))
+                .collect(),
+            access: AccessShares {
+                read,
+                write,
+                read_sequential_share: read.sequential_share(),
+                write_sequential_share: write.sequential_share(),
+            },
+            per_rank,
+            unranked_events,
+            top_files,
+            roles: roles.totals().clone(),
+            mounts: roles.per_mount(),
+            overview,
+        })
+    }
+}
+
+impl Summary {
+    /// The human-readable report.
+    pub fn render(&self) -> String {
+        use iorepro_format::units::fmt_bytes;
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "events {}  dropped {}  duration {:.3} s  hosts {}  ranks {}  files {}",
+            self.overview.events,
+            self.dropped_events,
+            self.overview.duration_s,
+            self.hosts.len(),
+            self.ranks.len(),
+            self.files
+        );
+        let _ = writeln!(
+            s,
+            "read {}  write {}",
+            fmt_bytes(self.overview.read_bytes as f64),
+            fmt_bytes(self.overview.write_bytes as f64)
+        );
+        let _ = writeln!(
+            s,
+            "peak read {:.3} GiB/s (1 s), {:.3} GiB/s (100 ms)   peak write {:.3} GiB/s (1 s), {:.3} GiB/s (100 ms)",
+            self.overview.peak_read_gib_s, self.overview.peak_read_gib_s_100ms, self.overview.peak_write_gib_s, self.overview.peak_write_gib_s_100ms
+        );
+        let _ = writeln!(
+            s,
+            "metadata calls {}  {:.0}/s  peak {:.0}/s (1 s)",
+            self.overview.metadata_calls,
+            self.overview.metadata_calls_per_s,
+            self.overview.peak_metadata_calls_per_s
+        );
+        let _ = writeln!(
+            s,
+            "sequential: reads {:.1} %, writes {:.1} %",
+            self.access.read_sequential_share * 100.0,
+            self.access.write_sequential_share * 100.0
+        );
+        let _ = writeln!(s, "\n{:<10} {:>12} {:>14}", "op", "count", "bytes");
+        for (op, st) in &self.ops {
+            let _ = writeln!(
+                s,
+                "{:<10} {:>12} {:>14}",
+                op,
+                st.count,
+                fmt_bytes(st.bytes as f64)
+            );
+        }
+        for (op, h) in &self.size_histogram {
+            let _ = writeln!(s, "\n{op} sizes");
+            let total = h.total().max(1) as f64;
+            for (floor, count) in h.buckets() {
+                let bar = "#".repeat(((count as f64 / total) * 40.0).ceil() as usize);
+                let _ = writeln!(
+                    s,
+                    "  >= {:>10} {:>12}  {bar}",
+                    fmt_bytes(floor as f64),
+                    count
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<8} {:>12} {:>14} {:>14}",
+            "rank", "events", "read", "write"
+        );
+        let mut busiest: Vec<&RankStats> = self.per_rank.iter().collect();
+        busiest.sort_by_key(|r| std::cmp::Reverse(r.read_bytes + r.write_bytes));
+        for r in busiest.iter().take(TOP_FILES) {
+            let _ = writeln!(
+                s,
+                "{:<8} {:>12} {:>14} {:>14}",
+                r.rank,
+                r.events,
+                fmt_bytes(r.read_bytes as f64),
+                fmt_bytes(r.write_bytes as f64)
+            );
+        }
+        if self.per_rank.len() > TOP_FILES {
+            let _ = writeln!(
+                s,
+                "  ... {} more ranks (--json lists all)",
+                self.per_rank.len() - TOP_FILES
+            );
+        }
+        let _ = writeln!(s, "\n{:>14} {:>14} {:>10}  file", "read", "write", "events");
+        for f in &self.top_files {
+            let _ = writeln!(
+                s,
+                "{:>14} {:>14} {:>10}  {}",
+                fmt_bytes(f.read_bytes as f64),
+                fmt_bytes(f.write_bytes as f64),
+                f.events,
+                f.path
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<11} {:>8} {:>12} {:>14} {:>14}",
+            "role", "files", "calls", "read", "write"
+        );
+        for (role, t) in &self.roles {
+            let _ = writeln!(
+                s,
+                "{:<11} {:>8} {:>12} {:>14} {:>14}",
+                role.as_str(),
+                t.files,
+                t.calls,
+                fmt_bytes(t.read_bytes as f64),
+                fmt_bytes(t.write_bytes as f64)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<24} {:<10} {:>8} {:>12} {:>14} {:>14}",
+            "mount", "type", "files", "calls", "read", "write"
+        );
+        for m in &self.mounts {
+            let _ = writeln!(
+                s,
+                "{:<24} {:<10} {:>8} {:>12} {:>14} {:>14}",
+                m.mount_point,
+                m.fs_type,
+                m.files,
+                m.calls,
+                fmt_bytes(m.read_bytes as f64),
+                fmt_bytes(m.write_bytes as f64)
+            );
+        }
+        s.push('\n');
+        s.push_str(&crate::phases::render(&self.overview.phases));
+        s
+    }
+}

@@ -1,0 +1,445 @@
+//! The counters of one part of a trace (a row group, read on its own worker
+//! thread) and how parts merge, in time order, into the counters of the
+//! whole: op mix, request sizes, per-rank and per-file totals, sequential
+//! versus random access, bytes per window and the activity phases are found
+//! from. A merged tally is exactly what one pass in time order would count.
+//! Memory grows with distinct files, ranks, streams and time windows, never
+//! with rows.
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, StringArray};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use crate::access::AccessTracker;
+use crate::activity::{writer_of, Activity};
+use crate::histogram::SizeHistogram;
+use crate::timeline::Timeline;
+use iorepro_format::runs::{calls_in, span_in};
+use iorepro_format::scan::{Fold, PathColumn, ScanBatch};
+use iorepro_format::schema::{
+    Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
+    COL_SIZE, COL_SPAN_NS, COL_TS,
+};
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct OpStats {
+    pub count: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RankStats {
+    pub rank: i32,
+    pub events: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct FileStats {
+    pub path: String,
+    pub events: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// How much a tally counts: everything `summary` reports, or only what
+/// phases, plots and comparisons need (fewer columns to decode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    Overview,
+    Full,
+}
+
+impl Depth {
+    /// The columns a tally of this depth reads; the others are never decoded.
+    pub fn columns(self) -> &'static [&'static str] {
+        match self {
+            Depth::Overview => &[
+                COL_TS,
+                COL_DUR_NS,
+                COL_PID,
+                COL_RANK,
+                COL_OP,
+                COL_RET,
+                COL_CALLS,
+                COL_SPAN_NS,
+            ],
+            Depth::Full => &[
+                COL_TS,
+                COL_DUR_NS,
+                COL_HOST,
+                COL_PID,
+                COL_RANK,
+                COL_OP,
+                COL_PATH,
+                COL_OFFSET,
+                COL_SIZE,
+                COL_RET,
+                COL_CALLS,
+                COL_SPAN_NS,
+            ],
+        }
+    }
+}
+
+/// Ranks seen, with a slot each; small non-negative ranks (all real ones)
+/// are found by index rather than by hashing.
+#[derive(Debug, Clone, Default)]
+struct Ranks {
+    dense: Vec<u32>,
+    sparse: FxHashMap<i32, u32>,
+    stats: Vec<RankStats>,
+    unranked: u64,
+}
+
+const DENSE_RANKS: i32 = 1 << 16;
+const NO_SLOT: u32 = u32::MAX;
+
+impl Ranks {
+    #[inline(always)]
+    fn slot(&mut self, rank: i32) -> usize {
+        if (0..DENSE_RANKS).contains(&rank) {
+            let r = rank as usize;
+            if r >= self.dense.len() {
+                self.dense.resize(r + 1, NO_SLOT);
+            }
+            if self.dense[r] == NO_SLOT {
+                self.dense[r] = self.stats.len() as u32;
+                self.stats.push(RankStats {
+                    rank,
+                    ..Default::default()
+                });
+            }
+            return self.dense[r] as usize;
+        }
+        let next = self.stats.len() as u32;
+        let slot = *self.sparse.entry(rank).or_insert(next);
+        if slot == next {
+            self.stats.push(RankStats {
+                rank,
+                ..Default::default()
+            });
+        }
+        slot as usize
+    }
+}
+
+/// Files seen, by id; a part's ids are its own, mapped by path when merged.
+/// The counters a row bumps sit apart from the names, one array each, so the
+/// busy loop's random increments stay within a few tens of KiB.
+#[derive(Debug, Clone, Default)]
+struct Files {
+    ids: FxHashMap<String, u32>,
+    paths: Vec<String>,
+    events: Vec<u64>,
+    read: Vec<u64>,
+    write: Vec<u64>,
+}
+
+impl Files {
+    fn id(&mut self, path: &str) -> u32 {
+        if let Some(&id) = self.ids.get(path) {
+            return id;
+        }
+        let id = self.paths.len() as u32;
+        self.ids.insert(path.to_string(), id);
+        self.paths.push(path.to_string());
+        self.events.push(0);
+        self.read.push(0);
+        self.write.push(0);
+        id
+    }
+
+    fn stats(&self) -> Vec<FileStats> {
+        (0..self.paths.len())
+            .map(|i| FileStats {
+                path: self.paths[i].clone(),
+                events: self.events[i],
+                read_bytes: self.read[i],
+                write_bytes: self.write[i],
+            })
+            .collect()
+    }
+}
+
+impl Fold for Tally {
+    fn reserve(&mut self, rows: usize) {
+        if self.depth == Depth::Full {
+            self.access.reserve(rows);
+        }
+    }
+
+    fn add(&mut self, b: &ScanBatch) {
+        self.count(b);
+    }
+
+    fn seal(&mut self) {
+        self.access.seal();
+    }
+}
+
+/// Counters of a part of a trace, or of all of it once merged.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    depth: Depth,
+    pub events: u64,
+    pub hosts: Vec<String>,
+    ops: Vec<OpStats>,
+    hist: Vec<SizeHistogram>,
+    ranks: Ranks,
+    files: Files,
+    pub access: AccessTracker,
+    pub timeline: Timeline,
+    pub activity: Activity,
+    /// The dictionary of paths last seen and its file ids: row groups share
+    /// one dictionary across their batches, so ids are looked up once.
+    path_ids: Option<(ArrayRef, Vec<u32>)>,
+}
+
+impl Tally {
+    /// An empty tally whose windows start at `origin_ns` (the trace's first `ts`).
+    pub fn new(depth: Depth, origin_ns: i64, window_ns: i64) -> Self {
+        Tally {
+            depth,
+            events: 0,
+            hosts: Vec::new(),
+            ops: vec![OpStats::default(); Op::ALL.len()],
+            hist: vec![SizeHistogram::default(); Op::ALL.len()],
+            ranks: Ranks::default(),
+            files: Files::default(),
+            access: AccessTracker::default(),
+            timeline: Timeline::new(origin_ns, window_ns),
+            activity: Activity::default(),
+            path_ids: None,
+        }
+    }
+
+    /// Counts one batch (rows in `ts` order).
+    fn count(&mut self, b: &ScanBatch) {
+        if b.is_empty() {
+            return;
+        }
+        match self.depth {
+            Depth::Overview => self.add_overview(b),
+            Depth::Full => self.add_full(b),
+        }
+    }
+
+    fn add_overview(&mut self, b: &ScanBatch) {
+        let (ts, dur, pid, ret) = (b.ts(), b.dur_ns(), b.pid(), b.ret());
+        let rank = b.rank();
+        let (keys, table) = b.ops();
+        let (calls, span) = (b.calls(), b.span_ns());
+        for i in 0..b.len() {
+            let op = table[keys[i] as usize];
+            let r = rank.is_valid(i).then(|| rank.value(i));
+            let writer = writer_of(r, pid[i]);
+            let n = calls_in(calls, i) as u64;
+            self.events += n;
+            self.activity
+                .observe_row(ts[i], span_in(span, dur, i), op, ret[i], writer, n);
+            let st = &mut self.ops[op as usize];
+            st.count += n;
+            if ret[i] > 0 {
+                if op.is_read_data() {
+                    st.bytes += ret[i] as u64;
+                    self.timeline.add_read(ts[i], ret[i] as u64);
+                } else if op.is_write_data() {
+                    st.bytes += ret[i] as u64;
+                    self.timeline.add_write(ts[i], ret[i] as u64);
+                }
+            }
+        }
+    }
+
+    /// File id of each dictionary key of this batch's paths.
+    fn dictionary_ids(&mut self, values: &ArrayRef) -> Vec<u32> {
+        if let Some((known, ids)) = &self.path_ids {
+            if std::sync::Arc::ptr_eq(known, values) {
+                return ids.clone();
+            }
+        }
+        let names: &StringArray = values.as_string();
+        let ids: Vec<u32> = (0..names.len())
+            .map(|i| {
+                if names.is_valid(i) {
+                    self.files.id(names.value(i))
+                } else {
+                    u32::MAX
+                }
+            })
+            .collect();
+        self.path_ids = Some((values.clone(), ids.clone()));
+        ids
+    }
+
+    fn add_full(&mut self, b: &ScanBatch) {
+        for h in b.hosts() {
+            if !self.hosts.iter().any(|x| x == h) {
+                self.hosts.push(h.to_string());
+            }
+        }
+        let (ts, dur, pid, ret) = (b.ts(), b.dur_ns(), b.pid(), b.ret());
+        let (rank, offset, size) = (b.rank(), b.offset(), b.size());
+        let (keys, table) = b.ops();
+        let (calls, span) = (b.calls(), b.span_ns());
+        // A file id per row (u32::MAX: no path).
+        let file_of: Vec<u32> = match b.path() {
+            PathColumn::Dict(d) => {
+                let ids = self.dictionary_ids(d.values());
+                let k = d.keys();
+                (0..b.len())
+                    .map(|i| {
+                        if k.is_valid(i) {
+                            ids[k.value(i) as usize]
+                        } else {
+                            u32::MAX
+                        }
+                    })
+                    .collect()
+            }
+            PathColumn::Plain(p) => (0..b.len())
+                .map(|i| {
+                    if p.is_valid(i) {
+                        self.files.id(p.value(i))
+                    } else {
+                        u32::MAX
+                    }
+                })
+                .collect(),
+        };
+        for i in 0..b.len() {
+            let op = table[keys[i] as usize];
+            let r = rank.is_valid(i).then(|| rank.value(i));
+            let owner = writer_of(r, pid[i]);
+            // A run of calls counts as its calls (see format::runs).
+            let n = calls_in(calls, i) as u64;
+            self.events += n;
+            self.activity
+                .observe_row(ts[i], span_in(span, dur, i), op, ret[i], owner, n);
+            let write = op.is_write_data();
+            let data = write || op.is_read_data();
+            let moved = if data && ret[i] > 0 { ret[i] as u64 } else { 0 };
+            let st = &mut self.ops[op as usize];
+            st.count += n;
+            st.bytes += moved;
+            match r {
+                Some(rk) => {
+                    let slot = self.ranks.slot(rk);
+                    let rs = &mut self.ranks.stats[slot];
+                    rs.events += n;
+                    if write {
+                        rs.write_bytes += moved;
+                    } else {
+                        rs.read_bytes += moved;
+                    }
+                }
+                None => self.ranks.unranked += n,
+            }
+            let file = file_of[i];
+            if file != u32::MAX {
+                self.files.events[file as usize] += n;
+                if moved > 0 {
+                    let bytes = if write {
+                        &mut self.files.write
+                    } else {
+                        &mut self.files.read
+                    };
+                    bytes[file as usize] += moved;
+                }
+            }
+            if !data {
+                continue;
+            }
+            if size.is_valid(i) {
+                // A run's calls are equal parts of its size.
+                let size = size.value(i).max(0) as u64;
+                if n == 1 {
+                    self.hist[op as usize].add(size);
+                } else {
+                    self.hist[op as usize].add_calls(size / n, n);
+                }
+            }
+            if file != u32::MAX && offset.is_valid(i) && ret[i] >= 0 {
+                self.access
+                    .record(file, owner, offset.value(i), ret[i], write, n);
+            }
+            if moved > 0 {
+                if write {
+                    self.timeline.add_write(ts[i], moved);
+                } else {
+                    self.timeline.add_read(ts[i], moved);
+                }
+            }
+        }
+    }
+
+    /// Takes in the tally of the part of the trace that follows this one.
+    pub fn merge(&mut self, other: Tally) {
+        self.events += other.events;
+        for h in other.hosts {
+            if !self.hosts.contains(&h) {
+                self.hosts.push(h);
+            }
+        }
+        for (a, b) in self.ops.iter_mut().zip(&other.ops) {
+            a.count += b.count;
+            a.bytes += b.bytes;
+        }
+        for (a, b) in self.hist.iter_mut().zip(&other.hist) {
+            a.merge(b);
+        }
+        for rs in &other.ranks.stats {
+            let slot = self.ranks.slot(rs.rank);
+            let mine = &mut self.ranks.stats[slot];
+            mine.events += rs.events;
+            mine.read_bytes += rs.read_bytes;
+            mine.write_bytes += rs.write_bytes;
+        }
+        self.ranks.unranked += other.ranks.unranked;
+        let ids: Vec<u32> = (0..other.files.paths.len())
+            .map(|i| {
+                let id = self.files.id(&other.files.paths[i]) as usize;
+                self.files.events[id] += other.files.events[i];
+                self.files.read[id] += other.files.read[i];
+                self.files.write[id] += other.files.write[i];
+                id as u32
+            })
+            .collect();
+        self.access.merge(other.access, &ids);
+        self.timeline.merge(&other.timeline);
+        self.activity.merge(other.activity);
+    }
+
+    /// Op counts and bytes, by op.
+    pub fn ops(&self) -> impl Iterator<Item = (Op, &OpStats)> {
+        Op::ALL.iter().copied().zip(&self.ops)
+    }
+
+    /// Request sizes of data calls, by op.
+    pub fn histograms(&self) -> impl Iterator<Item = (Op, &SizeHistogram)> {
+        Op::ALL.iter().copied().zip(&self.hist)
+    }
+
+    pub fn op(&self, op: Op) -> &OpStats {
+        &self.ops[op as usize]
+    }
+
+    /// Every rank seen, in rank order, and the rows without a rank.
+    pub fn ranks(&self) -> (Vec<RankStats>, u64) {
+        let mut v = self.ranks.stats.clone();
+        v.sort_by_key(|r| r.rank);
+        (v, self.ranks.unranked)
+    }
+
+    pub fn file_count(&self) -> usize {
+        self.files.paths.len()
+    }
+
+    /// Every file seen, in the order first seen.
+    pub fn files(&self) -> Vec<FileStats> {
+        self.files.stats()
+    }
+}

@@ -1,0 +1,15 @@
+//! Traces in and out of other tools' formats, written and read through
+//! the format (`iorepro-format`) alone: [`export_fio`] writes fio iologs,
+//! [`export_perfetto`] trace-event JSON for ui.perfetto.dev, [`import_fio`]
+//! and [`import_strace`] read fio iologs and strace output (sharing
+//! `import_common` to find log files and write the result), [`merge`] joins
+//! per-node captures into one single-directory trace, and [`synth`] makes a
+//! trace from a workload description (TOML).
+
+pub mod export_fio;
+pub mod export_perfetto;
+mod import_common;
+pub mod import_fio;
+pub mod import_strace;
+pub mod merge;
+pub mod synth;

@@ -1,0 +1,74 @@
+//! Figures of a trace, drawn from what `iorepro-analysis` found in it, as SVG or PNG ([`canvas`]): the bandwidth
+//! [`timeline`] with its phases (or a capture against its replay on one time
+//! axis), and the per-rank [`heatmap`]. Phase names are laid out by
+//! [`labels`] so they never overlap, and the [`legend`] sits beside the data,
+//! never on it.
+
+pub mod canvas;
+pub mod heatmap;
+pub mod labels;
+pub mod legend;
+pub mod timeline;
+
+use std::path::Path;
+
+use iorepro_analysis::overview::{span_ns, Overview};
+use iorepro_format::error::TraceResult;
+use iorepro_format::reader::TraceReader;
+
+pub use canvas::Format;
+pub use heatmap::{HeatmapFigure, RankWindows};
+pub use timeline::{Panel, TimelineFigure, PLOT_WINDOWS};
+
+/// Window widths a plot may use, finest first; each divides 100 ms, so the
+/// overview's peaks stay exact.
+const PLOT_WINDOW_CHOICES_NS: [i64; 7] = [
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// The finest window that draws a trace of this span in at most
+/// [`PLOT_WINDOWS`] points (longer traces are coarsened from 100 ms).
+pub fn window_for(span_ns: i64) -> i64 {
+    PLOT_WINDOW_CHOICES_NS
+        .into_iter()
+        .find(|w| span_ns / w < PLOT_WINDOWS as i64)
+        .unwrap_or(100_000_000)
+}
+
+/// The overview of a trace at the resolution its plot wants.
+pub fn overview_for_plot(reader: &TraceReader) -> TraceResult<Overview> {
+    let (first, last) = span_ns(reader)?;
+    Overview::compute_with_window(reader, window_for(last - first))
+}
+
+/// Draws the timeline of `overview` (and, with `against`, of a second trace
+/// under it) into `out` (.svg or .png).
+pub fn timeline(title: &str, panels: Vec<Panel>, out: &Path) -> TraceResult<()> {
+    canvas::render(
+        &TimelineFigure {
+            title: title.to_string(),
+            panels,
+        },
+        out,
+    )
+}
+
+/// Draws the per-rank heatmap of `reader`'s trace into `out` (.svg or .png).
+pub fn heatmap(reader: &TraceReader, title: &str, out: &Path) -> TraceResult<RankWindows> {
+    Format::of(out)?;
+    let data = RankWindows::compute(reader)?;
+    canvas::render(
+        &HeatmapFigure {
+            title: title.to_string(),
+            data: &data,
+        },
+        out,
+    )?;
+    Ok(data)
+}
