@@ -1,7 +1,7 @@
 //! Where a figure goes: an SVG (text stays text, so it scales and can be
 //! searched) or a PNG (for chat, tickets and slides), chosen by the output's
 //! extension. Text is set in a font compiled into the binary (a subset of
-//! DejaVu Sans, `traces/assets/`), so PNGs render the same on a machine
+//! DejaVu Sans, `plot/assets/`), so PNGs render the same on a machine
 //! without any fonts installed, and label widths are measured with it.
 
 use std::error::Error;
