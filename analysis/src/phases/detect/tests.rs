@@ -1,0 +1,200 @@
+use super::*;
+use crate::activity::writer_of;
+use iorepro_format::schema::Op;
+
+const MS: i64 = 1_000_000;
+const MIB: i64 = 1 << 20;
+
+fn kinds(p: &[Phase]) -> Vec<&'static str> {
+    p.iter().map(|p| p.kind.as_str()).collect()
+}
+
+fn detect_calls(calls: &[(i64, i64, Op, i64, i32)]) -> Vec<Phase> {
+    let mut a = Activity::default();
+    for &(ts, dur, op, ret, rank) in calls {
+        a.observe(ts, dur, op, ret, writer_of(Some(rank), 1));
+    }
+    a.finish();
+    detect(&a)
+}
+
+/// A job of `steps` steps of `per_step` bytes every `step` ns, with a
+/// burst of `burst` bytes first and a checkpoint every `every` steps.
+fn job(
+    burst: i64,
+    per_step: i64,
+    steps: i64,
+    step: i64,
+    every: i64,
+) -> Vec<(i64, i64, Op, i64, i32)> {
+    let mut c = Vec::new();
+    let mut t = 0;
+    for _ in 0..burst / MIB {
+        c.push((t, MS / 4, Op::Read, MIB, 0));
+        t += MS / 2;
+    }
+    for s in 1..=steps {
+        t += step;
+        c.push((t, MS / 4, Op::Read, per_step, 0));
+        if s % every == 0 {
+            for r in 0..2 {
+                for k in 0..4 {
+                    c.push((t + MS + k * MS / 2, MS / 4, Op::Write, 2 * MIB, r));
+                }
+            }
+            c.push((t + 4 * MS, 10 * MS, Op::Fsync, 0, 0));
+            t += 20 * MS;
+        }
+    }
+    c.sort_by_key(|c| c.0);
+    c
+}
+
+#[test]
+fn finds_load_steady_reading_and_each_checkpoint() {
+    let p = detect_calls(&job(32 * MIB, MIB, 12, 30 * MS, 4));
+    assert_eq!(
+        kinds(&p),
+        [
+            "load",
+            "read",
+            "checkpoint",
+            "read",
+            "checkpoint",
+            "read",
+            "checkpoint"
+        ]
+    );
+    for c in p.iter().filter(|p| p.kind == PhaseKind::Checkpoint) {
+        assert_eq!(c.write_bytes, 16 * MIB as u64);
+        assert_eq!(c.max_writers, 2);
+        // From the first write (1 ms into the step) to the fsync's end (14 ms).
+        assert_eq!(c.end_unix_ns - c.start_unix_ns, 13 * MS, "{c:?}");
+    }
+    assert_eq!(p[0].read_bytes, 32 * MIB as u64, "{:?}", p[0]);
+    for w in p.windows(2) {
+        assert_eq!(w[0].end_unix_ns, w[1].start_unix_ns);
+    }
+}
+
+#[test]
+fn a_job_reading_at_one_pace_loads_its_first_batch() {
+    let p = detect_calls(&job(0, 2 * MIB, 40, 20 * MS, 10));
+    assert_eq!(kinds(&p)[..2], ["load", "read"]);
+    assert_eq!(p[0].read_bytes, 2 * MIB as u64);
+    assert_eq!(
+        p.iter().filter(|p| p.kind == PhaseKind::Checkpoint).count(),
+        4
+    );
+}
+
+#[test]
+fn an_epoch_read_ahead_then_compute_is_load_then_idle() {
+    // The loader reads a whole epoch ahead at once, the job computes for
+    // over a second, then the next epoch is read as the steps need it.
+    let mut c = Vec::new();
+    for i in 0..40 {
+        c.push((i * 2 * MS, MS, Op::Read, MIB / 2, 0));
+    }
+    for i in 0..40 {
+        c.push((1_500 * MS + i * 25 * MS, MS, Op::Read, MIB / 2, 0));
+    }
+    let p = detect_calls(&c);
+    assert_eq!(kinds(&p), ["load", "idle", "read"]);
+    assert_eq!(p[0].read_bytes, 20 * MIB as u64);
+}
+
+#[test]
+fn a_walk_of_the_dataset_before_loading_is_metadata() {
+    // 2,000 stats and listings over 200 ms (a dataset walk), then the
+    // job loads and reads; a job reading small files (open, stat, read
+    // 256 KiB, close each) stays a read phase.
+    let mut c = Vec::new();
+    for i in 0..2_000 {
+        let op = if i % 10 == 0 { Op::Getdents } else { Op::Stat };
+        c.push((i * MS / 10, 20_000, op, 0, 0));
+    }
+    let t = 300 * MS;
+    for i in 0..200 {
+        let at = t + i * 5 * MS;
+        c.push((at, 10_000, Op::Open, 3, 0));
+        c.push((at + 20_000, 10_000, Op::Stat, 0, 0));
+        c.push((at + 40_000, 100_000, Op::Read, MIB / 4, 0));
+        c.push((at + 150_000, 10_000, Op::Close, 0, 0));
+    }
+    let p = detect_calls(&c);
+    assert_eq!(kinds(&p)[0], "metadata", "{p:?}");
+    assert!(
+        p[1..].iter().all(|p| p.kind != PhaseKind::Metadata),
+        "{p:?}"
+    );
+    assert_eq!(p[0].metadata_calls, 2_000);
+    assert_eq!(p[0].read_bytes, 0);
+    let rate = p[0].metadata_calls_per_s();
+    assert!((9_000.0..=10_100.0).contains(&rate), "{rate}");
+}
+
+#[test]
+fn small_writes_are_not_checkpoints() {
+    let mut c = vec![(0, MS, Op::Read, MIB, 0)];
+    for i in 1..100 {
+        c.push((i * 20 * MS, MS, Op::Read, MIB, 0));
+        c.push((i * 20 * MS + 5 * MS, 10_000, Op::Write, 4096, 0));
+    }
+    let p = detect_calls(&c);
+    assert!(p.iter().all(|p| p.kind != PhaseKind::Checkpoint), "{p:?}");
+}
+
+#[test]
+fn two_saves_of_the_same_state_close_together_are_two_checkpoints() {
+    // Two ranks save the same state twice, 180 ms apart (a few steps of
+    // compute, nothing read between), each save's files closed at its end.
+    let mut c = vec![(0, MS, Op::Read, 4 * MIB, 0)];
+    for save in 0..2 {
+        let t = 50 * MS + save * 180 * MS;
+        for r in 0..2 {
+            for k in 0..4 {
+                c.push((t + k * MS, MS / 2, Op::Write, MIB, r));
+            }
+            c.push((t + 6 * MS, 10_000, Op::Close, 0, r));
+        }
+    }
+    let p = detect_calls(&c);
+    let n = p.iter().filter(|p| p.kind == PhaseKind::Checkpoint).count();
+    assert_eq!(n, 2, "{:?}", kinds(&p));
+}
+
+#[test]
+fn a_model_then_its_optimizer_state_is_one_checkpoint() {
+    // One writer, a pause between two files of different sizes.
+    let mut c = vec![(0, MS, Op::Read, 4 * MIB, 0)];
+    for k in 0..4 {
+        c.push((50 * MS + k * MS, MS / 2, Op::Write, MIB, 0));
+    }
+    c.push((56 * MS, 10_000, Op::Close, 0, 0));
+    for k in 0..8 {
+        c.push((250 * MS + k * MS, MS / 2, Op::Write, MIB, 0));
+    }
+    c.push((260 * MS, 10_000, Op::Close, 0, 0));
+    let p = detect_calls(&c);
+    let n = p.iter().filter(|p| p.kind == PhaseKind::Checkpoint).count();
+    assert_eq!(n, 1, "{:?}", kinds(&p));
+}
+
+#[test]
+fn back_to_back_checkpoints_without_reading_are_split_by_idle() {
+    // Two saves 100 ms apart with nothing read between: the short trace
+    // of a replay test; each is found, the stretch between is idle.
+    let mut c = vec![(0, MS, Op::Read, 4 * MIB, 0)];
+    for save in 0..2 {
+        let t = 50 * MS + save * 600 * MS;
+        for k in 0..4 {
+            c.push((t + k * MS, MS / 2, Op::Write, MIB, 0));
+        }
+    }
+    let p = detect_calls(&c);
+    assert_eq!(
+        kinds(&p),
+        ["load", "idle", "checkpoint", "idle", "checkpoint"]
+    );
+}
