@@ -1,0 +1,242 @@
+//! Subcommands that make a trace from another: `filter`, `export` (fio
+//! iologs, Perfetto), `import` (fio iologs, strace), `merge` and `synth`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::inspect::json_line;
+use crate::error::TraceError;
+use crate::filter::Filter;
+use crate::format::writer::WriterOptions;
+use crate::interchange::{export_fio, export_perfetto, import_fio, import_strace, merge as joined};
+use crate::synth::Workload;
+use crate::{Role, Source};
+
+/// `filter`'s selection as given on the command line.
+pub(super) struct FilterArgs {
+    pub roles: Vec<String>,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub ranks: Vec<i32>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+impl FilterArgs {
+    /// The filter, or what is wrong with a role or a duration.
+    fn into_filter(self, trace: &Path) -> Result<Filter, TraceError> {
+        let bad = |m: String| TraceError::invalid(trace, m);
+        let mut f = Filter {
+            include: self.include,
+            exclude: self.exclude,
+            ranks: self.ranks,
+            ..Default::default()
+        };
+        for name in &self.roles {
+            let r = Role::parse(name.trim()).ok_or_else(|| {
+                bad(format!(
+                    "--role `{name}` is not a role (dataset, checkpoint, code, scratch, system, other)"
+                ))
+            })?;
+            if !f.roles.contains(&r) {
+                f.roles.push(r);
+            }
+        }
+        let dur = |flag: &str, s: &Option<String>| -> Result<Option<u64>, TraceError> {
+            s.as_deref()
+                .map(|s| crate::units::parse_duration_ns(s).map_err(|e| bad(format!("{flag} {e}"))))
+                .transpose()
+        };
+        f.from_ns = dur("--from", &self.from)?;
+        f.to_ns = dur("--to", &self.to)?;
+        Ok(f)
+    }
+}
+
+pub(super) fn filter(
+    out: &mut dyn Write,
+    trace: &Path,
+    dir: &Path,
+    args: FilterArgs,
+    segment_events: usize,
+    json: bool,
+) -> Result<()> {
+    let f = args.into_filter(trace)?;
+    let r = crate::filter::filter(trace, dir, &f, segment_events)?;
+    if json {
+        return json_line(
+            out,
+            &serde_json::json!({ "events_in": r.events_in, "events": r.events, "out": dir }),
+        );
+    }
+    writeln!(
+        out,
+        "{}: {} of {} events kept, {:.3} s",
+        dir.display(),
+        r.events,
+        r.events_in,
+        r.manifest.duration_s()
+    )?;
+    Ok(())
+}
+
+pub(super) fn export_perfetto(
+    out: &mut dyn Write,
+    trace: &Path,
+    file: &Path,
+    json: bool,
+) -> Result<()> {
+    let r = export_perfetto::export(trace, file)?;
+    if json {
+        return json_line(out, &r);
+    }
+    writeln!(
+        out,
+        "{}: {} events on {} process and {} thread tracks; open it in ui.perfetto.dev",
+        file.display(),
+        r.events,
+        r.processes,
+        r.threads
+    )?;
+    Ok(())
+}
+
+pub(super) fn export_fio(
+    out: &mut dyn Write,
+    trace: &Path,
+    dir: &Path,
+    target: Option<&Path>,
+    json: bool,
+) -> Result<()> {
+    let r = export_fio::export(trace, dir, target)?;
+    if json {
+        return json_line(out, &r);
+    }
+    writeln!(
+        out,
+        "{}: {} iologs, {} I/Os, read {} B, write {} B ({} rows skipped); replay: cd {} && fio {}",
+        dir.display(),
+        r.logs.len(),
+        r.ios,
+        r.read_bytes,
+        r.write_bytes,
+        r.skipped,
+        dir.display(),
+        export_fio::JOB_FILE
+    )?;
+    Ok(())
+}
+
+pub(super) fn import_fio(
+    out: &mut dyn Write,
+    log: &Path,
+    dir: &Path,
+    host: String,
+    start_unix_ns: Option<i64>,
+    segment_events: usize,
+) -> Result<()> {
+    let start = match start_unix_ns {
+        Some(s) => s,
+        None => file_mtime_ns(log)?,
+    };
+    let opts = import_fio::ImportOptions {
+        host,
+        start_unix_ns: start,
+        segment_rows: segment_events,
+    };
+    let m = import_fio::import(log, dir, &opts)?;
+    imported(out, dir, m.events, m.duration_s())
+}
+
+/// `import --strace`'s options as given on the command line.
+pub(super) struct StraceArgs {
+    pub host: String,
+    pub rank: Option<i32>,
+    pub date: Option<String>,
+    pub segment_events: usize,
+}
+
+pub(super) fn import_strace(
+    out: &mut dyn Write,
+    input: &Path,
+    dir: &Path,
+    args: StraceArgs,
+) -> Result<()> {
+    let date_days = match args.date {
+        None => None,
+        Some(d) => Some(import_strace::parse_date(&d).ok_or_else(|| {
+            TraceError::invalid(input, format!("--date `{d}` is not YYYY-MM-DD"))
+        })?),
+    };
+    let opts = import_strace::StraceOptions {
+        host: args.host,
+        rank: args.rank,
+        date_days,
+        segment_rows: args.segment_events,
+    };
+    let m = import_strace::import(input, dir, &opts)?;
+    imported(out, dir, m.events, m.duration_s())
+}
+
+fn imported(out: &mut dyn Write, dir: &Path, events: u64, duration_s: f64) -> Result<()> {
+    writeln!(
+        out,
+        "{}: {} events, {:.3} s",
+        dir.display(),
+        events,
+        duration_s
+    )?;
+    Ok(())
+}
+
+pub(super) fn merge(
+    out: &mut dyn Write,
+    traces: &[PathBuf],
+    dir: &Path,
+    segment_events: usize,
+) -> Result<()> {
+    let m = joined::merge(traces, dir, segment_events)?;
+    writeln!(
+        out,
+        "{}: {} events from {} traces, hosts {}, {} dropped at capture",
+        dir.display(),
+        m.events,
+        traces.len(),
+        m.hosts.join(","),
+        m.dropped_events
+    )?;
+    Ok(())
+}
+
+pub(super) fn synth(
+    out: &mut dyn Write,
+    workload: &Path,
+    dir: &Path,
+    segment_events: usize,
+    row_group_events: usize,
+) -> Result<()> {
+    let w = Workload::load(workload)?;
+    let mut opts = WriterOptions::new(Source::Synth);
+    opts.segment_rows = segment_events.max(1);
+    opts.row_group_rows = row_group_events.max(1);
+    opts.command = Some(std::env::args().collect());
+    let m = w.write_trace(dir, opts)?;
+    writeln!(
+        out,
+        "{}: {} events in {} segments, {:.3} s",
+        dir.display(),
+        m.events,
+        m.segments.len(),
+        m.duration_s()
+    )?;
+    Ok(())
+}
+
+fn file_mtime_ns(path: &Path) -> Result<i64, TraceError> {
+    let meta = std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
+    let t = meta.modified().map_err(|e| TraceError::io(path, e))?;
+    Ok(t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64))
+}
