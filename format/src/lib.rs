@@ -15,6 +15,7 @@
 //! trace and repairs a damaged one (the collector salvages its own with it),
 //! [`error`] is the one error type and [`units`] the byte and time units.
 
+pub mod batches;
 pub mod columns;
 pub mod error;
 pub mod event;
@@ -24,6 +25,7 @@ pub mod mounts;
 pub mod partitions;
 pub mod private_file;
 pub mod reader;
+pub mod repair;
 pub mod runs;
 pub mod scan;
 pub mod schema;

@@ -7,17 +7,13 @@
 //! that do not overlap in time are read one after another; overlapping ones
 //! (merged captures, foreign writers) are k-way merged by `ts`.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
 use arrow_cast::{cast_with_options, CastOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use arrow_select::interleave::interleave_record_batch;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
-use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::statistics::Statistics;
 
 use crate::columns::Events;
@@ -28,6 +24,9 @@ use crate::schema::{
     trace_schema, COLUMNS, COL_CALLS, COL_TS, PARQUET_VERSION_KEY, REQUIRED_COLUMNS, SCHEMA_VERSION,
 };
 use crate::segment_file::{guard, SegmentFile};
+
+use crate::batches::SequentialBatches;
+pub use crate::batches::{MergeByTs, SegmentBatches};
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
@@ -305,7 +304,7 @@ fn describe(t: &DataType) -> &'static str {
     }
 }
 
-fn normalise(
+pub(crate) fn normalise(
     path: &Path,
     batch: &RecordBatch,
     projection: Option<&[usize]>,
@@ -402,204 +401,6 @@ pub(crate) fn normalise_column(
         ));
     }
     Ok(arr)
-}
-
-/// Batches of one segment, normalised.
-pub struct SegmentBatches {
-    path: PathBuf,
-    /// None once the decoder failed: a reader that panicked is not read again.
-    inner: Option<ParquetRecordBatchReader>,
-    projection: Option<Vec<usize>>,
-}
-
-impl SegmentBatches {
-    pub fn open(path: &Path, projection: Option<Vec<usize>>) -> TraceResult<Self> {
-        let file = SegmentFile::open(path)?;
-        let inner = guard(path, || {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(|e| TraceError::parquet(path, e))?;
-            let positions = plan_columns(path, builder.schema())?;
-            let wanted: Vec<usize> = match &projection {
-                Some(p) => p.iter().filter_map(|&i| positions[i]).collect(),
-                None => positions.into_iter().flatten().collect(),
-            };
-            let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
-            builder
-                .with_projection(mask)
-                .with_batch_size(READ_BATCH_ROWS)
-                .build()
-                .map_err(|e| TraceError::parquet(path, e))
-        })?;
-        Ok(SegmentBatches {
-            path: path.to_path_buf(),
-            inner: Some(inner),
-            projection,
-        })
-    }
-}
-
-impl Iterator for SegmentBatches {
-    type Item = TraceResult<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let inner = self.inner.as_mut()?;
-        let decoded = guard(&self.path, || {
-            inner
-                .next()
-                .transpose()
-                .map_err(|e| TraceError::parquet(&self.path, e))
-        });
-        let batch = match decoded {
-            Ok(b) => b?,
-            Err(e) => {
-                self.inner = None;
-                return Some(Err(e));
-            }
-        };
-        Some(normalise(&self.path, &batch, self.projection.as_deref()))
-    }
-}
-
-/// Segments one after another, each opened only when the previous one is done.
-struct SequentialBatches {
-    pending: std::vec::IntoIter<PathBuf>,
-    current: Option<SegmentBatches>,
-    projection: Option<Vec<usize>>,
-}
-
-impl SequentialBatches {
-    fn new(paths: Vec<PathBuf>, projection: Option<Vec<usize>>) -> Self {
-        SequentialBatches {
-            pending: paths.into_iter(),
-            current: None,
-            projection,
-        }
-    }
-}
-
-impl Iterator for SequentialBatches {
-    type Item = TraceResult<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(cur) = &mut self.current {
-                match cur.next() {
-                    Some(item) => return Some(item),
-                    None => self.current = None,
-                }
-            }
-            let path = self.pending.next()?;
-            match SegmentBatches::open(&path, self.projection.clone()) {
-                Ok(s) => self.current = Some(s),
-                Err(e) => return Some(Err(e)),
-            }
-        }
-    }
-}
-
-type BatchStream = Box<dyn Iterator<Item = TraceResult<RecordBatch>> + Send>;
-
-/// K-way merge of time-ordered streams: holds one batch per stream, so memory
-/// is bounded by the number of streams, not the trace size.
-pub struct MergeByTs {
-    streams: Vec<BatchStream>,
-    current: Vec<Option<(RecordBatch, usize)>>,
-    heap: BinaryHeap<Reverse<(i64, usize)>>,
-    started: bool,
-    failed: bool,
-}
-
-impl MergeByTs {
-    pub fn new(streams: Vec<BatchStream>) -> Self {
-        let n = streams.len();
-        MergeByTs {
-            streams,
-            current: vec![None; n],
-            heap: BinaryHeap::new(),
-            started: false,
-            failed: false,
-        }
-    }
-
-    /// Loads the next non-empty batch of stream `s` and queues its first row.
-    fn refill(&mut self, s: usize) -> TraceResult<()> {
-        loop {
-            match self.streams[s].next() {
-                None => {
-                    self.current[s] = None;
-                    return Ok(());
-                }
-                Some(Err(e)) => return Err(e),
-                Some(Ok(b)) if b.num_rows() == 0 => continue,
-                Some(Ok(b)) => {
-                    let ts = Events::new(b.clone()).ts().value(0);
-                    self.current[s] = Some((b, 0));
-                    self.heap.push(Reverse((ts, s)));
-                    return Ok(());
-                }
-            }
-        }
-    }
-}
-
-impl Iterator for MergeByTs {
-    type Item = TraceResult<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        if !self.started {
-            self.started = true;
-            for s in 0..self.streams.len() {
-                if let Err(e) = self.refill(s) {
-                    self.failed = true;
-                    return Some(Err(e));
-                }
-            }
-        }
-        // Indices into the batches held while this output batch is built; a
-        // stream's batch is kept alive in `held` even after it is refilled.
-        let mut held: Vec<RecordBatch> = Vec::new();
-        let mut held_of: Vec<Option<usize>> = vec![None; self.streams.len()];
-        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(READ_BATCH_ROWS);
-        while picks.len() < READ_BATCH_ROWS {
-            let Some(Reverse((_, s))) = self.heap.pop() else {
-                break;
-            };
-            let (batch, row) = self.current[s].clone().expect("queued stream has a batch");
-            let h = match held_of[s] {
-                Some(h)
-                    if held[h].num_rows() == batch.num_rows()
-                        && Arc::ptr_eq(held[h].column(0), batch.column(0)) =>
-                {
-                    h
-                }
-                _ => {
-                    held.push(batch.clone());
-                    held_of[s] = Some(held.len() - 1);
-                    held.len() - 1
-                }
-            };
-            picks.push((h, row));
-            if row + 1 < batch.num_rows() {
-                let ts = Events::new(batch.clone()).ts().value(row + 1);
-                self.current[s] = Some((batch, row + 1));
-                self.heap.push(Reverse((ts, s)));
-            } else if let Err(e) = self.refill(s) {
-                self.failed = true;
-                return Some(Err(e));
-            }
-        }
-        if picks.is_empty() {
-            return None;
-        }
-        let refs: Vec<&RecordBatch> = held.iter().collect();
-        Some(
-            interleave_record_batch(&refs, &picks)
-                .map_err(|e| TraceError::invalid("merge", e.to_string())),
-        )
-    }
 }
 
 /// Whether a path names something [`TraceReader::open`] may accept (for CLIs that
