@@ -13,6 +13,7 @@ use crate::cli::{CaptureOptions, OnLoadFailure, Target};
 use crate::decode::Decoder;
 use crate::error::{CollectError, CollectResult};
 use crate::live::Live;
+use crate::mounts::MountWatch;
 use crate::probes::{check_privileges, ProbeConfig, Probes};
 use crate::procs;
 use crate::rows::{c_str, op_of};
@@ -34,7 +35,35 @@ pub struct Outcome {
     pub manifest: Option<Manifest>,
 }
 
+/// One capture, as the steps below run it: check that it can start, load the
+/// probes, create the trace, start (or find) the job, drain until it is
+/// done, stop tracing, then finish the trace, or salvage it if a write failed.
 pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
+    let cgroup = preflight(&opts)?;
+    // Before the trace exists: an address in use, a bad status file or a
+    // kernel that refuses the programs fails the capture with nothing to
+    // clean up, and nothing that looks like a trace is left behind.
+    let live = Live::start(&opts.live)?;
+    let (mut probes, load_s) = match load_probes(&opts, cgroup.as_ref()) {
+        Ok(loaded) => loaded,
+        Err(e) => return load_failed(&opts, e),
+    };
+    let writer = create_trace(&opts, &probes, load_s)?;
+    signals::install();
+    let mut capture = Capture::start_job(&opts, cgroup.as_ref(), &mut probes, writer, live)?;
+    let failed = capture.drain_until_done(&mut probes)?;
+    let failed = capture.stop_tracing(&mut probes, failed)?;
+    let dropped = probes.dropped();
+    drop(probes);
+    match failed {
+        Some(failed) => Ok(capture.salvage(failed)),
+        None => capture.finish(dropped),
+    }
+}
+
+/// Refuses a capture this process may not make or whose target is not
+/// there; opens the cgroup a `--cgroup` capture follows.
+fn preflight(opts: &CaptureOptions) -> CollectResult<Option<Cgroup>> {
     check_privileges(opts.user.is_some())?;
     let cgroup = match &opts.target {
         Target::Cgroup(p) => Some(Cgroup::open(p)?),
@@ -45,6 +74,46 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
             return Err(CollectError::Usage(format!("--pid {pid}: no such process")));
         }
     }
+    Ok(cgroup)
+}
+
+/// Loads and attaches the probes, saying once what this kernel leaves out;
+/// returns them with the seconds loading took.
+fn load_probes(opts: &CaptureOptions, cgroup: Option<&Cgroup>) -> CollectResult<(Probes, f64)> {
+    let loading = Instant::now();
+    let probes = Probes::load(&ProbeConfig {
+        ring_buffer_bytes: opts.ring_buffer_bytes,
+        cgroup: cgroup.map(|c| &c.dir),
+        all_files: opts.all_files,
+        merge_runs: opts.merge_runs,
+    })?;
+    let load_s = loading.elapsed().as_secs_f64();
+    for line in probes.capabilities.warnings() {
+        eprintln!("warning: {line}");
+    }
+    Ok((probes, load_s))
+}
+
+/// The probes could not be loaded: a command runs untraced if
+/// `--on-load-failure run` says so; otherwise the capture fails.
+fn load_failed(opts: &CaptureOptions, err: CollectError) -> CollectResult<Outcome> {
+    match (err, &opts.target) {
+        (e @ CollectError::Kernel(_), Target::Command(cmd))
+            if opts.on_load_failure == OnLoadFailure::Run =>
+        {
+            untraced(cmd, opts.user.as_deref(), &e)
+        }
+        (e @ CollectError::Kernel(_), Target::Command(_)) => Err(CollectError::Kernel(format!(
+            "{e}; the job was not run (--on-load-failure fail): run it without \
+             iorepro-collect to run it untraced"
+        ))),
+        (e, _) => Err(e),
+    }
+}
+
+/// Creates the trace, with the space kept for a disk that fills up and what
+/// the manifest says of the collector and this kernel from the start.
+fn create_trace(opts: &CaptureOptions, probes: &Probes, load_s: f64) -> CollectResult<TraceWriter> {
     let mut wopts = WriterOptions::new(Source::Ebpf);
     wopts.segment_rows = opts.segment_events;
     wopts.batch_rows = wopts.batch_rows.min(opts.segment_events);
@@ -52,36 +121,6 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         Target::Command(c) => Some(c.clone()),
         _ => None,
     };
-    // Before the trace exists: an address in use, a bad status file or a
-    // kernel that refuses the programs fails the capture with nothing to
-    // clean up, and nothing that looks like a trace is left behind.
-    let mut live = Live::start(&opts.live)?;
-    let loading = Instant::now();
-    let probes = Probes::load(&ProbeConfig {
-        ring_buffer_bytes: opts.ring_buffer_bytes,
-        cgroup: cgroup.as_ref().map(|c| &c.dir),
-        all_files: opts.all_files,
-        merge_runs: opts.merge_runs,
-    });
-    let mut probes = match (probes, &opts.target) {
-        (Ok(p), _) => p,
-        (Err(e @ CollectError::Kernel(_)), Target::Command(cmd))
-            if opts.on_load_failure == OnLoadFailure::Run =>
-        {
-            return untraced(cmd, opts.user.as_deref(), &e);
-        }
-        (Err(e @ CollectError::Kernel(_)), Target::Command(_)) => {
-            return Err(CollectError::Kernel(format!(
-                "{e}; the job was not run (--on-load-failure fail): run it without \
-                 iorepro-collect to run it untraced"
-            )));
-        }
-        (Err(e), _) => return Err(e),
-    };
-    let load_s = loading.elapsed().as_secs_f64();
-    for line in probes.capabilities.warnings() {
-        eprintln!("warning: {line}");
-    }
     let mut writer = TraceWriter::create(&opts.out, wopts)?;
     salvage::reserve_space(&opts.out);
     writer.set_extra(
@@ -93,140 +132,277 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
         }),
     );
     writer.set_extra("capabilities", probes.capabilities.to_json());
-    signals::install();
+    Ok(writer)
+}
 
-    let mut session = Decoder::new(
-        hostname(),
-        opts.path_prefixes.clone(),
-        opts.all_files,
-        wall_offset_ns(),
-    );
-    let mut job = match &opts.target {
-        Target::Command(cmd) => {
-            let mut job = spawn_gated(cmd, opts.user.as_deref())?;
-            probes.trace(job.pid)?;
-            session.procs.set_rank(job.pid, rank_of_own_env());
-            session.files.scan_process(job.pid);
-            job.release(&cmd[0])?;
-            Some(job)
-        }
-        Target::Pid(pid) => {
-            // Trace the tree, then look again for children forked meanwhile.
-            for _ in 0..2 {
-                for tgid in procs::descendants(*pid) {
-                    probes.trace(tgid)?;
+/// A trace write that failed (see `salvage`), and whether it stopped the
+/// capture while the job was still running.
+struct WriteFailed {
+    error: TraceError,
+    mid_capture: bool,
+}
+
+/// A capture under way, from the job's start to the trace's end.
+struct Capture<'a> {
+    opts: &'a CaptureOptions,
+    cgroup: Option<&'a Cgroup>,
+    session: Decoder,
+    writer: TraceWriter,
+    live: Option<Live>,
+    /// The job `-- COMMAND` started; `None` for `--pid` and `--cgroup`.
+    job: Option<Job>,
+    mount_watch: MountWatch,
+    start: Instant,
+    /// When the job, sent a stop signal, must have exited.
+    stop_deadline: Option<Instant>,
+    exit_code: i32,
+}
+
+impl<'a> Capture<'a> {
+    /// Starts the job traced from its first instruction, or traces the
+    /// processes already there (`--pid`, `--cgroup`), and starts watching
+    /// their mounts.
+    fn start_job(
+        opts: &'a CaptureOptions,
+        cgroup: Option<&'a Cgroup>,
+        probes: &mut Probes,
+        mut writer: TraceWriter,
+        live: Option<Live>,
+    ) -> CollectResult<Self> {
+        let mut session = Decoder::new(
+            hostname(),
+            opts.path_prefixes.clone(),
+            opts.all_files,
+            wall_offset_ns(),
+        );
+        let job = match &opts.target {
+            Target::Command(cmd) => {
+                let mut job = spawn_gated(cmd, opts.user.as_deref())?;
+                probes.trace(job.pid)?;
+                session.procs.set_rank(job.pid, rank_of_own_env());
+                session.files.scan_process(job.pid);
+                job.release(&cmd[0])?;
+                Some(job)
+            }
+            Target::Pid(pid) => {
+                // Trace the tree, then look again for children forked meanwhile.
+                for _ in 0..2 {
+                    for tgid in procs::descendants(*pid) {
+                        probes.trace(tgid)?;
+                        session.adopt(tgid);
+                    }
+                }
+                None
+            }
+            Target::Cgroup(_) => {
+                // The kernel side follows the cgroup itself; the processes already
+                // in it are looked at for their ranks and open files.
+                for tgid in cgroup.map(Cgroup::processes).unwrap_or_default() {
                     session.adopt(tgid);
                 }
+                None
             }
-            None
-        }
-        Target::Cgroup(_) => {
-            // The kernel side follows the cgroup itself; the processes already
-            // in it are looked at for their ranks and open files.
-            for tgid in cgroup.as_ref().map(Cgroup::processes).unwrap_or_default() {
-                session.adopt(tgid);
-            }
-            None
-        }
-    };
-    let first_pid = match (&job, &opts.target) {
-        (Some(j), _) => Some(j.pid),
-        (None, Target::Pid(pid)) => Some(*pid),
-        _ => cgroup.as_ref().and_then(|c| c.processes().first().copied()),
-    };
-    let mount_watch = crate::mounts::MountWatch::start(first_pid, &mut writer);
+        };
+        let first_pid = match (&job, &opts.target) {
+            (Some(j), _) => Some(j.pid),
+            (None, Target::Pid(pid)) => Some(*pid),
+            _ => cgroup.and_then(|c| c.processes().first().copied()),
+        };
+        let mount_watch = MountWatch::start(first_pid, &mut writer);
+        Ok(Capture {
+            opts,
+            cgroup,
+            session,
+            writer,
+            live,
+            job,
+            mount_watch,
+            start: Instant::now(),
+            stop_deadline: None,
+            exit_code: 0,
+        })
+    }
 
-    let start = Instant::now();
-    let mut stop_deadline: Option<Instant> = None;
-    let mut last_sweep = Instant::now();
-    let mut exit_code = 0;
-    // A failed trace write stops the capture, not the job (see `salvage`).
-    let mut write_error: Option<TraceError> = None;
-    let mut mid_capture = false;
-    loop {
-        if let Some(l) = live.as_mut() {
-            l.before_drain(&probes);
-        }
-        let drained = session.drain(&mut probes)?;
-        if let Some(l) = live.as_mut() {
-            l.after_drain(drained, &session.tally, &probes);
-        }
-        if let Some(j) = job.as_mut() {
-            if let Some(status) = j.try_wait() {
-                exit_code = status;
-                break;
+    /// Drains the ring buffers into the trace on a short poll interval until
+    /// the job ends, a stop signal has been dealt with, `--duration` is up,
+    /// the traced processes or the cgroup are gone, or a trace write fails
+    /// (returned: the job runs on untraced).
+    fn drain_until_done(&mut self, probes: &mut Probes) -> CollectResult<Option<TraceError>> {
+        let mut last_sweep = Instant::now();
+        loop {
+            if let Some(l) = self.live.as_mut() {
+                l.before_drain(probes);
             }
-        }
-        if let (Some(sig), None) = (signals::received(), stop_deadline) {
-            match job.as_ref() {
-                Some(j) => {
-                    j.signal(sig);
-                    stop_deadline = Some(Instant::now() + STOP_GRACE);
+            let drained = self.session.drain(probes)?;
+            if let Some(l) = self.live.as_mut() {
+                l.after_drain(drained, &self.session.tally, probes);
+            }
+            if let Some(j) = self.job.as_mut() {
+                if let Some(status) = j.try_wait() {
+                    self.exit_code = status;
+                    return Ok(None);
                 }
-                None => break,
             }
-        }
-        if stop_deadline.is_some_and(|d| Instant::now() >= d) {
-            exit_code = 128 + signals::received().unwrap_or(libc::SIGTERM);
-            break;
-        }
-        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
-            break;
-        }
-        if last_sweep.elapsed() >= Duration::from_secs(1) {
-            last_sweep = Instant::now();
-            match &cgroup {
-                // A cgroup capture lasts while the cgroup does: processes
-                // may join it at any time, until it is removed.
-                Some(cg) if !cg.exists() => break,
-                Some(_) => {}
-                None => {
-                    if sweep(&mut probes) == 0 && job.is_none() {
-                        break; // every process of the attached tree has exited
+            if let (Some(sig), None) = (signals::received(), self.stop_deadline) {
+                match self.job.as_ref() {
+                    Some(j) => {
+                        j.signal(sig);
+                        self.stop_deadline = Some(Instant::now() + STOP_GRACE);
+                    }
+                    None => return Ok(None),
+                }
+            }
+            if self.stop_deadline.is_some_and(|d| Instant::now() >= d) {
+                self.exit_code = 128 + signals::received().unwrap_or(libc::SIGTERM);
+                return Ok(None);
+            }
+            if self
+                .opts
+                .duration
+                .is_some_and(|d| self.start.elapsed() >= d)
+            {
+                return Ok(None);
+            }
+            if last_sweep.elapsed() >= Duration::from_secs(1) {
+                last_sweep = Instant::now();
+                match self.cgroup {
+                    // A cgroup capture lasts while the cgroup does: processes
+                    // may join it at any time, until it is removed.
+                    Some(cg) if !cg.exists() => return Ok(None),
+                    Some(_) => {}
+                    None => {
+                        if sweep(probes) == 0 && self.job.is_none() {
+                            return Ok(None); // every process of the attached tree has exited
+                        }
                     }
                 }
             }
-        }
-        let watermark = monotonic_ns() + session.wall_offset_ns - REORDER_WINDOW_NS;
-        if let Err(e) = session.release(Some(watermark), &mut writer) {
-            write_error = Some(e);
-            mid_capture = true;
-            break;
-        }
-        if drained == 0 {
-            std::thread::sleep(POLL);
+            let watermark = monotonic_ns() + self.session.wall_offset_ns - REORDER_WINDOW_NS;
+            if let Err(e) = self.session.release(Some(watermark), &mut self.writer) {
+                return Ok(Some(e));
+            }
+            if drained == 0 {
+                std::thread::sleep(POLL);
+            }
         }
     }
-    probes.detach();
-    if write_error.is_none() {
-        session.drain(&mut probes)?;
-        let named: Vec<u32> = session.names.keys().copied().collect();
+
+    /// Detaches the probes and, unless a write already failed, reads what
+    /// they left (the rings, the runs threads still had open) into the trace.
+    fn stop_tracing(
+        &mut self,
+        probes: &mut Probes,
+        failed: Option<TraceError>,
+    ) -> CollectResult<Option<WriteFailed>> {
+        probes.detach();
+        if let Some(error) = failed {
+            return Ok(Some(WriteFailed {
+                error,
+                mid_capture: true,
+            }));
+        }
+        self.session.drain(probes)?;
+        let named: Vec<u32> = self.session.names.keys().copied().collect();
         for run in probes.open_runs(named.into_iter()) {
-            session.on_io(&run);
+            self.session.on_io(&run);
         }
-        if let Err(e) = session.release(None, &mut writer) {
-            write_error = Some(e);
-        }
+        Ok(self
+            .session
+            .release(None, &mut self.writer)
+            .err()
+            .map(|error| WriteFailed {
+                error,
+                mid_capture: false,
+            }))
     }
-    let (dropped_by_kind, dropped_proc) = probes.dropped();
-    drop(probes);
-    if let Some(e) = write_error {
-        drop(writer);
-        // Stopped mid-capture, the job is still running: it is waited for
-        // as the capture would have (until it ends, a stop signal's grace
-        // period, or --duration). Otherwise the capture had already ended.
-        let job = if mid_capture { job } else { None };
-        let until = opts.duration.map(|d| start + d);
-        return Ok(trace_write_failed(
-            &opts.out,
-            &e,
+
+    /// The trace could not be written: keeps what was (see
+    /// [`trace_write_failed`]). Stopped mid-capture, the job is still
+    /// running: it is waited for as the capture would have (until it ends,
+    /// a stop signal's grace period, or --duration). Otherwise the capture
+    /// had already ended.
+    fn salvage(self, failed: WriteFailed) -> Outcome {
+        drop(self.writer);
+        let job = if failed.mid_capture { self.job } else { None };
+        let until = self.opts.duration.map(|d| self.start + d);
+        trace_write_failed(
+            &self.opts.out,
+            &failed.error,
             job,
-            (stop_deadline, until),
-            exit_code,
-        ));
+            (self.stop_deadline, until),
+            self.exit_code,
+        )
     }
+
+    /// Closes a complete trace: what was lost, how the capture ended and
+    /// what it cost go into the manifest, and what makes the trace
+    /// incomplete is said on stderr. `dropped` is [`Probes::dropped`].
+    fn finish(mut self, dropped: (Vec<(u32, u64)>, u64)) -> CollectResult<Outcome> {
+        let (dropped_by_kind, dropped_proc) = dropped;
+        self.mount_watch.finish(&mut self.writer);
+        let dropped_io = record_losses(&mut self.writer, &dropped_by_kind, dropped_proc);
+        if let Some(sig) = signals::received() {
+            self.writer
+                .set_extra("stopped_by_signal", serde_json::json!(sig));
+        }
+        // A cgroup capture can start before anything runs in the cgroup (a Slurm
+        // prolog), and nothing may ever have: an empty trace must not pass for
+        // a complete record of a job.
+        let empty_cgroup = self.cgroup.is_some() && self.session.names.is_empty();
+        if empty_cgroup {
+            self.writer.set_extra(
+                "no_process_seen",
+                serde_json::json!("no process of the cgroup made a call the trace records"),
+            );
+        }
+        let (cpu_s, max_rss_kib) = own_usage();
+        self.writer.set_extra(
+            "collector_usage",
+            serde_json::json!({ "cpu_s": cpu_s, "max_rss_kib": max_rss_kib, "wall_s": self.start.elapsed().as_secs_f64() }),
+        );
+        salvage::release_space(&self.opts.out);
+        let manifest = match self.writer.finish() {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(trace_write_failed(
+                    &self.opts.out,
+                    &e,
+                    None,
+                    (None, None),
+                    self.exit_code,
+                ))
+            }
+        };
+        if dropped_io > 0 || dropped_proc > 0 {
+            eprintln!(
+                "warning: {} I/O events and {} process events were lost (ring buffer full); \
+                 the trace is incomplete: raise --ring-buffer-bytes",
+                dropped_io, dropped_proc
+            );
+        }
+        if empty_cgroup {
+            eprintln!(
+                "warning: no process of the cgroup made a call the trace records: the trace is empty"
+            );
+        }
+        if let Some(l) = self.live {
+            l.finish(&self.session.tally, (dropped_io, dropped_proc));
+        }
+        Ok(Outcome {
+            exit_code: self.exit_code,
+            manifest: Some(manifest),
+        })
+    }
+}
+
+/// Records lost to full ring buffers, in the manifest: the I/O records in
+/// all and by operation, and the process records. Returns the I/O records lost.
+fn record_losses(
+    writer: &mut TraceWriter,
+    dropped_by_kind: &[(u32, u64)],
+    dropped_proc: u64,
+) -> u64 {
     let dropped_io: u64 = dropped_by_kind.iter().map(|(_, n)| n).sum();
-    mount_watch.finish(&mut writer);
     writer.set_dropped_events(dropped_io);
     if dropped_io > 0 {
         let by_op: serde_json::Map<String, serde_json::Value> = dropped_by_kind
@@ -246,56 +422,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     if dropped_proc > 0 {
         writer.set_extra("dropped_process_events", serde_json::json!(dropped_proc));
     }
-    if let Some(sig) = signals::received() {
-        writer.set_extra("stopped_by_signal", serde_json::json!(sig));
-    }
-    // A cgroup capture can start before anything runs in the cgroup (a Slurm
-    // prolog), and nothing may ever have: an empty trace must not pass for
-    // a complete record of a job.
-    let empty_cgroup = cgroup.is_some() && session.names.is_empty();
-    if empty_cgroup {
-        writer.set_extra(
-            "no_process_seen",
-            serde_json::json!("no process of the cgroup made a call the trace records"),
-        );
-    }
-    let (cpu_s, max_rss_kib) = own_usage();
-    writer.set_extra(
-        "collector_usage",
-        serde_json::json!({ "cpu_s": cpu_s, "max_rss_kib": max_rss_kib, "wall_s": start.elapsed().as_secs_f64() }),
-    );
-    salvage::release_space(&opts.out);
-    let manifest = match writer.finish() {
-        Ok(m) => m,
-        Err(e) => {
-            return Ok(trace_write_failed(
-                &opts.out,
-                &e,
-                None,
-                (None, None),
-                exit_code,
-            ))
-        }
-    };
-    if dropped_io > 0 || dropped_proc > 0 {
-        eprintln!(
-            "warning: {} I/O events and {} process events were lost (ring buffer full); \
-             the trace is incomplete: raise --ring-buffer-bytes",
-            dropped_io, dropped_proc
-        );
-    }
-    if empty_cgroup {
-        eprintln!(
-            "warning: no process of the cgroup made a call the trace records: the trace is empty"
-        );
-    }
-    if let Some(l) = live {
-        l.finish(&session.tally, (dropped_io, dropped_proc));
-    }
-    Ok(Outcome {
-        exit_code,
-        manifest: Some(manifest),
-    })
+    dropped_io
 }
 
 /// The probes could not be loaded and the job is to run anyway: it runs

@@ -7,6 +7,7 @@
 //! `demo` is the README's tour in one command; `dist` builds the static
 //! binaries a node without Rust runs.
 
+mod args;
 mod bench;
 mod demo;
 mod dist;
@@ -18,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+
+use args::Cmd;
 
 const USAGE: &str = "usage: cargo xtask <command>
 
@@ -37,39 +40,41 @@ commands:
                      --quick, or N)";
 
 fn main() {
-    if let Err(e) = run() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = match args::parse(&args, bench::check_names) {
+        Ok(cmd) => cmd,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            std::process::exit(args::USAGE_EXIT);
+        }
+    };
+    if let Err(e) = run(cmd) {
         eprintln!("Error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+fn run(cmd: Cmd) -> Result<()> {
     let root = workspace_root();
     std::env::set_current_dir(&root)?;
-    let command = args.first().map(String::as_str);
-    // Only `test` and `bench` take options: a flag given to another command
-    // is a mistake, not something to ignore.
-    if let (Some(cmd @ ("setup" | "build-ebpf" | "demo" | "dist")), Some(extra)) =
-        (command, args.get(1))
-    {
-        bail!("{cmd} takes no options (got `{extra}`)\n{USAGE}");
-    }
-    match command {
-        Some("setup") => setup::run(&root),
-        Some("test") => test(&root, &args[1..]),
-        Some("build-ebpf") => ebpf::build(&root),
-        Some("demo") => demo::run(&root),
-        Some("dist") => {
+    match cmd {
+        Cmd::Setup => setup::run(&root),
+        Cmd::Test { setup, fuzz } => test(&root, setup, fuzz),
+        Cmd::BuildEbpf => ebpf::build(&root),
+        Cmd::Demo => demo::run(&root),
+        Cmd::Dist => {
             setup::static_target()?;
             dist::build(&root).map(drop)
         }
-        Some("bench") => bench_cmd(&root, &args[1..]),
-        Some("-h") | Some("--help") | None => {
+        Cmd::Bench {
+            quick,
+            only,
+            analysis_rows,
+        } => bench_cmd(&root, quick, only, analysis_rows),
+        Cmd::Help => {
             println!("{USAGE}");
             Ok(())
         }
-        Some(other) => bail!("unknown command `{other}`\n{USAGE}"),
     }
 }
 
@@ -115,24 +120,7 @@ pub fn run_cargo(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-fn test(root: &Path, args: &[String]) -> Result<()> {
-    let mut fuzz: Option<u64> = None;
-    let mut do_setup = true;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--no-setup" => do_setup = false,
-            "--fuzz" => {
-                fuzz = Some(
-                    it.next()
-                        .context("--fuzz takes a number of seconds")?
-                        .parse()
-                        .context("--fuzz takes a number of seconds")?,
-                )
-            }
-            other => bail!("test: unknown option `{other}`"),
-        }
-    }
+fn test(root: &Path, do_setup: bool, fuzz: Option<u64>) -> Result<()> {
     if do_setup {
         setup::run(root)?;
     }
@@ -169,34 +157,12 @@ fn test(root: &Path, args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn bench_cmd(root: &Path, args: &[String]) -> Result<()> {
-    let mut quick = false;
-    let mut only: Option<Vec<String>> = None;
-    let mut analysis_rows: Option<u64> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--only" => {
-                let names: Vec<String> = it
-                    .next()
-                    .context("--only takes benchmark names, comma-separated")?
-                    .split(',')
-                    .map(str::to_string)
-                    .collect();
-                bench::check_names(&names)?;
-                only = Some(names);
-            }
-            "--analysis-rows" => {
-                analysis_rows = Some(
-                    it.next()
-                        .and_then(|n| n.replace('_', "").parse().ok())
-                        .context("--analysis-rows takes a number of rows")?,
-                )
-            }
-            other => bail!("bench: unknown option `{other}`\n{USAGE}"),
-        }
-    }
+fn bench_cmd(
+    root: &Path,
+    quick: bool,
+    only: Option<Vec<String>>,
+    analysis_rows: Option<u64>,
+) -> Result<()> {
     cargo(&[
         "build",
         "--release",

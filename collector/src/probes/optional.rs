@@ -1,0 +1,168 @@
+//! The hooks a kernel may lack: io_uring requests and page-cache fills under
+//! mmap. Where this kernel's tracepoints are not the ones the programs read,
+//! the capture goes on without them and the reason is kept in the
+//! [`Capabilities`], so a missing hook costs rows, never the capture.
+
+use std::path::Path;
+
+use aya::programs::{BtfTracePoint, TracePoint};
+use aya::{Btf as AyaBtf, Ebpf};
+use iorepro_common::globals;
+
+use super::load::{load_btf_programs, program, Program};
+use super::{Capabilities, Missing};
+use crate::btf::{uring_offsets, Btf};
+
+/// The programs on io_uring's tracepoints (see the kernel side's `uring`):
+/// one for submissions and one for completions, picked by the arguments
+/// this kernel's tracepoints take.
+type Programs = [Program; 2];
+
+/// The io_uring programs for this kernel and the offsets they read, or why
+/// io_uring cannot be followed.
+pub(super) type Uring = Result<(Programs, Vec<(&'static str, u64)>), String>;
+
+/// Where the page-cache fill tracepoint keeps its fields, or why it cannot
+/// be followed.
+pub(super) type Fill = Result<Vec<(&'static str, u64)>, String>;
+
+/// The page-cache fill tracepoint (`fault` rows under mmap).
+const FILL_CATEGORY: &str = "filemap";
+const FILL_EVENT: &str = "mm_filemap_add_to_page_cache";
+
+/// What io_uring needs from this kernel's BTF: its programs and offsets.
+pub(super) fn uring(btf: &Btf) -> Uring {
+    uring_programs(btf).and_then(|programs| Ok((programs, uring_offsets(btf)?)))
+}
+
+/// Loads and attaches the io_uring programs where this kernel's tracepoints
+/// and structures are the ones they read; otherwise says why not.
+pub(super) fn attach_uring(ebpf: &mut Ebpf, btf: &AyaBtf, uring: Uring, caps: &mut Capabilities) {
+    let uring = uring.and_then(|(programs, _)| {
+        load_btf_programs(ebpf, btf, &programs)
+            .map_err(|(name, _, e)| format!("the kernel refused `{name}`: {e:#}"))?;
+        for (name, _, _) in programs {
+            let p: &mut BtfTracePoint = program(ebpf, name).map_err(|e| e.to_string())?;
+            p.attach()
+                .map_err(|e| format!("attaching `{name}`: {e:#}"))?;
+        }
+        Ok(programs)
+    });
+    match uring {
+        Ok(programs) => caps.hooks.extend(programs.iter().map(|(_, h, _)| *h)),
+        Err(why) => caps.missing.push(Missing {
+            what: "io_uring",
+            effect: "io_uring requests not captured",
+            why,
+        }),
+    }
+}
+
+/// Loads and attaches the page-cache fill program where this kernel has
+/// its tracepoint with the fields it reads; otherwise says why not.
+pub(super) fn attach_fill(ebpf: &mut Ebpf, fill: Fill, caps: &mut Capabilities) {
+    let fill = fill.and_then(|_| {
+        let p: &mut TracePoint = program(ebpf, "filemap_add").map_err(|e| e.to_string())?;
+        p.load()
+            .map_err(|e| format!("the kernel refused `filemap_add`: {e:#}"))?;
+        p.attach(FILL_CATEGORY, FILL_EVENT)
+            .map_err(|e| format!("attaching `filemap_add`: {e:#}"))?;
+        Ok(())
+    });
+    match fill {
+        Ok(_) => caps
+            .hooks
+            .push("tracepoint:filemap:mm_filemap_add_to_page_cache"),
+        Err(why) => caps.missing.push(Missing {
+            what: "page_faults",
+            effect: "pages read in by faults under mmap not captured (no `fault` rows)",
+            why,
+        }),
+    }
+}
+
+/// The io_uring programs that read this kernel's tracepoints, or why there
+/// are none: submissions from `io_uring_submit_req(req)` (6.4 and later) or
+/// `io_uring_submit_sqe(req, force_nonblock)` (6.0 to 6.3; before 6.0 its
+/// arguments are others), completions from `io_uring_complete(ctx, req,
+/// cqe)` or, where it passes the result itself, `io_uring_complete(ctx,
+/// req, user_data, res, cflags, extra1, extra2)`. (Each count below
+/// includes the tracepoint's leading context argument.)
+fn uring_programs(btf: &Btf) -> Result<Programs, String> {
+    let submit = match (
+        btf.tracepoint_params("io_uring_submit_req"),
+        btf.tracepoint_params("io_uring_submit_sqe"),
+    ) {
+        (Some(2), _) => (
+            "io_uring_submit_req",
+            "tp_btf:io_uring_submit_req",
+            "io_uring submissions",
+        ),
+        (None, Some(3)) => (
+            "io_uring_submit_sqe",
+            "tp_btf:io_uring_submit_sqe",
+            "io_uring submissions",
+        ),
+        (None, None) => return Err("this kernel has no io_uring_submit_* tracepoint".into()),
+        _ => {
+            return Err(
+                "this kernel's io_uring_submit_* tracepoint does not pass the request \
+                 (kernels before 6.0)"
+                    .into(),
+            )
+        }
+    };
+    let complete = match btf.tracepoint_params("io_uring_complete") {
+        Some(4) => (
+            "io_uring_complete",
+            "tp_btf:io_uring_complete",
+            "io_uring completions",
+        ),
+        Some(8) => (
+            "io_uring_complete_res",
+            "tp_btf:io_uring_complete",
+            "io_uring completions",
+        ),
+        Some(_) => {
+            return Err("this kernel's io_uring_complete tracepoint has arguments \
+                 the collector does not read"
+                .into())
+        }
+        None => return Err("this kernel has no io_uring_complete tracepoint".into()),
+    };
+    Ok([submit, complete])
+}
+
+/// Where the page-cache fill tracepoint keeps its fields on this kernel
+/// (from its format file), or why it cannot be followed.
+pub(super) fn fill_offsets() -> Fill {
+    let rel = format!("events/{FILL_CATEGORY}/{FILL_EVENT}/format");
+    let text = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .find_map(|root| std::fs::read_to_string(Path::new(root).join(&rel)).ok())
+        .ok_or_else(|| format!("this kernel has no tracepoint {FILL_CATEGORY}:{FILL_EVENT}"))?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines().find_map(|l| {
+            let l = l.trim().strip_prefix("field:")?;
+            let (decl, rest) = l.split_once(';')?;
+            let ident = decl.trim().rsplit([' ', '*']).next()?;
+            if ident != name {
+                return None;
+            }
+            let off = rest.trim().strip_prefix("offset:")?.split(';').next()?;
+            off.trim().parse().ok()
+        })
+    };
+    let need = |name: &str| {
+        field(name).ok_or_else(|| {
+            format!("the tracepoint {FILL_CATEGORY}:{FILL_EVENT} has no field `{name}` here")
+        })
+    };
+    Ok(vec![
+        (globals::FILL_INO, need("i_ino")?),
+        (globals::FILL_INDEX, need("index")?),
+        (globals::FILL_DEV, need("s_dev")?),
+        // Kernels before the folio `order` field fill single pages.
+        (globals::FILL_ORDER, field("order").unwrap_or(0)),
+    ])
+}
