@@ -20,7 +20,7 @@ use crate::files::{user_dev, FileTable};
 use crate::live::tally::Tally;
 use crate::probes::Probes;
 use crate::procs::{self, ProcTable};
-use crate::rows::{op_of, Reorder, Row};
+use crate::rows::{op_of, row_from_event, Reorder};
 
 /// Everything needed to turn records into rows.
 pub struct Decoder {
@@ -191,7 +191,7 @@ impl Decoder {
             ..header.io
         };
         let rank = self.procs.rank((io.pid_tgid >> 32) as u32);
-        self.rows.push(Row::from_event(
+        self.rows.push(row_from_event(
             &io,
             op,
             rank,
@@ -261,7 +261,7 @@ impl Decoder {
             return;
         }
         let rank = self.procs.rank(tgid);
-        let mut row = Row::from_event(&ev.io, op, rank, Some(path), self.wall_offset_ns);
+        let mut row = row_from_event(&ev.io, op, rank, Some(path), self.wall_offset_ns);
         row.path2 = path2.map(Rc::from);
         self.rows.push(row);
     }
@@ -272,7 +272,7 @@ impl Decoder {
         }
         let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
         self.rows
-            .push(Row::from_event(ev, op, rank, path, self.wall_offset_ns));
+            .push(row_from_event(ev, op, rank, path, self.wall_offset_ns));
     }
 
     /// Whether rows of an open file's path are kept; decided once per path

@@ -8,31 +8,14 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use iorepro_common::{kind, IoEvent, COMM_LEN, VIA_IO_URING};
+use iorepro_format::event::OwnedRow;
 use iorepro_format::schema;
-use iorepro_format::{EventRow, Op, TraceResult, TraceWriter};
+use iorepro_format::{Op, TraceResult, TraceWriter};
 
 use crate::live::tally::Tally;
 
 /// One row, owned until the reorder window lets it go.
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub ts_ns: i64,
-    pub dur_ns: i64,
-    pub pid: i32,
-    pub tid: i32,
-    pub rank: Option<i32>,
-    pub op: Op,
-    pub path: Option<Rc<str>>,
-    pub fd: Option<i32>,
-    pub offset: Option<i64>,
-    pub size: Option<i64>,
-    pub ret: i64,
-    pub flags: Option<i32>,
-    pub calls: i64,
-    pub span_ns: Option<i64>,
-    pub path2: Option<Rc<str>>,
-    pub via: Option<&'static str>,
-}
+pub type Row = OwnedRow<Rc<str>>;
 
 pub fn op_of(kind: u32) -> Option<Op> {
     Some(match kind {
@@ -59,58 +42,57 @@ pub fn op_of(kind: u32) -> Option<Op> {
     })
 }
 
-impl Row {
-    /// The columns every record fills the same way; `wall_offset_ns` turns
-    /// the kernel's monotonic clock into wall-clock time.
-    pub fn from_event(
-        ev: &IoEvent,
-        op: Op,
-        rank: Option<i32>,
-        path: Option<Rc<str>>,
-        wall_offset_ns: i64,
-    ) -> Row {
-        let has_fd = ev.fd >= 0;
-        let (offset, size, flags) = match op {
-            // (An io_uring open or statx names its request in `offset`.)
-            Op::Read | Op::Write | Op::Mmap | Op::Fault => (
-                Some(ev.offset),
-                Some(ev.size as i64),
-                (op == Op::Mmap).then_some(ev.flags as i32),
-            ),
-            Op::Lseek => (Some(ev.offset), None, Some(ev.flags as i32)),
-            Op::Truncate => (None, Some(ev.size as i64), None),
-            Op::Getdents => (None, Some(ev.size as i64), None),
-            // Open flags; the AT_* flags of a stat, unlink, rename or link; the
-            // mode of an access or mkdir.
-            Op::Open
-            | Op::Unlink
-            | Op::Rename
-            | Op::Stat
-            | Op::Access
-            | Op::Mkdir
-            | Op::Rmdir
-            | Op::Link
-            | Op::Symlink => (None, None, Some(ev.flags as i32)),
-            _ => (None, None, None),
-        };
-        Row {
-            ts_ns: ev.ts_ns as i64 + wall_offset_ns,
-            dur_ns: ev.dur_ns as i64,
-            pid: (ev.pid_tgid >> 32) as i32,
-            tid: ev.pid_tgid as u32 as i32,
-            rank,
-            op,
-            path,
-            fd: has_fd.then_some(ev.fd),
-            offset,
-            size,
-            ret: ev.ret,
-            flags,
-            calls: ev.calls.max(1) as i64,
-            span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
-            path2: None,
-            via: (ev.via == VIA_IO_URING).then_some(schema::VIA_IO_URING),
-        }
+/// The row of a kernel record: the columns every record fills the same
+/// way; `wall_offset_ns` turns the kernel's monotonic clock into wall-clock
+/// time.
+pub fn row_from_event(
+    ev: &IoEvent,
+    op: Op,
+    rank: Option<i32>,
+    path: Option<Rc<str>>,
+    wall_offset_ns: i64,
+) -> Row {
+    let has_fd = ev.fd >= 0;
+    let (offset, size, flags) = match op {
+        // (An io_uring open or statx names its request in `offset`.)
+        Op::Read | Op::Write | Op::Mmap | Op::Fault => (
+            Some(ev.offset),
+            Some(ev.size as i64),
+            (op == Op::Mmap).then_some(ev.flags as i32),
+        ),
+        Op::Lseek => (Some(ev.offset), None, Some(ev.flags as i32)),
+        Op::Truncate => (None, Some(ev.size as i64), None),
+        Op::Getdents => (None, Some(ev.size as i64), None),
+        // Open flags; the AT_* flags of a stat, unlink, rename or link; the
+        // mode of an access or mkdir.
+        Op::Open
+        | Op::Unlink
+        | Op::Rename
+        | Op::Stat
+        | Op::Access
+        | Op::Mkdir
+        | Op::Rmdir
+        | Op::Link
+        | Op::Symlink => (None, None, Some(ev.flags as i32)),
+        _ => (None, None, None),
+    };
+    Row {
+        ts_ns: ev.ts_ns as i64 + wall_offset_ns,
+        dur_ns: ev.dur_ns as i64,
+        pid: (ev.pid_tgid >> 32) as i32,
+        tid: ev.pid_tgid as u32 as i32,
+        rank,
+        op,
+        path,
+        fd: has_fd.then_some(ev.fd),
+        offset,
+        size,
+        ret: ev.ret,
+        flags,
+        calls: ev.calls.max(1) as i64,
+        span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
+        path2: None,
+        via: (ev.via == VIA_IO_URING).then_some(schema::VIA_IO_URING),
     }
 }
 
@@ -202,26 +184,7 @@ impl Reorder {
             self.len -= bucket.len();
             for (_, row) in bucket.drain(..) {
                 let name = comm(row.tid);
-                let event = EventRow {
-                    ts_ns: row.ts_ns,
-                    dur_ns: row.dur_ns,
-                    host: &self.host,
-                    pid: row.pid,
-                    tid: row.tid,
-                    rank: row.rank,
-                    comm: c_str(&name),
-                    op: row.op,
-                    path: row.path.as_deref(),
-                    fd: row.fd,
-                    offset: row.offset,
-                    size: row.size,
-                    ret: row.ret,
-                    flags: row.flags,
-                    calls: row.calls,
-                    span_ns: row.span_ns,
-                    path2: row.path2.as_deref(),
-                    via: row.via,
-                };
+                let event = row.as_event(&self.host, c_str(&name));
                 out.push(&event)?;
                 tally.add(&event);
                 n += 1;

@@ -39,6 +39,57 @@ pub struct EventRow<'a> {
     pub via: Option<&'a str>,
 }
 
+/// A row that owns its paths, for producers that hold rows before writing
+/// them: the collector in its reorder window, the strace import and
+/// synthetic traces while they sort. `P` owns a path (`String`, `Rc<str>`);
+/// the host and the command name, the same for many rows, are lent when the
+/// row is written ([`OwnedRow::as_event`]).
+#[derive(Debug, Clone)]
+pub struct OwnedRow<P> {
+    pub ts_ns: i64,
+    pub dur_ns: i64,
+    pub pid: i32,
+    pub tid: i32,
+    pub rank: Option<i32>,
+    pub op: Op,
+    pub path: Option<P>,
+    pub fd: Option<i32>,
+    pub offset: Option<i64>,
+    pub size: Option<i64>,
+    pub ret: i64,
+    pub flags: Option<i32>,
+    pub calls: i64,
+    pub span_ns: Option<i64>,
+    pub path2: Option<P>,
+    pub via: Option<&'static str>,
+}
+
+impl<P: AsRef<str>> OwnedRow<P> {
+    /// The row as the writer takes it, with its host and command name.
+    pub fn as_event<'a>(&'a self, host: &'a str, comm: &'a str) -> EventRow<'a> {
+        EventRow {
+            ts_ns: self.ts_ns,
+            dur_ns: self.dur_ns,
+            host,
+            pid: self.pid,
+            tid: self.tid,
+            rank: self.rank,
+            comm,
+            op: self.op,
+            path: self.path.as_ref().map(AsRef::as_ref),
+            fd: self.fd,
+            offset: self.offset,
+            size: self.size,
+            ret: self.ret,
+            flags: self.flags,
+            calls: self.calls,
+            span_ns: self.span_ns,
+            path2: self.path2.as_ref().map(AsRef::as_ref),
+            via: self.via,
+        }
+    }
+}
+
 impl EventRow<'_> {
     /// A single call (not a run) with nothing but the columns every row has;
     /// producers fill in the rest with struct update syntax.

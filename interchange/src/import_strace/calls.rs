@@ -3,6 +3,7 @@
 //! per process and descriptor (from `open`, `lseek`, the bytes moved, and a
 //! forked child's inherited positions).
 
+use iorepro_format::event::OwnedRow;
 use iorepro_format::schema::Op;
 
 use super::parse::{fd_arg, open_flags, string_arg, Call, FdState, Tracker};
@@ -16,21 +17,9 @@ fn regular(path: &str) -> bool {
             .any(|p| path.starts_with(p))
 }
 
-/// A row as owned values (paths outlive the line they came from).
-pub(super) struct Row {
-    pub(super) ts_ns: i64,
-    pub(super) dur_ns: i64,
-    pub(super) pid: i32,
-    pub(super) op: Op,
-    pub(super) path: String,
-    /// A rename's or link's new name, a symlink's link.
-    pub(super) path2: Option<String>,
-    pub(super) fd: Option<i32>,
-    pub(super) offset: Option<i64>,
-    pub(super) size: Option<i64>,
-    pub(super) ret: i64,
-    pub(super) flags: Option<i32>,
-}
+/// A row as owned values (paths outlive the line they came from); strace
+/// knows no threads apart from processes, no ranks and no runs.
+pub(super) type Row = OwnedRow<String>;
 
 /// The row for one call, `None` for calls on anything but a regular file
 /// and for calls the trace has no op for (after following their effect on
@@ -82,14 +71,19 @@ fn row(
         ts_ns: c.ts_ns,
         dur_ns: c.dur_ns,
         pid: c.pid,
+        tid: c.pid,
+        rank: None,
         op,
-        path: path.to_string(),
-        path2: None,
+        path: Some(path.to_string()),
         fd,
         offset,
         size,
         ret: c.ret,
         flags,
+        calls: 1,
+        span_ns: None,
+        path2: None,
+        via: None,
     }
 }
 

@@ -94,24 +94,8 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
     }
     rows.sort_by_key(|r| r.ts_ns);
     let events = rows.iter().map(|r| EventRow {
-        ts_ns: r.ts_ns,
-        dur_ns: r.dur_ns,
-        host: &opts.host,
-        pid: r.pid,
-        tid: r.pid,
         rank: opts.rank,
-        comm: "strace",
-        op: r.op,
-        path: Some(&r.path),
-        fd: r.fd,
-        offset: r.offset,
-        size: r.size,
-        ret: r.ret,
-        flags: r.flags,
-        calls: 1,
-        span_ns: None,
-        path2: r.path2.as_deref(),
-        via: None,
+        ..r.as_event(&opts.host, "strace")
     });
     write_imported(out, opts.segment_rows, "strace", input, events)
 }
@@ -132,8 +116,8 @@ mod tests {
         let mut t = Tracker::default();
         let o = call(r#"100 1700000000.000001 openat(AT_FDCWD, "/d/a, b", O_RDONLY|O_CLOEXEC) = 3</d/a, b> <0.000010>"#, &mut t).unwrap();
         assert_eq!(
-            (o.op, o.path.as_str(), o.fd, o.dur_ns),
-            (Op::Open, "/d/a, b", Some(3), 10_000)
+            (o.op, o.path.as_deref(), o.fd, o.dur_ns),
+            (Op::Open, Some("/d/a, b"), Some(3), 10_000)
         );
         let r = call(
             r#"100 1700000000.000002 read(3</d/a, b>, "ab\"c)"..., 4096) = 4096 <0.000001>"#,

@@ -5,7 +5,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use iorepro_format::error::TraceResult;
-use iorepro_format::event::EventRow;
+use iorepro_format::event::{EventRow, OwnedRow};
 use iorepro_format::schema::Op;
 
 use super::{Checkpoint, Workload};
@@ -26,22 +26,9 @@ pub(super) struct Generator<'w> {
     step_rows: Vec<Row>,
 }
 
-/// A row with owned strings, buffered for one step (one step is small).
-struct Row {
-    ts: i64,
-    dur: i64,
-    pid: i32,
-    tid: i32,
-    rank: i32,
-    comm: &'static str,
-    op: Op,
-    path: Option<String>,
-    fd: Option<i32>,
-    offset: Option<i64>,
-    size: Option<i64>,
-    ret: i64,
-    flags: Option<i32>,
-}
+/// A row with owned strings and its command name, buffered for one step
+/// (one step is small).
+type Row = (&'static str, OwnedRow<String>);
 
 const O_RDONLY: i32 = 0;
 const O_WRONLY_CREAT_TRUNC: i32 = 0o1 | 0o100 | 0o1000;
@@ -104,29 +91,10 @@ impl<'w> Generator<'w> {
     }
 
     fn flush(&mut self, emit: &mut dyn FnMut(&EventRow<'_>) -> TraceResult<()>) -> TraceResult<()> {
-        self.step_rows.sort_by_key(|r| r.ts);
+        self.step_rows.sort_by_key(|(_, r)| r.ts_ns);
         let host = self.w.host.clone();
-        for r in self.step_rows.drain(..) {
-            emit(&EventRow {
-                ts_ns: r.ts,
-                dur_ns: r.dur,
-                host: &host,
-                pid: r.pid,
-                tid: r.tid,
-                rank: Some(r.rank),
-                comm: r.comm,
-                op: r.op,
-                path: r.path.as_deref(),
-                fd: r.fd,
-                offset: r.offset,
-                size: r.size,
-                ret: r.ret,
-                flags: r.flags,
-                calls: 1,
-                span_ns: None,
-                path2: None,
-                via: None,
-            })?;
+        for (comm, r) in self.step_rows.drain(..) {
+            emit(&r.as_event(&host, comm))?;
         }
         Ok(())
     }
@@ -164,13 +132,12 @@ impl<'w> Generator<'w> {
         ret: i64,
         flags: Option<i32>,
     ) {
-        self.step_rows.push(Row {
-            ts,
-            dur,
+        let row = OwnedRow {
+            ts_ns: ts,
+            dur_ns: dur,
             pid,
             tid: pid,
-            rank: (self.w.first_rank as usize + rank) as i32,
-            comm,
+            rank: Some((self.w.first_rank as usize + rank) as i32),
             op,
             path: Some(path.to_string()),
             fd: Some(fd),
@@ -178,7 +145,12 @@ impl<'w> Generator<'w> {
             size,
             ret,
             flags,
-        });
+            calls: 1,
+            span_ns: None,
+            path2: None,
+            via: None,
+        };
+        self.step_rows.push((comm, row));
     }
 
     fn load_rank(&mut self, r: usize, mut t: i64, bytes: u64, rs: u64, path: &str) -> i64 {
