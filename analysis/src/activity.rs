@@ -36,9 +36,11 @@ pub fn writer_of(rank: Option<i32>, pid: i32) -> Writer {
     }
 }
 
-/// Calls of one kind, back to back.
+/// Calls of one kind, back to back: a stretch of reading, writing or
+/// syncing in time (not a run of calls folded into one row, which is the
+/// format's `Run`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Run {
+pub struct Stretch {
     /// Entry `ts` of the first call, Unix ns.
     pub start: i64,
     /// Latest `ts + dur_ns` of its calls.
@@ -49,8 +51,8 @@ pub struct Run {
     pub writers: Vec<Writer>,
 }
 
-impl Run {
-    fn absorb(&mut self, other: Run) {
+impl Stretch {
+    fn absorb(&mut self, other: Stretch) {
         self.start = self.start.min(other.start);
         self.end = self.end.max(other.end);
         self.bytes += other.bytes;
@@ -74,7 +76,7 @@ fn add_writer(set: &mut Vec<Writer>, w: Writer) {
 /// The runs of one kind of call.
 #[derive(Debug, Clone)]
 pub struct Runs {
-    runs: Vec<Run>,
+    runs: Vec<Stretch>,
     /// Current join distance: [`JOIN_NS`], doubled each time the runs are coarsened.
     join_ns: i64,
     max_ns: i64,
@@ -126,7 +128,7 @@ impl Runs {
                 self.sorted = false;
             }
         }
-        self.runs.push(Run {
+        self.runs.push(Stretch {
             start,
             end,
             bytes,
@@ -162,7 +164,7 @@ impl Runs {
             self.runs.sort_by_key(|r| r.start);
             self.sorted = true;
         }
-        let mut out: Vec<Run> = Vec::with_capacity(self.runs.len());
+        let mut out: Vec<Stretch> = Vec::with_capacity(self.runs.len());
         for r in std::mem::take(&mut self.runs) {
             match out.last_mut() {
                 Some(last)
@@ -261,7 +263,7 @@ impl Runs {
     }
 
     /// The runs, in time order once [`Runs::finish`] ran.
-    pub fn runs(&self) -> &[Run] {
+    pub fn runs(&self) -> &[Stretch] {
         &self.runs
     }
 

@@ -37,7 +37,7 @@ pub(super) fn checkpoints(
     let mut marks: Vec<Mark> = Vec::new();
     for (mut a, mut b) in bursts.into_iter().filter(|&b| bytes(b) >= floor) {
         let mut total = bytes((a, b));
-        let small = |r: &Run, total: u64| (r.bytes as f64) < total as f64 * EDGE_SHARE;
+        let small = |r: &Stretch, total: u64| (r.bytes as f64) < total as f64 * EDGE_SHARE;
         while a < b
             && writes[a + 1].start - writes[a].end > CHECKPOINT_TAIL_GAP_NS
             && small(&writes[a], total)
@@ -102,7 +102,7 @@ pub(super) fn checkpoints(
 /// rank stays whole.
 fn split_repeated_saves(
     activity: &Activity,
-    writes: &[Run],
+    writes: &[Stretch],
     a: usize,
     b: usize,
 ) -> Vec<(usize, usize)> {

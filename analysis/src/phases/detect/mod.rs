@@ -31,7 +31,7 @@
 //!   overlaps them (their own opens and renames are part of them).
 //! - **read**: everything else that reads.
 
-use crate::activity::{Activity, Run, Writer};
+use crate::activity::{Activity, Stretch, Writer};
 
 use super::{Phase, PhaseKind};
 
@@ -75,12 +75,12 @@ pub const LOAD_MIN_EXCESS_RUNS: f64 = 2.0;
 
 /// Read runs with prefix sums of their bytes: bytes started in a span in O(log n).
 struct ReadIndex<'a> {
-    runs: &'a [Run],
+    runs: &'a [Stretch],
     cum: Vec<u64>,
 }
 
 impl<'a> ReadIndex<'a> {
-    fn new(runs: &'a [Run]) -> Self {
+    fn new(runs: &'a [Stretch]) -> Self {
         let mut cum = Vec::with_capacity(runs.len() + 1);
         cum.push(0);
         for r in runs {
@@ -245,11 +245,11 @@ fn load(reads: &ReadIndex, checkpoints: &[Mark], idle: &[Mark], typical_read: u6
     // The pace: bytes read outside checkpoints (a restore's metadata, a
     // config read during a save are not the pace) per second of time that
     // is neither idle nor checkpoint.
-    let inside = |r: &Run| {
+    let inside = |r: &Stretch| {
         let c = checkpoints.partition_point(|c| c.start <= r.start);
         c > 0 && r.start < checkpoints[c - 1].end
     };
-    let outside: Vec<&Run> = runs.iter().filter(|r| !inside(r)).collect();
+    let outside: Vec<&Stretch> = runs.iter().filter(|r| !inside(r)).collect();
     let last_end = outside.iter().map(|r| r.end).max()?;
     let active = (last_end - first.start)
         - overlap(checkpoints, first.start, last_end)
