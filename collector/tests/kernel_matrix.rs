@@ -200,6 +200,14 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
             },
             r.boot_to_end_s,
         );
+        if static_collector().is_some() && g["static_dd_write_calls"].is_null() {
+            failures.push(format!(
+                "{} ({}): the static collector did not capture in the VM; see {}",
+                r.suite,
+                r.kernel,
+                results_dir(&r.suite).join("kernel_matrix.log").display()
+            ));
+        }
         for (name, rc) in &r.results {
             if *rc != 0 {
                 failures.push(format!(
@@ -236,9 +244,12 @@ fn boot(suite: &str, kernel: &Path, bins: &[(String, PathBuf)]) -> Report {
     // directory is the one place it writes to the host.
     let mut script = format!(
         "#!/bin/sh\nexec >{out}/guest.log 2>&1\nexport PATH='{path}'\nexport {GUEST}='{out}'\n\
+         export CARGO_TARGET_DIR='{target}'\n\
          mount -t tmpfs -o size=1200m tmpfs '{tmp}'\nuname -r >{out}/kernel\n",
         out = out.display(),
         path = std::env::var("PATH").unwrap_or_default(),
+        // Where the host found the static build, the guest looks too.
+        target = target_dir().display(),
         tmp = tmp.display(),
     );
     for (name, bin) in bins {
