@@ -1,21 +1,21 @@
 //! The `iorepro-replay` command line: raw arguments (clap), checked into
 //! [`crate::run::Options`].
 
-use crate::scope::Scope;
+use crate::plan::scope::Scope;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use iorepro_telemetry::{parse_duration, parse_interval};
 
-use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
+use crate::io::engine::EngineKind;
+use crate::io::prepare::PrepareMode;
 use crate::live::watch::LiveOptions;
-use crate::output::OutputFormat;
-use crate::prepare::PrepareMode;
+use crate::plan::scale::ScaleOptions;
+use crate::plan::timing::Timing;
+use crate::report::output::OutputFormat;
 use crate::run::Options;
-use crate::scale::ScaleOptions;
-use crate::timing::Timing;
 use iorepro_traces::analysis::phases::PhaseKind;
 
 #[derive(Debug, Parser)]
@@ -357,8 +357,11 @@ mod tests {
         .into_options()
         .unwrap();
         assert!(plan.plan_only);
-        assert_eq!(plan.scale.data, crate::scale::DataMode::Replicate);
-        assert_eq!(plan.scale.checkpoint, crate::scale::CheckpointMode::Rank0);
+        assert_eq!(plan.scale.data, crate::plan::scale::DataMode::Replicate);
+        assert_eq!(
+            plan.scale.checkpoint,
+            crate::plan::scale::CheckpointMode::Rank0
+        );
         assert_eq!(plan.scale.bandwidth, Some(50.0 * (1u64 << 30) as f64));
         assert_eq!(plan.scale.checkpoint_bytes, Some(1 << 30));
         assert!(

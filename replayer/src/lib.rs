@@ -23,32 +23,16 @@
 //! While it runs, [`live`] shows the ranks' figures so far: status lines
 //! every `--status-interval`, and a Prometheus endpoint (`--metrics-addr`).
 
-pub mod buffers;
 pub mod cli;
-pub mod confine;
-pub mod engine;
 pub mod error;
 pub mod execute;
-pub mod launcher;
+pub mod io;
 pub mod live;
-pub mod output;
-pub mod pathforms;
 pub mod plan;
-pub mod prepare;
-pub mod presence;
-pub mod progress;
-pub mod record;
-pub mod record_merge;
-pub mod remap;
-pub mod rendezvous;
+pub mod ranks;
 pub mod report;
 pub mod run;
-pub mod scale;
-pub mod scope;
-pub mod stats;
-pub mod survey;
-pub mod timing;
 
 pub use error::{ReplayError, ReplayResult};
-pub use report::Report;
+pub use report::summary::Report;
 pub use run::{run, Options, Outcome};

@@ -8,26 +8,26 @@ use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::buffers::{PrivateCopies, SharedData, STAMPED_MAX};
-use crate::confine::Confined;
-use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
 use crate::execute::{data_buffer_len, Shared, Worker};
-use crate::launcher::{self, LaunchedRank};
+use crate::io::buffers::{PrivateCopies, SharedData, STAMPED_MAX};
+use crate::io::confine::Confined;
+use crate::io::engine::EngineKind;
+use crate::io::prepare::{self, PrepareMode, PrepareStats};
 use crate::live::watch::{Lingering, LiveOptions, Watch};
 use crate::live::LiveRanks;
-use crate::output::OutputFormat;
-use crate::plan::{dispatch, CHANNEL_CHUNKS};
-use crate::prepare::{self, PrepareMode, PrepareStats};
-use crate::record;
-use crate::remap::RankMap;
-use crate::rendezvous::{self, Rendezvous};
-use crate::report::{Report, RunInfo};
-use crate::scale::{DataMode, Forecast, Model, Router, ScaleOptions};
-use crate::scope::Scope;
-use crate::stats::{unix_ns, RankResult};
-use crate::survey::Survey;
-use crate::timing::Timing;
+use crate::plan::rank_map::RankMap;
+use crate::plan::scale::{DataMode, Forecast, Model, Router, ScaleOptions};
+use crate::plan::scope::Scope;
+use crate::plan::stream::{dispatch, CHANNEL_CHUNKS};
+use crate::plan::survey::Survey;
+use crate::plan::timing::Timing;
+use crate::ranks::launcher::{self, LaunchedRank};
+use crate::ranks::rendezvous::{self, Rendezvous};
+use crate::report::output::OutputFormat;
+use crate::report::record;
+use crate::report::stats::{unix_ns, RankResult};
+use crate::report::summary::{Report, RunInfo};
 use iorepro_traces::analysis::phases::PhaseKind;
 
 /// Checked options of one replay.
@@ -35,7 +35,7 @@ use iorepro_traces::analysis::phases::PhaseKind;
 pub struct Options {
     pub trace: PathBuf,
     pub target: PathBuf,
-    /// How the trace's R ranks become N (see [`crate::scale`]).
+    /// How the trace's R ranks become N (see [`crate::plan::scale`]).
     pub scale: ScaleOptions,
     /// Print the scaling model and stop.
     pub plan_only: bool,
@@ -162,8 +162,8 @@ fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> Repl
 /// both start from.
 fn scoped_survey(opts: &Options) -> ReplayResult<Survey> {
     let mut survey = Survey::run(&opts.trace)?;
-    crate::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
-    survey.left_out = crate::scope::apply(&mut survey, &opts.scope);
+    crate::plan::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
+    survey.left_out = crate::plan::scope::apply(&mut survey, &opts.scope);
     Ok(survey)
 }
 
@@ -333,7 +333,7 @@ fn replay(
         }
         None => None,
     };
-    let bar = crate::progress::start(
+    let bar = crate::live::progress::start(
         total,
         progress.clone(),
         opts.show_progress
@@ -498,7 +498,7 @@ fn replay(
 
 /// Whether the target vanished; after failed calls, asked again for up to a
 /// second, so a target whose removal was still under way is named as such.
-fn settled_vanished(conf: &crate::confine::Confined, calls_failed: bool) -> Option<String> {
+fn settled_vanished(conf: &crate::io::confine::Confined, calls_failed: bool) -> Option<String> {
     let mut why = conf.vanished();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     while why.is_none() && calls_failed && std::time::Instant::now() < deadline {

@@ -11,6 +11,7 @@
 
 pub mod lines;
 pub mod metrics;
+pub mod progress;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -20,7 +21,7 @@ use std::time::Instant;
 
 use iorepro_traces::Op;
 
-use crate::stats::OpStats;
+use crate::report::stats::OpStats;
 
 /// One rank's figures so far.
 pub struct RankLive {

@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
 use super::Exporter;
-use crate::report::Report;
+use crate::report::summary::Report;
 
 pub struct Fio;
 

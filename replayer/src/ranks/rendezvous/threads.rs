@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{missing_list, Gathered, Rendezvous, RendezvousInfo};
 use crate::error::{ReplayError, ReplayResult};
-use crate::stats::RankResult;
+use crate::report::stats::RankResult;
 
 #[derive(Default)]
 struct ThreadState {

@@ -31,8 +31,8 @@ use mpi::Count;
 
 use super::{Gathered, Rendezvous, RendezvousInfo};
 use crate::error::{ReplayError, ReplayResult};
-use crate::launcher::LaunchedRank;
-use crate::stats::RankResult;
+use crate::ranks::launcher::LaunchedRank;
+use crate::report::stats::RankResult;
 
 /// Polls spin this long before they start to sleep.
 const SPIN: Duration = Duration::from_micros(50);

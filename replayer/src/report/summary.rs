@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use iorepro_traces::Op;
 use serde::Serialize;
 
-use crate::prepare::PrepareStats;
-use crate::rendezvous::RendezvousInfo;
-use crate::stats::{OpStats, RankResult};
-use crate::survey::Survey;
+use crate::io::prepare::PrepareStats;
+use crate::plan::survey::Survey;
+use crate::ranks::rendezvous::RendezvousInfo;
+use crate::report::stats::{OpStats, RankResult};
 use iorepro_traces::analysis::phases::PhaseKind;
 
 pub use iorepro_traces::units::GIB;
@@ -144,7 +144,7 @@ pub struct Report {
     pub trace: TraceTotals,
     pub prepare: Option<PrepareStats>,
     /// What the replay left out of the trace, by role and by reason.
-    pub left_out: crate::scope::LeftOut,
+    pub left_out: crate::plan::scope::LeftOut,
     pub rendezvous: RendezvousReport,
     /// Spread across ranks of the start of their first checkpoint write after
     /// the checkpoint barrier (compute time the trace puts before it taken

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use super::liveness::{pid_space, Identity};
 use super::{missing_list, Gathered, Rendezvous, RendezvousInfo};
-use crate::confine::Confined;
 use crate::error::{ReplayError, ReplayResult};
-use crate::stats::RankResult;
+use crate::io::confine::Confined;
+use crate::report::stats::RankResult;
 
 const ABORT_FILE: &str = "abort";
 const REPORTS_DIR: &str = "reports";

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{Report, GIB};
+use crate::report::summary::{Report, GIB};
 
 pub fn render(report: &Report) -> String {
     let mut s = String::new();

@@ -2,7 +2,7 @@
 //! target rank replays.
 //!
 //! Target rank `t` replays source rank `t mod R` (which of its ops it
-//! makes is the scaling model's, [`crate::scale`]); `t / R` is its replica
+//! makes is the scaling model's, [`crate::plan::scale`]); `t / R` is its replica
 //! index. With `--data shard` the ranks share one copy of the data. Files that are only read live under `data/rep-KKKK/` (one copy per
 //! replica, so replicas of a source rank do not read data another rank just
 //! pulled into a cache) or all under `data/rep-0000/` with `--shared-data`.
@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::confine::normalise;
+use crate::io::confine::normalise;
 
 #[derive(Debug, Clone)]
 pub struct RankMap {

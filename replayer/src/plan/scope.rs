@@ -16,7 +16,7 @@ use serde::Serialize;
 use iorepro_traces::analysis::roles::forms::{canonical, form_of, Form};
 use iorepro_traces::Role;
 
-use crate::survey::Survey;
+use crate::plan::survey::Survey;
 
 /// Which files' calls a replay makes.
 #[derive(Debug, Clone, PartialEq)]
@@ -278,11 +278,11 @@ pub fn check_usable(
 /// environment import the same files), prepared once. A dataset keeps one
 /// copy per replica, so replicas do not read what another pulled into a
 /// cache.
-pub fn shared_by_replicas(info: &crate::survey::PathInfo) -> bool {
+pub fn shared_by_replicas(info: &crate::plan::survey::PathInfo) -> bool {
     !info.written && matches!(info.role, Some(Role::Code | Role::System | Role::Other))
 }
 
-/// The path ids a row's calls are made on ([`crate::plan::NO_PATH`] for
+/// The path ids a row's calls are made on ([`crate::plan::stream::NO_PATH`] for
 /// none, or for a call on a descriptor); `None` when the row is left out.
 pub fn row_paths(
     survey: &Survey,
@@ -291,10 +291,10 @@ pub fn row_paths(
     path: Option<&str>,
     path2: Option<&str>,
 ) -> Option<(u32, u32)> {
-    use crate::plan::NO_PATH;
+    use crate::plan::stream::NO_PATH;
     let id = |p: Option<&str>| -> Option<u32> {
         let Some(p) = p else { return Some(NO_PATH) };
-        if crate::pathforms::on_descriptor(p, op, fd) {
+        if crate::plan::pathforms::on_descriptor(p, op, fd) {
             return Some(NO_PATH);
         }
         match survey.find_path(p) {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use iorepro_traces::Role;
 
-use crate::survey::PathInfo;
+use crate::plan::survey::PathInfo;
 
 /// A file's part in the job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,18 +16,18 @@ use std::time::Instant;
 
 use iorepro_traces::Op;
 
-use crate::buffers::{PrivateCopies, SharedData, StampedWrite, STAMPED_MAX};
-use crate::confine::Confined;
-use crate::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::error::{ReplayError, ReplayResult};
+use crate::io::buffers::{PrivateCopies, SharedData, StampedWrite, STAMPED_MAX};
+use crate::io::confine::Confined;
+use crate::io::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
 use crate::live::{LiveRanks, RankLive};
-use crate::plan::{Chunk, PlannedOp, NO_PATH};
-use crate::record::{Made, Recorder};
-use crate::remap::{remap, RankMap};
-use crate::rendezvous::Rendezvous;
-use crate::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
-use crate::survey::Survey;
-use crate::timing::{Schedule, Timing};
+use crate::plan::rank_map::{remap, RankMap};
+use crate::plan::stream::{Chunk, PlannedOp, NO_PATH};
+use crate::plan::survey::Survey;
+use crate::plan::timing::{Schedule, Timing};
+use crate::ranks::rendezvous::Rendezvous;
+use crate::report::record::{Made, Recorder};
+use crate::report::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
 use iorepro_traces::analysis::phases::{Phase, PhaseKind};
 
 /// What all local ranks share.
@@ -146,7 +146,7 @@ pub struct Worker<'s> {
     /// time when the rank left the barrier.
     awaiting_first_write: Option<u64>,
     started: Instant,
-    record: Option<crate::record::RankRecorder>,
+    record: Option<crate::report::record::RankRecorder>,
 }
 
 impl<'s> Worker<'s> {
@@ -299,8 +299,9 @@ impl<'s> Worker<'s> {
             return Ok(p.clone());
         }
         let info = &self.shared.survey.paths[id as usize];
-        let rel = if crate::scope::shared_by_replicas(info) {
-            crate::confine::normalise(&info.path).map(|n| crate::remap::data_path(0, &n))
+        let rel = if crate::plan::scope::shared_by_replicas(info) {
+            crate::io::confine::normalise(&info.path)
+                .map(|n| crate::plan::rank_map::data_path(0, &n))
         } else {
             remap(&info.path, info.written, self.rank, &self.shared.map)
         };

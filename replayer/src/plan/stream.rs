@@ -1,6 +1,6 @@
 //! The second pass over the trace: each row becomes a compact [`PlannedOp`]
 //! tagged with its phase and sent to the local target ranks the scaling
-//! model ([`crate::scale`]) gives it, through bounded channels.
+//! model ([`crate::plan::scale`]) gives it, through bounded channels.
 //!
 //! One reader feeds all local ranks, in `ts` order, in chunks. Ranks meet at
 //! phase barriers, and the scaling model gives them different streams (one
@@ -22,8 +22,8 @@ use std::sync::mpsc::SyncSender;
 use iorepro_traces::{Events, Op, Run};
 
 use crate::error::ReplayResult;
-use crate::scale::Router;
-use crate::survey::{open_reader, rank_or_zero, Survey};
+use crate::plan::scale::Router;
+use crate::plan::survey::{open_reader, rank_or_zero, Survey};
 
 /// Ops per message.
 pub const CHUNK: usize = 1024;
@@ -120,9 +120,9 @@ pub fn for_each_op(
                 continue;
             }
             let source = rank_or_zero(&ev, row);
-            // Rows on paths the replay leaves out (crate::scope) are not sent.
+            // Rows on paths the replay leaves out (crate::plan::scope) are not sent.
             let Some((path, path2)) =
-                crate::scope::row_paths(survey, op, fd, ev.path_at(row), ev.path2_at(row))
+                crate::plan::scope::row_paths(survey, op, fd, ev.path_at(row), ev.path2_at(row))
             else {
                 continue;
             };

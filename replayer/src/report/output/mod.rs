@@ -7,7 +7,7 @@ mod fio;
 mod mlperf;
 mod table;
 
-use crate::report::Report;
+use crate::report::summary::Report;
 
 pub trait Exporter {
     fn render(&self, report: &Report) -> String;

@@ -1,7 +1,7 @@
 //! `--record-ops`: what the replay did, written as a trace (source `replay`)
 //! so `iorepro-trace compare` can measure how faithful the replay was. Each
 //! rank builds its own Arrow batches; one writer thread owns the trace and
-//! puts the ranks' rows into one time order ([`crate::record_merge`]).
+//! puts the ranks' rows into one time order ([`crate::report::record_merge`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,8 +16,8 @@ use iorepro_traces::{
     EventBatchBuilder, EventRow, Manifest, Op, Source, TraceResult, TraceWriter, WriterOptions,
 };
 
-use crate::plan::PlannedOp;
-use crate::record_merge::RankMerge;
+use crate::plan::stream::PlannedOp;
+use crate::report::record_merge::RankMerge;
 
 const RECORD_BATCH_ROWS: usize = 16 * 1024;
 /// A rank hands over what it has at least this often, so the other ranks'

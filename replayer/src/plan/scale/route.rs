@@ -21,7 +21,7 @@ use iorepro_traces::Op;
 
 use super::model::{Layout, Model, PathRole};
 use super::DataMode;
-use crate::plan::{PlannedOp, NO_PATH};
+use crate::plan::stream::{PlannedOp, NO_PATH};
 
 /// Where an open descriptor's calls go.
 #[derive(Debug, Clone, Copy)]

@@ -17,9 +17,9 @@ use iorepro_traces::format::schema::{
 use iorepro_traces::{Events, FileRoles, Op, TraceReader};
 
 use crate::error::ReplayResult;
-use crate::pathforms;
-use crate::presence::{self, Presence, Role};
-use crate::scope::{LeftOut, Skip};
+use crate::plan::pathforms;
+use crate::plan::presence::{self, Presence, Role};
+use crate::plan::scope::{LeftOut, Skip};
 
 /// The columns the replayer reads (the rest are never decoded).
 pub const REPLAY_COLUMNS: [&str; 15] = [
@@ -63,7 +63,7 @@ pub struct PathInfo {
     pub holds_changed: bool,
     /// The job's role for it (see [`iorepro_traces::analysis::roles`]).
     pub role: Option<iorepro_traces::Role>,
-    /// Why the replay leaves its calls out, if it does (see [`crate::scope`]).
+    /// Why the replay leaves its calls out, if it does (see [`crate::plan::scope`]).
     pub skip: Option<Skip>,
     /// Left out itself, but a directory holding paths the replay keeps.
     pub keeps: bool,
@@ -128,7 +128,7 @@ pub struct Survey {
     pub max_write_bytes: u64,
     /// Every file's role in the job.
     pub roles: FileRoles,
-    /// What the replay leaves out (set by [`crate::scope::apply`]).
+    /// What the replay leaves out (set by [`crate::plan::scope::apply`]).
     pub left_out: LeftOut,
 }
 

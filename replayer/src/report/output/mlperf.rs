@@ -17,7 +17,7 @@
 use serde_json::{json, Value};
 
 use super::Exporter;
-use crate::report::{Report, GIB};
+use crate::report::summary::{Report, GIB};
 use iorepro_traces::analysis::phases::PhaseKind;
 
 pub struct Mlperf;

@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::roles::{file_role, names_a_shard, rank_template, FileRole};
 use super::{CheckpointMode, DataMode, ScaleOptions};
 use crate::error::ReplayResult;
-use crate::plan::for_each_op;
-use crate::survey::Survey;
+use crate::plan::stream::for_each_op;
+use crate::plan::survey::Survey;
 
 /// How a checkpoint family's files are written at N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -230,7 +230,7 @@ impl Model {
             {
                 visits += 1;
             }
-            if op.op == Op::Write && op.path != crate::plan::NO_PATH && op.bytes > 0 {
+            if op.op == Op::Write && op.path != crate::plan::stream::NO_PATH && op.bytes > 0 {
                 let w = written.entry(op.path).or_insert_with(|| Written {
                     phase: op.phase as usize,
                     ..Default::default()

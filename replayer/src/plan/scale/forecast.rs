@@ -17,8 +17,8 @@ use super::model::{Family, Layout, Model, PathRole};
 use super::route::Router;
 use super::{CheckpointMode, DataMode};
 use crate::error::ReplayResult;
-use crate::plan::for_each_op;
-use crate::survey::Survey;
+use crate::plan::stream::for_each_op;
+use crate::plan::survey::Survey;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

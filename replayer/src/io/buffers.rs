@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Condvar, Mutex};
 
-use crate::engine::{stamp_value, AlignedBuf, Engine, ALIGN, STAMP};
+use crate::io::engine::{stamp_value, AlignedBuf, Engine, ALIGN, STAMP};
 
 /// The one data buffer of a process, as large as the trace's largest op
 /// (within [`MAX_IO`]), filled with incompressible bytes once: every rank
@@ -197,7 +197,7 @@ impl PrivateCopies {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Psync;
+    use crate::io::engine::Psync;
     use std::os::fd::AsRawFd;
     use std::sync::Arc;
 

@@ -24,10 +24,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::confine::Confined;
 use crate::error::{ReplayError, ReplayResult};
-use crate::launcher::LaunchedRank;
-use crate::stats::RankResult;
+use crate::io::confine::Confined;
+use crate::ranks::launcher::LaunchedRank;
+use crate::report::stats::RankResult;
 
 pub use files::FileRendezvous;
 pub use threads::ThreadRendezvous;

@@ -3,7 +3,7 @@
 //! are `d/f`; `d/`, `d/.` are `d`, and name a directory); the empty path
 //! of a call on a descriptor ([`on_descriptor`]); and what a call found a
 //! path to be ([`form_shown`]), so the replay's copy starts as a file or a
-//! directory as the job's did. Which forms are left out is [`crate::scope`]'s
+//! directory as the job's did. Which forms are left out is [`crate::plan::scope`]'s
 //! decision; docs/REPLAY.md has the table.
 
 use std::borrow::Cow;

@@ -1,7 +1,7 @@
 //! Puts the target in the state the traced job found: the files the replay
 //! will read, at the sizes the trace needs, with incompressible data
 //! (storage that compresses or deduplicates must not flatter the result);
-//! the directories and files that existed (see [`crate::presence`]); and,
+//! the directories and files that existed (see [`crate::plan::presence`]); and,
 //! in each rank's own copy, nothing where the trace creates a path anew.
 //! Several tasks run at a time. Files already present at least as large
 //! are kept. Afterwards the files are dropped from this node's
@@ -19,12 +19,12 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 
-use crate::confine::{normalise, Confined};
-use crate::engine::{Engine, Psync};
 use crate::error::{ReplayError, ReplayResult};
-use crate::presence::Presence;
-use crate::remap::{data_path, rank_path, RankMap};
-use crate::survey::{PathInfo, Survey};
+use crate::io::confine::{normalise, Confined};
+use crate::io::engine::{Engine, Psync};
+use crate::plan::presence::Presence;
+use crate::plan::rank_map::{data_path, rank_path, RankMap};
+use crate::plan::survey::{PathInfo, Survey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrepareMode {
@@ -133,7 +133,7 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
     }
     for replica in 0..map.replicas(world) {
         for (id, info) in survey.paths.iter().enumerate() {
-            let shared = crate::scope::shared_by_replicas(info);
+            let shared = crate::plan::scope::shared_by_replicas(info);
             if info.written || !prepared(info) || shared && replica > 0 {
                 continue;
             }

@@ -1,0 +1,5 @@
+//! I/O: how calls reach the target.
+pub mod buffers;
+pub mod confine;
+pub mod engine;
+pub mod prepare;

@@ -1,0 +1,3 @@
+//! Ranks: who this process is and where the ranks meet.
+pub mod launcher;
+pub mod rendezvous;
