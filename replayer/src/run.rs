@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{ReplayError, ReplayResult};
-use crate::execute::{data_buffer_len, Shared, Worker};
-use crate::io::buffers::{PrivateCopies, SharedData, STAMPED_MAX};
+use crate::execute::{Shared, Worker};
+use crate::io::buffers::{data_buffer_len, PrivateCopies, SharedData, STAMPED_MAX};
 use crate::io::confine::Confined;
 use crate::io::engine::EngineKind;
 use crate::io::prepare::{self, PrepareMode, PrepareStats};

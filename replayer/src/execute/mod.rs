@@ -17,11 +17,12 @@ use std::time::Instant;
 use iorepro_traces::Op;
 
 use crate::error::{ReplayError, ReplayResult};
-use crate::io::buffers::{PrivateCopies, SharedData, StampedWrite, STAMPED_MAX};
+use crate::io::buffers::{PrivateCopies, SharedData, StampedWrite, ALIGN, STAMPED_MAX};
 use crate::io::confine::Confined;
-use crate::io::engine::{new_engine, Engine, EngineKind, ALIGN, MAX_IO};
+use crate::io::engine::{new_engine, Engine, EngineKind};
+use crate::io::paths::{resolve, Place};
 use crate::live::{LiveRanks, RankLive};
-use crate::plan::rank_map::{remap, RankMap};
+use crate::plan::rank_map::RankMap;
 use crate::plan::stream::{Chunk, PlannedOp, NO_PATH};
 use crate::plan::survey::Survey;
 use crate::plan::timing::{Schedule, Timing};
@@ -299,13 +300,8 @@ impl<'s> Worker<'s> {
             return Ok(p.clone());
         }
         let info = &self.shared.survey.paths[id as usize];
-        let rel = if crate::plan::scope::shared_by_replicas(info) {
-            crate::io::confine::normalise(&info.path)
-                .map(|n| crate::plan::rank_map::data_path(0, &n))
-        } else {
-            remap(&info.path, info.written, self.rank, &self.shared.map)
-        };
-        let rel = rel.ok_or_else(|| {
+        let place = Place::of_call(info, self.rank, &self.shared.map);
+        let rel = resolve(&info.path, place).ok_or_else(|| {
             ReplayError::Usage(format!(
                 "refused trace path {:?}: it names no file under the target",
                 &*info.path
@@ -424,7 +420,7 @@ impl<'s> Worker<'s> {
     }
 
     /// Moves `len` bytes at `offset`, in pieces the size of the shared data
-    /// buffer at most (so at most [`MAX_IO`]).
+    /// buffer at most (so at most [`crate::io::buffers::MAX_IO`]).
     fn transfer(
         &mut self,
         key: (i32, i32),
@@ -639,12 +635,4 @@ impl<'s> Worker<'s> {
             Err(e) => Ok(Some(e.raw_os_error().unwrap_or(libc::EIO))),
         }
     }
-}
-
-/// The shared data buffer covers the trace's largest op up to [`MAX_IO`]
-/// (larger ops go in pieces), so it is allocated and filled once before the
-/// clock starts rather than mid-checkpoint.
-pub fn data_buffer_len(max_io_bytes: u64) -> usize {
-    const FLOOR: u64 = 1 << 20;
-    max_io_bytes.clamp(FLOOR, MAX_IO as u64) as usize
 }

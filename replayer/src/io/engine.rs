@@ -2,16 +2,11 @@
 //! call in flight per rank as in the trace (each traced thread issued its
 //! calls one after another). Data calls, syncs, opens, stats and closes go
 //! through an engine, so a trace's io_uring requests replay as io_uring
-//! requests. Also the page-aligned buffer that
-//! O_DIRECT needs, and the per-block stamps that keep written data unique.
+//! requests. The bytes they move are [`crate::io::buffers`]'.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
-
-use rand::rngs::SmallRng;
-use rand::{RngCore, SeedableRng};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
@@ -276,92 +271,10 @@ impl Engine for Uring {
     }
 }
 
-/// Alignment that satisfies O_DIRECT on every Linux filesystem in use.
-pub const ALIGN: usize = 4096;
-/// Largest single transfer; bigger trace ops are issued in pieces of this size.
-pub const MAX_IO: usize = 16 << 20;
-
-/// Bytes of the stamp at the start of each 4 KiB block.
-pub const STAMP: usize = 8;
-
-/// A page-aligned buffer of incompressible bytes.
-pub struct AlignedBuf {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the buffer is exclusively owned; raw pointer is not shared.
-unsafe impl Send for AlignedBuf {}
-
-impl AlignedBuf {
-    pub fn new(len: usize, seed: u64) -> Self {
-        let len = len.max(ALIGN).next_multiple_of(ALIGN);
-        let layout = Layout::from_size_align(len, ALIGN).expect("valid layout");
-        // SAFETY: layout has non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory allocating {len} bytes");
-        let mut b = AlignedBuf { ptr, len };
-        SmallRng::seed_from_u64(seed).fill_bytes(b.as_mut_slice());
-        b
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The start of the buffer, for a caller that hands it to the kernel
-    /// without forming references (see `buffers::SharedData`).
-    pub fn raw_ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len bytes for the buffer's lifetime.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is valid for len bytes and exclusively borrowed.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    /// Makes the first `n` bytes differ from the last write, so storage that
-    /// deduplicates blocks cannot flatter the result: one word per 4 KiB block.
-    pub fn stamp(&mut self, n: usize, tag: u64) {
-        let n = n.min(self.len);
-        for (i, block) in self.as_mut_slice()[..n].chunks_mut(ALIGN).enumerate() {
-            let v = stamp_value(tag, i);
-            let w = block.len().min(STAMP);
-            block[..w].copy_from_slice(&v.to_le_bytes()[..w]);
-        }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this exact layout.
-        unsafe {
-            dealloc(
-                self.ptr,
-                Layout::from_size_align(self.len, ALIGN).expect("valid layout"),
-            )
-        }
-    }
-}
-
-/// The stamp of block `i` of a write tagged `tag`.
-pub(crate) fn stamp_value(tag: u64, i: usize) -> u64 {
-    tag.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(i as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::buffers::AlignedBuf;
     use std::os::fd::AsRawFd;
 
     #[test]

@@ -2,4 +2,5 @@
 pub mod buffers;
 pub mod confine;
 pub mod engine;
+pub mod paths;
 pub mod prepare;

@@ -10,7 +10,7 @@
 //! too), the one step of a replay that needs privilege.
 
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -20,10 +20,11 @@ use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 
 use crate::error::{ReplayError, ReplayResult};
-use crate::io::confine::{normalise, Confined};
+use crate::io::confine::Confined;
 use crate::io::engine::{Engine, Psync};
+use crate::io::paths::{resolve, Place};
 use crate::plan::presence::Presence;
-use crate::plan::rank_map::{data_path, rank_path, RankMap};
+use crate::plan::rank_map::RankMap;
 use crate::plan::survey::{PathInfo, Survey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,15 +60,6 @@ pub struct PrepareStats {
     pub duration_s: f64,
 }
 
-/// Whose copy of the trace's paths a task works on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place {
-    /// A target rank's own (the paths the trace changes).
-    Rank(u32),
-    /// A replica of the read-only data.
-    Replica(u32),
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Step {
     /// Removes what an earlier replay left at a path the trace creates.
@@ -79,7 +71,8 @@ pub enum Step {
     File,
 }
 
-/// Steps done in order by one worker, each on a trace path (by id).
+/// Steps done in order by one worker, each on a trace path (by id), all
+/// in one copy of the trace's paths.
 #[derive(Debug, Clone)]
 pub struct PrepareTask {
     pub place: Place,
@@ -163,15 +156,6 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
 /// what the replay reads and no more).
 fn prepared(info: &PathInfo) -> bool {
     info.skip.is_none() || info.keeps && info.is_dir
-}
-
-/// Where a task's path lands beneath the target.
-fn place_path(place: Place, info: &PathInfo) -> Option<PathBuf> {
-    let n = normalise(&info.path)?;
-    Some(match place {
-        Place::Rank(t) => rank_path(t, &n),
-        Place::Replica(k) => data_path(k, &n),
-    })
 }
 
 const CHUNK: usize = 1 << 20;
@@ -258,7 +242,7 @@ pub fn prepare(
                     let task = mine[i];
                     for &(step, id) in &task.steps {
                         let info = &survey.paths[id as usize];
-                        let Some(rel) = place_path(task.place, info) else {
+                        let Some(rel) = resolve(&info.path, task.place) else {
                             continue;
                         };
                         if let Err(e) =

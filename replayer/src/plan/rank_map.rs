@@ -1,17 +1,11 @@
-//! Where each trace path lands under the target, and which source rank each
-//! target rank replays.
+//! Which source rank each target rank replays, and which replica's copy of
+//! the read-only data it reads.
 //!
 //! Target rank `t` replays source rank `t mod R` (which of its ops it
 //! makes is the scaling model's, [`crate::plan::scale`]); `t / R` is its replica
-//! index. With `--data shard` the ranks share one copy of the data. Files that are only read live under `data/rep-KKKK/` (one copy per
-//! replica, so replicas of a source rank do not read data another rank just
-//! pulled into a cache) or all under `data/rep-0000/` with `--shared-data`.
-//! Files that the trace writes, truncates, renames or unlinks live under
-//! `ranks/rank-TTTTT/`, so every target rank works on its own.
-
-use std::path::{Path, PathBuf};
-
-use crate::io::confine::normalise;
+//! index. With `--data shard` or `--shared-data` the ranks share one copy
+//! of the data. Where each copy's paths land beneath the target is
+//! [`crate::io::paths`]' to say.
 
 #[derive(Debug, Clone)]
 pub struct RankMap {
@@ -67,30 +61,6 @@ impl RankMap {
     }
 }
 
-/// The data path of a read-only trace file for one replica.
-pub fn data_path(replica: u32, normalised: &Path) -> PathBuf {
-    Path::new("data")
-        .join(format!("rep-{replica:04}"))
-        .join(normalised)
-}
-
-/// The private path of a file a target rank writes.
-pub fn rank_path(target: u32, normalised: &Path) -> PathBuf {
-    Path::new("ranks")
-        .join(format!("rank-{target:05}"))
-        .join(normalised)
-}
-
-/// Where a trace path lands for a target rank; `None` when the trace path is unusable.
-pub fn remap(trace_path: &str, written: bool, target: u32, map: &RankMap) -> Option<PathBuf> {
-    let n = normalise(trace_path)?;
-    Some(if written {
-        rank_path(target, &n)
-    } else {
-        data_path(map.replica(target), &n)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,14 +77,6 @@ mod tests {
         assert_eq!(m.replicas(5), 3);
         assert!(m.replica_has_source(5, 2, 0));
         assert!(!m.replica_has_source(5, 2, 1));
-        assert_eq!(
-            remap("/d/f", false, 3, &m).unwrap(),
-            PathBuf::from("data/rep-0001/d/f")
-        );
-        assert_eq!(
-            remap("/c/x.pt", true, 3, &m).unwrap(),
-            PathBuf::from("ranks/rank-00003/c/x.pt")
-        );
         let shared = RankMap {
             shared_data: true,
             ..m

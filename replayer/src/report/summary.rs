@@ -9,7 +9,6 @@ use serde::Serialize;
 
 use crate::io::prepare::PrepareStats;
 use crate::plan::survey::Survey;
-use crate::ranks::rendezvous::RendezvousInfo;
 use crate::report::stats::{OpStats, RankResult};
 use iorepro_traces::analysis::phases::PhaseKind;
 
@@ -173,6 +172,15 @@ pub struct RunInfo {
     pub rendezvous: RendezvousInfo,
     /// When rank 0 held every result (Unix ns).
     pub gather_done_unix_ns: i64,
+}
+
+/// How the ranks met, in the report: `threads`, `files` (with its
+/// directory) or `mpi` (each mechanism of [`crate::ranks::rendezvous`] says
+/// which it is).
+#[derive(Debug, Clone, Serialize)]
+pub struct RendezvousInfo {
+    pub mechanism: &'static str,
+    pub dir: Option<std::path::PathBuf>,
 }
 
 fn lat(h: &hdrhistogram::Histogram<u64>) -> Latency {

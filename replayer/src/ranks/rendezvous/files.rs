@@ -25,10 +25,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::liveness::{pid_space, Identity};
-use super::{missing_list, Gathered, Rendezvous, RendezvousInfo};
+use super::{missing_list, Gathered, Rendezvous};
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::confine::Confined;
 use crate::report::stats::RankResult;
+use crate::report::summary::RendezvousInfo;
 
 const ABORT_FILE: &str = "abort";
 const REPORTS_DIR: &str = "reports";

@@ -22,12 +22,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::confine::Confined;
 use crate::ranks::launcher::LaunchedRank;
 use crate::report::stats::RankResult;
+use crate::report::summary::RendezvousInfo;
 
 pub use files::FileRendezvous;
 pub use threads::ThreadRendezvous;
@@ -68,13 +67,6 @@ pub trait Rendezvous: Send + Sync {
 pub struct Gathered {
     pub results: Option<Vec<RankResult>>,
     pub problem: Option<String>,
-}
-
-/// The mechanism in the report: `threads`, `files` (with its directory) or `mpi`.
-#[derive(Debug, Clone, Serialize)]
-pub struct RendezvousInfo {
-    pub mechanism: &'static str,
-    pub dir: Option<PathBuf>,
 }
 
 /// Which mechanism a process uses.

@@ -29,10 +29,11 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Count;
 
-use super::{Gathered, Rendezvous, RendezvousInfo};
+use super::{Gathered, Rendezvous};
 use crate::error::{ReplayError, ReplayResult};
 use crate::ranks::launcher::LaunchedRank;
 use crate::report::stats::RankResult;
+use crate::report::summary::RendezvousInfo;
 
 /// Polls spin this long before they start to sleep.
 const SPIN: Duration = Duration::from_micros(50);

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use super::{missing_list, Gathered, Rendezvous, RendezvousInfo};
+use super::{missing_list, Gathered, Rendezvous};
 use crate::error::{ReplayError, ReplayResult};
 use crate::report::stats::RankResult;
+use crate::report::summary::RendezvousInfo;
 
 #[derive(Default)]
 struct ThreadState {
