@@ -1,5 +1,5 @@
 //! The `iorepro-replay` command line: raw arguments (clap), checked into
-//! [`crate::run::Options`].
+//! the [`Options`] of one replay, which [`crate::run`] carries out.
 
 use crate::plan::scope::Scope;
 use std::path::PathBuf;
@@ -15,7 +15,6 @@ use crate::live::watch::LiveOptions;
 use crate::plan::scale::ScaleOptions;
 use crate::plan::timing::Timing;
 use crate::report::output::OutputFormat;
-use crate::run::Options;
 use iorepro_traces::analysis::phases::PhaseKind;
 
 #[derive(Debug, Parser)]
@@ -142,6 +141,41 @@ pub struct Cli {
     pub exclude: Vec<String>,
     /// Replay a trace that holds no calls or is marked incomplete (rows may be missing).
     #[arg(long)]
+    pub allow_incomplete: bool,
+}
+
+/// Checked options of one replay.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub trace: PathBuf,
+    pub target: PathBuf,
+    /// How the trace's R ranks become N (see [`crate::plan::scale`]).
+    pub scale: ScaleOptions,
+    /// Print the scaling model and stop.
+    pub plan_only: bool,
+    pub ranks: Option<u32>,
+    pub nodes: Option<u32>,
+    pub ranks_per_node: Option<u32>,
+    pub timing: Timing,
+    pub direct: bool,
+    pub engine: EngineKind,
+    pub phases: Option<Vec<PhaseKind>>,
+    pub prepare: PrepareMode,
+    pub shared_data: bool,
+    pub output: OutputFormat,
+    pub record_ops: Option<PathBuf>,
+    pub timeout: Duration,
+    pub run_id: Option<String>,
+    /// Where launched processes meet when not through MPI (default: on the target).
+    pub rendezvous_dir: Option<PathBuf>,
+    pub prepare_threads: usize,
+    pub drop_caches: bool,
+    pub show_progress: bool,
+    /// Status lines and the metrics endpoint while the replay runs.
+    pub live: LiveOptions,
+    /// Which files' calls are replayed.
+    pub scope: Scope,
+    /// Replay a trace with no calls, or one marked incomplete.
     pub allow_incomplete: bool,
 }
 

@@ -33,6 +33,7 @@ pub mod ranks;
 pub mod report;
 pub mod run;
 
+pub use cli::Options;
 pub use error::{ReplayError, ReplayResult};
 pub use report::summary::Report;
-pub use run::{run, Options, Outcome};
+pub use run::{run, Outcome};

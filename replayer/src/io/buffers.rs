@@ -104,9 +104,28 @@ fn stamp_value(tag: u64, i: usize) -> u64 {
 /// The shared data buffer covers the trace's largest op up to [`MAX_IO`]
 /// (larger ops go in pieces), so it is allocated and filled once before the
 /// clock starts rather than mid-checkpoint.
-pub fn data_buffer_len(max_io_bytes: u64) -> usize {
+fn data_buffer_len(max_io_bytes: u64) -> usize {
     const FLOOR: u64 = 1 << 20;
     max_io_bytes.clamp(FLOOR, MAX_IO as u64) as usize
+}
+
+/// The data buffer and the pool of private copies of a process running
+/// `ranks` ranks of a trace whose largest op moves `max_io_bytes` and
+/// largest write `max_write_bytes`. The copies a rank will need are made
+/// now, before the clock starts.
+pub fn for_process(
+    ranks: usize,
+    max_io_bytes: u64,
+    max_write_bytes: u64,
+    direct: bool,
+) -> (SharedData, PrivateCopies) {
+    let data_len = data_buffer_len(max_io_bytes);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let copies_limit = PrivateCopies::limit_for(ranks, cores, data_len);
+    let needs_copies = direct || max_write_bytes > STAMPED_MAX as u64;
+    let ready = if needs_copies { ranks.min(cores) } else { 0 };
+    let copies = PrivateCopies::new(data_len, copies_limit, ready);
+    (SharedData::new(data_len), copies)
 }
 
 /// The one data buffer of a process, as large as the trace's largest op

@@ -85,6 +85,19 @@ impl Confined {
         }
     }
 
+    /// Whether the target vanished; when `look_again` (calls failed), asked
+    /// again for up to a second, so a target whose removal was still under
+    /// way is named as such.
+    pub fn vanished_settled(&self, look_again: bool) -> Option<String> {
+        let mut why = self.vanished();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while why.is_none() && look_again && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            why = self.vanished();
+        }
+        why
+    }
+
     /// The absolute path a relative one stands for (for messages and records only).
     pub fn display(&self, rel: &Path) -> PathBuf {
         self.root_path.join(rel)

@@ -28,6 +28,17 @@ impl std::str::FromStr for Timing {
     }
 }
 
+impl Timing {
+    /// How the report names it: `afap`, `original`, or `x` and the factor.
+    pub fn label(self) -> String {
+        match self {
+            Timing::Afap => "afap".into(),
+            Timing::Scaled(1.0) => "original".into(),
+            Timing::Scaled(f) => format!("x{f}"),
+        }
+    }
+}
+
 /// One rank's clock against the trace.
 #[derive(Debug)]
 pub struct Schedule {

@@ -68,6 +68,13 @@ pub fn detect() -> ReplayResult<Option<LaunchedRank>> {
     detect_with(|k| std::env::var(k).ok())
 }
 
+/// The name of this process's host, for the report.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
