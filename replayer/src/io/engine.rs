@@ -8,11 +8,13 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `--engine`: `auto`, `psync` or `io_uring` (`io-uring` is taken too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineKind {
     /// As traced: io_uring requests through io_uring, the rest as syscalls.
     Auto,
     Psync,
+    #[value(name = "io_uring", alias = "io-uring")]
     IoUring,
 }
 
@@ -22,18 +24,6 @@ impl EngineKind {
             EngineKind::Auto => "auto",
             EngineKind::Psync => "psync",
             EngineKind::IoUring => "io_uring",
-        }
-    }
-}
-
-impl std::str::FromStr for EngineKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(EngineKind::Auto),
-            "psync" => Ok(EngineKind::Psync),
-            "io_uring" | "io-uring" => Ok(EngineKind::IoUring),
-            _ => Err(format!("`{s}` is not an engine (auto, psync or io_uring)")),
         }
     }
 }

@@ -27,23 +27,12 @@ use crate::plan::presence::Presence;
 use crate::plan::rank_map::RankMap;
 use crate::plan::survey::{PathInfo, Survey};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `--prepare`: `auto`, `only` or `skip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PrepareMode {
     Auto,
     Only,
     Skip,
-}
-
-impl std::str::FromStr for PrepareMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(PrepareMode::Auto),
-            "only" => Ok(PrepareMode::Only),
-            "skip" => Ok(PrepareMode::Skip),
-            _ => Err(format!("`{s}` is not a prepare mode (auto, only, skip)")),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

@@ -14,6 +14,9 @@ pub enum Timing {
     Scaled(f64),
 }
 
+/// `--timing`. Parsed here rather than by a clap `ValueEnum`, which takes
+/// a fixed list of words: besides `afap` and `original`, any non-negative
+/// factor is a timing.
 impl std::str::FromStr for Timing {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

@@ -25,8 +25,8 @@ pub use forecast::Forecast;
 pub use model::Model;
 pub use route::Router;
 
-/// How dataset reads scale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+/// How dataset reads scale (`--data`: `shard` or `replicate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum DataMode {
     /// The traced reads shared out over the N ranks (strong scaling).
@@ -36,19 +36,8 @@ pub enum DataMode {
     Replicate,
 }
 
-impl std::str::FromStr for DataMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "shard" => Ok(DataMode::Shard),
-            "replicate" => Ok(DataMode::Replicate),
-            _ => Err(format!("`{s}` is not a data mode (shard, replicate)")),
-        }
-    }
-}
-
-/// How checkpoints scale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+/// How checkpoints scale (`--checkpoint`: `auto`, `sharded`, `rank0` or `replicate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckpointMode {
     /// Each checkpoint's layout as the trace shows it.
@@ -60,21 +49,6 @@ pub enum CheckpointMode {
     Rank0,
     /// Every target rank writes what its source rank wrote.
     Replicate,
-}
-
-impl std::str::FromStr for CheckpointMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(CheckpointMode::Auto),
-            "sharded" => Ok(CheckpointMode::Sharded),
-            "rank0" => Ok(CheckpointMode::Rank0),
-            "replicate" => Ok(CheckpointMode::Replicate),
-            _ => Err(format!(
-                "`{s}` is not a checkpoint mode (auto, sharded, rank0, replicate)"
-            )),
-        }
-    }
 }
 
 /// The scaling choices of one replay.

@@ -13,27 +13,13 @@ pub trait Exporter {
     fn render(&self, report: &Report) -> String;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `--output-format`: `table`, `json`, `fio` or `mlperf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     Table,
     Json,
     Fio,
     Mlperf,
-}
-
-impl std::str::FromStr for OutputFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "table" => Ok(OutputFormat::Table),
-            "json" => Ok(OutputFormat::Json),
-            "fio" => Ok(OutputFormat::Fio),
-            "mlperf" => Ok(OutputFormat::Mlperf),
-            _ => Err(format!(
-                "`{s}` is not an output format (table, json, fio, mlperf)"
-            )),
-        }
-    }
 }
 
 struct Table;
