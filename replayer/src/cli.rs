@@ -1,5 +1,5 @@
 //! The `iorepro-replay` command line: raw arguments (clap), checked into
-//! the [`Options`] of one replay, which [`crate::run`] carries out.
+//! the [`Options`] of one replay, which [`crate::run`](mod@crate::run) carries out.
 
 use crate::plan::scope::Scope;
 use std::path::PathBuf;

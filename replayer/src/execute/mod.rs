@@ -6,9 +6,9 @@
 //! its [`RankResult`], which the ranks gather and [`crate::report`] merges
 //! (and, with `--record-ops`, the calls it made, to the report's record).
 //!
-//! Here the loop and its phases; [`files`] where a traced path lands for
-//! the rank and how its files are opened; [`calls`] one call made and
-//! measured; [`metadata`] the metadata calls.
+//! Here the loop and its phases; `files` where a traced path lands for
+//! the rank and how its files are opened; `calls` one call made and
+//! measured; `metadata` the metadata calls.
 
 mod calls;
 mod files;
