@@ -1,21 +1,20 @@
 //! The `iorepro-replay` command line: raw arguments (clap), checked into
-//! [`crate::run::Options`].
+//! the [`Options`] of one replay, which [`crate::run`](mod@crate::run) carries out.
 
-use crate::scope::Scope;
+use crate::plan::scope::Scope;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use iorepro_telemetry::{parse_duration, parse_interval};
 
-use crate::engine::EngineKind;
 use crate::error::{ReplayError, ReplayResult};
+use crate::io::engine::EngineKind;
+use crate::io::prepare::PrepareMode;
 use crate::live::watch::LiveOptions;
-use crate::output::OutputFormat;
-use crate::prepare::PrepareMode;
-use crate::run::Options;
-use crate::scale::ScaleOptions;
-use crate::timing::Timing;
+use crate::plan::scale::{CheckpointMode, DataMode, ScaleOptions};
+use crate::plan::timing::Timing;
+use crate::report::output::OutputFormat;
 use iorepro_traces::analysis::phases::PhaseKind;
 
 #[derive(Debug, Parser)]
@@ -51,16 +50,16 @@ pub struct Cli {
     /// auto (as traced: the trace's io_uring requests through io_uring, its
     /// syscalls as syscalls), psync (every call a syscall) or io_uring
     /// (every data call, sync, open, stat and close an io_uring request).
-    #[arg(long, default_value = "auto")]
-    pub engine: String,
+    #[arg(long, value_enum, default_value = "auto", hide_possible_values = true)]
+    pub engine: EngineKind,
     /// Only these phase kinds (load, read, checkpoint, metadata, idle), comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub phases: Option<Vec<String>>,
     /// auto (put the target in the state the traced job found: the data it
     /// reads, the paths it found, nothing where it creates a path anew),
     /// only (that, then stop), skip.
-    #[arg(long, default_value = "auto")]
-    pub prepare: String,
+    #[arg(long, value_enum, default_value = "auto", hide_possible_values = true)]
+    pub prepare: PrepareMode,
     /// All replicas read one copy of the data (page-cache hits between them become possible).
     #[arg(long)]
     pub shared_data: bool,
@@ -68,14 +67,14 @@ pub struct Cli {
     /// job's: the traced reads shared out over the N ranks, as a
     /// distributed sampler does) or replicate (each rank reads all its
     /// traced rank read: weak scaling, N/R times the data).
-    #[arg(long, default_value = "shard")]
-    pub data: String,
+    #[arg(long, value_enum, default_value = "shard", hide_possible_values = true)]
+    pub data: DataMode,
     /// How checkpoints scale: auto (the layout the trace shows: sharded
     /// over all N ranks when several ranks write a checkpoint's files, one
     /// writer when one does), sharded, rank0, or replicate (each rank
     /// writes what its traced rank wrote).
-    #[arg(long, default_value = "auto")]
-    pub checkpoint: String,
+    #[arg(long, value_enum, default_value = "auto", hide_possible_values = true)]
+    pub checkpoint: CheckpointMode,
     /// Each checkpoint's total size at N (a larger model), e.g. 40GiB.
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_bytes: Option<String>,
@@ -90,8 +89,8 @@ pub struct Cli {
     pub json: bool,
     /// table, json (our report), fio (fio's --output-format=json layout) or
     /// mlperf (MLPerf Storage's summary.json keys).
-    #[arg(long)]
-    pub output_format: Option<String>,
+    #[arg(long, value_enum, hide_possible_values = true)]
+    pub output_format: Option<OutputFormat>,
     /// Write what the replay did as a trace into this directory.
     #[arg(long)]
     pub record_ops: Option<PathBuf>,
@@ -145,6 +144,41 @@ pub struct Cli {
     pub allow_incomplete: bool,
 }
 
+/// Checked options of one replay.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub trace: PathBuf,
+    pub target: PathBuf,
+    /// How the trace's R ranks become N (see [`crate::plan::scale`]).
+    pub scale: ScaleOptions,
+    /// Print the scaling model and stop.
+    pub plan_only: bool,
+    pub ranks: Option<u32>,
+    pub nodes: Option<u32>,
+    pub ranks_per_node: Option<u32>,
+    pub timing: Timing,
+    pub direct: bool,
+    pub engine: EngineKind,
+    pub phases: Option<Vec<PhaseKind>>,
+    pub prepare: PrepareMode,
+    pub shared_data: bool,
+    pub output: OutputFormat,
+    pub record_ops: Option<PathBuf>,
+    pub timeout: Duration,
+    pub run_id: Option<String>,
+    /// Where launched processes meet when not through MPI (default: on the target).
+    pub rendezvous_dir: Option<PathBuf>,
+    pub prepare_threads: usize,
+    pub drop_caches: bool,
+    pub show_progress: bool,
+    /// Status lines and the metrics endpoint while the replay runs.
+    pub live: LiveOptions,
+    /// Which files' calls are replayed.
+    pub scope: Scope,
+    /// Replay a trace with no calls, or one marked incomplete.
+    pub allow_incomplete: bool,
+}
+
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     let (num, unit) = s
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -189,14 +223,8 @@ impl Cli {
             .transpose()
         };
         let scale = ScaleOptions {
-            data: self
-                .data
-                .parse()
-                .map_err(|e| usage(format!("--data: {e}")))?,
-            checkpoint: self
-                .checkpoint
-                .parse()
-                .map_err(|e| usage(format!("--checkpoint: {e}")))?,
+            data: self.data,
+            checkpoint: self.checkpoint,
             checkpoint_bytes: size("--checkpoint-bytes", self.checkpoint_bytes)?,
             bandwidth: size("--bandwidth", self.bandwidth)?
                 .filter(|b| *b > 0)
@@ -215,15 +243,9 @@ impl Cli {
                 .parse::<Timing>()
                 .map_err(|e| usage(format!("--timing: {e}")))?,
             direct: self.direct,
-            engine: self
-                .engine
-                .parse::<EngineKind>()
-                .map_err(|e| usage(format!("--engine: {e}")))?,
+            engine: self.engine,
             phases,
-            prepare: self
-                .prepare
-                .parse::<PrepareMode>()
-                .map_err(|e| usage(format!("--prepare: {e}")))?,
+            prepare: self.prepare,
             shared_data: self.shared_data,
             output: match (self.output_format, self.json) {
                 (None, json) => {
@@ -234,9 +256,6 @@ impl Cli {
                     }
                 }
                 (Some(f), json) => {
-                    let f = f
-                        .parse::<OutputFormat>()
-                        .map_err(|e| usage(format!("--output-format: {e}")))?;
                     if json && f != OutputFormat::Json {
                         return Err(usage(
                             "--json contradicts --output-format; give one of them".into(),
@@ -357,8 +376,11 @@ mod tests {
         .into_options()
         .unwrap();
         assert!(plan.plan_only);
-        assert_eq!(plan.scale.data, crate::scale::DataMode::Replicate);
-        assert_eq!(plan.scale.checkpoint, crate::scale::CheckpointMode::Rank0);
+        assert_eq!(plan.scale.data, crate::plan::scale::DataMode::Replicate);
+        assert_eq!(
+            plan.scale.checkpoint,
+            crate::plan::scale::CheckpointMode::Rank0
+        );
         assert_eq!(plan.scale.bandwidth, Some(50.0 * (1u64 << 30) as f64));
         assert_eq!(plan.scale.checkpoint_bytes, Some(1 << 30));
         assert!(
@@ -379,7 +401,24 @@ mod tests {
             ["--bandwidth", "fast"],
         ] {
             let args = ["x", "t", "--target", "d", bad[0], bad[1]];
-            assert!(Cli::parse_from(args).into_options().is_err(), "{bad:?}");
+            // Words of a fixed list are refused by clap, the rest when checked.
+            let refused = match Cli::try_parse_from(args) {
+                Ok(cli) => cli.into_options().is_err(),
+                Err(e) => e.kind() == clap::error::ErrorKind::InvalidValue,
+            };
+            assert!(refused, "{bad:?}");
+        }
+        for (flag, words) in [
+            ("--engine", &["auto", "psync", "io_uring", "io-uring"][..]),
+            ("--prepare", &["auto", "only", "skip"]),
+            ("--data", &["shard", "replicate"]),
+            ("--checkpoint", &["auto", "sharded", "rank0", "replicate"]),
+            ("--output-format", &["table", "json", "fio", "mlperf"]),
+        ] {
+            for word in words {
+                let args = ["x", "t", "--target", "d", flag, word];
+                assert!(Cli::try_parse_from(args).is_ok(), "{flag} {word}");
+            }
         }
     }
 }

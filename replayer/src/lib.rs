@@ -1,54 +1,50 @@
 //! Replays the file I/O of a trace, scaled to N ranks on M nodes, against a
 //! target directory, and reports how the storage kept up.
 //!
-//! The pipeline: [`survey`] reads the trace once for its ranks, files and
-//! phases (found by the trace analysis' one detector; checkpoints are where
-//! all ranks meet); [`scope`] decides which files' calls are replayed, by
-//! their role in the job and the form of their path ([`pathforms`]);
-//! [`remap`] decides
-//! which source rank each target rank replays and where its paths land under
-//! the target, all resolved through [`confine`] so nothing outside it is
-//! touched; [`scale`] models what N ranks of the job do (the dataset shared
-//! out over them, each checkpoint in the layout the trace shows) and routes
-//! each traced call to the ranks that make it; [`prepare`] creates the data files the replay reads; [`plan`]
-//! streams the trace a second time into bounded per-rank channels; each rank
-//! runs an [`execute::Worker`] issuing the calls through an [`engine`] (the
-//! bytes from the process's [`buffers`]) on the
-//! schedule of [`timing`], keeping [`stats`]; ranks meet through
-//! [`rendezvous`] (threads of one process, or processes of a [`launcher`]
-//! through MPI or a rendezvous directory);
-//! [`report`] merges the ranks' results and [`output`] prints them (a table,
-//! our JSON, fio's or MLPerf Storage's layout), [`record`] writes what was
-//! done as a trace, and [`run`] ties the steps together for the [`cli`].
-//! While it runs, [`live`] shows the ranks' figures so far: status lines
-//! every `--status-interval`, and a Prometheus endpoint (`--metrics-addr`).
+//! The source is laid out in rooms, one per role, in the order the replay
+//! goes through them:
+//!
+//! 1. [`plan`] reads the trace and settles what the replay will do before a
+//!    file is touched: the survey of its ranks, files and phases (found by
+//!    the trace analysis' one detector; checkpoints are where all ranks
+//!    meet), which files' calls are replayed, which source rank each target
+//!    rank replays, the scaling model of what N ranks do, each rank's
+//!    schedule, and the stream that reads the trace a second time into
+//!    bounded per-rank channels.
+//! 2. [`io`] is how calls reach the target: each traced path resolved to one
+//!    beneath it in one place, opened confined there, the calls issued as
+//!    syscalls or io_uring requests with the process's buffers, and the
+//!    target prepared as the traced job found it.
+//! 3. [`execute`] is each rank's loop: it takes its ops from the stream,
+//!    makes them through `io` on the plan's schedule, and measures them.
+//! 4. [`ranks`] says who this process is (a launcher's rank, or every rank
+//!    as a thread) and where the ranks meet: barriers, the abort of a
+//!    failed run, and the gathering of their results (threads, files or MPI).
+//! 5. [`report`] merges what the ranks measured into the report, prints it
+//!    (a table, our JSON, fio's or MLPerf Storage's layout), and writes what
+//!    was done as a trace (`--record-ops`).
+//!
+//! Beside them, [`live`] shows the ranks' figures while they run: status
+//! lines every `--status-interval`, a Prometheus endpoint
+//! (`--metrics-addr`), the progress bar. [`cli`] checks the command line
+//! into [`Options`], [`run`](mod@run) goes through the rooms in order, and [`error`]
+//! is shared by all.
+//!
+//! No two rooms import each other: `plan` imports no other room, `io` only
+//! `plan`, `report` `plan` and `io`, `ranks` `io` and `report`, `live`
+//! `report`, and `execute` all of them.
 
-pub mod buffers;
 pub mod cli;
-pub mod confine;
-pub mod engine;
 pub mod error;
 pub mod execute;
-pub mod launcher;
+pub mod io;
 pub mod live;
-pub mod output;
-pub mod pathforms;
 pub mod plan;
-pub mod prepare;
-pub mod presence;
-pub mod progress;
-pub mod record;
-pub mod record_merge;
-pub mod remap;
-pub mod rendezvous;
+pub mod ranks;
 pub mod report;
 pub mod run;
-pub mod scale;
-pub mod scope;
-pub mod stats;
-pub mod survey;
-pub mod timing;
 
+pub use cli::Options;
 pub use error::{ReplayError, ReplayResult};
-pub use report::Report;
-pub use run::{run, Options, Outcome};
+pub use report::summary::Report;
+pub use run::{run, Outcome};

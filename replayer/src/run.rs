@@ -1,69 +1,34 @@
-//! One replay from start to end: who am I (launcher), survey the trace, open
-//! the target, prepare data, run the ranks with the reader feeding them,
-//! gather the results and build the report.
+//! One replay from start to end, the rooms tied in their order (`replay`
+//! reads as the pipeline): who this process is ([`crate::ranks`]), the plan
+//! ([`crate::plan`]: survey, scope, scaling model, forecast), the target
+//! opened and prepared ([`crate::io`]), the ranks run ([`crate::execute`])
+//! with the plan's stream feeding them and [`crate::live`] showing their
+//! figures, their results gathered ([`crate::ranks`]) and the report built
+//! ([`crate::report`]).
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::buffers::{PrivateCopies, SharedData, STAMPED_MAX};
-use crate::confine::Confined;
-use crate::engine::EngineKind;
+use crate::cli::Options;
 use crate::error::{ReplayError, ReplayResult};
-use crate::execute::{data_buffer_len, Shared, Worker};
-use crate::launcher::{self, LaunchedRank};
-use crate::live::watch::{Lingering, LiveOptions, Watch};
+use crate::execute::{Shared, Worker};
+use crate::io::buffers;
+use crate::io::confine::Confined;
+use crate::io::prepare::{self, PrepareMode, PrepareStats};
+use crate::live::watch::{Lingering, Watch};
 use crate::live::LiveRanks;
-use crate::output::OutputFormat;
-use crate::plan::{dispatch, CHANNEL_CHUNKS};
-use crate::prepare::{self, PrepareMode, PrepareStats};
-use crate::record;
-use crate::remap::RankMap;
-use crate::rendezvous::{self, Rendezvous};
-use crate::report::{Report, RunInfo};
-use crate::scale::{DataMode, Forecast, Model, Router, ScaleOptions};
-use crate::scope::Scope;
-use crate::stats::{unix_ns, RankResult};
-use crate::survey::Survey;
-use crate::timing::Timing;
-use iorepro_traces::analysis::phases::PhaseKind;
-
-/// Checked options of one replay.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub trace: PathBuf,
-    pub target: PathBuf,
-    /// How the trace's R ranks become N (see [`crate::scale`]).
-    pub scale: ScaleOptions,
-    /// Print the scaling model and stop.
-    pub plan_only: bool,
-    pub ranks: Option<u32>,
-    pub nodes: Option<u32>,
-    pub ranks_per_node: Option<u32>,
-    pub timing: Timing,
-    pub direct: bool,
-    pub engine: EngineKind,
-    pub phases: Option<Vec<PhaseKind>>,
-    pub prepare: PrepareMode,
-    pub shared_data: bool,
-    pub output: OutputFormat,
-    pub record_ops: Option<PathBuf>,
-    pub timeout: Duration,
-    pub run_id: Option<String>,
-    /// Where launched processes meet when not through MPI (default: on the target).
-    pub rendezvous_dir: Option<PathBuf>,
-    pub prepare_threads: usize,
-    pub drop_caches: bool,
-    pub show_progress: bool,
-    /// Status lines and the metrics endpoint while the replay runs.
-    pub live: LiveOptions,
-    /// Which files' calls are replayed.
-    pub scope: Scope,
-    /// Replay a trace with no calls, or one marked incomplete.
-    pub allow_incomplete: bool,
-}
+use crate::plan::rank_map::RankMap;
+use crate::plan::scale::{DataMode, Forecast, Model, Router};
+use crate::plan::stream::{dispatch, Chunk, CHANNEL_CHUNKS};
+use crate::plan::survey::Survey;
+use crate::plan::timing::Timing;
+use crate::ranks::launcher::{self, LaunchedRank};
+use crate::ranks::layout::Layout;
+use crate::ranks::rendezvous::{self, Gathered, Rendezvous};
+use crate::report::record;
+use crate::report::stats::{unix_ns, RankResult};
+use crate::report::summary::{Report, RunInfo};
 
 /// What a process has to show: the report on the process that prints it
 /// (`None` on the other ranks of a launched run), and whether the run failed.
@@ -107,63 +72,13 @@ impl std::fmt::Debug for Parting {
 /// Barrier number of "all data prepared", apart from the replay's own barriers.
 const PREPARED_BARRIER: u64 = 1 << 40;
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
-}
-
-/// The ranks this process runs, the world size, and each local rank's node.
-struct Layout {
-    world: u32,
-    local: Vec<(u32, u32)>,
-    nodes: u32,
-}
-
-fn layout(opts: &Options, launched: &Option<LaunchedRank>, sources: u32) -> ReplayResult<Layout> {
-    if let Some(l) = launched {
-        if let Some(n) = opts.ranks.filter(|&n| n != l.size) {
-            return Err(ReplayError::Usage(format!(
-                "--ranks {n} contradicts the {} launcher's world size {}; under a launcher each process is one rank",
-                l.launcher, l.size
-            )));
-        }
-        let node = l.node.unwrap_or(0);
-        // 0 = count the distinct hosts the gathered results come from.
-        return Ok(Layout {
-            world: l.size,
-            local: vec![(l.rank, node)],
-            nodes: opts.nodes.unwrap_or(0),
-        });
-    }
-    let world = opts.ranks.unwrap_or(sources);
-    let (nodes, per_node) = match (opts.nodes, opts.ranks_per_node) {
-        (Some(m), Some(k)) => {
-            if m * k < world {
-                return Err(ReplayError::Usage(format!(
-                    "--nodes {m} x --ranks-per-node {k} holds fewer than {world} ranks"
-                )));
-            }
-            (m, k)
-        }
-        (Some(m), None) => (m, world.div_ceil(m)),
-        (None, Some(k)) => (world.div_ceil(k), k),
-        (None, None) => (1, world),
-    };
-    Ok(Layout {
-        world,
-        local: (0..world).map(|t| (t, t / per_node.max(1))).collect(),
-        nodes,
-    })
-}
-
 /// The trace's survey with the replay's scope applied (what is left out is
 /// in `left_out`): the one view of the trace that the plan and the replay
 /// both start from.
 fn scoped_survey(opts: &Options) -> ReplayResult<Survey> {
     let mut survey = Survey::run(&opts.trace)?;
-    crate::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
-    survey.left_out = crate::scope::apply(&mut survey, &opts.scope);
+    crate::plan::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
+    survey.left_out = crate::plan::scope::apply(&mut survey, &opts.scope);
     Ok(survey)
 }
 
@@ -205,206 +120,325 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
     outcome
 }
 
+/// One replay, step by step: the plan, the target, the ranks' meeting, the
+/// live figures, the target prepared, the ranks run with the stream
+/// feeding them, their results gathered, and the report.
 fn replay(
     opts: &Options,
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
-    // Said before the trace is read, which can take a while.
+    check_target(opts)?;
+    let plan = plan(opts, launched)?;
+    let conf = open_target(opts)?;
+    let rendezvous = meet(opts, launched, &plan.lay, &conf, mpi)?;
+    let live = watch_live(opts, launched, &plan, &*rendezvous)?;
+    let prepared = prepare_target(opts, launched, &plan, &conf, &*rendezvous)?;
+    if opts.prepare == PrepareMode::Only {
+        return part_after_prepare(&plan.lay, rendezvous, prepared);
+    }
+    let ran = run_ranks(opts, launched, &plan, &conf, &rendezvous, &live)?;
+    let lingering = Some(live.watch.finish());
+    let mut ended = settle(opts, &conf, ran);
+    let gathered = gather(launched, &*rendezvous, &mut ended)?;
+    let report = build_report(
+        opts,
+        &plan,
+        &*rendezvous,
+        gathered,
+        ended.extra_errors,
+        &prepared,
+    );
+    let failed = match &report {
+        Some(r) => !r.errors.is_empty(),
+        None => !ended.local_errors.is_empty(),
+    };
+    Ok(Outcome {
+        report,
+        prepare: prepared,
+        prepare_only: false,
+        failed,
+        local_errors: ended.local_errors,
+        _parting: Parting {
+            _rendezvous: rendezvous,
+        },
+        lingering,
+    })
+}
+
+/// Said before the trace is read, which can take a while.
+fn check_target(opts: &Options) -> ReplayResult<()> {
     if opts.target.exists() && !opts.target.is_dir() {
         return Err(ReplayError::Usage(format!(
             "--target {} is not a directory",
             opts.target.display()
         )));
     }
+    Ok(())
+}
+
+/// What the plan settles before any file is touched.
+struct Planned {
+    survey: Arc<Survey>,
+    map: RankMap,
+    lay: Layout,
+    /// Whether this process prints the report (rank 0, or the only one).
+    reporting: bool,
+    phase_selected: Vec<bool>,
+    model: Model,
+    forecast: Forecast,
+}
+
+/// The survey, the ranks and the scaling model; the process that reports
+/// says at once what will be left out and what the ranks are meant to do,
+/// so it can be checked against what they did.
+fn plan(opts: &Options, launched: &Option<LaunchedRank>) -> ReplayResult<Planned> {
     let survey = Arc::new(scoped_survey(opts)?);
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,
         data_sharded: opts.scale.data == DataMode::Shard,
     };
-    let lay = layout(opts, launched, map.source_count())?;
+    let lay = Layout::of(
+        launched.as_ref(),
+        opts.ranks,
+        opts.nodes,
+        opts.ranks_per_node,
+        map.source_count(),
+    )?;
     let reporting = launched.as_ref().is_none_or(|l| l.rank == 0);
     if reporting {
-        // Said before any work, so a user sees at once what will not be replayed.
         eprint!("{}", survey.left_out.render());
     }
     let phase_selected = selected_phases(opts, &survey);
     let model = Model::build(&opts.trace, &survey, lay.world, &opts.scale)?;
     let forecast = Forecast::count(&opts.trace, &survey, &model, &phase_selected)?;
     if reporting {
-        // The model is shown before any work, so what the replay is meant
-        // to do can be checked against what it did.
         eprint!("{}", forecast.render());
     }
+    Ok(Planned {
+        survey,
+        map,
+        lay,
+        reporting,
+        phase_selected,
+        model,
+        forecast,
+    })
+}
 
+/// The target directory, made if missing and held open: every path of the
+/// replay is resolved beneath it.
+fn open_target(opts: &Options) -> ReplayResult<Arc<Confined>> {
     std::fs::create_dir_all(&opts.target)
         .map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
-    let conf = Arc::new(
-        Confined::open_root(&opts.target)
-            .map_err(|e| ReplayError::io("opening target", &opts.target, e))?,
-    );
-    let rendezvous: Arc<dyn Rendezvous> = match mpi {
-        Some(m) => m,
+    let conf = Confined::open_root(&opts.target)
+        .map_err(|e| ReplayError::io("opening target", &opts.target, e))?;
+    Ok(Arc::new(conf))
+}
+
+/// Where the ranks meet: MPI when it started, else threads or files.
+fn meet(
+    opts: &Options,
+    launched: &Option<LaunchedRank>,
+    lay: &Layout,
+    conf: &Arc<Confined>,
+    mpi: Option<Arc<dyn Rendezvous>>,
+) -> ReplayResult<Arc<dyn Rendezvous>> {
+    match mpi {
+        Some(m) => Ok(m),
         None => rendezvous::connect(rendezvous::Setup {
             launched: launched.as_ref(),
             local_ranks: lay.local.iter().map(|l| l.0).collect(),
-            target: &conf,
+            target: conf,
             dir: opts.rendezvous_dir.as_deref(),
             run_id: opts.run_id.as_deref(),
             timeout: opts.timeout,
-        })?,
-    };
-    let my_rank = lay.local[0].0;
+        }),
+    }
+}
+
+/// Passes `r` on; an error first tells the other ranks to stop.
+fn or_abort<T>(r: ReplayResult<T>, rendezvous: &dyn Rendezvous, rank: u32) -> ReplayResult<T> {
+    r.inspect_err(|e| rendezvous.abort(rank, &format!("rank {rank}: {e}")))
+}
+
+/// The local ranks' figures while they run, and what shows them.
+struct Live {
+    ranks: Arc<LiveRanks>,
+    /// Ops the local ranks made so far, for the progress bar too.
+    progress: Arc<AtomicU64>,
+    /// Ops the local ranks are planned to make.
+    total: u64,
+    watch: Watch,
+}
+
+/// Starts the status lines and the metrics endpoint before the data is
+/// prepared, so a long preparation shows up in the lines too, and a metrics
+/// address in use fails before any work.
+fn watch_live(
+    opts: &Options,
+    launched: &Option<LaunchedRank>,
+    plan: &Planned,
+    rendezvous: &dyn Rendezvous,
+) -> ReplayResult<Live> {
+    let local = &plan.lay.local;
     let progress = Arc::new(AtomicU64::new(0));
-    let total: u64 = lay
-        .local
+    let total: u64 = local
         .iter()
-        .map(|(t, _)| forecast.ops_per_rank.get(*t as usize).copied().unwrap_or(0))
+        .map(|(t, _)| {
+            plan.forecast
+                .ops_per_rank
+                .get(*t as usize)
+                .copied()
+                .unwrap_or(0)
+        })
         .sum();
-    let live = Arc::new(LiveRanks::new(
-        lay.local.iter().map(|l| l.0),
+    let ranks = Arc::new(LiveRanks::new(
+        local.iter().map(|l| l.0),
         opts.timing != Timing::Afap,
         total,
         progress.clone(),
         launched.as_ref().map(|l| l.rank),
     ));
-    // Started before the data is prepared, so a long preparation shows
-    // up in the lines too, and a metrics address in use fails before any work.
-    let watch = match Watch::start(
-        &opts.live,
-        live.clone(),
-        launched.as_ref().and_then(|l| l.local_rank),
-    ) {
-        Ok(w) => w,
-        Err(e) => {
-            rendezvous.abort(my_rank, &format!("rank {my_rank}: {e}"));
-            return Err(e);
-        }
-    };
+    let local_rank = launched.as_ref().and_then(|l| l.local_rank);
+    let watch = Watch::start(&opts.live, ranks.clone(), local_rank);
+    let watch = or_abort(watch, rendezvous, plan.lay.my_rank())?;
+    Ok(Live {
+        ranks,
+        progress,
+        total,
+        watch,
+    })
+}
 
+/// Puts the target in the state the traced job found (this process's share
+/// of it) and drops the node's caches when asked; under a launcher the
+/// ranks then wait for each other, so none starts on data still being made.
+fn prepare_target(
+    opts: &Options,
+    launched: &Option<LaunchedRank>,
+    plan: &Planned,
+    conf: &Confined,
+    rendezvous: &dyn Rendezvous,
+) -> ReplayResult<Option<PrepareStats>> {
+    let my_rank = plan.lay.my_rank();
     let mut prepared = None;
     if opts.prepare != PrepareMode::Skip {
-        let tasks = prepare::tasks(&survey, &map, lay.world);
+        let tasks = prepare::tasks(&plan.survey, &plan.map, plan.lay.world);
         let share = launched.as_ref().map_or((0, 1), |l| (l.rank, l.size));
-        match prepare::prepare(&conf, &survey, &tasks, share, opts.prepare_threads) {
-            Ok(p) => prepared = Some(p),
-            Err(e) => {
-                rendezvous.abort(my_rank, &format!("rank {my_rank}: {e}"));
-                return Err(e);
-            }
-        }
+        let stats = prepare::prepare(conf, &plan.survey, &tasks, share, opts.prepare_threads);
+        prepared = Some(or_abort(stats, rendezvous, my_rank)?);
     }
     if opts.drop_caches && opts.prepare != PrepareMode::Only {
         // Every process drops its node's caches before any rank starts.
-        if let Err(e) = prepare::drop_caches() {
-            rendezvous.abort(my_rank, &format!("rank {my_rank}: {e}"));
-            return Err(e);
-        }
+        or_abort(prepare::drop_caches(), rendezvous, my_rank)?;
     }
     if launched.is_some() && (opts.prepare != PrepareMode::Skip || opts.drop_caches) {
         rendezvous.barrier(my_rank, PREPARED_BARRIER, "data prepared")?;
     }
-    if opts.prepare == PrepareMode::Only {
-        // Nothing to report, but the ranks still part the usual way (a
-        // rendezvous directory is removed once all have).
-        let _ = rendezvous.gather(vec![RankResult {
-            rank: my_rank,
-            ..Default::default()
-        }])?;
-        return Ok(Outcome {
-            report: None,
-            prepare: prepared,
-            prepare_only: true,
-            failed: false,
-            local_errors: Vec::new(),
-            _parting: Parting {
-                _rendezvous: rendezvous,
-            },
-            lingering: None,
-        });
-    }
+    Ok(prepared)
+}
 
-    let host = hostname();
-    let recording = match &opts.record_ops {
+/// `--prepare only`: nothing to report, but the ranks still part the usual
+/// way (a rendezvous directory is removed once all have).
+fn part_after_prepare(
+    lay: &Layout,
+    rendezvous: Arc<dyn Rendezvous>,
+    prepared: Option<PrepareStats>,
+) -> ReplayResult<Outcome> {
+    let _ = rendezvous.gather(vec![RankResult {
+        rank: lay.my_rank(),
+        ..Default::default()
+    }])?;
+    Ok(Outcome {
+        report: None,
+        prepare: prepared,
+        prepare_only: true,
+        failed: false,
+        local_errors: Vec::new(),
+        _parting: Parting {
+            _rendezvous: rendezvous,
+        },
+        lingering: None,
+    })
+}
+
+/// What the local ranks did.
+struct Ran {
+    results: Vec<RankResult>,
+    /// This process's errors apart from its ranks' (reading the trace).
+    errors: Vec<String>,
+    /// The `--record-ops` trace, still to be finished.
+    sink: Option<record::RecordSink>,
+}
+
+/// Runs the local ranks, each a thread with a [`Worker`], while this
+/// thread streams the trace to them through bounded channels.
+fn run_ranks(
+    opts: &Options,
+    launched: &Option<LaunchedRank>,
+    plan: &Planned,
+    conf: &Arc<Confined>,
+    rendezvous: &Arc<dyn Rendezvous>,
+    live: &Live,
+) -> ReplayResult<Ran> {
+    let host = launcher::hostname();
+    let (recorder, sink) = match &opts.record_ops {
         Some(dir) => {
             let dir = record::record_dir(dir, launched.as_ref().map(|l| l.rank));
-            Some(record::start(&dir, &host, std::env::args().collect())?)
+            let (r, s) = record::start(&dir, &host, std::env::args().collect())?;
+            (Some(r), Some(s))
         }
-        None => None,
+        None => (None, None),
     };
-    let bar = crate::progress::start(
-        total,
-        progress.clone(),
+    let bar = crate::live::progress::start(
+        live.total,
+        live.progress.clone(),
         opts.show_progress
-            && reporting
+            && plan.reporting
             && !opts.output.is_machine_readable()
             && !opts.live.lines_on_stderr(),
     );
-    let (recorder, sink) = match recording {
-        Some((r, s)) => (Some(r), Some(s)),
-        None => (None, None),
-    };
-    let data_len = data_buffer_len(survey.max_io_bytes);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let copies_limit = PrivateCopies::limit_for(lay.local.len(), cores, data_len);
-    // Copies a rank will need are made before the clock starts.
-    let needs_copies = opts.direct || survey.max_write_bytes > STAMPED_MAX as u64;
-    let copies = PrivateCopies::new(
-        data_len,
-        copies_limit,
-        if needs_copies {
-            lay.local.len().min(cores)
-        } else {
-            0
-        },
+    let survey = &plan.survey;
+    let (data, copies) = buffers::for_process(
+        plan.lay.local.len(),
+        survey.max_io_bytes,
+        survey.max_write_bytes,
+        opts.direct,
     );
     let shared = Shared {
         conf: conf.clone(),
-        survey: survey.clone(),
-        map: map.clone(),
-        phase_selected: phase_selected.clone(),
+        survey: plan.survey.clone(),
+        map: plan.map.clone(),
+        phase_selected: plan.phase_selected.clone(),
         timing: opts.timing,
         direct: opts.direct,
         engine: opts.engine,
         rendezvous: rendezvous.clone(),
-        progress,
-        live,
+        progress: live.progress.clone(),
+        live: live.ranks.clone(),
         recorder,
         host,
-        data: SharedData::new(data_len),
+        data,
         copies,
     };
-    let mut extra_errors = Vec::new();
+    let mut errors = Vec::new();
     let results: Vec<RankResult> = std::thread::scope(|s| {
         let mut senders = Vec::new();
         let mut handles = Vec::new();
-        for &(rank, node) in &lay.local {
+        for &(rank, node) in &plan.lay.local {
             let (tx, rx) = sync_channel(CHANNEL_CHUNKS);
             senders.push((rank, tx));
             let shared = &shared;
-            handles.push(s.spawn(move || match Worker::new(shared, rank, node) {
-                Ok(w) => w.run(rx),
-                Err(e) => {
-                    let msg = format!("rank {rank}: {e}");
-                    shared.live.rank(rank).finished(0);
-                    shared.rendezvous.abort(rank, &msg);
-                    shared.skip_remaining_barriers(rank, 0);
-                    RankResult {
-                        rank,
-                        node,
-                        host: shared.host.clone(),
-                        errors: vec![msg],
-                        ..Default::default()
-                    }
-                }
-            }));
+            handles.push(s.spawn(move || run_rank(shared, rank, node, rx)));
         }
-        let mut router = Router::new(&model);
-        if let Err(e) = dispatch(&opts.trace, &survey, &mut router, &phase_selected, senders) {
+        let mut router = Router::new(&plan.model);
+        let phases = &plan.phase_selected;
+        if let Err(e) = dispatch(&opts.trace, &plan.survey, &mut router, phases, senders) {
             let msg = format!("reading the trace: {e}");
-            shared.rendezvous.abort(my_rank, &msg);
-            extra_errors.push(msg);
+            shared.rendezvous.abort(plan.lay.my_rank(), &msg);
+            errors.push(msg);
         }
         handles
             .into_iter()
@@ -413,13 +447,59 @@ fn replay(
     });
     drop(bar);
     drop(shared);
-    let lingering = Some(watch.finish());
+    Ok(Ran {
+        results,
+        errors,
+        sink,
+    })
+}
+
+/// One rank's thread: its replay of what arrives on `rx`, or, when it
+/// cannot start, a result naming why (the others are told to stop).
+fn run_rank(shared: &Shared, rank: u32, node: u32, rx: Receiver<Chunk>) -> RankResult {
+    match Worker::new(shared, rank, node) {
+        Ok(w) => w.run(rx),
+        Err(e) => {
+            let msg = format!("rank {rank}: {e}");
+            shared.live.rank(rank).finished(0);
+            shared.rendezvous.abort(rank, &msg);
+            shared.skip_remaining_barriers(rank, 0);
+            RankResult {
+                rank,
+                node,
+                host: shared.host.clone(),
+                errors: vec![msg],
+                ..Default::default()
+            }
+        }
+    }
+}
+
+/// What this process ends its replay with.
+struct Ended {
+    results: Vec<RankResult>,
+    /// Its errors apart from its ranks' calls, the target vanishing first.
+    extra_errors: Vec<String>,
+    /// Every error of this process (printed by every rank).
+    local_errors: Vec<String>,
+    /// Why the target vanished, if it did.
+    vanished: Option<String>,
+}
+
+/// After the ranks: whether the target vanished under them, and the record
+/// finished.
+fn settle(opts: &Options, conf: &Confined, ran: Ran) -> Ended {
+    let Ran {
+        results,
+        errors: mut extra_errors,
+        sink,
+    } = ran;
     // Ranks report the failed calls; this says why they failed, once. A target
     // unmounted under a running replay fails no call at all, only this check.
     // Calls that failed may be the first sign of a target being removed; a
     // removal under way finishes within moments, so look again briefly.
     let calls_failed = results.iter().any(|r| !r.errors.is_empty());
-    let vanished = settled_vanished(&conf, calls_failed).map(|why| {
+    let vanished = conf.vanished_settled(calls_failed).map(|why| {
         format!(
             "target {} vanished during the replay: {why}",
             opts.target.display()
@@ -436,74 +516,62 @@ fn replay(
         .flat_map(|r| r.errors.clone())
         .chain(extra_errors.clone())
         .collect();
+    Ended {
+        results,
+        extra_errors,
+        local_errors,
+        vanished,
+    }
+}
 
-    let mut results = results;
+/// Brings every rank's result to the process that reports. Under a
+/// launcher the one rank of this process carries its other errors.
+fn gather(
+    launched: &Option<LaunchedRank>,
+    rendezvous: &dyn Rendezvous,
+    ended: &mut Ended,
+) -> ReplayResult<Gathered> {
+    let mut results = std::mem::take(&mut ended.results);
     if launched.is_some() {
-        // One rank per launched process: it carries this process's errors.
         if let Some(mine) = results.first_mut() {
-            mine.errors.append(&mut extra_errors);
+            mine.errors.append(&mut ended.extra_errors);
             mine.gather_unix_ns = unix_ns();
         }
     }
-    let gathered = rendezvous.gather(results).map_err(|e| match &vanished {
-        Some(v) => ReplayError::Rendezvous(format!("{v}; this rank's result was not published")),
-        None => e,
-    })?;
+    rendezvous
+        .gather(results)
+        .map_err(|e| match &ended.vanished {
+            Some(v) => {
+                ReplayError::Rendezvous(format!("{v}; this rank's result was not published"))
+            }
+            None => e,
+        })
+}
+
+/// The report, on the process that holds every result (`None` elsewhere).
+fn build_report(
+    opts: &Options,
+    plan: &Planned,
+    rendezvous: &dyn Rendezvous,
+    gathered: Gathered,
+    mut extra_errors: Vec<String>,
+    prepared: &Option<PrepareStats>,
+) -> Option<Report> {
     let gather_done_unix_ns = unix_ns();
-    let Some(all) = gathered.results else {
-        return Ok(Outcome {
-            report: None,
-            prepare: prepared,
-            prepare_only: false,
-            failed: !local_errors.is_empty(),
-            local_errors,
-            _parting: Parting {
-                _rendezvous: rendezvous,
-            },
-            lingering,
-        });
-    };
-    let gather_error = gathered.problem;
-    extra_errors.extend(gather_error);
+    let all = gathered.results?;
+    extra_errors.extend(gathered.problem);
     let info = RunInfo {
-        ranks: lay.world,
-        nodes: lay.nodes,
-        timing: match opts.timing {
-            Timing::Afap => "afap".into(),
-            Timing::Scaled(1.0) => "original".into(),
-            Timing::Scaled(f) => format!("x{f}"),
-        },
+        ranks: plan.lay.world,
+        nodes: plan.lay.nodes,
+        timing: opts.timing.label(),
         afap: opts.timing == Timing::Afap,
         engine: opts.engine.name().into(),
         direct: opts.direct,
-        phase_selected,
+        phase_selected: plan.phase_selected.clone(),
         rendezvous: rendezvous.info(),
         gather_done_unix_ns,
     };
-    let mut report = Report::build(&info, &survey, &all, prepared.clone(), extra_errors);
-    report.epochs = forecast.epochs;
-    let failed = !report.errors.is_empty();
-    Ok(Outcome {
-        report: Some(report),
-        prepare: prepared,
-        prepare_only: false,
-        failed,
-        local_errors,
-        _parting: Parting {
-            _rendezvous: rendezvous,
-        },
-        lingering,
-    })
-}
-
-/// Whether the target vanished; after failed calls, asked again for up to a
-/// second, so a target whose removal was still under way is named as such.
-fn settled_vanished(conf: &crate::confine::Confined, calls_failed: bool) -> Option<String> {
-    let mut why = conf.vanished();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    while why.is_none() && calls_failed && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        why = conf.vanished();
-    }
-    why
+    let mut report = Report::build(&info, &plan.survey, &all, prepared.clone(), extra_errors);
+    report.epochs = plan.forecast.epochs;
+    Some(report)
 }

@@ -19,9 +19,9 @@ use std::path::{Component, Path, PathBuf};
 use iorepro_traces::Op;
 
 use super::{OpenFile, Worker};
-use crate::confine::{cstr, Confined};
 use crate::error::ReplayResult;
-use crate::plan::{PlannedOp, NO_PATH};
+use crate::io::confine::{cstr, Confined};
+use crate::plan::stream::{PlannedOp, NO_PATH};
 
 /// Directories held open at most; past it they are all let go.
 const HELD_DIRECTORIES: usize = 4096;

@@ -7,8 +7,8 @@ use iorepro_telemetry::status::{op_entry, round};
 use serde_json::{json, Map, Value};
 
 use super::Totals;
-use crate::report::GIB;
-use crate::stats::unix_ns;
+use crate::report::stats::unix_ns;
+use crate::report::summary::GIB;
 
 /// The line for `now`, with rates over the interval since `prev`.
 pub fn status_line(
@@ -68,7 +68,7 @@ pub fn status_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::OpStats;
+    use crate::report::stats::OpStats;
     use std::collections::BTreeMap;
     use std::time::Duration;
 

@@ -1,5 +1,8 @@
-//! Figures of a replay while it runs, for `--status-interval` lines and the
-//! `--metrics-addr` endpoint.
+//! Live: the figures of a replay while it runs, for `--status-interval`
+//! lines ([`lines`], written by [`watch`]'s thread), the `--metrics-addr`
+//! endpoint ([`metrics`]) and the progress bar on a terminal ([`progress`]).
+//! Fed by `execute`'s ranks as they make their calls; `report` is built
+//! from the same figures when they are done.
 //!
 //! Each rank keeps its op counts, bytes and latency histograms in its own
 //! [`RankLive`], behind a lock only the rank itself takes on every op (never
@@ -11,6 +14,7 @@
 
 pub mod lines;
 pub mod metrics;
+pub mod progress;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -20,7 +24,7 @@ use std::time::Instant;
 
 use iorepro_traces::Op;
 
-use crate::stats::OpStats;
+use crate::report::stats::OpStats;
 
 /// One rank's figures so far.
 pub struct RankLive {

@@ -1,0 +1,19 @@
+//! I/O: how the replay's calls reach the target, and nothing outside it.
+//!
+//! [`paths`] is the one place a traced path becomes a path beneath the
+//! target (in a rank's own copy, or in a replica of the read-only data);
+//! [`confine`] opens, makes and removes it beneath the target directory held
+//! open, with `openat2(RESOLVE_BENEATH)`; [`engine`] issues the calls
+//! (syscalls, or io_uring requests); [`buffers`] holds the bytes they move
+//! (page-aligned, incompressible, stamped per 4 KiB block); [`prepare`]
+//! puts the target in the state the traced job found before the clock
+//! starts.
+//!
+//! Takes the survey and the rank map from `plan`; hands `execute` the
+//! prepared target ([`confine::Confined`]), the engines and the process's
+//! buffers, and `ranks` the target to meet on when no other place is given.
+pub mod buffers;
+pub mod confine;
+pub mod engine;
+pub mod paths;
+pub mod prepare;

@@ -1,0 +1,334 @@
+//! Puts the target in the state the traced job found: the files the replay
+//! will read, at the sizes the trace needs, with incompressible data
+//! (storage that compresses or deduplicates must not flatter the result);
+//! the directories and files that existed (see [`crate::plan::presence`]); and,
+//! in each rank's own copy, nothing where the trace creates a path anew.
+//! Several tasks run at a time. Files already present at least as large
+//! are kept. Afterwards the files are dropped from this node's
+//! page cache so the replay reads them from storage, as the traced job did.
+//! `--drop-caches` goes further and drops the whole node's caches (metadata
+//! too), the one step of a replay that needs privilege.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+use serde::Serialize;
+
+use crate::error::{ReplayError, ReplayResult};
+use crate::io::confine::Confined;
+use crate::io::engine::{Engine, Psync};
+use crate::io::paths::{resolve, Place};
+use crate::plan::presence::Presence;
+use crate::plan::rank_map::RankMap;
+use crate::plan::survey::{PathInfo, Survey};
+
+/// `--prepare`: `auto`, `only` or `skip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrepareMode {
+    Auto,
+    Only,
+    Skip,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PrepareStats {
+    pub files_created: u64,
+    pub files_present: u64,
+    pub bytes_written: u64,
+    /// Directories that existed when the traced job began, made beneath the target.
+    #[serde(default)]
+    pub dirs_made: u64,
+    /// Paths an earlier replay left where the trace creates them anew, removed.
+    #[serde(default)]
+    pub paths_cleared: u64,
+    pub duration_s: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    /// Removes what an earlier replay left at a path the trace creates.
+    Clear,
+    /// A directory that existed when the job began.
+    Dir,
+    /// A file that existed (or that the replay reads), at least as large as
+    /// the trace reads of it.
+    File,
+}
+
+/// Steps done in order by one worker, each on a trace path (by id), all
+/// in one copy of the trace's paths.
+#[derive(Debug, Clone)]
+pub struct PrepareTask {
+    pub place: Place,
+    pub steps: Vec<(Step, u32)>,
+}
+
+/// How a path's copy must be when the replay starts, if it matters.
+fn start_step(info: &PathInfo) -> Option<Step> {
+    if info.presence == Presence::Before || info.read_extent > 0 {
+        Some(if info.is_dir { Step::Dir } else { Step::File })
+    } else if info.presence == Presence::Absent {
+        Some(Step::Clear)
+    } else {
+        None
+    }
+}
+
+/// Everything the world of `world` ranks needs in place before it starts:
+/// for each target rank, its own copy of the name space the trace changes
+/// (what an earlier replay left there cleared first, then the directories
+/// and files that existed when the job began); for each replica of the
+/// read-only data, the files the ranks read and the paths they find. The
+/// task list is the same on every process, which takes its share by index.
+pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
+    let mut out = Vec::new();
+    for t in 0..world {
+        let source = map.source_rank(t);
+        let mut steps: Vec<(Step, u32)> = Vec::new();
+        for (id, info) in survey.paths.iter().enumerate() {
+            if info.users.binary_search(&source).is_err() || !prepared(info) {
+                continue;
+            }
+            let changed = info.written.then(|| start_step(info)).flatten();
+            if let Some(step) = changed {
+                steps.push((step, id as u32));
+            } else if info.holds_changed {
+                steps.push((Step::Dir, id as u32));
+            }
+        }
+        if !steps.is_empty() {
+            // Clears first, then directories before the files in them.
+            steps.sort_by(|a, b| {
+                (a.0, &*survey.paths[a.1 as usize].path)
+                    .cmp(&(b.0, &*survey.paths[b.1 as usize].path))
+            });
+            out.push(PrepareTask {
+                place: Place::Rank(t),
+                steps,
+            });
+        }
+    }
+    for replica in 0..map.replicas(world) {
+        for (id, info) in survey.paths.iter().enumerate() {
+            let shared = crate::plan::scope::shared_by_replicas(info);
+            if info.written || !prepared(info) || shared && replica > 0 {
+                continue;
+            }
+            let Some(step @ (Step::Dir | Step::File)) = start_step(info) else {
+                continue;
+            };
+            let needed = shared
+                || info.users.iter().any(|r| {
+                    map.sources
+                        .iter()
+                        .position(|s| s == r)
+                        .is_some_and(|si| map.replica_has_source(world, replica, si))
+                });
+            if needed {
+                out.push(PrepareTask {
+                    place: Place::Replica(replica),
+                    steps: vec![(step, id as u32)],
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether a path is put in place: one the replay keeps, or a directory
+/// on the way to one (a file left out is never written, so prepare writes
+/// what the replay reads and no more).
+fn prepared(info: &PathInfo) -> bool {
+    info.skip.is_none() || info.keeps && info.is_dir
+}
+
+const CHUNK: usize = 1 << 20;
+
+const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+const CAP_SYS_ADMIN: u32 = 21;
+
+fn has_cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
+fn privilege_error(why: &str) -> ReplayError {
+    ReplayError::Privilege(format!(
+        "--drop-caches needs root (CAP_SYS_ADMIN) to write {DROP_CACHES}: {why}; \
+         run as root, or without --drop-caches (prepared data files are still evicted)"
+    ))
+}
+
+/// Fails unless this process may drop the node's caches.
+pub fn check_can_drop_caches() -> ReplayResult<()> {
+    if !has_cap_sys_admin() {
+        return Err(privilege_error("this process lacks CAP_SYS_ADMIN"));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(DROP_CACHES)
+        .map(drop)
+        .map_err(|e| privilege_error(&e.to_string()))
+}
+
+/// Writes dirty pages back, then drops the page cache, dentries and inodes.
+pub fn drop_caches() -> ReplayResult<()> {
+    // SAFETY: sync(2) takes no arguments.
+    unsafe { libc::sync() };
+    std::fs::write(DROP_CACHES, b"3").map_err(|e| privilege_error(&e.to_string()))
+}
+
+/// What the workers of [`prepare`] count.
+#[derive(Default)]
+struct Counters {
+    created: AtomicU64,
+    present: AtomicU64,
+    written: AtomicU64,
+    dirs: AtomicU64,
+    cleared: AtomicU64,
+}
+
+/// Prepares tasks `i` with `i % share.1 == share.0`, `threads` at a time.
+pub fn prepare(
+    conf: &Confined,
+    survey: &Survey,
+    all: &[PrepareTask],
+    share: (u32, u32),
+    threads: usize,
+) -> ReplayResult<PrepareStats> {
+    let mine: Vec<&PrepareTask> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as u32 % share.1 == share.0)
+        .map(|(_, t)| t)
+        .collect();
+    let start = Instant::now();
+    let next = AtomicUsize::new(0);
+    let counters = Counters::default();
+    let first_error: Mutex<Option<ReplayError>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for t in 0..threads.max(1) {
+            let (next, counters, first_error, mine) = (&next, &counters, &first_error, &mine);
+            s.spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(0x1e0 + t as u64);
+                let mut buf = vec![0u8; CHUNK];
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= mine.len() || first_error.lock().expect("lock").is_some() {
+                        return;
+                    }
+                    let task = mine[i];
+                    for &(step, id) in &task.steps {
+                        let info = &survey.paths[id as usize];
+                        let Some(rel) = resolve(&info.path, task.place) else {
+                            continue;
+                        };
+                        if let Err(e) =
+                            do_step(conf, step, &rel, info, counters, &mut rng, &mut buf)
+                        {
+                            first_error.lock().expect("lock").get_or_insert(e);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().expect("lock") {
+        return Err(e);
+    }
+    Ok(PrepareStats {
+        files_created: counters.created.into_inner(),
+        files_present: counters.present.into_inner(),
+        bytes_written: counters.written.into_inner(),
+        dirs_made: counters.dirs.into_inner(),
+        paths_cleared: counters.cleared.into_inner(),
+        duration_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn do_step(
+    conf: &Confined,
+    step: Step,
+    rel: &Path,
+    info: &PathInfo,
+    counters: &Counters,
+    rng: &mut SmallRng,
+    buf: &mut [u8],
+) -> ReplayResult<()> {
+    let io = |what, e| ReplayError::io(what, conf.display(rel), e);
+    match step {
+        Step::Clear => {
+            if conf.remove_all(rel).map_err(|e| io("clearing", e))? {
+                counters.cleared.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Step::Dir => {
+            conf.create_dirs(rel)
+                .map_err(|e| io("creating directory", e))?;
+            counters.dirs.fetch_add(1, Ordering::Relaxed);
+        }
+        Step::File => match make_file(conf, rel, info.read_extent, rng, buf)? {
+            0 => {
+                counters.present.fetch_add(1, Ordering::Relaxed);
+            }
+            n => {
+                counters.written.fetch_add(n, Ordering::Relaxed);
+                counters.created.fetch_add(1, Ordering::Relaxed);
+            }
+        },
+    }
+    Ok(())
+}
+
+/// Returns the bytes written (0 when the file was already there).
+fn make_file(
+    conf: &Confined,
+    rel: &Path,
+    size: u64,
+    rng: &mut SmallRng,
+    buf: &mut [u8],
+) -> ReplayResult<u64> {
+    let io = |what, e| ReplayError::io(what, conf.display(rel), e);
+    let have = conf.file_size(rel).map_err(|e| io("checking", e))?;
+    if have.is_some_and(|h| h >= size) {
+        if let Ok(fd) = conf.open(rel, libc::O_RDONLY, 0) {
+            // SAFETY: fadvise on an open descriptor.
+            unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        }
+        return Ok(0);
+    }
+    if let Some(parent) = rel.parent() {
+        conf.create_dirs(parent)
+            .map_err(|e| io("creating directory for", e))?;
+    }
+    let fd = conf
+        .open(rel, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644)
+        .map_err(|e| io("creating", e))?;
+    let mut off = 0u64;
+    let mut eng = Psync;
+    while off < size {
+        let n = ((size - off) as usize).min(buf.len());
+        rng.fill_bytes(&mut buf[..n]);
+        let w = eng
+            .write_at(fd.as_raw_fd(), &buf[..n], off)
+            .map_err(|e| io("writing", e))?;
+        off += w as u64;
+    }
+    eng.sync(fd.as_raw_fd(), true)
+        .map_err(|e| io("syncing", e))?;
+    // SAFETY: fadvise on an open descriptor.
+    unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    Ok(size)
+}

@@ -1,0 +1,400 @@
+//! What the replay at N will do, counted by routing every traced call
+//! through the [`Router`] the replay uses (so the plan and the replay cannot
+//! disagree), and printed before the replay: per-rank bytes, the dataset's
+//! footprint, each checkpoint's bytes and writers, and the demand on the
+//! storage at the traced pace.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use iorepro_traces::analysis::phases::PhaseKind;
+use iorepro_traces::units::fmt_bytes;
+use iorepro_traces::Op;
+use serde::Serialize;
+
+use super::model::{Family, Layout, Model, PathRole};
+use super::route::Router;
+use super::{CheckpointMode, DataMode};
+use crate::error::ReplayResult;
+use crate::plan::stream::for_each_op;
+use crate::plan::survey::Survey;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Smallest, mean and largest of a per-rank figure.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Range {
+    pub min: u64,
+    pub mean: f64,
+    pub max: u64,
+}
+
+impl Range {
+    fn of(v: &[u64]) -> Range {
+        Range {
+            min: v.iter().copied().min().unwrap_or(0),
+            mean: v.iter().sum::<u64>() as f64 / v.len().max(1) as f64,
+            max: v.iter().copied().max().unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetPlan {
+    pub files: usize,
+    /// Bytes of the files the replay reads (what `prepare` stages, once per copy).
+    pub footprint_bytes: u64,
+    /// Copies staged: 1 with `--data shard`, one per replica with `replicate`.
+    pub copies: u32,
+    pub traced_read_bytes: u64,
+    pub read_bytes: u64,
+    /// File visits (an open and its reads) in the trace, and at N.
+    pub traced_visits: u64,
+    pub visits: u64,
+}
+
+/// One phase of the trace that writes, as the replay at N writes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointPlan {
+    pub phase: usize,
+    pub kind: PhaseKind,
+    pub start_s: f64,
+    pub traced_bytes: u64,
+    pub traced_writers: usize,
+    pub traced_files: usize,
+    pub bytes: u64,
+    pub writers: usize,
+    pub files: usize,
+    pub bytes_per_writer: Range,
+    /// Seconds it takes at `--bandwidth` (all writers together).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds_at_bandwidth: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Demand {
+    /// The trace's per-rank read rate in its load and read phases.
+    pub per_rank_read_gib_s: f64,
+    /// N ranks at that pace.
+    pub read_gib_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Forecast {
+    pub trace_ranks: usize,
+    pub ranks: u32,
+    pub data: DataMode,
+    pub checkpoint: CheckpointMode,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub per_rank_read_bytes: Range,
+    pub per_rank_write_bytes: Range,
+    pub dataset: DatasetPlan,
+    pub checkpoints: Vec<CheckpointPlan>,
+    pub families: Vec<Family>,
+    pub demand: Demand,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gib_s: Option<f64>,
+    /// When checkpoints happen.
+    pub checkpoint_timing: String,
+    pub saves: super::model::Saves,
+    /// What the model assumed and the flag that says otherwise.
+    pub assumptions: Vec<String>,
+    /// Times the traced job read its dataset: file visits over files.
+    pub epochs: Option<u32>,
+    /// Calls each target rank makes (for progress).
+    #[serde(skip)]
+    pub ops_per_rank: Vec<u64>,
+}
+
+#[derive(Default)]
+struct PhaseCount {
+    bytes: u64,
+    writers: BTreeMap<u32, u64>,
+    files: HashSet<(u32, u32)>,
+}
+
+impl Forecast {
+    pub fn count(
+        trace: &Path,
+        survey: &Survey,
+        model: &Model,
+        phase_selected: &[bool],
+    ) -> ReplayResult<Forecast> {
+        let n = model.world as usize;
+        let mut ops = vec![0u64; n];
+        let mut read = vec![0u64; n];
+        let mut write = vec![0u64; n];
+        let mut traced_phase: Vec<PhaseCount> = Vec::new();
+        let mut at_n: Vec<PhaseCount> = Vec::new();
+        traced_phase.resize_with(survey.phases.len(), Default::default);
+        at_n.resize_with(survey.phases.len(), Default::default);
+        let (mut traced_data, mut data_at_n, mut traced_visits, mut visits) = (0, 0, 0, 0);
+        let mut router = Router::new(model);
+        let mut routed = Vec::new();
+        for_each_op(trace, survey, phase_selected, |source, op| {
+            let dataset = model.role(op.path) == PathRole::Dataset;
+            let data = matches!(op.op, Op::Read | Op::Fault);
+            if dataset && data {
+                traced_data += op.bytes as u64;
+            }
+            if dataset && op.op == Op::Open && !op.failed {
+                traced_visits += 1;
+            }
+            if op.op == Op::Write {
+                let p = &mut traced_phase[op.phase as usize];
+                p.bytes += op.bytes as u64;
+                *p.writers.entry(source as u32).or_default() += op.bytes as u64;
+                p.files.insert((0, op.path));
+            }
+            routed.clear();
+            router.route(source, &op, &mut routed);
+            for (t, call) in &routed {
+                let t = *t as usize;
+                ops[t] += 1;
+                match call.op {
+                    Op::Read | Op::Fault => {
+                        read[t] += call.bytes as u64;
+                        if dataset {
+                            data_at_n += call.bytes as u64;
+                        }
+                    }
+                    Op::Write => {
+                        write[t] += call.bytes as u64;
+                        let p = &mut at_n[call.phase as usize];
+                        p.bytes += call.bytes as u64;
+                        *p.writers.entry(t as u32).or_default() += call.bytes as u64;
+                        p.files.insert((t as u32, call.path));
+                    }
+                    Op::Open if dataset && !call.failed => visits += 1,
+                    _ => {}
+                }
+            }
+        })?;
+
+        let bandwidth = model.options.bandwidth;
+        let mut checkpoints = Vec::new();
+        for (i, (traced, scaled)) in traced_phase.iter().zip(&at_n).enumerate() {
+            if traced.bytes == 0 && scaled.bytes == 0 {
+                continue;
+            }
+            let phase = &survey.phases[i];
+            checkpoints.push(CheckpointPlan {
+                phase: i,
+                kind: phase.kind,
+                start_s: phase.start_s,
+                traced_bytes: traced.bytes,
+                traced_writers: traced.writers.len(),
+                traced_files: traced.files.len(),
+                bytes: scaled.bytes,
+                writers: scaled.writers.len(),
+                files: scaled.files.len(),
+                bytes_per_writer: Range::of(&scaled.writers.values().copied().collect::<Vec<_>>()),
+                seconds_at_bandwidth: bandwidth.map(|b| scaled.bytes as f64 / b),
+            });
+        }
+        let dataset_ids: Vec<usize> = (0..survey.paths.len())
+            .filter(|&i| model.roles[i] == PathRole::Dataset)
+            .collect();
+        let footprint: u64 = dataset_ids
+            .iter()
+            .map(|&i| survey.paths[i].read_extent)
+            .sum();
+        let copies = match model.options.data {
+            DataMode::Shard => 1,
+            DataMode::Replicate => model.clones.iter().map(Vec::len).max().unwrap_or(1) as u32,
+        };
+        let (rb, rd) = survey
+            .phases
+            .iter()
+            .filter(|p| matches!(p.kind, PhaseKind::Load | PhaseKind::Read))
+            .fold((0u64, 0f64), |(b, d), p| {
+                (b + p.read_bytes, d + (p.end_s - p.start_s).max(0.0))
+            });
+        let r = model.sources.len();
+        let per_rank = if rd > 0.0 {
+            rb as f64 / rd / r as f64 / GIB
+        } else {
+            0.0
+        };
+        let mut assumptions = Vec::new();
+        for f in &model.families {
+            if f.by_name {
+                let (what, other) = match f.layout {
+                    Layout::Sharded => ("one shard per rank", "--checkpoint rank0"),
+                    _ => ("written by one rank", "--checkpoint sharded"),
+                };
+                assumptions.push(format!(
+                    "{}/{}: a trace of one rank cannot show the layout; by its name, {what} ({other} says otherwise)",
+                    f.dir, f.name
+                ));
+            }
+        }
+        Ok(Forecast {
+            trace_ranks: r,
+            ranks: model.world,
+            data: model.options.data,
+            checkpoint: model.options.checkpoint,
+            read_bytes: read.iter().sum(),
+            write_bytes: write.iter().sum(),
+            per_rank_read_bytes: Range::of(&read),
+            per_rank_write_bytes: Range::of(&write),
+            dataset: DatasetPlan {
+                files: dataset_ids.len(),
+                footprint_bytes: footprint,
+                copies,
+                traced_read_bytes: traced_data,
+                read_bytes: data_at_n,
+                traced_visits,
+                visits,
+            },
+            checkpoints,
+            families: model.families.clone(),
+            demand: Demand {
+                per_rank_read_gib_s: per_rank,
+                read_gib_s: per_rank * model.world as f64,
+            },
+            bandwidth_gib_s: bandwidth.map(|b| b / GIB),
+            checkpoint_timing: timing_note(model),
+            saves: model.saves.clone(),
+            assumptions,
+            epochs: (traced_visits > 0 && !dataset_ids.is_empty())
+                .then(|| ((traced_visits as f64 / dataset_ids.len() as f64).round() as u32).max(1)),
+            ops_per_rank: ops,
+        })
+    }
+
+    /// The plan for people.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let g = |b: u64| fmt_bytes(b as f64);
+        let _ = writeln!(
+            s,
+            "Scaling model: a trace of {} rank(s) replayed as {} (--data {}, --checkpoint {})",
+            self.trace_ranks,
+            self.ranks,
+            mode(&self.data),
+            mode(&self.checkpoint)
+        );
+        let d = &self.dataset;
+        let _ = writeln!(
+            s,
+            "  dataset: {} file(s), footprint {} x {} cop{} staged; traced reads {} in {} visit(s) -> {} in {} at N",
+            d.files,
+            g(d.footprint_bytes),
+            d.copies,
+            if d.copies == 1 { "y" } else { "ies" },
+            g(d.traced_read_bytes),
+            d.traced_visits,
+            g(d.read_bytes),
+            d.visits
+        );
+        let _ = writeln!(
+            s,
+            "  per rank: read {} (min {}, max {}), written {} (min {}, max {}); in all read {}, written {}",
+            g(self.per_rank_read_bytes.mean as u64),
+            g(self.per_rank_read_bytes.min),
+            g(self.per_rank_read_bytes.max),
+            g(self.per_rank_write_bytes.mean as u64),
+            g(self.per_rank_write_bytes.min),
+            g(self.per_rank_write_bytes.max),
+            g(self.read_bytes),
+            g(self.write_bytes)
+        );
+        let _ = writeln!(
+            s,
+            "  demand at the traced pace: {:.3} GiB/s per rank in read phases, {:.3} GiB/s for {} ranks",
+            self.demand.per_rank_read_gib_s, self.demand.read_gib_s, self.ranks
+        );
+        for c in &self.checkpoints {
+            if self.saves.dropped.contains(&c.phase) {
+                let _ = writeln!(
+                    s,
+                    "  {} at {:.1}s: traced {}; not made at N (see checkpoint timing)",
+                    c.kind.as_str(),
+                    c.start_s,
+                    g(c.traced_bytes)
+                );
+                continue;
+            }
+            let _ = write!(
+                s,
+                "  {} at {:.1}s: traced {} by {} writer(s) in {} file(s) -> {} by {} writer(s) in {} file(s), {} per writer (max {})",
+                c.kind.as_str(),
+                c.start_s,
+                g(c.traced_bytes),
+                c.traced_writers,
+                c.traced_files,
+                g(c.bytes),
+                c.writers,
+                c.files,
+                g(c.bytes_per_writer.mean as u64),
+                g(c.bytes_per_writer.max)
+            );
+            if let (Some(t), Some(b)) = (c.seconds_at_bandwidth, self.bandwidth_gib_s) {
+                let _ = write!(s, "; {t:.2} s at {b:.1} GiB/s");
+            }
+            s.push('\n');
+        }
+        for f in &self.families {
+            if f.dropped {
+                let _ = writeln!(s, "  files {}/{}: not written at N", f.dir, f.name);
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "  files {}/{}: {} ({} traced writer(s), {}) -> {} at N",
+                f.dir,
+                f.name,
+                layout_name(f.layout),
+                f.traced_writers.len(),
+                g(f.traced_bytes),
+                g(f.bytes)
+            );
+        }
+        let _ = writeln!(s, "  checkpoint timing: {}", self.checkpoint_timing);
+        for a in &self.assumptions {
+            let _ = writeln!(s, "  assumed: {a}");
+        }
+        s
+    }
+}
+
+fn timing_note(model: &Model) -> String {
+    let s = &model.saves;
+    let c = s.traced.len();
+    match s.bound {
+        "epoch" => format!(
+            "epoch-bound: the trace's {c} save(s) come at the end of an epoch; the job at N saves as often, at the same points"
+        ),
+        "steps" if model.world > model.sources.len() as u32 && model.options.data == DataMode::Shard => format!(
+            "step-bound: the trace saves every so many steps ({c} save(s)); at N each rank makes R/N of the traced steps, \
+             so {} of them are made (the last of every N/R)",
+            c - s.dropped.len()
+        ),
+        "steps" if model.options.data == DataMode::Replicate => format!(
+            "step-bound: the trace's {c} save(s) are kept, as every rank replays all its traced rank's steps"
+        ),
+        "steps" => format!(
+            "step-bound: the trace's {c} save(s) are kept as traced (at fewer ranks than traced the job would save \
+             more often; that is not modelled)"
+        ),
+        _ => format!("kept as traced ({c} save(s))"),
+    }
+}
+
+fn mode<T: Serialize>(m: &T) -> String {
+    serde_json::to_value(m)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn layout_name(l: Layout) -> &'static str {
+    match l {
+        Layout::Sharded => "sharded over all ranks",
+        Layout::RankZero => "one writer",
+        Layout::Replicated => "each rank its own copy",
+    }
+}

@@ -1,0 +1,64 @@
+//! The scaling model: what N ranks of the traced job would do, from a trace
+//! of R ranks, and which target rank makes each traced call.
+//!
+//! [`roles`] tells what a file is to the job (dataset, checkpoint, other)
+//! and how a checkpoint's files are laid out over the ranks; [`model`]
+//! settles, once per replay, who reads the dataset and who writes each
+//! checkpoint at N; [`route`] applies that to each traced call as the plan
+//! streams it; [`forecast`] counts what the routed calls will do, per rank
+//! and per checkpoint, and prints it before the replay (`--plan-only`
+//! prints it alone).
+//!
+//! The defaults follow the job: the dataset is shared out over the N ranks
+//! as a distributed sampler shares it (`--data shard`), so every file is
+//! read as many times as in the trace, and each checkpoint keeps the layout
+//! the trace shows (`--checkpoint auto`: sharded, the state's bytes once
+//! over N writers; or one writer). `replicate` in either gives today's weak
+//! scaling: target rank t replays source rank t mod R in full.
+
+pub mod forecast;
+pub mod model;
+pub mod roles;
+pub mod route;
+
+pub use forecast::Forecast;
+pub use model::Model;
+pub use route::Router;
+
+/// How dataset reads scale (`--data`: `shard` or `replicate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DataMode {
+    /// The traced reads shared out over the N ranks (strong scaling).
+    #[default]
+    Shard,
+    /// Every target rank reads all its source rank read (weak scaling).
+    Replicate,
+}
+
+/// How checkpoints scale (`--checkpoint`: `auto`, `sharded`, `rank0` or `replicate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointMode {
+    /// Each checkpoint's layout as the trace shows it.
+    #[default]
+    Auto,
+    /// Every checkpoint split over all N ranks.
+    Sharded,
+    /// Every checkpoint written whole by one rank.
+    Rank0,
+    /// Every target rank writes what its source rank wrote.
+    Replicate,
+}
+
+/// The scaling choices of one replay.
+#[derive(Debug, Clone, Default)]
+pub struct ScaleOptions {
+    pub data: DataMode,
+    pub checkpoint: CheckpointMode,
+    /// Each checkpoint's total size at N, in place of the traced one (a
+    /// larger model): its files keep their traced shares of it.
+    pub checkpoint_bytes: Option<u64>,
+    /// Storage bandwidth (bytes/s) to time each checkpoint at, in the plan.
+    pub bandwidth: Option<f64>,
+}

@@ -1,0 +1,457 @@
+//! The model of one replay at N ranks, settled before it starts: which
+//! target ranks share each source rank's dataset reads, and, for each
+//! checkpoint file family, its layout, its writers at N and the bytes each
+//! writes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use iorepro_traces::Op;
+use serde::Serialize;
+
+use super::roles::{file_role, names_a_shard, rank_template, FileRole};
+use super::{CheckpointMode, DataMode, ScaleOptions};
+use crate::error::ReplayResult;
+use crate::plan::stream::for_each_op;
+use crate::plan::survey::Survey;
+
+/// How a checkpoint family's files are written at N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// The state once, split over all N ranks, each with the traced
+    /// per-writer pattern.
+    Sharded,
+    /// One rank writes it, as traced.
+    RankZero,
+    /// Every target rank writes what its source rank wrote.
+    Replicated,
+}
+
+/// The files of one checkpoint that the ranks write side by side (one
+/// directory, one name once the rank's number is taken out).
+#[derive(Debug, Clone, Serialize)]
+pub struct Family {
+    pub dir: String,
+    pub name: String,
+    pub layout: Layout,
+    /// The layout was taken from the file names (a trace of one rank).
+    pub by_name: bool,
+    /// Bytes each source rank wrote.
+    pub traced_writers: BTreeMap<i32, u64>,
+    pub traced_bytes: u64,
+    /// The bytes all writers write at N (Replicated: per clone of each source).
+    pub bytes: u64,
+    /// The phase of the trace in which the family was first written.
+    pub phase: usize,
+    /// A save the job at N does not make (a step-bound job makes fewer
+    /// saves at a larger N): its calls are left out.
+    pub dropped: bool,
+    /// Target rank, the source rank whose calls it makes, and the bytes it
+    /// writes (Sharded and RankZero).
+    #[serde(skip)]
+    pub writers: Vec<(u32, i32, u64)>,
+}
+
+/// What a traced path is to the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathRole {
+    Dataset,
+    /// A written file of checkpoint family `n`.
+    Family(u32),
+    Other,
+}
+
+#[derive(Debug)]
+pub struct Model {
+    pub world: u32,
+    pub sources: Vec<i32>,
+    pub options: ScaleOptions,
+    /// When checkpoints happen, and which the job at N would not make.
+    pub saves: Saves,
+    pub roles: Vec<PathRole>,
+    pub families: Vec<Family>,
+    /// Per source index: the target ranks that replay it in full (t mod R).
+    pub clones: Vec<Vec<u32>>,
+    /// Per source index: the target ranks among which its dataset reads
+    /// are shared out.
+    pub shares: Vec<Vec<u32>>,
+    source_index: HashMap<i32, usize>,
+    /// Per family, per source rank: its targets and their byte budgets.
+    by_pattern: Vec<HashMap<i32, Vec<(u32, u64)>>>,
+}
+
+/// Per written path: the bytes each source rank wrote, and the phase of the
+/// first write.
+#[derive(Default)]
+struct Written {
+    by: BTreeMap<i32, u64>,
+    phase: usize,
+}
+
+/// When the traced job saved checkpoints: at the end of an epoch (as
+/// often at any N) or after a number of steps (at N ranks sharing the
+/// dataset, each rank makes R/N of the traced steps per epoch, so an
+/// epoch-bound run saves about R/N times as often).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Saves {
+    /// `epoch`, `steps`, or `none` (no checkpoint, or no dataset to tell by).
+    pub bound: &'static str,
+    /// The phases of the trace in which a save began.
+    pub traced: Vec<usize>,
+    /// Those the job at N does not make.
+    pub dropped: Vec<usize>,
+}
+
+impl Saves {
+    fn judge(
+        families: &[Family],
+        visits_at_phase: &[u64],
+        visits: u64,
+        files: u64,
+        r: u32,
+        world: u32,
+        data: DataMode,
+    ) -> Saves {
+        let mut traced: Vec<usize> = families.iter().map(|f| f.phase).collect();
+        traced.sort_unstable();
+        traced.dedup();
+        let epochs = if files > 0 {
+            (visits as f64 / files as f64).round()
+        } else {
+            0.0
+        };
+        if traced.is_empty() || epochs < 1.0 || visits == 0 {
+            return Saves {
+                bound: "none",
+                traced,
+                dropped: Vec::new(),
+            };
+        }
+        // A save at an epoch's end comes when a whole number of epochs'
+        // visits are done (loaders read ahead a little: a tolerance).
+        let at_epoch_end = |p: &usize| {
+            let e = visits_at_phase[*p] as f64 / visits as f64 * epochs;
+            (e - e.round()).abs() <= 0.05 && e.round() >= 1.0
+        };
+        if traced.iter().all(at_epoch_end) {
+            return Saves {
+                bound: "epoch",
+                traced,
+                dropped: Vec::new(),
+            };
+        }
+        // Step-bound: save c (from 1) is made at N when the c-th traced save
+        // is the last before a multiple of N/R of them.
+        let k = world as f64 / r as f64;
+        let dropped = if data == DataMode::Shard && k > 1.0 {
+            traced
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    let c = (*i + 1) as f64;
+                    (c / k).floor() <= ((c - 1.0) / k).floor()
+                })
+                .map(|(_, p)| *p)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Saves {
+            bound: "steps",
+            traced,
+            dropped,
+        }
+    }
+}
+
+/// Splits `total` into `n` parts that differ by at most one.
+pub fn split(total: u64, n: u32, i: u32) -> u64 {
+    let n = n.max(1) as u64;
+    total / n + u64::from((i as u64) < total % n)
+}
+
+impl Model {
+    pub fn source_index(&self, source: i32) -> Option<usize> {
+        self.source_index.get(&source).copied()
+    }
+
+    /// The target ranks source rank `source`'s calls on family `f` go to,
+    /// with each one's byte budget.
+    pub fn pattern_targets(&self, f: u32, source: i32) -> &[(u32, u64)] {
+        self.by_pattern[f as usize]
+            .get(&source)
+            .map_or(&[], |v| v.as_slice())
+    }
+
+    /// The model of `survey`'s trace replayed by `world` ranks.
+    pub fn build(
+        trace: &Path,
+        survey: &Survey,
+        world: u32,
+        options: &ScaleOptions,
+    ) -> ReplayResult<Model> {
+        let sources = survey.sources.clone();
+        let r = sources.len() as u32;
+        let source_index: HashMap<i32, usize> =
+            sources.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+        let clones: Vec<Vec<u32>> = (0..r)
+            .map(|s| (s..world).step_by(r as usize).collect())
+            .collect();
+        let shares: Vec<Vec<u32>> = clones
+            .iter()
+            .enumerate()
+            .map(|(s, c)| {
+                if c.is_empty() {
+                    vec![s as u32 % world]
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
+
+        // Which ranks wrote which files, and how much.
+        let mut written: HashMap<u32, Written> = HashMap::new();
+        let all = vec![true; survey.phases.len()];
+        // Dataset visits so far, and how many had been made when each
+        // phase began (to tell when the checkpoints came).
+        let mut visits = 0u64;
+        let mut visits_at_phase = vec![0u64; survey.phases.len()];
+        let mut last_phase = 0usize;
+        for_each_op(trace, survey, &all, |source, op| {
+            while last_phase < op.phase as usize {
+                last_phase += 1;
+                visits_at_phase[last_phase] = visits;
+            }
+            let info = survey.paths.get(op.path as usize);
+            if op.op == Op::Open
+                && !op.failed
+                && info.is_some_and(|i| file_role(i) == FileRole::Dataset)
+            {
+                visits += 1;
+            }
+            if op.op == Op::Write && op.path != crate::plan::stream::NO_PATH && op.bytes > 0 {
+                let w = written.entry(op.path).or_insert_with(|| Written {
+                    phase: op.phase as usize,
+                    ..Default::default()
+                });
+                *w.by.entry(source).or_default() += op.bytes as u64;
+            }
+        })?;
+        for v in visits_at_phase.iter_mut().skip(last_phase + 1) {
+            *v = visits;
+        }
+
+        let mut roles: Vec<PathRole> = survey
+            .paths
+            .iter()
+            .map(|p| match file_role(p) {
+                FileRole::Dataset => PathRole::Dataset,
+                _ => PathRole::Other,
+            })
+            .collect();
+        // Families, keyed by directory and rank-free name.
+        let mut keyed: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
+        let mut shared_files = Vec::new();
+        let mut ids: Vec<&u32> = written.keys().collect();
+        ids.sort();
+        for &id in ids {
+            let info = &survey.paths[id as usize];
+            if file_role(info) != FileRole::Checkpoint {
+                continue;
+            }
+            let w = &written[&id];
+            if w.by.len() > 1 {
+                // A file several ranks write: each target rank its own, as traced.
+                shared_files.push(id);
+                continue;
+            }
+            let rank = *w.by.keys().next().expect("a writer");
+            keyed
+                .entry(rank_template(&info.path, rank))
+                .or_default()
+                .push(id);
+        }
+        let mut families = Vec::new();
+        let mut members: Vec<Vec<u32>> = Vec::new();
+        for ((dir, name), ids) in keyed {
+            let mut traced_writers: BTreeMap<i32, u64> = BTreeMap::new();
+            let mut phase = usize::MAX;
+            for id in &ids {
+                let w = &written[id];
+                phase = phase.min(w.phase);
+                for (s, b) in &w.by {
+                    *traced_writers.entry(*s).or_default() += b;
+                }
+            }
+            let by_name = r == 1 && options.checkpoint == CheckpointMode::Auto;
+            let layout = match options.checkpoint {
+                CheckpointMode::Replicate => Layout::Replicated,
+                CheckpointMode::Sharded => Layout::Sharded,
+                CheckpointMode::Rank0 => Layout::RankZero,
+                CheckpointMode::Auto if traced_writers.len() > 1 => Layout::Sharded,
+                CheckpointMode::Auto
+                    if by_name
+                        && ids
+                            .iter()
+                            .any(|id| names_a_shard(&survey.paths[*id as usize].path)) =>
+                {
+                    Layout::Sharded
+                }
+                CheckpointMode::Auto => Layout::RankZero,
+            };
+            let traced_bytes = traced_writers.values().sum();
+            families.push(Family {
+                dir,
+                name,
+                layout,
+                by_name,
+                traced_writers,
+                traced_bytes,
+                bytes: traced_bytes,
+                phase,
+                dropped: false,
+                writers: Vec::new(),
+            });
+            members.push(ids);
+        }
+        for id in shared_files {
+            let info = &survey.paths[id as usize];
+            let w = &written[&id];
+            let p = Path::new(&*info.path);
+            families.push(Family {
+                dir: p
+                    .parent()
+                    .map(|d| d.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                name: p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                layout: Layout::Replicated,
+                by_name: false,
+                traced_writers: w.by.clone(),
+                traced_bytes: w.by.values().sum(),
+                bytes: w.by.values().sum(),
+                phase: w.phase,
+                dropped: false,
+                writers: Vec::new(),
+            });
+            members.push(vec![id]);
+        }
+        for (n, ids) in members.iter().enumerate() {
+            for id in ids {
+                roles[*id as usize] = PathRole::Family(n as u32);
+            }
+        }
+        if let Some(size) = options.checkpoint_bytes {
+            // Each checkpoint (the families first written in one phase)
+            // grows or shrinks to `size`, its families keeping their shares.
+            let mut per_phase: HashMap<usize, u64> = HashMap::new();
+            for f in &families {
+                *per_phase.entry(f.phase).or_default() += f.traced_bytes;
+            }
+            for f in &mut families {
+                let whole = per_phase[&f.phase].max(1);
+                f.bytes = (f.traced_bytes as u128 * size as u128 / whole as u128) as u64;
+            }
+        }
+
+        let dataset_files = survey
+            .paths
+            .iter()
+            .filter(|p| file_role(p) == FileRole::Dataset)
+            .count() as u64;
+        let saves = Saves::judge(
+            &families,
+            &visits_at_phase,
+            visits,
+            dataset_files,
+            r,
+            world,
+            options.data,
+        );
+        for f in &mut families {
+            f.dropped = saves.dropped.contains(&f.phase);
+        }
+
+        let mut by_pattern = Vec::with_capacity(families.len());
+        for f in &mut families {
+            let mut map: HashMap<i32, Vec<(u32, u64)>> = HashMap::new();
+            let writers: Vec<i32> = f.traced_writers.keys().copied().collect();
+            match f.layout {
+                Layout::Sharded => {
+                    for t in 0..world {
+                        let own = sources[(t % r) as usize];
+                        let pattern = if f.traced_writers.contains_key(&own) {
+                            own
+                        } else {
+                            writers[t as usize % writers.len()]
+                        };
+                        let budget = split(f.bytes, world, t);
+                        f.writers.push((t, pattern, budget));
+                        map.entry(pattern).or_default().push((t, budget));
+                    }
+                }
+                Layout::RankZero => {
+                    let w = writers[0];
+                    let t = shares[source_index[&w]][0];
+                    f.writers.push((t, w, f.bytes));
+                    map.entry(w).or_default().push((t, f.bytes));
+                }
+                Layout::Replicated => {
+                    let mut total = 0;
+                    for (s, b) in &f.traced_writers {
+                        let b =
+                            (*b as u128 * f.bytes as u128 / f.traced_bytes.max(1) as u128) as u64;
+                        for &t in &clones[source_index[s]] {
+                            f.writers.push((t, *s, b));
+                            map.entry(*s).or_default().push((t, b));
+                            total += b;
+                        }
+                    }
+                    f.bytes = total;
+                }
+            }
+            by_pattern.push(map);
+        }
+
+        Ok(Model {
+            world,
+            sources,
+            options: options.clone(),
+            saves,
+            roles,
+            families,
+            clones,
+            shares,
+            source_index,
+            by_pattern,
+        })
+    }
+
+    pub fn role(&self, path: u32) -> PathRole {
+        self.roles
+            .get(path as usize)
+            .copied()
+            .unwrap_or(PathRole::Other)
+    }
+
+    pub fn data_mode(&self) -> DataMode {
+        self.options.data
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn splits_add_up() {
+        for (total, n) in [(10u64, 3u32), (7, 7), (3, 5), (1 << 40, 4096)] {
+            let parts: Vec<u64> = (0..n).map(|i| split(total, n, i)).collect();
+            assert_eq!(parts.iter().sum::<u64>(), total);
+            assert!(parts.iter().max().unwrap() - parts.iter().min().unwrap() <= 1);
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Which target ranks make each traced call, and how: the [`Model`] applied
+//! call by call, in trace order.
+//!
+//! - A dataset file's *visit* (its open, the calls on that descriptor, its
+//!   close; or one call by path) goes, with `--data shard`, to one of the
+//!   target ranks that share its source rank's reads, in turn, as a
+//!   distributed sampler deals samples: every visit is made once, so every
+//!   file is read as many times as traced and the bytes add up to the
+//!   trace's. With `--data replicate` it goes to every clone.
+//! - A checkpoint file's calls go to the writers of its family; their
+//!   writes are cut (or stretched) so each writer writes its share: while a
+//!   writer's budget is below its pattern's bytes, calls keep their traced
+//!   sizes and those past the budget are left out; above it, sizes and
+//!   offsets grow in proportion.
+//! - Everything else (directories, files only looked at, start-up) goes to
+//!   every clone of its source rank: each rank's own, as traced.
+
+use std::collections::HashMap;
+
+use iorepro_traces::Op;
+
+use super::model::{Layout, Model, PathRole};
+use super::DataMode;
+use crate::plan::stream::{PlannedOp, NO_PATH};
+
+/// Where an open descriptor's calls go.
+#[derive(Debug, Clone, Copy)]
+enum Held {
+    /// A dataset visit made by one target rank.
+    Visit(u32),
+}
+
+/// How much of a writer's budget is spent.
+#[derive(Debug, Default, Clone, Copy)]
+struct Spent {
+    /// Bytes the pattern wrote so far.
+    traced: u64,
+    /// Bytes this writer wrote so far.
+    written: u64,
+}
+
+pub struct Router<'m> {
+    model: &'m Model,
+    /// Dataset visits dealt so far, per source index.
+    dealt: Vec<u64>,
+    held: HashMap<(i32, i32, i32), Held>,
+    spent: HashMap<(u32, u32), Spent>,
+}
+
+impl<'m> Router<'m> {
+    pub fn new(model: &'m Model) -> Self {
+        Router {
+            model,
+            dealt: vec![0; model.sources.len()],
+            held: HashMap::new(),
+            spent: HashMap::new(),
+        }
+    }
+
+    /// The next dataset visit of source index `s`: the target that makes it.
+    fn deal(&mut self, s: usize) -> u32 {
+        let share = &self.model.shares[s];
+        let t = share[(self.dealt[s] % share.len() as u64) as usize];
+        self.dealt[s] += 1;
+        t
+    }
+
+    /// Appends to `out` each target rank that makes `op` (a call of source
+    /// rank `source`), with the call as that rank makes it.
+    pub fn route(&mut self, source: i32, op: &PlannedOp, out: &mut Vec<(u32, PlannedOp)>) {
+        let Some(s) = self.model.source_index(source) else {
+            return;
+        };
+        let key = (source, op.pid, op.fd);
+        if op.op != Op::Open && op.fd >= 0 {
+            if let Some(Held::Visit(t)) = self.held.get(&key).copied() {
+                if op.op == Op::Close {
+                    self.held.remove(&key);
+                }
+                out.push((t, *op));
+                return;
+            }
+        }
+        let role = match self.model.role(op.path) {
+            PathRole::Other if op.path2 != NO_PATH => self.model.role(op.path2),
+            r => r,
+        };
+        if let PathRole::Family(f) = role {
+            if self.model.families[f as usize].dropped {
+                return;
+            }
+        }
+        match role {
+            PathRole::Dataset if self.model.data_mode() == DataMode::Shard => {
+                let t = self.deal(s);
+                if op.op == Op::Open && !op.failed && op.fd >= 0 {
+                    self.held.insert(key, Held::Visit(t));
+                }
+                out.push((t, *op));
+            }
+            PathRole::Family(f)
+                if self.model.families[f as usize].layout != Layout::Replicated
+                    || self.model.options.checkpoint_bytes.is_some() =>
+            {
+                self.for_writers(f, source, op, out)
+            }
+            _ => {
+                for &t in &self.model.clones[s] {
+                    out.push((t, *op));
+                }
+            }
+        }
+    }
+
+    fn for_writers(
+        &mut self,
+        f: u32,
+        source: i32,
+        op: &PlannedOp,
+        out: &mut Vec<(u32, PlannedOp)>,
+    ) {
+        let pattern = self.model.families[f as usize]
+            .traced_writers
+            .get(&source)
+            .copied();
+        let Some(pattern_bytes) = pattern else {
+            // A rank that wrote none of the family (a look at another
+            // rank's file): left out, as that file is not its own at N.
+            return;
+        };
+        for &(t, budget) in self.model.pattern_targets(f, source) {
+            if op.op != Op::Write {
+                out.push((t, *op));
+                continue;
+            }
+            let spent = self.spent.entry((t, f)).or_default();
+            let moved = op.bytes.max(0) as u64;
+            let mut call = *op;
+            if budget <= pattern_bytes {
+                let n = moved.min(budget - spent.written);
+                if n == 0 {
+                    spent.traced += moved;
+                    continue;
+                }
+                call.bytes = n as i64;
+            } else {
+                let scale = |b: u64| (b as u128 * budget as u128 / pattern_bytes as u128) as u64;
+                let n = scale(spent.traced + moved) - spent.written;
+                call.bytes = n as i64;
+                if op.offset >= 0 {
+                    call.offset = scale(op.offset as u64) as i64;
+                }
+                if n == 0 {
+                    spent.traced += moved;
+                    continue;
+                }
+            }
+            spent.traced += moved;
+            spent.written += call.bytes as u64;
+            out.push((t, call));
+        }
+    }
+}

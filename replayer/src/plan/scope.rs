@@ -1,0 +1,343 @@
+//! What a replay replays: by default the I/O of the job's dataset,
+//! checkpoint and scratch files (see [`iorepro_traces::analysis::roles`]);
+//! `--roles` chooses other roles, `--include PREFIX` adds the paths beneath
+//! a prefix whatever their role, `--exclude PREFIX` leaves them out. Names
+//! that have no counterpart beneath a target are always left out: the root
+//! `/`, the kernel's files (/proc, /sys), devices (/dev but /dev/shm),
+//! pipes, sockets, anonymous inodes and memfds, and a call naming the empty
+//! path that acts on no descriptor. Every call left out is counted, by
+//! role and by reason, and shown before the replay starts and in its report.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use iorepro_traces::analysis::roles::forms::{canonical, form_of, Form};
+use iorepro_traces::Role;
+
+use crate::plan::survey::Survey;
+
+/// Which files' calls a replay makes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scope {
+    pub roles: Vec<Role>,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            roles: Role::REPLAYED_BY_DEFAULT.to_vec(),
+            include: Vec::new(),
+            exclude: Vec::new(),
+        }
+    }
+}
+
+/// Why a path's calls are left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skip {
+    /// A name with no counterpart beneath a target.
+    Form(Form),
+    /// Beneath an `--exclude` prefix.
+    Excluded,
+    /// Its role is not replayed.
+    Role(Role),
+}
+
+impl Skip {
+    /// The reason as the report's key.
+    pub fn key(self) -> String {
+        match self {
+            Skip::Form(Form::Root) => "root_directory".into(),
+            Skip::Form(Form::Empty) => "empty_path".into(),
+            Skip::Form(Form::Kernel) => "kernel_file".into(),
+            Skip::Form(Form::Device) => "device".into(),
+            Skip::Form(Form::Special) => "pipe_socket_or_anonymous".into(),
+            Skip::Form(f) => f.as_str().into(),
+            Skip::Excluded => "excluded".into(),
+            Skip::Role(r) => format!("role_{r}"),
+        }
+    }
+}
+
+/// Whether `path` lies at or beneath `prefix`, component by component.
+fn beneath(path: &str, prefix: &str) -> bool {
+    let prefix = canonical(prefix).map_or_else(|| prefix.to_string(), |c| c.path);
+    prefix == "/" || Path::new(path).starts_with(&prefix)
+}
+
+impl Scope {
+    /// `--roles`: role names, or `all`.
+    pub fn parse_roles(list: &[String]) -> Result<Vec<Role>, String> {
+        let mut out = Vec::new();
+        for name in list {
+            if name == "all" {
+                return Ok(Role::ALL.to_vec());
+            }
+            let r = Role::parse(name).ok_or_else(|| {
+                format!(
+                    "`{name}` is not a role (dataset, checkpoint, code, scratch, system, other, all)"
+                )
+            })?;
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Why the calls naming `path` (whose role is `role`) are left out, if they are.
+    pub fn decide(&self, path: &str, role: Role) -> Option<Skip> {
+        match form_of(path) {
+            f @ (Form::Root | Form::Empty | Form::Kernel | Form::Device | Form::Special) => {
+                return Some(Skip::Form(f))
+            }
+            Form::File | Form::Relative => {}
+        }
+        if self.exclude.iter().any(|p| beneath(path, p)) {
+            return Some(Skip::Excluded);
+        }
+        if self.include.iter().any(|p| beneath(path, p)) || self.roles.contains(&role) {
+            return None;
+        }
+        Some(Skip::Role(role))
+    }
+
+    /// The roles replayed, as a list for messages.
+    pub fn describe(&self) -> String {
+        let mut s: Vec<String> = self.roles.iter().map(|r| r.to_string()).collect();
+        s.extend(self.include.iter().map(|p| format!("+{p}")));
+        s.extend(self.exclude.iter().map(|p| format!("-{p}")));
+        s.join(",")
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Tally {
+    pub files: u64,
+    pub calls: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.files += other.files;
+        self.calls += other.calls;
+        self.read_bytes += other.read_bytes;
+        self.write_bytes += other.write_bytes;
+    }
+}
+
+/// What a replay leaves out of the trace: in all, by the files' role, and
+/// by reason.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LeftOut {
+    /// The roles (and prefixes) replayed.
+    pub scope: String,
+    #[serde(flatten)]
+    pub total: Tally,
+    pub roles: BTreeMap<String, Tally>,
+    pub reasons: BTreeMap<String, Tally>,
+    /// By the mount (file system) the files were on; `unknown` for a
+    /// trace without a mount table.
+    pub mounts: BTreeMap<String, Tally>,
+}
+
+impl LeftOut {
+    /// One line per role left out, for a person.
+    pub fn render(&self) -> String {
+        use iorepro_traces::units::fmt_bytes;
+        if self.total.calls == 0 {
+            return format!("replaying {}: nothing left out\n", self.scope);
+        }
+        let mut s = format!(
+            "replaying {}; left out {} calls on {} files ({} read, {} written):\n",
+            self.scope,
+            self.total.calls,
+            self.total.files,
+            fmt_bytes(self.total.read_bytes as f64),
+            fmt_bytes(self.total.write_bytes as f64)
+        );
+        for (why, t) in &self.reasons {
+            s.push_str(&format!(
+                "  {why:<26} {:>10} calls {:>8} files {:>12} read {:>12} written\n",
+                t.calls,
+                t.files,
+                fmt_bytes(t.read_bytes as f64),
+                fmt_bytes(t.write_bytes as f64)
+            ));
+        }
+        if self
+            .mounts
+            .keys()
+            .any(|m| m != iorepro_traces::format::mounts::UNKNOWN_MOUNT)
+        {
+            for (mount, t) in &self.mounts {
+                s.push_str(&format!(
+                    "  on {mount:<23} {:>10} calls {:>8} files {:>12} read {:>12} written\n",
+                    t.calls,
+                    t.files,
+                    fmt_bytes(t.read_bytes as f64),
+                    fmt_bytes(t.write_bytes as f64)
+                ));
+            }
+        }
+        s
+    }
+}
+
+/// Decides every path of the survey and counts what is left out. Calls
+/// left out no longer count among the ops each source rank replays.
+pub fn apply(survey: &mut Survey, scope: &Scope) -> LeftOut {
+    let mut left = LeftOut {
+        scope: scope.describe(),
+        ..Default::default()
+    };
+    for i in 0..survey.paths.len() {
+        let path = survey.paths[i].path.clone();
+        let entry = survey.roles.get(&path);
+        let role = entry.map_or_else(|| survey.roles.role(&path), |f| f.role);
+        let (read_bytes, write_bytes) = entry.map_or((0, 0), |f| (f.read_bytes, f.write_bytes));
+        let skip = scope.decide(&path, role);
+        let info = &mut survey.paths[i];
+        info.role = Some(role);
+        info.skip = skip;
+        let Some(skip) = skip else { continue };
+        let own_calls: u64 = info.calls.iter().map(|(_, n)| n).sum();
+        let t = Tally {
+            files: 1,
+            calls: own_calls,
+            read_bytes,
+            write_bytes,
+        };
+        for (rank, n) in &info.calls {
+            if let Some(ops) = survey.ops_per_source.get_mut(rank) {
+                *ops = ops.saturating_sub(*n);
+            }
+        }
+        left.total.add(&t);
+        left.roles.entry(role.to_string()).or_default().add(&t);
+        left.reasons.entry(skip.key()).or_default().add(&t);
+        let mount = survey.roles.mount_of(&path).to_string();
+        left.mounts.entry(mount).or_default().add(&t);
+    }
+    // Directories on the way to what is kept are still made.
+    for i in 0..survey.paths.len() {
+        if survey.paths[i].skip.is_some() {
+            continue;
+        }
+        let path = survey.paths[i].path.clone();
+        for parent in Path::new(&*path).ancestors().skip(1) {
+            if let Some(&id) = parent.to_str().and_then(|p| survey.path_ids.get(p)) {
+                let p = &mut survey.paths[id as usize];
+                if p.skip.is_some() {
+                    p.keeps = true;
+                }
+            }
+        }
+    }
+    left
+}
+
+/// Refuses a trace that holds no calls, or that is marked incomplete (its
+/// writer never closed it, or a repair found segments missing), unless
+/// allowed: a replay of what is not there would pass silently.
+pub fn check_usable(
+    trace: &Path,
+    survey: &Survey,
+    allow_incomplete: bool,
+) -> crate::error::ReplayResult<()> {
+    if allow_incomplete {
+        return Ok(());
+    }
+    let why = if survey.events == 0 {
+        Some("it holds no calls".to_string())
+    } else {
+        let reader = iorepro_traces::TraceReader::open(trace)?;
+        (!reader.manifest().complete).then(|| {
+            "its manifest marks it incomplete (complete: false; its writer did not finish, \
+             or a repair found segments missing), so calls may be missing"
+                .to_string()
+        })
+    };
+    match why {
+        Some(why) => Err(crate::error::ReplayError::Usage(format!(
+            "refusing to replay {}: {why}; --allow-incomplete replays it anyway",
+            trace.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Whether every replica reads one copy of a path: the read-only files of
+/// code, system and other roles (a thousand ranks importing one Python
+/// environment import the same files), prepared once. A dataset keeps one
+/// copy per replica, so replicas do not read what another pulled into a
+/// cache.
+pub fn shared_by_replicas(info: &crate::plan::survey::PathInfo) -> bool {
+    !info.written && matches!(info.role, Some(Role::Code | Role::System | Role::Other))
+}
+
+/// The path ids a row's calls are made on ([`crate::plan::stream::NO_PATH`] for
+/// none, or for a call on a descriptor); `None` when the row is left out.
+pub fn row_paths(
+    survey: &Survey,
+    op: iorepro_traces::Op,
+    fd: Option<i32>,
+    path: Option<&str>,
+    path2: Option<&str>,
+) -> Option<(u32, u32)> {
+    use crate::plan::stream::NO_PATH;
+    let id = |p: Option<&str>| -> Option<u32> {
+        let Some(p) = p else { return Some(NO_PATH) };
+        if crate::plan::pathforms::on_descriptor(p, op, fd) {
+            return Some(NO_PATH);
+        }
+        match survey.find_path(p) {
+            Some(id) if survey.paths[id as usize].skip.is_some() => None,
+            Some(id) => Some(id),
+            None => Some(NO_PATH),
+        }
+    };
+    Some((id(path)?, id(path2)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_decides_by_form_prefix_and_role() {
+        let s = Scope {
+            include: vec!["/opt/model/".into()],
+            exclude: vec!["/data/val".into()],
+            ..Default::default()
+        };
+        assert_eq!(s.decide("/", Role::System), Some(Skip::Form(Form::Root)));
+        assert_eq!(s.decide("", Role::Other), Some(Skip::Form(Form::Empty)));
+        assert_eq!(
+            s.decide("/proc/self/maps", Role::Dataset),
+            Some(Skip::Form(Form::Kernel))
+        );
+        assert_eq!(
+            s.decide("/data/val/1.jpg", Role::Dataset),
+            Some(Skip::Excluded)
+        );
+        assert_eq!(s.decide("/data/validation/1.jpg", Role::Dataset), None);
+        assert_eq!(s.decide("/opt/model/w.py", Role::Code), None);
+        assert_eq!(
+            s.decide("/venv/x.py", Role::Code),
+            Some(Skip::Role(Role::Code))
+        );
+        assert_eq!(s.decide("/dev/shm/x", Role::Scratch), None);
+        assert_eq!(
+            Scope::parse_roles(&["all".into()]).unwrap(),
+            Role::ALL.to_vec()
+        );
+        assert!(Scope::parse_roles(&["data".into()]).is_err());
+    }
+}

@@ -1,0 +1,321 @@
+//! The first pass over the trace: which ranks exist, which files are read (and
+//! how far) or written, how many ops each rank replays, and the phases. It
+//! streams batches and keeps only per-file and per-phase state, so its memory
+//! grows with the number of files, never with the number of events.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use iorepro_traces::analysis::activity::{writer_of, Activity};
+use iorepro_traces::analysis::phases::{self, Phase, PhaseKind};
+use iorepro_traces::analysis::roles::RolesBuilder;
+use iorepro_traces::format::schema::{
+    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_PID,
+    COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS, COL_VIA,
+};
+use iorepro_traces::{Events, FileRoles, Op, TraceReader};
+
+use crate::error::ReplayResult;
+use crate::plan::pathforms;
+use crate::plan::presence::{self, Presence, Role};
+use crate::plan::scope::{LeftOut, Skip};
+
+/// The columns the replayer reads (the rest are never decoded).
+pub const REPLAY_COLUMNS: [&str; 15] = [
+    COL_TS,
+    COL_DUR_NS,
+    COL_RANK,
+    COL_PID,
+    COL_OP,
+    COL_PATH,
+    COL_FD,
+    COL_OFFSET,
+    COL_SIZE,
+    COL_RET,
+    COL_FLAGS,
+    COL_CALLS,
+    COL_SPAN_NS,
+    COL_PATH2,
+    COL_VIA,
+];
+
+#[derive(Debug, Clone, Default)]
+pub struct PathInfo {
+    pub path: Arc<str>,
+    /// Bytes a reader needs the file to hold (largest `offset + bytes` of a read).
+    pub read_extent: u64,
+    /// Changed somewhere in the trace (written, truncated, created, renamed,
+    /// linked to, unlinked, removed), or beneath a directory that was: each
+    /// target rank has its own copy.
+    pub written: bool,
+    /// Source ranks that read it (sorted, distinct).
+    pub readers: Vec<i32>,
+    /// Source ranks that name it in any call (sorted, distinct).
+    pub users: Vec<i32>,
+    /// Whether it existed when the traced job began.
+    pub presence: Presence,
+    /// A directory: listed, created or removed as one, or holding another
+    /// path of the trace.
+    pub is_dir: bool,
+    /// A directory holding a path that ranks change, so each of those
+    /// ranks needs one of its own.
+    pub holds_changed: bool,
+    /// The job's role for it (see [`iorepro_traces::analysis::roles`]).
+    pub role: Option<iorepro_traces::Role>,
+    /// Why the replay leaves its calls out, if it does (see [`crate::plan::scope`]).
+    pub skip: Option<Skip>,
+    /// Left out itself, but a directory holding paths the replay keeps.
+    pub keeps: bool,
+    /// Calls naming it first, per source rank.
+    pub calls: Vec<(i32, u64)>,
+    /// What its first telling call found it to be (true: a directory).
+    first_form: Option<bool>,
+    /// A path beneath it was found (a call on it did not fail with ENOTDIR).
+    holds_found: bool,
+    /// A call on it did not fail with ENOTDIR. When all did, a file on its
+    /// way was probed as a directory, which makes no directory of it.
+    found: bool,
+}
+
+fn add_rank(ranks: &mut Vec<i32>, rank: i32) {
+    if let Err(at) = ranks.binary_search(&rank) {
+        ranks.insert(at, rank);
+    }
+}
+
+impl PathInfo {
+    /// What one call tells about the path.
+    fn observe(
+        &mut self,
+        op: Op,
+        role: Role,
+        ret: i64,
+        flags: Option<i32>,
+        rank: i32,
+        names_dir: bool,
+    ) {
+        add_rank(&mut self.users, rank);
+        self.written |= presence::changes(op, role, ret, flags);
+        if self.first_form.is_none() && role == Role::First {
+            self.first_form = pathforms::form_shown(op, ret, flags, names_dir);
+        }
+        self.found |= ret != -(libc::ENOTDIR as i64);
+        if self.presence == Presence::Unknown {
+            if let Some(p) = presence::judge(op, role, ret, flags) {
+                self.presence = p;
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Survey {
+    pub sources: Vec<i32>,
+    pub ops_per_source: BTreeMap<i32, u64>,
+    pub paths: Vec<PathInfo>,
+    pub path_ids: HashMap<Arc<str>, u32>,
+    pub phases: Vec<Phase>,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub events: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// The largest single read or write, so workers size their buffers once
+    /// up front instead of growing (and filling) them inside a timed phase.
+    pub max_io_bytes: u64,
+    /// The largest single write (whether writes need private copies).
+    pub max_write_bytes: u64,
+    /// Every file's role in the job.
+    pub roles: FileRoles,
+    /// What the replay leaves out (set by [`crate::plan::scope::apply`]).
+    pub left_out: LeftOut,
+}
+
+/// Rows without a rank (a trace of one untagged process) replay as rank 0.
+pub fn rank_or_zero(ev: &Events, row: usize) -> i32 {
+    Events::opt_i32(ev.rank(), row).unwrap_or(0)
+}
+
+pub fn open_reader(trace: &Path) -> ReplayResult<TraceReader> {
+    Ok(TraceReader::open(trace)?.with_columns(&REPLAY_COLUMNS))
+}
+
+impl Survey {
+    /// Settles what the calls alone could not: paths beneath a directory
+    /// that ranks change are the ranks' own too (a probe for a missing file
+    /// in a directory the job made looks in the rank's copy, where that
+    /// directory is); paths that hold another path are directories; the
+    /// directory of each path ranks change is one they need.
+    fn settle_paths(&mut self) {
+        let changed: Vec<bool> = self.paths.iter().map(|p| p.written).collect();
+        for i in 0..self.paths.len() {
+            let path = self.paths[i].path.clone();
+            let found = self.paths[i].found;
+            for parent in Path::new(&*path).ancestors().skip(1) {
+                let Some(id) = parent.to_str().and_then(|p| self.path_ids.get(p)) else {
+                    continue;
+                };
+                let id = *id as usize;
+                self.paths[id].holds_found |= found;
+                if changed[id] {
+                    self.paths[i].written = true;
+                }
+            }
+        }
+        for i in 0..self.paths.len() {
+            if !self.paths[i].written {
+                continue;
+            }
+            let path = self.paths[i].path.clone();
+            let Some(parent) = Path::new(&*path).parent().and_then(|p| p.to_str()) else {
+                continue;
+            };
+            let users = self.paths[i].users.clone();
+            let id = self.path_id(parent) as usize;
+            let dir = &mut self.paths[id];
+            dir.holds_found = true;
+            dir.holds_changed = true;
+            for r in users {
+                add_rank(&mut dir.users, r);
+            }
+        }
+        // A path is what its first telling call found; without one, a
+        // directory when a path beneath it was found.
+        for p in &mut self.paths {
+            p.is_dir = p.first_form.unwrap_or(p.holds_found);
+        }
+    }
+
+    /// The id of a traced path, interned on first sight under its one
+    /// spelling (`d/./f`, `d/x/../f` and `d//f` are `d/f`; `d/`, `d/.` are
+    /// `d`), and whether this spelling can only name a directory.
+    pub fn path_id(&mut self, path: &str) -> u32 {
+        self.intern(path).0
+    }
+
+    fn intern(&mut self, path: &str) -> (u32, bool) {
+        let (path, names_dir) = pathforms::spelling(path);
+        if let Some(&id) = self.path_ids.get(&*path) {
+            return (id, names_dir);
+        }
+        let id = self.paths.len() as u32;
+        let p: Arc<str> = Arc::from(&*path);
+        self.paths.push(PathInfo {
+            path: p.clone(),
+            ..Default::default()
+        });
+        self.path_ids.insert(p, id);
+        (id, names_dir)
+    }
+
+    /// The id of a path the survey has seen, however the row spells it.
+    pub fn find_path(&self, path: &str) -> Option<u32> {
+        self.path_ids.get(&*pathforms::spelling(path).0).copied()
+    }
+
+    pub fn run(trace: &Path) -> ReplayResult<Survey> {
+        let reader = open_reader(trace)?;
+        let mut s = Survey {
+            start_ns: i64::MAX,
+            end_ns: i64::MIN,
+            ..Default::default()
+        };
+        let mut activity = Activity::default();
+        let mut roles = RolesBuilder::default();
+        for ev in reader.events()? {
+            let ev = ev?;
+            let ops = ev.ops();
+            let (ts, dur, ret) = (ev.ts(), ev.dur_ns(), ev.ret());
+            for (row, &op) in ops.iter().enumerate() {
+                roles.observe(&ev, row);
+                let t = ts.value(row);
+                // A run of calls lasts its span; its calls are counted one by one.
+                let end = t + dur.value(row).max(ev.span_at(row)).max(0);
+                let calls = ev.calls_at(row) as u64;
+                s.start_ns = s.start_ns.min(t);
+                s.end_ns = s.end_ns.max(end);
+                s.events += calls;
+                let r = ret.value(row);
+                let rank = rank_or_zero(&ev, row);
+                *s.ops_per_source.entry(rank).or_default() += calls;
+                let bytes = if r > 0 && op.moves_data() {
+                    r as u64
+                } else {
+                    0
+                };
+                let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
+                activity.observe_row(t, end - t, op, r, writer, calls);
+                if r >= 0 {
+                    match op {
+                        Op::Read => s.read_bytes += bytes,
+                        Op::Write => s.write_bytes += bytes,
+                        _ => {}
+                    }
+                    if matches!(op, Op::Read | Op::Write) {
+                        let requested = Events::opt_i64(ev.size(), row).unwrap_or(0).max(0) as u64;
+                        // The buffer a call needs: a run's calls are equal parts.
+                        let call = (bytes / calls).max(requested / calls);
+                        s.max_io_bytes = s.max_io_bytes.max(call);
+                        if op == Op::Write {
+                            s.max_write_bytes = s.max_write_bytes.max(call);
+                        }
+                    }
+                }
+                let flags = Events::opt_i32(ev.flags(), row);
+                let fd = Events::opt_i32(ev.fd(), row);
+                let path = ev
+                    .path_at(row)
+                    .filter(|p| !pathforms::on_descriptor(p, op, fd));
+                if let Some(path) = path {
+                    let (id, names_dir) = s.intern(path);
+                    let info = &mut s.paths[id as usize];
+                    info.observe(op, Role::First, r, flags, rank, names_dir);
+                    match info.calls.iter_mut().find(|(k, _)| *k == rank) {
+                        Some((_, n)) => *n += calls,
+                        None => info.calls.push((rank, calls)),
+                    }
+                    if r >= 0 && matches!(op, Op::Read | Op::Fault) {
+                        let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
+                        info.read_extent = info.read_extent.max(off + bytes);
+                        add_rank(&mut info.readers, rank);
+                    }
+                }
+                if let Some(path2) = ev.path2_at(row) {
+                    let (id, names_dir) = s.intern(path2);
+                    s.paths[id as usize].observe(op, Role::Second, r, flags, rank, names_dir);
+                }
+            }
+        }
+        s.settle_paths();
+        s.roles = roles.finish();
+        if let Some(m) = &reader.manifest().mounts {
+            s.roles.assign_mounts(&iorepro_traces::MountTable::new(m));
+        }
+        if s.events == 0 {
+            s.start_ns = 0;
+            s.end_ns = 0;
+        }
+        s.sources = s.ops_per_source.keys().copied().collect();
+        if s.sources.is_empty() {
+            s.sources.push(0);
+        }
+        activity.finish();
+        s.phases = phases::fold_startup(phases::detect(&activity), s.roles.first_data_ns());
+        if s.phases.is_empty() {
+            // A trace without calls replays as one idle phase.
+            s.phases.push(Phase {
+                kind: PhaseKind::Idle,
+                start_s: 0.0,
+                end_s: 0.0,
+                read_bytes: 0,
+                write_bytes: 0,
+                max_writers: 0,
+                metadata_calls: 0,
+                start_unix_ns: s.start_ns,
+                end_unix_ns: s.end_ns.max(s.start_ns + 1),
+            });
+        }
+        Ok(s)
+    }
+}

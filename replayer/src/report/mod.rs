@@ -1,0 +1,17 @@
+//! Report: what the ranks measured, merged and printed. The last room.
+//!
+//! [`stats`] is what each rank measured (op counts, bytes and latency
+//! histograms, phase times, when it met the others), kept by its worker
+//! and carried between processes as JSON; [`summary`] merges every rank's
+//! into the [`summary::Report`]; [`output`] prints it as a table, our JSON,
+//! or fio's or MLPerf Storage's layout; [`record`] writes what the replay
+//! did as a trace (`--record-ops`), the ranks' rows put in one time order
+//! by [`record_merge`].
+//!
+//! Hands the report to [`crate::run`](mod@crate::run), which returns it to the command
+//! line to print.
+pub mod output;
+pub mod record;
+pub mod record_merge;
+pub mod stats;
+pub mod summary;

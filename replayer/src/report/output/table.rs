@@ -1,0 +1,182 @@
+//! The report for people: a header, the rendezvous figures, one line per
+//! phase, per op kind and per rank (the first 32, then a summary).
+
+use std::fmt::Write as _;
+
+use crate::report::summary::{Report, GIB};
+
+pub fn render(report: &Report) -> String {
+    let mut s = String::new();
+    let gib = |b: u64| b as f64 / GIB;
+    let _ = writeln!(
+        s,
+        "replay: {} ranks on {} node(s) from {} trace ranks, timing {}, engine {}{}",
+        report.ranks,
+        report.nodes,
+        report.trace.ranks,
+        report.timing,
+        report.engine,
+        if report.direct { ", O_DIRECT" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "took {:.3} s (trace {:.3} s): read {:.3} GiB at {:.3} GiB/s, wrote {:.3} GiB at {:.3} GiB/s",
+        report.duration_s,
+        report.trace.duration_s,
+        gib(report.read_bytes),
+        report.read_gib_s,
+        gib(report.write_bytes),
+        report.write_gib_s
+    );
+    if let Some(busy) = report.gpu_busy {
+        let _ = writeln!(
+            s,
+            "stall {:.3} s on the most delayed rank; GPUs busy {:.1} % of the time",
+            report.stall_s,
+            busy * 100.0
+        );
+    }
+    if report.metadata_ops > 0 {
+        let _ = writeln!(
+            s,
+            "metadata: {} calls at {:.0} per second",
+            report.metadata_ops, report.metadata_ops_per_s
+        );
+    }
+    if let Some(p) = &report.prepare {
+        let _ = write!(
+            s,
+            "prepared {} file(s) ({:.3} GiB) in {:.2} s, {} already present",
+            p.files_created,
+            gib(p.bytes_written),
+            p.duration_s,
+            p.files_present
+        );
+        if p.dirs_made + p.paths_cleared > 0 {
+            let _ = write!(
+                s,
+                "; {} directories made, {} paths an earlier replay left cleared",
+                p.dirs_made, p.paths_cleared
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let rv = &report.rendezvous;
+    if let (Some(wait), Some(release)) = (rv.barrier_wait_s, rv.barrier_release_ms) {
+        let _ = write!(
+            s,
+            "ranks met through {}: {} barriers, waited {:.3} s per rank (max {:.3} s), released \
+             {:.3} ms after the last arrival (max {:.3} ms)",
+            rv.mechanism, rv.barriers, wait.p50, wait.max, release.p50, release.max
+        );
+        if rv.mechanism != "threads" {
+            let _ = write!(s, "; gathering took {:.3} s", rv.gather_s);
+        }
+        let _ = writeln!(s);
+    }
+    if let Some(skew) = report.checkpoint_skew_ms {
+        let _ = writeln!(
+            s,
+            "checkpoint start skew across ranks: {:.3} ms median, {:.3} ms max",
+            skew.p50, skew.max
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<4} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "#", "phase", "time s", "trace s", "read GiB", "write GiB", "GiB/s", "slowest"
+    );
+    for (i, p) in report.phases.iter().enumerate() {
+        if !p.replayed {
+            let _ = writeln!(
+                s,
+                "{:<4} {:<11} {:>10} {:>10.3} (not replayed)",
+                i,
+                p.kind.as_str(),
+                "-",
+                p.trace_duration_s
+            );
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{:<4} {:<11} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8}",
+            i,
+            p.kind.as_str(),
+            p.duration_s,
+            p.trace_duration_s,
+            gib(p.read_bytes),
+            gib(p.write_bytes),
+            p.gib_s,
+            p.slowest_rank.map_or("-".into(), |r| r.to_string())
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "op",
+        "count",
+        "failed",
+        "IOPS",
+        "GiB/s",
+        "p50 us",
+        "p90 us",
+        "p99 us",
+        "p99.9 us",
+        "max us"
+    );
+    for (k, o) in &report.ops {
+        let l = &o.lat_us;
+        let _ = writeln!(
+            s,
+            "{:<10} {:>10} {:>8} {:>10.0} {:>10.3} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            k, o.count, o.failed, o.iops, o.gib_s, l.p50, l.p90, l.p99, l.p999, l.max
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<6} {:>6} {:>5} {:>10} {:>10} {:>10}",
+        "rank", "source", "node", "time s", "GiB/s", "stall s"
+    );
+    const SHOWN: usize = 32;
+    for r in report.per_rank.iter().take(SHOWN) {
+        let _ = writeln!(
+            s,
+            "{:<6} {:>6} {:>5} {:>10.3} {:>10.3} {:>10.3}",
+            r.rank, r.source_rank, r.node, r.duration_s, r.gib_s, r.stall_s
+        );
+    }
+    if report.per_rank.len() > SHOWN {
+        let mut v: Vec<f64> = report.per_rank.iter().map(|r| r.gib_s).collect();
+        v.sort_by(f64::total_cmp);
+        let _ = writeln!(
+            s,
+            "... {} more ranks; GiB/s per rank min {:.3} median {:.3} max {:.3}",
+            report.per_rank.len() - SHOWN,
+            v[0],
+            v[v.len() / 2],
+            v[v.len() - 1]
+        );
+    }
+    if report.results_differed > 0 {
+        let _ = writeln!(
+            s,
+            "\n{} call(s) succeeded where the traced one failed, or failed where it succeeded \
+             (the differed column of each op in --json)",
+            report.results_differed
+        );
+    }
+    s.push('\n');
+    s.push_str(&report.left_out.render());
+    if report.tolerated_errors > 0 {
+        let _ = writeln!(
+            s,
+            "\n{} op(s) could not be replayed and were skipped (no descriptor or file to act on)",
+            report.tolerated_errors
+        );
+    }
+    for e in &report.errors {
+        let _ = writeln!(s, "error: {e}");
+    }
+    s
+}

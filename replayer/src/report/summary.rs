@@ -1,0 +1,408 @@
+//! The replay report: merged from every rank's [`RankResult`], printed as a
+//! table for people or as JSON (SPEC §5 keys) for scripts. Throughput is
+//! bytes over the slowest rank's time; a phase's time is its slowest rank's.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use iorepro_traces::Op;
+use serde::Serialize;
+
+use crate::io::prepare::PrepareStats;
+use crate::plan::survey::Survey;
+use crate::report::stats::{OpStats, RankResult};
+use iorepro_traces::analysis::phases::PhaseKind;
+
+pub use iorepro_traces::units::GIB;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OpReport {
+    pub count: u64,
+    pub bytes: u64,
+    /// Calls that failed (as the traced ones did, or not).
+    pub failed: u64,
+    /// Calls whose success or failure was not the traced call's.
+    pub differed: u64,
+    pub iops: f64,
+    pub gib_s: f64,
+    pub lat_us: Latency,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    pub kind: PhaseKind,
+    pub duration_s: f64,
+    pub trace_duration_s: f64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub gib_s: f64,
+    pub ops: u64,
+    pub slowest_rank: Option<u32>,
+    /// False when `--phases` left this phase out.
+    pub replayed: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RankReport {
+    pub rank: u32,
+    pub source_rank: i32,
+    pub node: u32,
+    pub host: String,
+    pub duration_s: f64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub gib_s: f64,
+    pub stall_s: f64,
+}
+
+/// A figure's middle and worst value over a set of events.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    pub p50: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Option<Spread> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(Spread {
+            p50: v[(v.len() - 1) / 2],
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+/// How the ranks met and what it cost them.
+#[derive(Debug, Clone, Serialize)]
+pub struct RendezvousReport {
+    /// `threads`, `files` or `mpi`.
+    pub mechanism: &'static str,
+    /// The rendezvous directory (files only).
+    pub dir: Option<std::path::PathBuf>,
+    /// Barriers each rank met.
+    pub barriers: usize,
+    /// Seconds each rank spent waiting in barriers, over the ranks (this
+    /// includes waiting for slower ranks, which is the replay's own imbalance).
+    pub barrier_wait_s: Option<Spread>,
+    /// From the last rank's arrival at a barrier until every rank had left
+    /// it, in ms, over the barriers: the mechanism's own cost, plus the wait
+    /// for a CPU when ranks outnumber cores.
+    pub barrier_release_ms: Option<Spread>,
+    /// The same for each barrier, in order (the first is the start of the run).
+    pub release_each_ms: Vec<f64>,
+    /// From the last rank handing its result over until rank 0 held them all.
+    pub gather_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceTotals {
+    pub events: u64,
+    pub ranks: u32,
+    pub duration_s: f64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub ranks: u32,
+    pub nodes: u32,
+    pub duration_s: f64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub read_gib_s: f64,
+    pub write_gib_s: f64,
+    /// How far I/O put the most delayed rank behind its schedule (0 with `afap`).
+    pub stall_s: f64,
+    /// Mean fraction of time a GPU would have been computing (`null` with `afap`).
+    pub gpu_busy: Option<f64>,
+    pub timing: String,
+    pub engine: String,
+    pub direct: bool,
+    pub ops: BTreeMap<String, OpReport>,
+    /// Calls on the name space (open, stat, access, mkdir, rmdir, listings,
+    /// unlink, rename, link, symlink; not close), over all ranks.
+    pub metadata_ops: u64,
+    /// The same per second of the replay: the load a metadata server saw.
+    pub metadata_ops_per_s: f64,
+    /// Calls of any kind whose success or failure was not the traced call's.
+    pub results_differed: u64,
+    pub phases: Vec<PhaseReport>,
+    pub per_rank: Vec<RankReport>,
+    pub trace: TraceTotals,
+    pub prepare: Option<PrepareStats>,
+    /// What the replay left out of the trace, by role and by reason.
+    pub left_out: crate::plan::scope::LeftOut,
+    pub rendezvous: RendezvousReport,
+    /// Spread across ranks of the start of their first checkpoint write after
+    /// the checkpoint barrier (compute time the trace puts before it taken
+    /// out), in ms, over the checkpoint phases; `null` without any.
+    pub checkpoint_skew_ms: Option<Spread>,
+    pub tolerated_errors: u64,
+    pub errors: Vec<String>,
+    /// How many times the traced job read its dataset (each file's reads,
+    /// on the whole), as the scaling model counts them; `null` without a dataset.
+    pub epochs: Option<u32>,
+    /// Every rank's latencies merged, per op kind (for formats that want
+    /// more than the percentiles above).
+    #[serde(skip)]
+    pub latency_ns: BTreeMap<String, hdrhistogram::Histogram<u64>>,
+}
+
+/// How the run was configured, for the report header.
+pub struct RunInfo {
+    pub ranks: u32,
+    pub nodes: u32,
+    pub timing: String,
+    pub afap: bool,
+    pub engine: String,
+    pub direct: bool,
+    pub phase_selected: Vec<bool>,
+    pub rendezvous: RendezvousInfo,
+    /// When rank 0 held every result (Unix ns).
+    pub gather_done_unix_ns: i64,
+}
+
+/// How the ranks met, in the report: `threads`, `files` (with its
+/// directory) or `mpi` (each mechanism of [`crate::ranks::rendezvous`] says
+/// which it is).
+#[derive(Debug, Clone, Serialize)]
+pub struct RendezvousInfo {
+    pub mechanism: &'static str,
+    pub dir: Option<std::path::PathBuf>,
+}
+
+fn lat(h: &hdrhistogram::Histogram<u64>) -> Latency {
+    let us = |v: u64| v as f64 / 1e3;
+    Latency {
+        p50: us(h.value_at_quantile(0.5)),
+        p90: us(h.value_at_quantile(0.9)),
+        p99: us(h.value_at_quantile(0.99)),
+        p999: us(h.value_at_quantile(0.999)),
+        max: us(h.max()),
+    }
+}
+
+fn rendezvous_report(info: &RunInfo, results: &[RankResult]) -> RendezvousReport {
+    let barriers = results.iter().map(|r| r.barriers.len()).max().unwrap_or(0);
+    let waits = results
+        .iter()
+        .map(|r| {
+            r.barriers
+                .iter()
+                .map(|b| (b.leave_unix_ns - b.arrive_unix_ns).max(0) as f64 / 1e9)
+                .sum()
+        })
+        .collect();
+    let release: Vec<f64> = (0..barriers)
+        .filter_map(|k| {
+            let stamps: Vec<_> = results.iter().filter_map(|r| r.barriers.get(k)).collect();
+            let last_arrival = stamps.iter().map(|b| b.arrive_unix_ns).max()?;
+            let last_leave = stamps.iter().map(|b| b.leave_unix_ns).max()?;
+            Some((last_leave - last_arrival).max(0) as f64 / 1e6)
+        })
+        .collect();
+    let last_handed = results.iter().map(|r| r.gather_unix_ns).max().unwrap_or(0);
+    RendezvousReport {
+        mechanism: info.rendezvous.mechanism,
+        dir: info.rendezvous.dir.clone(),
+        barriers,
+        barrier_wait_s: Spread::of(waits),
+        barrier_release_ms: Spread::of(release.clone()),
+        release_each_ms: release,
+        gather_s: if last_handed > 0 {
+            (info.gather_done_unix_ns - last_handed).max(0) as f64 / 1e9
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Per checkpoint phase, the spread of the ranks' first writes.
+fn checkpoint_skew(survey: &Survey, results: &[RankResult]) -> Option<Spread> {
+    let spreads = survey
+        .phases
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.kind == PhaseKind::Checkpoint)
+        .filter_map(|(i, _)| {
+            let starts: Vec<i64> = results
+                .iter()
+                .filter_map(|r| r.phases.get(i)?.first_write_unix_ns)
+                .collect();
+            let (lo, hi) = (starts.iter().min()?, starts.iter().max()?);
+            (starts.len() >= 2).then(|| (hi - lo) as f64 / 1e6)
+        })
+        .collect();
+    Spread::of(spreads)
+}
+
+fn per_s(x: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        x / secs
+    } else {
+        0.0
+    }
+}
+
+impl Report {
+    pub fn build(
+        info: &RunInfo,
+        survey: &Survey,
+        results: &[RankResult],
+        prepare: Option<PrepareStats>,
+        extra_errors: Vec<String>,
+    ) -> Report {
+        let secs = |ns: u64| ns as f64 / 1e9;
+        let duration_s = results
+            .iter()
+            .map(|r| secs(r.elapsed_ns))
+            .fold(0.0, f64::max);
+        let mut merged: BTreeMap<String, OpStats> = BTreeMap::new();
+        for r in results {
+            for (k, o) in &r.ops {
+                merged.entry(k.clone()).or_default().merge(o);
+            }
+        }
+        let ops = merged
+            .iter()
+            .map(|(k, o)| {
+                let r = OpReport {
+                    count: o.count,
+                    bytes: o.bytes,
+                    failed: o.failed,
+                    differed: o.differed,
+                    iops: per_s(o.count as f64, duration_s),
+                    gib_s: per_s(o.bytes as f64 / GIB, duration_s),
+                    lat_us: lat(&o.latency_ns),
+                };
+                (k.clone(), r)
+            })
+            .collect();
+        let metadata_ops: u64 = merged
+            .iter()
+            .filter(|(k, _)| Op::parse(k).is_metadata())
+            .map(|(_, o)| o.count)
+            .sum();
+        let results_differed = merged.values().map(|o| o.differed).sum();
+        let phases = survey
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let of = |r: &RankResult| r.phases.get(i).cloned().unwrap_or_default();
+                let slowest = results.iter().max_by_key(|r| of(r).duration_ns);
+                let duration_s = slowest.map_or(0.0, |r| secs(of(r).duration_ns));
+                let read_bytes: u64 = results.iter().map(|r| of(r).read_bytes).sum();
+                let write_bytes: u64 = results.iter().map(|r| of(r).write_bytes).sum();
+                PhaseReport {
+                    kind: p.kind,
+                    duration_s,
+                    trace_duration_s: secs((p.end_unix_ns - p.start_unix_ns).max(0) as u64),
+                    read_bytes,
+                    write_bytes,
+                    gib_s: per_s((read_bytes + write_bytes) as f64 / GIB, duration_s),
+                    ops: results.iter().map(|r| of(r).ops).sum(),
+                    slowest_rank: slowest.map(|r| r.rank),
+                    replayed: info.phase_selected.get(i).copied().unwrap_or(true),
+                }
+            })
+            .collect();
+        let per_rank: Vec<RankReport> = results
+            .iter()
+            .map(|r| RankReport {
+                rank: r.rank,
+                source_rank: r.source_rank,
+                node: r.node,
+                host: r.host.clone(),
+                duration_s: secs(r.elapsed_ns),
+                read_bytes: r.read_bytes(),
+                write_bytes: r.write_bytes(),
+                gib_s: per_s(
+                    (r.read_bytes() + r.write_bytes()) as f64 / GIB,
+                    secs(r.elapsed_ns),
+                ),
+                stall_s: if info.afap { 0.0 } else { secs(r.stall_ns()) },
+            })
+            .collect();
+        let read_bytes: u64 = results.iter().map(|r| r.read_bytes()).sum();
+        let write_bytes: u64 = results.iter().map(|r| r.write_bytes()).sum();
+        let gpu_busy = (!info.afap && !results.is_empty()).then(|| {
+            results
+                .iter()
+                .map(|r| {
+                    if r.elapsed_ns > 0 {
+                        r.compute_ns as f64 / r.elapsed_ns as f64
+                    } else {
+                        0.0
+                    }
+                })
+                .sum::<f64>()
+                / results.len() as f64
+        });
+        let mut errors: Vec<String> = Vec::new();
+        // Root causes first: a rank that stopped because another failed says so.
+        let mut all: Vec<&String> = results
+            .iter()
+            .flat_map(|r| &r.errors)
+            .chain(&extra_errors)
+            .collect();
+        all.sort_by_key(|e| e.contains("stopped because another rank failed"));
+        for e in all {
+            if !errors.contains(e) {
+                errors.push(e.clone());
+            }
+        }
+        let hosts: BTreeSet<&str> = results.iter().map(|r| r.host.as_str()).collect();
+        Report {
+            ranks: info.ranks,
+            nodes: if info.nodes == 0 {
+                hosts.len().max(1) as u32
+            } else {
+                info.nodes
+            },
+            duration_s,
+            read_bytes,
+            write_bytes,
+            read_gib_s: per_s(read_bytes as f64 / GIB, duration_s),
+            write_gib_s: per_s(write_bytes as f64 / GIB, duration_s),
+            stall_s: per_rank.iter().map(|r| r.stall_s).fold(0.0, f64::max),
+            gpu_busy,
+            timing: info.timing.clone(),
+            engine: info.engine.clone(),
+            direct: info.direct,
+            ops,
+            metadata_ops,
+            metadata_ops_per_s: per_s(metadata_ops as f64, duration_s),
+            results_differed,
+            phases,
+            per_rank,
+            trace: TraceTotals {
+                events: survey.events,
+                ranks: survey.sources.len() as u32,
+                duration_s: secs((survey.end_ns - survey.start_ns).max(0) as u64),
+                read_bytes: survey.read_bytes,
+                write_bytes: survey.write_bytes,
+            },
+            prepare,
+            left_out: survey.left_out.clone(),
+            rendezvous: rendezvous_report(info, results),
+            checkpoint_skew_ms: checkpoint_skew(survey, results),
+            epochs: None,
+            tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
+            errors,
+            latency_ns: merged.into_iter().map(|(k, o)| (k, o.latency_ns)).collect(),
+        }
+    }
+}
