@@ -15,7 +15,7 @@ use crate::live::watch::LiveOptions;
 use crate::plan::scale::{CheckpointMode, DataMode, ScaleOptions};
 use crate::plan::timing::Timing;
 use crate::report::output::OutputFormat;
-use iorepro_traces::analysis::phases::PhaseKind;
+use iorepro_analysis::phases::PhaseKind;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -217,7 +217,7 @@ impl Cli {
         }
         let size = |flag: &str, v: Option<String>| {
             v.map(|v| {
-                iorepro_traces::units::parse_size(v.trim_end_matches("/s"))
+                iorepro_format::units::parse_size(v.trim_end_matches("/s"))
                     .map_err(|e| usage(format!("{flag}: {e}")))
             })
             .transpose()

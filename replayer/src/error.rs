@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use iorepro_traces::TraceError;
+use iorepro_format::TraceError;
 
 pub type ReplayResult<T> = Result<T, ReplayError>;
 

@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 use super::Worker;
 use crate::error::{ReplayError, ReplayResult};

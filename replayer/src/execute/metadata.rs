@@ -16,7 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Component, Path, PathBuf};
 
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 use super::{OpenFile, Worker};
 use crate::error::ReplayResult;

@@ -34,7 +34,7 @@ use crate::plan::timing::{Schedule, Timing};
 use crate::ranks::rendezvous::Rendezvous;
 use crate::report::record::{RankRecorder, Recorder};
 use crate::report::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
-use iorepro_traces::analysis::phases::{Phase, PhaseKind};
+use iorepro_analysis::phases::{Phase, PhaseKind};
 
 /// What all local ranks share.
 pub struct Shared {

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 use crate::report::stats::OpStats;
 

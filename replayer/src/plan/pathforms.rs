@@ -8,8 +8,8 @@
 
 use std::borrow::Cow;
 
-use iorepro_traces::analysis::roles::forms::canonical;
-use iorepro_traces::Op;
+use iorepro_analysis::roles::forms::canonical;
+use iorepro_format::Op;
 
 /// The one spelling of `path`, and whether this spelling can only name a
 /// directory. The empty path and names that are no path (`pipe:[7]`)

@@ -6,7 +6,7 @@
 //! missing file fails, the stat of a dataset file succeeds, the checkpoint
 //! directory is created anew even when an earlier replay left one behind.
 
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 /// Whether a path existed when the traced job started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

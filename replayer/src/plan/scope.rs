@@ -1,5 +1,5 @@
 //! What a replay replays: by default the I/O of the job's dataset,
-//! checkpoint and scratch files (see [`iorepro_traces::analysis::roles`]);
+//! checkpoint and scratch files (see [`iorepro_analysis::roles`]);
 //! `--roles` chooses other roles, `--include PREFIX` adds the paths beneath
 //! a prefix whatever their role, `--exclude PREFIX` leaves them out. Names
 //! that have no counterpart beneath a target are always left out: the root
@@ -13,8 +13,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use iorepro_traces::analysis::roles::forms::{canonical, form_of, Form};
-use iorepro_traces::Role;
+use iorepro_analysis::roles::forms::{canonical, form_of, Form};
+use iorepro_analysis::roles::Role;
 
 use crate::plan::survey::Survey;
 
@@ -150,7 +150,7 @@ pub struct LeftOut {
 impl LeftOut {
     /// One line per role left out, for a person.
     pub fn render(&self) -> String {
-        use iorepro_traces::units::fmt_bytes;
+        use iorepro_format::units::fmt_bytes;
         if self.total.calls == 0 {
             return format!("replaying {}: nothing left out\n", self.scope);
         }
@@ -174,7 +174,7 @@ impl LeftOut {
         if self
             .mounts
             .keys()
-            .any(|m| m != iorepro_traces::format::mounts::UNKNOWN_MOUNT)
+            .any(|m| m != iorepro_format::mounts::UNKNOWN_MOUNT)
         {
             for (mount, t) in &self.mounts {
                 s.push_str(&format!(
@@ -257,7 +257,7 @@ pub fn check_usable(
     let why = if survey.events == 0 {
         Some("it holds no calls".to_string())
     } else {
-        let reader = iorepro_traces::TraceReader::open(trace)?;
+        let reader = iorepro_format::TraceReader::open(trace)?;
         (!reader.manifest().complete).then(|| {
             "its manifest marks it incomplete (complete: false; its writer did not finish, \
              or a repair found segments missing), so calls may be missing"
@@ -286,7 +286,7 @@ pub fn shared_by_replicas(info: &crate::plan::survey::PathInfo) -> bool {
 /// none, or for a call on a descriptor); `None` when the row is left out.
 pub fn row_paths(
     survey: &Survey,
-    op: iorepro_traces::Op,
+    op: iorepro_format::Op,
     fd: Option<i32>,
     path: Option<&str>,
     path2: Option<&str>,

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::SyncSender;
 
-use iorepro_traces::{Events, Op, Run};
+use iorepro_format::{Events, Op, Run};
 
 use crate::error::ReplayResult;
 use crate::plan::scale::Router;

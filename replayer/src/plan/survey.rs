@@ -7,14 +7,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use iorepro_traces::analysis::activity::{writer_of, Activity};
-use iorepro_traces::analysis::phases::{self, Phase, PhaseKind};
-use iorepro_traces::analysis::roles::RolesBuilder;
-use iorepro_traces::format::schema::{
+use iorepro_analysis::activity::{writer_of, Activity};
+use iorepro_analysis::phases::{self, Phase, PhaseKind};
+use iorepro_analysis::roles::FileRoles;
+use iorepro_analysis::roles::RolesBuilder;
+use iorepro_format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_PID,
     COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS, COL_VIA,
 };
-use iorepro_traces::{Events, FileRoles, Op, TraceReader};
+use iorepro_format::{Events, Op, TraceReader};
 
 use crate::error::ReplayResult;
 use crate::plan::pathforms;
@@ -61,8 +62,8 @@ pub struct PathInfo {
     /// A directory holding a path that ranks change, so each of those
     /// ranks needs one of its own.
     pub holds_changed: bool,
-    /// The job's role for it (see [`iorepro_traces::analysis::roles`]).
-    pub role: Option<iorepro_traces::Role>,
+    /// The job's role for it (see [`iorepro_analysis::roles`]).
+    pub role: Option<iorepro_analysis::roles::Role>,
     /// Why the replay leaves its calls out, if it does (see [`crate::plan::scope`]).
     pub skip: Option<Skip>,
     /// Left out itself, but a directory holding paths the replay keeps.
@@ -290,7 +291,7 @@ impl Survey {
         s.settle_paths();
         s.roles = roles.finish();
         if let Some(m) = &reader.manifest().mounts {
-            s.roles.assign_mounts(&iorepro_traces::MountTable::new(m));
+            s.roles.assign_mounts(&iorepro_format::MountTable::new(m));
         }
         if s.events == 0 {
             s.start_ns = 0;

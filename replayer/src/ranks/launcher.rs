@@ -2,7 +2,7 @@
 //! launcher (Slurm, Open MPI, MPICH/PMI, torchrun) sets, or none when the
 //! replayer runs all ranks itself as threads.
 
-use iorepro_traces::format::launchers::LAUNCHERS;
+use iorepro_format::launchers::LAUNCHERS;
 
 use crate::error::{ReplayError, ReplayResult};
 

@@ -11,8 +11,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_array::RecordBatch;
-use iorepro_traces::format::schema::VIA_IO_URING;
-use iorepro_traces::{
+use iorepro_format::schema::VIA_IO_URING;
+use iorepro_format::{
     EventBatchBuilder, EventRow, Manifest, Op, Source, TraceResult, TraceWriter, WriterOptions,
 };
 

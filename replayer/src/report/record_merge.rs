@@ -6,7 +6,7 @@
 //! written is final and in order.
 
 use arrow_array::RecordBatch;
-use iorepro_traces::{Events, TraceResult, TraceWriter};
+use iorepro_format::{Events, TraceResult, TraceWriter};
 
 /// Held rows beyond this are written anyway (a rank that stays silent for
 /// long must not make the others' rows pile up); the writer then starts a

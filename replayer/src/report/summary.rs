@@ -4,15 +4,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use iorepro_traces::Op;
+use iorepro_format::Op;
 use serde::Serialize;
 
 use crate::io::prepare::PrepareStats;
 use crate::plan::survey::Survey;
 use crate::report::stats::{OpStats, RankResult};
-use iorepro_traces::analysis::phases::PhaseKind;
+use iorepro_analysis::phases::PhaseKind;
 
-pub use iorepro_traces::units::GIB;
+pub use iorepro_format::units::GIB;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {

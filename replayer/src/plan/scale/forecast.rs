@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use iorepro_traces::analysis::phases::PhaseKind;
-use iorepro_traces::units::fmt_bytes;
-use iorepro_traces::Op;
+use iorepro_analysis::phases::PhaseKind;
+use iorepro_format::units::fmt_bytes;
+use iorepro_format::Op;
 use serde::Serialize;
 
 use super::model::{Family, Layout, Model, PathRole};

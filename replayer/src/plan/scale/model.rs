@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use iorepro_traces::Op;
+use iorepro_format::Op;
 use serde::Serialize;
 
 use super::roles::{file_role, names_a_shard, rank_template, FileRole};

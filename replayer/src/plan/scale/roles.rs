@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use iorepro_traces::Role;
+use iorepro_analysis::roles::Role;
 
 use crate::plan::survey::PathInfo;
 
@@ -19,7 +19,7 @@ pub enum FileRole {
 }
 
 /// The one place a file's role is decided for scaling, from the role the
-/// trace analysis gives it ([`iorepro_traces::analysis::roles`]): dataset
+/// trace analysis gives it ([`iorepro_analysis::roles`]): dataset
 /// files are shared out, checkpoint files the job wrote keep their layout,
 /// and everything else (code, system and scratch files, a checkpoint only
 /// read back on resume) is each rank's own, as traced. A path the analysis

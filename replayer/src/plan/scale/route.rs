@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 use super::model::{Layout, Model, PathRole};
 use super::DataMode;

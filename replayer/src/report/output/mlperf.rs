@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::Exporter;
 use crate::report::summary::{Report, GIB};
-use iorepro_traces::analysis::phases::PhaseKind;
+use iorepro_analysis::phases::PhaseKind;
 
 pub struct Mlperf;
 
