@@ -3,6 +3,9 @@
 /// Bytes in a GiB, as a float for rates: every GiB/s iorepro prints is this many bytes a second.
 pub const GIB: f64 = (1u64 << 30) as f64;
 
+/// Bytes in a MiB, as a float, for the sizes reports print in MiB.
+pub const MIB: f64 = (1u64 << 20) as f64;
+
 /// Parses "4096", "4k", "4KiB", "1.5GiB", "2MB" into bytes (KB/MB are decimal, K/KiB binary).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let (value, unit) =

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::Totals;
 use crate::report::stats::unix_ns;
-use crate::report::summary::GIB;
+use iorepro_format::units::GIB;
 
 /// The line for `now`, with rates over the interval since `prev`.
 pub fn status_line(

@@ -12,7 +12,7 @@ use crate::plan::survey::Survey;
 use crate::report::stats::{OpStats, RankResult};
 use iorepro_analysis::phases::PhaseKind;
 
-pub use iorepro_format::units::GIB;
+use iorepro_format::units::GIB;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use iorepro_analysis::phases::PhaseKind;
-use iorepro_format::units::fmt_bytes;
+use iorepro_format::units::{fmt_bytes, GIB};
 use iorepro_format::Op;
 use serde::Serialize;
 
@@ -19,8 +19,6 @@ use super::{CheckpointMode, DataMode};
 use crate::error::ReplayResult;
 use crate::plan::stream::for_each_op;
 use crate::plan::survey::Survey;
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// Smallest, mean and largest of a per-rank figure.
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -17,14 +17,14 @@
 use serde_json::{json, Value};
 
 use super::Exporter;
-use crate::report::summary::{Report, GIB};
+use crate::report::summary::Report;
 use iorepro_analysis::phases::PhaseKind;
+use iorepro_format::units::{GIB, MIB};
 
 pub struct Mlperf;
 
 /// MLPerf Storage's accelerator-utilisation threshold (percent).
 const AU_EXPECTATION: f64 = 90.0;
-const MIB: f64 = (1u64 << 20) as f64;
 
 fn mean_stdev(v: &[f64]) -> (f64, f64) {
     if v.is_empty() {

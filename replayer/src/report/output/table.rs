@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::report::summary::{Report, GIB};
+use crate::report::summary::Report;
+use iorepro_format::units::GIB;
 
 pub fn render(report: &Report) -> String {
     let mut s = String::new();
