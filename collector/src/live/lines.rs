@@ -14,16 +14,10 @@ pub fn status_line(now: &Snapshot, prev: &Snapshot) -> Value {
     let interval_s = now.at.saturating_duration_since(prev.at).as_secs_f64();
     let mut ops = Map::new();
     for (name, o) in now.tally.ops() {
-        let before = prev.tally.op(name);
-        let mut recent = o.latency_ns.clone();
-        if let Some(b) = before {
-            // Cumulative histograms only grow; a failure costs only the p99.
-            let _ = recent.subtract(&b.latency_ns);
-        }
-        let count_then = before.map_or(0, |b| b.count);
+        let then = prev.tally.op(name).map(|b| (b.count, &b.latency_ns));
         ops.insert(
             name.to_string(),
-            op_entry(o.count, count_then, o.bytes, &recent, interval_s),
+            op_entry(o.count, o.bytes, &o.latency_ns, then, interval_s),
         );
     }
     let gib_s = |op: &str| {

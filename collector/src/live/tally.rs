@@ -24,9 +24,7 @@ impl Default for OpTally {
         OpTally {
             count: 0,
             bytes: 0,
-            // 1 ns to 1 hour at 1 %: the replayer's precision too.
-            latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 2)
-                .expect("valid histogram bounds"),
+            latency_ns: iorepro_telemetry::status::latency_histogram(),
         }
     }
 }

@@ -27,17 +27,10 @@ pub fn status_line(
     };
     let mut ops = Map::new();
     for (name, o) in &now.ops {
-        let before = prev.ops.get(name);
-        let mut recent = o.latency_ns.clone();
-        if let Some(b) = before {
-            // Cumulative histograms only grow, so this cannot fail; a
-            // failure would only cost this line its p99.
-            let _ = recent.subtract(&b.latency_ns);
-        }
-        let count_then = before.map_or(0, |b| b.count);
+        let then = prev.ops.get(name).map(|b| (b.count, &b.latency_ns));
         ops.insert(
             name.clone(),
-            op_entry(o.count, count_then, o.bytes, &recent, interval_s),
+            op_entry(o.count, o.bytes, &o.latency_ns, then, interval_s),
         );
     }
     let gib_s = |op: &str| {

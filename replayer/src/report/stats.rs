@@ -11,10 +11,10 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-/// Latencies in nanoseconds, 1 ns to 1 hour, 2 significant digits (1 %):
-/// small enough to keep one per op kind per rank for thousands of ranks.
+/// The one latency histogram of per-op figures (see
+/// [`iorepro_telemetry::status::latency_histogram`]).
 pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 2).expect("valid histogram bounds")
+    iorepro_telemetry::status::latency_histogram()
 }
 
 #[derive(Debug, Clone)]
