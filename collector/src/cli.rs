@@ -32,7 +32,7 @@ pub struct Opts {
     #[arg(long, value_name = "PATH")]
     pub cgroup: Option<PathBuf>,
     /// Stop after this long (e.g. 90s, 10m).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Rows per trace segment (the most a killed collector can lose).
     #[arg(long, value_name = "N", default_value_t = 1 << 20)]

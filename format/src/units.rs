@@ -25,20 +25,51 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok((value * mult).round() as u64)
 }
 
-/// Parses "50ms", "2s", "1.5m", "100us", "10ns" into nanoseconds; a bare number is seconds.
+/// Parses a duration into nanoseconds: "50ms", "2s", "1.5m", "100us",
+/// "10ns", "1h30m", "1m 30s", "2 hours"; a bare number is seconds. The one
+/// duration parser of every command line and workload file.
 pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let (value, unit) =
-        split_number(s).ok_or_else(|| format!("`{s}` is not a duration (try 50ms, 2s, 10m)"))?;
-    let mult = match unit {
-        "" | "s" => 1e9,
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        other => return Err(format!("`{s}`: unknown duration unit `{other}`")),
-    };
-    Ok((value * mult).round() as u64)
+    let bad = || format!("`{s}` is not a duration (try 50ms, 2s, 10m, 1h30m)");
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0f64;
+    let mut parts = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(digits);
+        let value: f64 = num.parse().map_err(|_| bad())?;
+        let tail = tail.trim_start();
+        let letters = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        let (unit, after) = tail.split_at(letters);
+        let mult = match unit {
+            // A bare number is seconds, but only alone ("1m30" is a typo).
+            "" if parts == 0 && after.trim().is_empty() => 1e9,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1e9,
+            "ns" | "nsec" | "nanos" => 1.0,
+            "us" | "µs" | "usec" | "micros" => 1e3,
+            "ms" | "msec" | "millis" => 1e6,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60e9,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3600e9,
+            "d" | "day" | "days" => 86_400e9,
+            "" => return Err(bad()),
+            other => return Err(format!("`{s}`: unknown duration unit `{other}`")),
+        };
+        total += value * mult;
+        parts += 1;
+        rest = after.trim_start();
+    }
+    Ok(total.round() as u64)
+}
+
+/// [`parse_duration_ns`] as a [`std::time::Duration`].
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration_ns(s).map(std::time::Duration::from_nanos)
 }
 
 /// "1.5GiB" -> (1.5, "GiB"): the leading number and the unit after it.
@@ -83,6 +114,15 @@ mod tests {
         assert_eq!(parse_duration_ns("2").unwrap(), 2_000_000_000);
         assert_eq!(parse_duration_ns("1.5m").unwrap(), 90_000_000_000);
         assert!(parse_duration_ns("5 fortnights").is_err());
+        assert_eq!(parse_duration_ns("1h30m").unwrap(), 5_400_000_000_000);
+        assert_eq!(parse_duration_ns("1m 30s").unwrap(), 90_000_000_000);
+        assert_eq!(parse_duration_ns("2 hours").unwrap(), 7_200_000_000_000);
+        assert_eq!(parse_duration_ns("0s").unwrap(), 0);
+        assert_eq!(parse_duration_ns("100us").unwrap(), 100_000);
+        assert!(parse_duration_ns("1m30").is_err());
+        assert!(parse_duration_ns("").is_err());
+        assert!(parse_duration_ns("ms").is_err());
+        assert!(parse_duration_ns("-1s").is_err());
         assert_eq!(fmt_bytes(1536.0), "1.50 KiB");
     }
 }

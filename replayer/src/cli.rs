@@ -180,23 +180,11 @@ pub struct Options {
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((s, "s"), |i| s.split_at(i));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (like 90s, 10m, 1h)"))?;
-    let secs = match unit {
-        "ms" => v / 1e3,
-        "s" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (ms, s, m, h)")),
-    };
-    if secs <= 0.0 || !secs.is_finite() {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
         return Err(format!("`{s}`: a timeout must be positive"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 impl Cli {

@@ -16,10 +16,10 @@ use crate::error::TelemetryError;
 /// The shortest interval accepted: shorter ones would cost more than they show.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Parses a duration such as `3s`, `500ms` or `1m`.
+/// Parses a duration such as `3s`, `500ms` or `1m` (the format's one
+/// duration parser).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("`{text}` is not a duration (like 5s, 500ms, 1m): {e}"))
+    iorepro_format::units::parse_duration(text)
 }
 
 /// Parses `--status-interval`: a duration of at least [`MIN_INTERVAL`].
