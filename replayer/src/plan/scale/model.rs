@@ -171,6 +171,219 @@ pub fn split(total: u64, n: u32, i: u32) -> u64 {
     total / n + u64::from((i as u64) < total % n)
 }
 
+/// What the trace wrote, and when it read its dataset: one pass over it.
+struct TracedWrites {
+    /// Which ranks wrote which files, and how much.
+    written: HashMap<u32, Written>,
+    /// Dataset visits made before each phase began (to tell when the
+    /// checkpoints came).
+    visits_at_phase: Vec<u64>,
+    /// Dataset visits in all.
+    visits: u64,
+}
+
+impl TracedWrites {
+    fn count(trace: &Path, survey: &Survey) -> ReplayResult<TracedWrites> {
+        let mut written: HashMap<u32, Written> = HashMap::new();
+        let all = vec![true; survey.phases.len()];
+        let mut visits = 0u64;
+        let mut visits_at_phase = vec![0u64; survey.phases.len()];
+        let mut last_phase = 0usize;
+        for_each_op(trace, survey, &all, |source, op| {
+            while last_phase < op.phase as usize {
+                last_phase += 1;
+                visits_at_phase[last_phase] = visits;
+            }
+            let info = survey.paths.get(op.path as usize);
+            if op.op == Op::Open
+                && !op.failed
+                && info.is_some_and(|i| file_role(i) == FileRole::Dataset)
+            {
+                visits += 1;
+            }
+            if op.op == Op::Write && op.path != crate::plan::stream::NO_PATH && op.bytes > 0 {
+                let w = written.entry(op.path).or_insert_with(|| Written {
+                    phase: op.phase as usize,
+                    ..Default::default()
+                });
+                *w.by.entry(source).or_default() += op.bytes as u64;
+            }
+        })?;
+        for v in visits_at_phase.iter_mut().skip(last_phase + 1) {
+            *v = visits;
+        }
+        Ok(TracedWrites {
+            written,
+            visits_at_phase,
+            visits,
+        })
+    }
+}
+
+/// The checkpoint's file families and the traced files each holds: files
+/// one rank wrote grouped by directory and rank-free name, each with the
+/// layout it keeps at N; a file several ranks wrote is a family of its own,
+/// replicated as traced.
+fn families_of(
+    survey: &Survey,
+    written: &HashMap<u32, Written>,
+    r: u32,
+    options: &ScaleOptions,
+) -> (Vec<Family>, Vec<Vec<u32>>) {
+    let mut keyed: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
+    let mut shared_files = Vec::new();
+    let mut ids: Vec<&u32> = written.keys().collect();
+    ids.sort();
+    for &id in ids {
+        let info = &survey.paths[id as usize];
+        if file_role(info) != FileRole::Checkpoint {
+            continue;
+        }
+        let w = &written[&id];
+        if w.by.len() > 1 {
+            // A file several ranks write: each target rank its own, as traced.
+            shared_files.push(id);
+            continue;
+        }
+        let rank = *w.by.keys().next().expect("a writer");
+        keyed
+            .entry(rank_template(&info.path, rank))
+            .or_default()
+            .push(id);
+    }
+    let mut families = Vec::new();
+    let mut members: Vec<Vec<u32>> = Vec::new();
+    for ((dir, name), ids) in keyed {
+        let mut traced_writers: BTreeMap<i32, u64> = BTreeMap::new();
+        let mut phase = usize::MAX;
+        for id in &ids {
+            let w = &written[id];
+            phase = phase.min(w.phase);
+            for (s, b) in &w.by {
+                *traced_writers.entry(*s).or_default() += b;
+            }
+        }
+        let by_name = r == 1 && options.checkpoint == CheckpointMode::Auto;
+        let layout = match options.checkpoint {
+            CheckpointMode::Replicate => Layout::Replicated,
+            CheckpointMode::Sharded => Layout::Sharded,
+            CheckpointMode::Rank0 => Layout::RankZero,
+            CheckpointMode::Auto if traced_writers.len() > 1 => Layout::Sharded,
+            CheckpointMode::Auto
+                if by_name
+                    && ids
+                        .iter()
+                        .any(|id| names_a_shard(&survey.paths[*id as usize].path)) =>
+            {
+                Layout::Sharded
+            }
+            CheckpointMode::Auto => Layout::RankZero,
+        };
+        let traced_bytes = traced_writers.values().sum();
+        families.push(Family {
+            dir,
+            name,
+            layout,
+            by_name,
+            traced_writers,
+            traced_bytes,
+            bytes: traced_bytes,
+            phase,
+            dropped: false,
+            writers: Vec::new(),
+        });
+        members.push(ids);
+    }
+    for id in shared_files {
+        let info = &survey.paths[id as usize];
+        let w = &written[&id];
+        let p = Path::new(&*info.path);
+        families.push(Family {
+            dir: p
+                .parent()
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            name: p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            layout: Layout::Replicated,
+            by_name: false,
+            traced_writers: w.by.clone(),
+            traced_bytes: w.by.values().sum(),
+            bytes: w.by.values().sum(),
+            phase: w.phase,
+            dropped: false,
+            writers: Vec::new(),
+        });
+        members.push(vec![id]);
+    }
+    (families, members)
+}
+
+/// `--checkpoint-bytes`: each checkpoint (the families first written in one
+/// phase) grows or shrinks to `size`, its families keeping their shares.
+fn resize_checkpoints(families: &mut [Family], size: u64) {
+    let mut per_phase: HashMap<usize, u64> = HashMap::new();
+    for f in families.iter() {
+        *per_phase.entry(f.phase).or_default() += f.traced_bytes;
+    }
+    for f in families.iter_mut() {
+        let whole = per_phase[&f.phase].max(1);
+        f.bytes = (f.traced_bytes as u128 * size as u128 / whole as u128) as u64;
+    }
+}
+
+/// Who writes a family at N, and how much: fills `f.writers` and returns,
+/// by traced writer, the target ranks that replay its calls with their
+/// byte budgets.
+fn assign_writers(
+    f: &mut Family,
+    world: u32,
+    sources: &[i32],
+    source_index: &HashMap<i32, usize>,
+    clones: &[Vec<u32>],
+    shares: &[Vec<u32>],
+) -> HashMap<i32, Vec<(u32, u64)>> {
+    let r = sources.len() as u32;
+    let mut map: HashMap<i32, Vec<(u32, u64)>> = HashMap::new();
+    let writers: Vec<i32> = f.traced_writers.keys().copied().collect();
+    match f.layout {
+        Layout::Sharded => {
+            for t in 0..world {
+                let own = sources[(t % r) as usize];
+                let pattern = if f.traced_writers.contains_key(&own) {
+                    own
+                } else {
+                    writers[t as usize % writers.len()]
+                };
+                let budget = split(f.bytes, world, t);
+                f.writers.push((t, pattern, budget));
+                map.entry(pattern).or_default().push((t, budget));
+            }
+        }
+        Layout::RankZero => {
+            let w = writers[0];
+            let t = shares[source_index[&w]][0];
+            f.writers.push((t, w, f.bytes));
+            map.entry(w).or_default().push((t, f.bytes));
+        }
+        Layout::Replicated => {
+            let mut total = 0;
+            for (s, b) in &f.traced_writers {
+                let b = (*b as u128 * f.bytes as u128 / f.traced_bytes.max(1) as u128) as u64;
+                for &t in &clones[source_index[s]] {
+                    f.writers.push((t, *s, b));
+                    map.entry(*s).or_default().push((t, b));
+                    total += b;
+                }
+            }
+            f.bytes = total;
+        }
+    }
+    map
+}
+
 impl Model {
     pub fn source_index(&self, source: i32) -> Option<usize> {
         self.source_index.get(&source).copied()
@@ -210,38 +423,8 @@ impl Model {
             })
             .collect();
 
-        // Which ranks wrote which files, and how much.
-        let mut written: HashMap<u32, Written> = HashMap::new();
-        let all = vec![true; survey.phases.len()];
-        // Dataset visits so far, and how many had been made when each
-        // phase began (to tell when the checkpoints came).
-        let mut visits = 0u64;
-        let mut visits_at_phase = vec![0u64; survey.phases.len()];
-        let mut last_phase = 0usize;
-        for_each_op(trace, survey, &all, |source, op| {
-            while last_phase < op.phase as usize {
-                last_phase += 1;
-                visits_at_phase[last_phase] = visits;
-            }
-            let info = survey.paths.get(op.path as usize);
-            if op.op == Op::Open
-                && !op.failed
-                && info.is_some_and(|i| file_role(i) == FileRole::Dataset)
-            {
-                visits += 1;
-            }
-            if op.op == Op::Write && op.path != crate::plan::stream::NO_PATH && op.bytes > 0 {
-                let w = written.entry(op.path).or_insert_with(|| Written {
-                    phase: op.phase as usize,
-                    ..Default::default()
-                });
-                *w.by.entry(source).or_default() += op.bytes as u64;
-            }
-        })?;
-        for v in visits_at_phase.iter_mut().skip(last_phase + 1) {
-            *v = visits;
-        }
-
+        let traced = TracedWrites::count(trace, survey)?;
+        let (mut families, members) = families_of(survey, &traced.written, r, options);
         let mut roles: Vec<PathRole> = survey
             .paths
             .iter()
@@ -250,111 +433,13 @@ impl Model {
                 _ => PathRole::Other,
             })
             .collect();
-        // Families, keyed by directory and rank-free name.
-        let mut keyed: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
-        let mut shared_files = Vec::new();
-        let mut ids: Vec<&u32> = written.keys().collect();
-        ids.sort();
-        for &id in ids {
-            let info = &survey.paths[id as usize];
-            if file_role(info) != FileRole::Checkpoint {
-                continue;
-            }
-            let w = &written[&id];
-            if w.by.len() > 1 {
-                // A file several ranks write: each target rank its own, as traced.
-                shared_files.push(id);
-                continue;
-            }
-            let rank = *w.by.keys().next().expect("a writer");
-            keyed
-                .entry(rank_template(&info.path, rank))
-                .or_default()
-                .push(id);
-        }
-        let mut families = Vec::new();
-        let mut members: Vec<Vec<u32>> = Vec::new();
-        for ((dir, name), ids) in keyed {
-            let mut traced_writers: BTreeMap<i32, u64> = BTreeMap::new();
-            let mut phase = usize::MAX;
-            for id in &ids {
-                let w = &written[id];
-                phase = phase.min(w.phase);
-                for (s, b) in &w.by {
-                    *traced_writers.entry(*s).or_default() += b;
-                }
-            }
-            let by_name = r == 1 && options.checkpoint == CheckpointMode::Auto;
-            let layout = match options.checkpoint {
-                CheckpointMode::Replicate => Layout::Replicated,
-                CheckpointMode::Sharded => Layout::Sharded,
-                CheckpointMode::Rank0 => Layout::RankZero,
-                CheckpointMode::Auto if traced_writers.len() > 1 => Layout::Sharded,
-                CheckpointMode::Auto
-                    if by_name
-                        && ids
-                            .iter()
-                            .any(|id| names_a_shard(&survey.paths[*id as usize].path)) =>
-                {
-                    Layout::Sharded
-                }
-                CheckpointMode::Auto => Layout::RankZero,
-            };
-            let traced_bytes = traced_writers.values().sum();
-            families.push(Family {
-                dir,
-                name,
-                layout,
-                by_name,
-                traced_writers,
-                traced_bytes,
-                bytes: traced_bytes,
-                phase,
-                dropped: false,
-                writers: Vec::new(),
-            });
-            members.push(ids);
-        }
-        for id in shared_files {
-            let info = &survey.paths[id as usize];
-            let w = &written[&id];
-            let p = Path::new(&*info.path);
-            families.push(Family {
-                dir: p
-                    .parent()
-                    .map(|d| d.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                name: p
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                layout: Layout::Replicated,
-                by_name: false,
-                traced_writers: w.by.clone(),
-                traced_bytes: w.by.values().sum(),
-                bytes: w.by.values().sum(),
-                phase: w.phase,
-                dropped: false,
-                writers: Vec::new(),
-            });
-            members.push(vec![id]);
-        }
         for (n, ids) in members.iter().enumerate() {
             for id in ids {
                 roles[*id as usize] = PathRole::Family(n as u32);
             }
         }
         if let Some(size) = options.checkpoint_bytes {
-            // Each checkpoint (the families first written in one phase)
-            // grows or shrinks to `size`, its families keeping their shares.
-            let mut per_phase: HashMap<usize, u64> = HashMap::new();
-            for f in &families {
-                *per_phase.entry(f.phase).or_default() += f.traced_bytes;
-            }
-            for f in &mut families {
-                let whole = per_phase[&f.phase].max(1);
-                f.bytes = (f.traced_bytes as u128 * size as u128 / whole as u128) as u64;
-            }
+            resize_checkpoints(&mut families, size);
         }
 
         let dataset_files = survey
@@ -364,8 +449,8 @@ impl Model {
             .count() as u64;
         let saves = Saves::judge(
             &families,
-            &visits_at_phase,
-            visits,
+            &traced.visits_at_phase,
+            traced.visits,
             dataset_files,
             r,
             world,
@@ -375,46 +460,10 @@ impl Model {
             f.dropped = saves.dropped.contains(&f.phase);
         }
 
-        let mut by_pattern = Vec::with_capacity(families.len());
-        for f in &mut families {
-            let mut map: HashMap<i32, Vec<(u32, u64)>> = HashMap::new();
-            let writers: Vec<i32> = f.traced_writers.keys().copied().collect();
-            match f.layout {
-                Layout::Sharded => {
-                    for t in 0..world {
-                        let own = sources[(t % r) as usize];
-                        let pattern = if f.traced_writers.contains_key(&own) {
-                            own
-                        } else {
-                            writers[t as usize % writers.len()]
-                        };
-                        let budget = split(f.bytes, world, t);
-                        f.writers.push((t, pattern, budget));
-                        map.entry(pattern).or_default().push((t, budget));
-                    }
-                }
-                Layout::RankZero => {
-                    let w = writers[0];
-                    let t = shares[source_index[&w]][0];
-                    f.writers.push((t, w, f.bytes));
-                    map.entry(w).or_default().push((t, f.bytes));
-                }
-                Layout::Replicated => {
-                    let mut total = 0;
-                    for (s, b) in &f.traced_writers {
-                        let b =
-                            (*b as u128 * f.bytes as u128 / f.traced_bytes.max(1) as u128) as u64;
-                        for &t in &clones[source_index[s]] {
-                            f.writers.push((t, *s, b));
-                            map.entry(*s).or_default().push((t, b));
-                            total += b;
-                        }
-                    }
-                    f.bytes = total;
-                }
-            }
-            by_pattern.push(map);
-        }
+        let by_pattern = families
+            .iter_mut()
+            .map(|f| assign_writers(f, world, &sources, &source_index, &clones, &shares))
+            .collect();
 
         Ok(Model {
             world,
