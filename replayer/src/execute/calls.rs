@@ -109,9 +109,8 @@ impl Worker<'_> {
                 }
                 match self.files.get(&key) {
                     Some(f) => {
-                        // SAFETY: ftruncate on an open descriptor.
-                        if unsafe { libc::ftruncate(f.fd.as_raw_fd(), op.bytes.max(0)) } < 0 {
-                            let (e, rel) = (io::Error::last_os_error(), f.rel.clone());
+                        if let Err(e) = rustix::fs::ftruncate(&f.fd, op.bytes.max(0) as u64) {
+                            let (e, rel) = (io::Error::from(e), f.rel.clone());
                             return Err(self.io_err("truncate", &rel, e));
                         }
                     }

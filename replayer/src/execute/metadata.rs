@@ -11,10 +11,14 @@
 //! succeed here, it is made again the confined way and that answer counts,
 //! so at most a failed lookup can pass a symlink planted beneath the target.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{AtFlags, Mode};
 
 use iorepro_format::Op;
 
@@ -29,11 +33,39 @@ const HELD_DIRECTORIES: usize = 4096;
 const LISTING_MIN: usize = 1 << 10;
 const LISTING_MAX: usize = 1 << 20;
 
-fn ret(r: libc::c_int) -> io::Result<()> {
+/// faccessat(2) of `name` at `dir`, judging a final symlink itself (it is
+/// not followed out). Stays on libc: on kernels without faccessat2 (before
+/// 5.8) glibc emulates AT_SYMLINK_NOFOLLOW with a stat, where rustix answers
+/// ENOSYS, which the traced call never saw.
+fn access_nofollow(dir: BorrowedFd<'_>, name: &CStr, mode: i32) -> io::Result<()> {
+    // SAFETY: dir is an open directory and name a C string.
+    let r = unsafe {
+        libc::faccessat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            mode,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+/// Where a name is looked up: a directory held open, or the target's root.
+enum Dir {
+    Held(Arc<OwnedFd>),
+    Root,
+}
+
+impl Dir {
+    fn fd<'a>(&'a self, root: BorrowedFd<'a>) -> BorrowedFd<'a> {
+        match self {
+            Dir::Held(fd) => fd.as_fd(),
+            Dir::Root => root,
+        }
     }
 }
 
@@ -75,8 +107,8 @@ impl Worker<'_> {
         }
         let rel = self.rel_path(op.path)?;
         if op.failed && matches!(op.op, Op::Stat | Op::Access) {
-            let from_root =
-                cstr(&rel).and_then(|path| self.look(op, self.shared.conf.root_fd(), &path));
+            let shared = self.shared;
+            let from_root = cstr(&rel).and_then(|path| self.look(op, shared.conf.root(), &path));
             if from_root.is_err() {
                 return Ok(Some(from_root));
             }
@@ -84,25 +116,24 @@ impl Worker<'_> {
         let result = match op.op {
             Op::Stat => self.stat(&rel, op.flags.unwrap_or(0)),
             Op::Access => self.at(&rel, |dir, name| {
-                let mode = op.flags.unwrap_or(libc::F_OK);
-                // SAFETY: dir is an open directory and name a C string.
-                // (A symlink is judged itself, not followed out.)
-                ret(unsafe { libc::faccessat(dir, name.as_ptr(), mode, libc::AT_SYMLINK_NOFOLLOW) })
+                access_nofollow(dir, name, op.flags.unwrap_or(libc::F_OK))
             }),
             Op::Mkdir => self.at(&rel, |dir, name| {
-                let mode = op.flags.map_or(0o755, |m| m as libc::mode_t & 0o7777);
-                // SAFETY: as above.
-                ret(unsafe { libc::mkdirat(dir, name.as_ptr(), mode) })
+                let mode = op.flags.map_or(0o755, |m| m as u32 & 0o7777);
+                Ok(rustix::fs::mkdirat(
+                    dir,
+                    name,
+                    Mode::from_bits_retain(mode),
+                )?)
             }),
             Op::Rmdir | Op::Unlink => {
                 let flags = if op.op == Op::Rmdir {
-                    libc::AT_REMOVEDIR
+                    AtFlags::REMOVEDIR
                 } else {
-                    0
+                    AtFlags::empty()
                 };
                 let r = self.at(&rel, |dir, name| {
-                    // SAFETY: as above.
-                    ret(unsafe { libc::unlinkat(dir, name.as_ptr(), flags) })
+                    Ok(rustix::fs::unlinkat(dir, name, flags)?)
                 });
                 if r.is_ok() && op.op == Op::Rmdir {
                     self.parents.clear();
@@ -118,14 +149,12 @@ impl Worker<'_> {
                     self.rel_path(op.path2)?
                 };
                 let r = self.between(&rel, &rel2, |d1, n1, d2, n2| {
-                    // SAFETY: both directories are open and both names C strings.
-                    ret(unsafe {
-                        if op.op == Op::Rename {
-                            libc::renameat(d1, n1.as_ptr(), d2, n2.as_ptr())
-                        } else {
-                            libc::linkat(d1, n1.as_ptr(), d2, n2.as_ptr(), 0)
-                        }
-                    })
+                    let r = if op.op == Op::Rename {
+                        rustix::fs::renameat(d1, n1, d2, n2)
+                    } else {
+                        rustix::fs::linkat(d1, n1, d2, n2, AtFlags::empty())
+                    };
+                    Ok(r?)
                 });
                 if r.is_ok()
                     && op.op == Op::Rename
@@ -146,8 +175,7 @@ impl Worker<'_> {
                     Err(e) => return Ok(Some(Err(e))),
                 };
                 self.at(&link, |dir, name| {
-                    // SAFETY: as above.
-                    ret(unsafe { libc::symlinkat(text.as_ptr(), dir, name.as_ptr()) })
+                    Ok(rustix::fs::symlinkat(text.as_c_str(), dir, name)?)
                 })
             }
             _ => return Ok(None),
@@ -156,15 +184,13 @@ impl Worker<'_> {
     }
 
     /// A stat or access of `path` at `dir` that follows no final symlink.
-    fn look(&mut self, op: &PlannedOp, dir: RawFd, path: &CString) -> io::Result<()> {
+    fn look(&mut self, op: &PlannedOp, dir: BorrowedFd<'_>, path: &CStr) -> io::Result<()> {
         if op.op == Op::Stat {
             self.engine
-                .stat_at(dir, path, libc::AT_SYMLINK_NOFOLLOW)
+                .stat_at(dir.as_raw_fd(), path, libc::AT_SYMLINK_NOFOLLOW)
                 .map(drop)
         } else {
-            let mode = op.flags.unwrap_or(libc::F_OK);
-            // SAFETY: dir is an open directory and path a C string.
-            ret(unsafe { libc::faccessat(dir, path.as_ptr(), mode, libc::AT_SYMLINK_NOFOLLOW) })
+            access_nofollow(dir, path, op.flags.unwrap_or(libc::F_OK))
         }
     }
 
@@ -173,6 +199,8 @@ impl Worker<'_> {
     fn stat(&mut self, rel: &Path, flags: i32) -> io::Result<()> {
         let no_follow = flags & libc::AT_SYMLINK_NOFOLLOW != 0;
         let (dir, name) = self.parent(rel)?;
+        let shared = self.shared;
+        let dir = dir.fd(shared.conf.root()).as_raw_fd();
         let mode = self.engine.stat_at(dir, &name, libc::AT_SYMLINK_NOFOLLOW)?;
         if no_follow || mode & libc::S_IFMT != libc::S_IFLNK {
             return Ok(());
@@ -217,15 +245,15 @@ impl Worker<'_> {
         }
         let len = (op.bytes.max(0) as usize).clamp(LISTING_MIN, LISTING_MAX);
         if self.listing.len() < len {
-            self.listing.resize(len, 0);
+            self.listing.resize(len, MaybeUninit::uninit());
         }
-        let fd = self.files[&key].fd.as_raw_fd();
-        // SAFETY: the buffer holds `len` bytes for the kernel to fill.
-        let r = unsafe { libc::syscall(libc::SYS_getdents64, fd, self.listing.as_mut_ptr(), len) };
-        Ok(Some(if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
+        // The first entry asks for one getdents64 of the buffer; the rest
+        // of what it read is dropped with the reader.
+        let fd = &self.files[&key].fd;
+        let mut dir = rustix::fs::RawDir::new(fd, &mut self.listing[..len]);
+        Ok(Some(match dir.next() {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(e.into()),
         }))
     }
 
@@ -234,34 +262,34 @@ impl Worker<'_> {
     /// call names the whole path from the target instead, so it is still
     /// made and fails at the same missing component: resolving beneath the
     /// target met a missing name before anything that could lead outside.
-    fn parent(&mut self, rel: &Path) -> io::Result<(RawFd, CString)> {
+    fn parent(&mut self, rel: &Path) -> io::Result<(Dir, CString)> {
         let (dir, name) = Confined::split(rel)?;
         if let Some(fd) = self.parents.get(dir) {
-            return Ok((fd.as_raw_fd(), name));
+            return Ok((Dir::Held(fd.clone()), name));
         }
         let fd = match self.shared.conf.open_dir(dir) {
-            Ok(fd) => fd,
+            Ok(fd) => Arc::new(fd),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-                return Ok((self.shared.conf.root_fd(), cstr(rel)?));
+                return Ok((Dir::Root, cstr(rel)?));
             }
             Err(e) => return Err(e),
         };
         if self.parents.len() >= HELD_DIRECTORIES {
             self.parents.clear();
         }
-        let raw = fd.as_raw_fd();
-        self.parents.insert(dir.to_path_buf(), fd);
-        Ok((raw, name))
+        self.parents.insert(dir.to_path_buf(), fd.clone());
+        Ok((Dir::Held(fd), name))
     }
 
     /// A call on one name in its directory.
     fn at(
         &mut self,
         rel: &Path,
-        call: impl FnOnce(RawFd, &CString) -> io::Result<()>,
+        call: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<()>,
     ) -> io::Result<()> {
         let (dir, name) = self.parent(rel)?;
-        call(dir, &name)
+        let root = self.shared.conf.root();
+        call(dir.fd(root), &name)
     }
 
     /// A call on two names, each in its directory.
@@ -269,11 +297,12 @@ impl Worker<'_> {
         &mut self,
         from: &Path,
         to: &Path,
-        call: impl FnOnce(RawFd, &CString, RawFd, &CString) -> io::Result<()>,
+        call: impl FnOnce(BorrowedFd<'_>, &CStr, BorrowedFd<'_>, &CStr) -> io::Result<()>,
     ) -> io::Result<()> {
         let (d1, n1) = self.parent(from)?;
         let (d2, n2) = self.parent(to)?;
-        call(d1, &n1, d2, &n2)
+        let root = self.shared.conf.root();
+        call(d1.fd(root), &n1, d2.fd(root), &n2)
     }
 }
 

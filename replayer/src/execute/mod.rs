@@ -121,9 +121,9 @@ pub struct Worker<'s> {
     files: HashMap<(i32, i32), OpenFile>,
     /// Directories that metadata calls name entries in, held open; dropped
     /// when this rank removes or renames a directory.
-    parents: HashMap<PathBuf, OwnedFd>,
+    parents: HashMap<PathBuf, Arc<OwnedFd>>,
     /// Where a directory listing lands (never looked at).
-    listing: Vec<u8>,
+    listing: Vec<std::mem::MaybeUninit<u8>>,
     paths: HashMap<u32, PathBuf>,
     dirs: HashSet<PathBuf>,
     /// The rank's own stamps for buffered writes from [`Shared::data`].

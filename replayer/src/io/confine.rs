@@ -7,15 +7,14 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::io::engine::{Engine, OpenHow, Psync};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_BENEATH: u64 = 0x08;
+use crate::io::engine::{Engine, OpenHow, Psync};
 
 /// A directory handle that every replay path is resolved beneath.
 #[derive(Debug)]
@@ -29,27 +28,15 @@ pub fn cstr(p: &Path) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
 impl Confined {
     /// Opens the target directory itself (the one path the user named).
     pub fn open_root(path: &Path) -> io::Result<Self> {
         let c = cstr(path)?;
-        // SAFETY: c is a valid NUL-terminated string for the duration of the call.
-        let fd = check(unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        })?;
-        // SAFETY: fd was just returned by open and is owned by nobody else.
-        let root = unsafe { OwnedFd::from_raw_fd(fd) };
+        let root = rustix::fs::open(
+            c.as_c_str(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         Ok(Confined {
             root,
             root_path: path.to_path_buf(),
@@ -57,8 +44,8 @@ impl Confined {
     }
 
     /// The target directory, held open.
-    pub fn root_fd(&self) -> std::os::fd::RawFd {
-        self.root.as_raw_fd()
+    pub fn root(&self) -> BorrowedFd<'_> {
+        self.root.as_fd()
     }
 
     pub fn root_path(&self) -> &Path {
@@ -68,11 +55,10 @@ impl Confined {
     /// Why the target is gone, if it is: its directory was removed (no links
     /// are left to it), or its path now leads elsewhere (unmounted, replaced).
     pub fn vanished(&self) -> Option<String> {
-        // SAFETY: fstat on a descriptor we own into a zeroed struct.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(self.root.as_raw_fd(), &mut st) } != 0 {
-            return Some(format!("{}", io::Error::last_os_error()));
-        }
+        let st = match rustix::fs::fstat(&self.root) {
+            Ok(st) => st,
+            Err(e) => return Some(format!("{}", io::Error::from(e))),
+        };
         if st.st_nlink == 0 {
             return Some("its directory was removed".into());
         }
@@ -113,7 +99,7 @@ impl Confined {
             } else {
                 0
             },
-            resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+            resolve: (ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS).bits(),
         }
     }
 
@@ -162,13 +148,9 @@ impl Confined {
             };
             let parent = self.open_dir(&so_far)?;
             let c = cstr(Path::new(name))?;
-            // SAFETY: parent is an open directory fd and c a valid C string.
-            let r = unsafe { libc::mkdirat(parent.as_raw_fd(), c.as_ptr(), 0o755) };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EEXIST) {
-                    return Err(e);
-                }
+            match rustix::fs::mkdirat(&parent, c.as_c_str(), Mode::from_bits_retain(0o755)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
             }
             so_far.push(name);
         }
@@ -192,17 +174,22 @@ impl Confined {
     pub fn unlink(&self, rel: &Path) -> io::Result<()> {
         let (parent, name) = Self::split(rel)?;
         let dir = self.open_dir(parent)?;
-        // SAFETY: dir is an open directory fd and name a valid C string.
-        check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) }).map(drop)
+        Ok(rustix::fs::unlinkat(
+            &dir,
+            name.as_c_str(),
+            AtFlags::empty(),
+        )?)
     }
 
     /// Removes an empty directory, resolved like [`Confined::unlink`].
     pub fn remove_dir(&self, rel: &Path) -> io::Result<()> {
         let (parent, name) = Self::split(rel)?;
         let dir = self.open_dir(parent)?;
-        // SAFETY: dir is an open directory fd and name a valid C string.
-        check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })
-            .map(drop)
+        Ok(rustix::fs::unlinkat(
+            &dir,
+            name.as_c_str(),
+            AtFlags::REMOVEDIR,
+        )?)
     }
 
     /// The names in a directory beneath the root (one directory read, however
@@ -221,16 +208,12 @@ impl Confined {
         let (tp, tname) = Self::split(to)?;
         let fdir = self.open_dir(fp)?;
         let tdir = self.open_dir(tp)?;
-        // SAFETY: both directory fds are open and both names valid C strings.
-        check(unsafe {
-            libc::renameat(
-                fdir.as_raw_fd(),
-                fname.as_ptr(),
-                tdir.as_raw_fd(),
-                tname.as_ptr(),
-            )
-        })
-        .map(drop)
+        Ok(rustix::fs::renameat(
+            &fdir,
+            fname.as_c_str(),
+            &tdir,
+            tname.as_c_str(),
+        )?)
     }
 
     /// Removes whatever is at `rel`, a directory with all it holds; `false`
@@ -251,12 +234,7 @@ impl Confined {
     /// Size of a regular file beneath the root, `None` when it does not exist.
     pub fn file_size(&self, rel: &Path) -> io::Result<Option<u64>> {
         match self.open(rel, libc::O_PATH, 0) {
-            Ok(fd) => {
-                // SAFETY: fstat on an open fd into a zeroed stat buffer.
-                let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
-                Ok(Some(st.st_size as u64))
-            }
+            Ok(fd) => Ok(Some(rustix::fs::fstat(&fd)?.st_size as u64)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             Err(e) => Err(e),
         }
@@ -265,61 +243,37 @@ impl Confined {
 
 /// Removes `name` from the open directory `dir`, recursively.
 fn remove_entry(dir: &OwnedFd, name: &std::ffi::CStr) -> io::Result<bool> {
-    // SAFETY: dir is an open directory fd and name a valid C string.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } == 0 {
-        return Ok(true);
+    match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+        Ok(()) => return Ok(true),
+        Err(rustix::io::Errno::NOENT) => return Ok(false),
+        Err(rustix::io::Errno::ISDIR) => {}
+        Err(e) => return Err(e.into()),
     }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENOENT) => return Ok(false),
-        Some(libc::EISDIR) => {}
-        _ => return Err(e),
-    }
-    // SAFETY: as above; O_NOFOLLOW keeps a symlink from being entered.
-    let sub = check(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: openat returned a new descriptor that nothing else owns.
-    let sub = unsafe { OwnedFd::from_raw_fd(sub) };
+    // O_NOFOLLOW keeps a symlink from being entered.
+    let sub = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     for entry in entries(&sub)? {
         remove_entry(&sub, &entry)?;
     }
-    // SAFETY: as above.
-    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
+    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
     Ok(true)
 }
 
 /// The names in an open directory, without `.` and `..`.
 fn entries(dir: &OwnedFd) -> io::Result<Vec<CString>> {
-    // SAFETY: fdopendir takes a duplicate we hand over; closedir closes it.
-    let stream = unsafe {
-        let dup = check(libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0))?;
-        let d = libc::fdopendir(dup);
-        if d.is_null() {
-            let e = io::Error::last_os_error();
-            libc::close(dup);
-            return Err(e);
-        }
-        d
-    };
     let mut names = Vec::new();
-    loop {
-        // SAFETY: stream is open; the entry is valid until the next readdir.
-        let ent = unsafe { libc::readdir64(stream) };
-        if ent.is_null() {
-            break;
-        }
-        // SAFETY: d_name is a NUL-terminated array inside the entry.
-        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) };
+    // The stream reads a duplicate of the descriptor, and closes it.
+    let stream = rustix::fs::Dir::new(rustix::io::fcntl_dupfd_cloexec(dir, 0)?)?;
+    for entry in stream {
+        let entry = entry?;
+        let name = entry.file_name();
         if name.to_bytes() != b"." && name.to_bytes() != b".." {
             names.push(name.to_owned());
         }
     }
-    // SAFETY: stream came from fdopendir and is closed once.
-    unsafe { libc::closedir(stream) };
     Ok(names)
 }

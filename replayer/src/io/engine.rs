@@ -6,7 +6,9 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 
 /// `--engine`: `auto`, `psync` or `io_uring` (`io-uring` is taken too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -99,6 +101,19 @@ fn ret_size(r: isize) -> io::Result<usize> {
     }
 }
 
+/// A descriptor an [`Engine`] method was given, borrowed for that call.
+/// The engines take raw descriptors because the replay's workers hold them
+/// in maps they go on changing between calls (an engine call never outlives
+/// its caller's hold on the descriptor).
+fn held<'a>(fd: RawFd) -> BorrowedFd<'a> {
+    // SAFETY: every Engine method's caller holds `fd` open for the call.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+/// The plain syscalls, through rustix where it has the call; the reads and
+/// vectored writes stay raw: they move bytes of the buffer every rank of a
+/// process shares, to which no Rust reference is ever formed (rustix takes
+/// slices).
 pub struct Psync;
 
 impl Engine for Psync {
@@ -113,8 +128,7 @@ impl Engine for Psync {
         ret_size(unsafe { libc::pread(fd, buf.cast(), len, offset as i64) })
     }
     fn write_at(&mut self, fd: RawFd, buf: &[u8], offset: u64) -> io::Result<usize> {
-        // SAFETY: buf is valid for reads of buf.len() bytes.
-        ret_size(unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), offset as i64) })
+        Ok(rustix::io::pwrite(held(fd), buf, offset)?)
     }
     unsafe fn write_vectored_at(
         &mut self,
@@ -126,35 +140,34 @@ impl Engine for Psync {
         ret_size(unsafe { libc::pwritev(fd, iov.as_ptr(), iov.len() as i32, offset as i64) })
     }
     fn sync(&mut self, fd: RawFd, data_only: bool) -> io::Result<()> {
-        // SAFETY: plain syscalls on a descriptor.
-        let r = unsafe {
-            if data_only {
-                libc::fdatasync(fd)
-            } else {
-                libc::fsync(fd)
-            }
-        };
-        ret_size(r as isize).map(drop)
+        if data_only {
+            rustix::fs::fdatasync(held(fd))?;
+        } else {
+            rustix::fs::fsync(held(fd))?;
+        }
+        Ok(())
     }
     fn open_at(&mut self, dir: RawFd, path: &CStr, how: &OpenHow) -> io::Result<OwnedFd> {
-        // SAFETY: openat2(2) with a C string and an initialised open_how of its size.
-        owned(unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir,
-                path.as_ptr(),
-                how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        })
+        // The bits as given: the trace's flags (O_DIRECT, O_SYNC...) and the
+        // confinement's resolve flags, unknown ones answered by the kernel.
+        // No fallback where openat2 is missing: ENOSYS is the open's answer.
+        // (rustix adds O_LARGEFILE without O_PATH, as the kernel's openat2
+        // does itself on 64-bit machines.)
+        Ok(rustix::fs::openat2(
+            held(dir),
+            path,
+            OFlags::from_bits_retain(how.flags as u32),
+            Mode::from_bits_retain(how.mode as u32),
+            ResolveFlags::from_bits_retain(how.resolve),
+        )?)
     }
     fn stat_at(&mut self, dir: RawFd, name: &CStr, flags: i32) -> io::Result<u32> {
-        // SAFETY: fstatat into a zeroed buffer, with a C string.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        ret_size(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, flags) } as isize)?;
+        let st = rustix::fs::statat(held(dir), name, AtFlags::from_bits_retain(flags as u32))?;
         Ok(st.st_mode)
     }
     fn close(&mut self, fd: OwnedFd) -> io::Result<()> {
+        // close(2)'s own answer is wanted (dropping an OwnedFd ignores it),
+        // and rustix's close returns none.
         // SAFETY: the descriptor is ours and closed once.
         ret_size(unsafe { libc::close(fd.into_raw_fd()) } as isize).map(drop)
     }

@@ -184,8 +184,7 @@ pub fn check_can_drop_caches() -> ReplayResult<()> {
 
 /// Writes dirty pages back, then drops the page cache, dentries and inodes.
 pub fn drop_caches() -> ReplayResult<()> {
-    // SAFETY: sync(2) takes no arguments.
-    unsafe { libc::sync() };
+    rustix::fs::sync();
     std::fs::write(DROP_CACHES, b"3").map_err(|e| privilege_error(&e.to_string()))
 }
 
@@ -304,8 +303,7 @@ fn make_file(
     let have = conf.file_size(rel).map_err(|e| io("checking", e))?;
     if have.is_some_and(|h| h >= size) {
         if let Ok(fd) = conf.open(rel, libc::O_RDONLY, 0) {
-            // SAFETY: fadvise on an open descriptor.
-            unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            let _ = rustix::fs::fadvise(&fd, 0, None, rustix::fs::Advice::DontNeed);
         }
         return Ok(0);
     }
@@ -328,7 +326,6 @@ fn make_file(
     }
     eng.sync(fd.as_raw_fd(), true)
         .map_err(|e| io("syncing", e))?;
-    // SAFETY: fadvise on an open descriptor.
-    unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let _ = rustix::fs::fadvise(&fd, 0, None, rustix::fs::Advice::DontNeed);
     Ok(size)
 }

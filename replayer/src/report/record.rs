@@ -105,8 +105,7 @@ impl Recorder {
             shared: self.clone(),
             rank: rank as i32,
             pid: std::process::id() as i32,
-            // SAFETY: gettid has no preconditions.
-            tid: unsafe { libc::gettid() },
+            tid: rustix::thread::gettid().as_raw_nonzero().get(),
             builder: EventBatchBuilder::with_capacity(RECORD_BATCH_ROWS),
         }
     }
