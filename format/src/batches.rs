@@ -14,8 +14,11 @@ use parquet::arrow::ProjectionMask;
 
 use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::reader::{normalise, plan_columns, READ_BATCH_ROWS};
+use crate::normalise::{normalise, plan_columns};
 use crate::segment_file::{guard, SegmentFile};
+
+/// Rows per batch handed to consumers.
+pub const READ_BATCH_ROWS: usize = 64 * 1024;
 
 /// Batches of one segment, normalised.
 pub struct SegmentBatches {

@@ -22,6 +22,7 @@ pub mod event;
 pub mod launchers;
 pub mod manifest;
 pub mod mounts;
+pub(crate) mod normalise;
 pub mod partitions;
 pub mod private_file;
 pub mod reader;

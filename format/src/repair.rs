@@ -19,7 +19,12 @@ use crate::manifest::{Manifest, Source, MANIFEST_FILE};
 use crate::partitions::partitions;
 use crate::reader::{SegmentBatches, TraceReader};
 use crate::schema::SCHEMA_VERSION;
-use crate::validate::{file_names, PARTIAL_SUFFIX, SEGMENT_SUFFIX, SET_ASIDE_SUFFIX};
+
+/// A segment's file name ends so; while its writer has it open, so.
+pub(crate) const SEGMENT_SUFFIX: &str = ".parquet";
+pub(crate) const PARTIAL_SUFFIX: &str = ".parquet.partial";
+/// What a repair adds to the name of a file it sets aside.
+pub(crate) const SET_ASIDE_SUFFIX: &str = ".corrupt";
 
 /// Repairs a trace directory, or each partition of a partitioned one.
 pub fn repair_all(dir: &Path) -> TraceResult<Vec<Repair>> {
@@ -455,4 +460,18 @@ impl Repair {
         }
         out
     }
+}
+
+/// Names of the regular files (not symlinks) directly in `dir`, sorted.
+pub(crate) fn file_names(dir: &Path) -> TraceResult<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| TraceError::io(dir, e))? {
+        let entry = entry.map_err(|e| TraceError::io(dir, e))?;
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if let (true, Ok(name)) = (regular, entry.file_name().into_string()) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
 }

@@ -28,8 +28,10 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ProjectionMask;
 
+use crate::batches::READ_BATCH_ROWS;
 use crate::error::{TraceError, TraceResult};
-use crate::reader::{absent_column, normalise_column, plan_columns, TraceReader, READ_BATCH_ROWS};
+use crate::normalise::{absent_column, normalise_column, plan_columns};
+use crate::reader::TraceReader;
 use crate::schema::{dict_type, idx, trace_schema, Op, COLUMNS, COL_PATH};
 use crate::segment_file::{guard, SegmentFile};
 

@@ -13,6 +13,7 @@ use crate::error::{TraceError, TraceResult};
 use crate::partitions::{partition_name, partitions};
 use crate::reader::{SegmentBatches, TraceReader};
 
+use crate::repair::{file_names, PARTIAL_SUFFIX, SEGMENT_SUFFIX};
 pub use crate::repair::{repair, repair_all, Repair, SetAside};
 
 #[derive(Debug, Serialize)]
@@ -25,10 +26,6 @@ pub struct Validation {
     /// Problems that do not stop reading (a trace with these is still usable).
     pub warnings: Vec<String>,
 }
-
-pub(crate) const SEGMENT_SUFFIX: &str = ".parquet";
-pub(crate) const PARTIAL_SUFFIX: &str = ".parquet.partial";
-pub(crate) const SET_ASIDE_SUFFIX: &str = ".corrupt";
 
 pub fn validate(path: &Path) -> TraceResult<Validation> {
     if let Some(parts) = partitions(path)? {
@@ -141,18 +138,4 @@ fn loose_files(dir: &Path, listed: &[String]) -> TraceResult<Vec<String>> {
         }
     }
     Ok(out)
-}
-
-/// Names of the regular files (not symlinks) directly in `dir`, sorted.
-pub(crate) fn file_names(dir: &Path) -> TraceResult<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| TraceError::io(dir, e))? {
-        let entry = entry.map_err(|e| TraceError::io(dir, e))?;
-        let regular = entry.file_type().is_ok_and(|t| t.is_file());
-        if let (true, Ok(name)) = (regular, entry.file_name().into_string()) {
-            names.push(name);
-        }
-    }
-    names.sort();
-    Ok(names)
 }

@@ -77,8 +77,8 @@ const PREPARED_BARRIER: u64 = 1 << 40;
 /// both start from.
 fn scoped_survey(opts: &Options) -> ReplayResult<Survey> {
     let mut survey = Survey::run(&opts.trace)?;
-    crate::plan::scope::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
-    survey.left_out = crate::plan::scope::apply(&mut survey, &opts.scope);
+    crate::plan::survey::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
+    survey.left_out = crate::plan::survey::apply_scope(&mut survey, &opts.scope);
     Ok(survey)
 }
 

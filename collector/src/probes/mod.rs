@@ -26,6 +26,7 @@ mod load;
 mod maps;
 mod optional;
 mod privileges;
+mod programs;
 
 use std::collections::BTreeSet;
 

@@ -9,7 +9,7 @@ use aya::programs::{BtfTracePoint, TracePoint};
 use aya::{Btf as AyaBtf, Ebpf};
 use iorepro_common::globals;
 
-use super::load::{load_btf_programs, program, Program};
+use super::programs::{load_btf_programs, program, Program};
 use super::{Capabilities, Missing};
 use crate::btf::{uring_offsets, Btf};
 

@@ -15,7 +15,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::plan::rank_map::RankMap;
-use crate::plan::scope::shared_by_replicas;
+use crate::plan::survey::shared_by_replicas;
 use crate::plan::survey::PathInfo;
 
 /// Which copy of the trace's name space a path is in.

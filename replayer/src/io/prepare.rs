@@ -115,7 +115,7 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
     }
     for replica in 0..map.replicas(world) {
         for (id, info) in survey.paths.iter().enumerate() {
-            let shared = crate::plan::scope::shared_by_replicas(info);
+            let shared = crate::plan::survey::shared_by_replicas(info);
             if info.written || !prepared(info) || shared && replica > 0 {
                 continue;
             }

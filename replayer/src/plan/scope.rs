@@ -16,8 +16,6 @@ use serde::Serialize;
 use iorepro_analysis::roles::forms::{canonical, form_of, Form};
 use iorepro_analysis::roles::Role;
 
-use crate::plan::survey::Survey;
-
 /// Which files' calls a replay makes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scope {
@@ -124,7 +122,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, other: &Tally) {
+    pub(crate) fn add(&mut self, other: &Tally) {
         self.files += other.files;
         self.calls += other.calls;
         self.read_bytes += other.read_bytes;
@@ -188,122 +186,6 @@ impl LeftOut {
         }
         s
     }
-}
-
-/// Decides every path of the survey and counts what is left out. Calls
-/// left out no longer count among the ops each source rank replays.
-pub fn apply(survey: &mut Survey, scope: &Scope) -> LeftOut {
-    let mut left = LeftOut {
-        scope: scope.describe(),
-        ..Default::default()
-    };
-    for i in 0..survey.paths.len() {
-        let path = survey.paths[i].path.clone();
-        let entry = survey.roles.get(&path);
-        let role = entry.map_or_else(|| survey.roles.role(&path), |f| f.role);
-        let (read_bytes, write_bytes) = entry.map_or((0, 0), |f| (f.read_bytes, f.write_bytes));
-        let skip = scope.decide(&path, role);
-        let info = &mut survey.paths[i];
-        info.role = Some(role);
-        info.skip = skip;
-        let Some(skip) = skip else { continue };
-        let own_calls: u64 = info.calls.iter().map(|(_, n)| n).sum();
-        let t = Tally {
-            files: 1,
-            calls: own_calls,
-            read_bytes,
-            write_bytes,
-        };
-        for (rank, n) in &info.calls {
-            if let Some(ops) = survey.ops_per_source.get_mut(rank) {
-                *ops = ops.saturating_sub(*n);
-            }
-        }
-        left.total.add(&t);
-        left.roles.entry(role.to_string()).or_default().add(&t);
-        left.reasons.entry(skip.key()).or_default().add(&t);
-        let mount = survey.roles.mount_of(&path).to_string();
-        left.mounts.entry(mount).or_default().add(&t);
-    }
-    // Directories on the way to what is kept are still made.
-    for i in 0..survey.paths.len() {
-        if survey.paths[i].skip.is_some() {
-            continue;
-        }
-        let path = survey.paths[i].path.clone();
-        for parent in Path::new(&*path).ancestors().skip(1) {
-            if let Some(&id) = parent.to_str().and_then(|p| survey.path_ids.get(p)) {
-                let p = &mut survey.paths[id as usize];
-                if p.skip.is_some() {
-                    p.keeps = true;
-                }
-            }
-        }
-    }
-    left
-}
-
-/// Refuses a trace that holds no calls, or that is marked incomplete (its
-/// writer never closed it, or a repair found segments missing), unless
-/// allowed: a replay of what is not there would pass silently.
-pub fn check_usable(
-    trace: &Path,
-    survey: &Survey,
-    allow_incomplete: bool,
-) -> crate::error::ReplayResult<()> {
-    if allow_incomplete {
-        return Ok(());
-    }
-    let why = if survey.events == 0 {
-        Some("it holds no calls".to_string())
-    } else {
-        let reader = iorepro_format::TraceReader::open(trace)?;
-        (!reader.manifest().complete).then(|| {
-            "its manifest marks it incomplete (complete: false; its writer did not finish, \
-             or a repair found segments missing), so calls may be missing"
-                .to_string()
-        })
-    };
-    match why {
-        Some(why) => Err(crate::error::ReplayError::Usage(format!(
-            "refusing to replay {}: {why}; --allow-incomplete replays it anyway",
-            trace.display()
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Whether every replica reads one copy of a path: the read-only files of
-/// code, system and other roles (a thousand ranks importing one Python
-/// environment import the same files), prepared once. A dataset keeps one
-/// copy per replica, so replicas do not read what another pulled into a
-/// cache.
-pub fn shared_by_replicas(info: &crate::plan::survey::PathInfo) -> bool {
-    !info.written && matches!(info.role, Some(Role::Code | Role::System | Role::Other))
-}
-
-/// The path ids a row's calls are made on ([`crate::plan::stream::NO_PATH`] for
-/// none, or for a call on a descriptor); `None` when the row is left out.
-pub fn row_paths(
-    survey: &Survey,
-    op: iorepro_format::Op,
-    fd: Option<i32>,
-    path: Option<&str>,
-    path2: Option<&str>,
-) -> Option<(u32, u32)> {
-    use crate::plan::stream::NO_PATH;
-    let id = |p: Option<&str>| -> Option<u32> {
-        let Some(p) = p else { return Some(NO_PATH) };
-        if crate::plan::pathforms::on_descriptor(p, op, fd) {
-            return Some(NO_PATH);
-        }
-        match survey.find_path(p) {
-            Some(id) if survey.paths[id as usize].skip.is_some() => None,
-            Some(id) => Some(id),
-            None => Some(NO_PATH),
-        }
-    };
-    Some((id(path)?, id(path2)?))
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use crate::plan::survey::{open_reader, rank_or_zero, Survey};
 pub const CHUNK: usize = 1024;
 /// Messages a rank's channel holds before the reader waits for it.
 pub const CHANNEL_CHUNKS: usize = 4;
-pub const NO_PATH: u32 = u32::MAX;
+pub use crate::plan::survey::NO_PATH;
 
 /// What the reader sends a rank: its next ops in `ts` order, after which
 /// the stream is at phase `then_phase` (a rank moves on to it, through its
@@ -122,7 +122,7 @@ pub fn for_each_op(
             let source = rank_or_zero(&ev, row);
             // Rows on paths the replay leaves out (crate::plan::scope) are not sent.
             let Some((path, path2)) =
-                crate::plan::scope::row_paths(survey, op, fd, ev.path_at(row), ev.path2_at(row))
+                crate::plan::survey::row_paths(survey, op, fd, ev.path_at(row), ev.path2_at(row))
             else {
                 continue;
             };
