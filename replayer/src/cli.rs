@@ -2,7 +2,7 @@
 //! the [`Options`] of one replay, which [`crate::run`](mod@crate::run) carries out.
 
 use crate::plan::scope::Scope;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
@@ -179,6 +179,19 @@ pub struct Options {
     pub allow_incomplete: bool,
 }
 
+/// The scheme of a target written as a URL (`s3://bucket/prefix`,
+/// `gs://...`, `file://...`): a name of letters, digits, `+`, `-` or `.`
+/// starting with a letter, then `://`.
+fn url_scheme(target: &Path) -> Option<&str> {
+    let t = target.to_str()?;
+    let (scheme, _) = t.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d.is_zero() {
@@ -198,6 +211,15 @@ impl Cli {
                     .collect::<ReplayResult<Vec<_>>>()?,
             ),
         };
+        if let Some(scheme) = self.target.as_deref().and_then(url_scheme) {
+            // `s3://bench/run1` would otherwise be a relative directory named
+            // `s3:`, and the replay would "succeed" on the local disk.
+            return Err(usage(format!(
+                "--target {}: `{scheme}://` targets are not served by this build; \
+                 give a directory on the storage to measure",
+                self.target.as_deref().unwrap_or(Path::new("")).display()
+            )));
+        }
         if self.ranks == Some(0) || self.nodes == Some(0) || self.ranks_per_node == Some(0) {
             return Err(usage(
                 "--ranks, --nodes and --ranks-per-node must be positive".into(),
@@ -375,6 +397,16 @@ mod tests {
             Cli::try_parse_from(["x", "t"]).is_err(),
             "--target is needed to replay"
         );
+        for url in ["s3://bench/run1", "gs://b/p", "file:///mnt/x"] {
+            let e = Cli::parse_from(["x", "t", "--target", url])
+                .into_options()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("targets are not served"), "{url}: {e}");
+        }
+        for dir in ["s3:", "./s3:/x", "/mnt/a://b", "d"] {
+            assert!(url_scheme(Path::new(dir)).is_none(), "{dir}");
+        }
         for bad in [
             ["--phases", "train"],
             ["--timing", "slow"],
