@@ -10,6 +10,7 @@ use iorepro_telemetry::{parse_duration, parse_interval};
 
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::engine::EngineKind;
+use crate::io::objects::{self, ObjectTarget, ReadMode};
 use crate::io::prepare::PrepareMode;
 use crate::live::watch::LiveOptions;
 use crate::plan::scale::{CheckpointMode, DataMode, ScaleOptions};
@@ -30,9 +31,29 @@ use iorepro_analysis::phases::PhaseKind;
 pub struct Cli {
     /// Trace directory (or a single .parquet file).
     pub trace: PathBuf,
-    /// Directory to replay into; nothing outside it is touched.
+    /// Directory to replay into; nothing outside it is touched. Or object
+    /// storage, s3://BUCKET/PREFIX: endpoint, region and credentials from
+    /// the AWS environment variables and profile files, as the AWS CLI.
     #[arg(long, required_unless_present = "plan_only")]
     pub target: Option<PathBuf>,
+    /// On s3:// targets, how reads become GETs: as-traced (a ranged GET per
+    /// read), coalesce (one GET of --s3-coalesce bytes serves the reads
+    /// inside it), whole (one GET of the object at its first read).
+    #[arg(long, value_enum, default_value = "as-traced", hide_possible_values = true)]
+    pub s3_read: ReadMode,
+    /// Bytes one GET fetches with --s3-read coalesce.
+    #[arg(long, value_name = "SIZE", default_value = "8MiB")]
+    pub s3_coalesce: String,
+    /// Objects written from this size on are sent as multipart uploads
+    /// (default as the AWS CLI and boto3).
+    #[arg(long, value_name = "SIZE", default_value = "8MiB")]
+    pub s3_multipart_threshold: String,
+    /// Part size of multipart uploads, at least 5MiB (default as the AWS CLI and boto3).
+    #[arg(long, value_name = "SIZE", default_value = "8MiB")]
+    pub s3_part_size: String,
+    /// Retries of a request that met a 5xx, a 429 or a timeout; past them the rank fails.
+    #[arg(long, value_name = "N", default_value_t = objects::DEFAULT_RETRIES)]
+    pub s3_retries: u32,
     /// Ranks to replay (default: the trace's rank count, or the launcher's world size).
     #[arg(long)]
     pub ranks: Option<u32>,
@@ -148,7 +169,10 @@ pub struct Cli {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub trace: PathBuf,
+    /// The directory target (empty with an object-storage target).
     pub target: PathBuf,
+    /// An object-storage target (`s3://`).
+    pub objects: Option<ObjectTarget>,
     /// How the trace's R ranks become N (see [`crate::plan::scale`]).
     pub scale: ScaleOptions,
     /// Print the scaling model and stop.
@@ -201,8 +225,60 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 }
 
 impl Cli {
+    /// The object-storage target `--target` names, if it is `s3://`; any
+    /// other URL is refused (`s3://bench/run1` taken as a path would be a
+    /// relative directory named `s3:`, and the replay would "succeed" on
+    /// the local disk).
+    fn object_target(&self) -> ReplayResult<Option<ObjectTarget>> {
+        let usage = ReplayError::Usage;
+        let Some(target) = self.target.as_deref() else {
+            return Ok(None);
+        };
+        let Some(scheme) = url_scheme(target) else {
+            return Ok(None);
+        };
+        let shown = target.display();
+        if scheme != "s3" {
+            return Err(usage(format!(
+                "--target {shown}: `{scheme}://` targets are not served; give s3://BUCKET/PREFIX \
+                 or a directory on the storage to measure"
+            )));
+        }
+        let (bucket, prefix) = ObjectTarget::parse(&target.to_string_lossy())
+            .expect("an s3:// URL")
+            .map_err(|e| usage(format!("--target {shown}: {e}")))?;
+        let size = |flag: &str, v: &str| {
+            iorepro_format::units::parse_size(v).map_err(|e| usage(format!("{flag}: {e}")))
+        };
+        let part_size = size("--s3-part-size", &self.s3_part_size)?;
+        if !(objects::MIN_PART_SIZE..=objects::MAX_PART_SIZE).contains(&part_size) {
+            return Err(usage(format!(
+                "--s3-part-size {}: S3 takes parts of 5MiB to 5GiB",
+                self.s3_part_size
+            )));
+        }
+        let multipart_threshold = size("--s3-multipart-threshold", &self.s3_multipart_threshold)?;
+        if multipart_threshold > objects::MAX_PART_SIZE {
+            return Err(usage(format!(
+                "--s3-multipart-threshold {}: a single PUT takes at most 5GiB",
+                self.s3_multipart_threshold
+            )));
+        }
+        let coalesce = size("--s3-coalesce", &self.s3_coalesce)?.max(1);
+        Ok(Some(ObjectTarget {
+            bucket,
+            prefix,
+            read: self.s3_read,
+            coalesce,
+            multipart_threshold,
+            part_size,
+            retries: self.s3_retries,
+        }))
+    }
+
     pub fn into_options(self) -> ReplayResult<Options> {
         let usage = ReplayError::Usage;
+        let objects = self.object_target()?;
         let phases = match self.phases {
             None => None,
             Some(v) => Some(
@@ -211,14 +287,13 @@ impl Cli {
                     .collect::<ReplayResult<Vec<_>>>()?,
             ),
         };
-        if let Some(scheme) = self.target.as_deref().and_then(url_scheme) {
-            // `s3://bench/run1` would otherwise be a relative directory named
-            // `s3:`, and the replay would "succeed" on the local disk.
-            return Err(usage(format!(
-                "--target {}: `{scheme}://` targets are not served by this build; \
-                 give a directory on the storage to measure",
-                self.target.as_deref().unwrap_or(Path::new("")).display()
-            )));
+        if objects.is_some() && (self.direct || self.drop_caches || self.engine == EngineKind::IoUring)
+        {
+            return Err(usage(
+                "--direct, --drop-caches and --engine io_uring are for directory targets, \
+                 not s3://"
+                    .into(),
+            ));
         }
         if self.ranks == Some(0) || self.nodes == Some(0) || self.ranks_per_node == Some(0) {
             return Err(usage(
@@ -242,7 +317,12 @@ impl Cli {
         };
         Ok(Options {
             trace: self.trace,
-            target: self.target.unwrap_or_default(),
+            target: if objects.is_some() {
+                PathBuf::new()
+            } else {
+                self.target.unwrap_or_default()
+            },
+            objects,
             scale,
             plan_only: self.plan_only,
             ranks: self.ranks,
@@ -397,12 +477,28 @@ mod tests {
             Cli::try_parse_from(["x", "t"]).is_err(),
             "--target is needed to replay"
         );
-        for url in ["s3://bench/run1", "gs://b/p", "file:///mnt/x"] {
+        for url in ["gs://b/p", "file:///mnt/x"] {
             let e = Cli::parse_from(["x", "t", "--target", url])
                 .into_options()
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("targets are not served"), "{url}: {e}");
+        }
+        let s3 = Cli::parse_from(["x", "t", "--target", "s3://bench/run1/", "--s3-read", "whole"])
+            .into_options()
+            .unwrap();
+        assert!(s3.target.as_os_str().is_empty(), "never a local path");
+        let o = s3.objects.unwrap();
+        assert_eq!((o.bucket.as_str(), o.prefix.as_str()), ("bench", "run1"));
+        assert_eq!((o.read, o.part_size), (ReadMode::Whole, 8 << 20));
+        for bad in [
+            ["s3://Bad_Bucket/x", "--s3-retries", "1"],
+            ["s3://bench/p", "--s3-part-size", "1MiB"],
+            ["s3://bench/p", "--s3-part-size", "6GiB"],
+            ["s3://bench/p", "--drop-caches", "--direct"],
+        ] {
+            let args = [["x", "t", "--target"].as_slice(), &bad].concat();
+            assert!(Cli::parse_from(args).into_options().is_err(), "{bad:?}");
         }
         for dir in ["s3:", "./s3:/x", "/mnt/a://b", "d"] {
             assert!(url_scheme(Path::new(dir)).is_none(), "{dir}");

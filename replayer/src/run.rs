@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::cli::Options;
 use crate::error::{ReplayError, ReplayResult};
-use crate::execute::{Shared, Worker};
+use crate::execute::{ObjectShared, Shared, Worker};
 use crate::io::buffers;
 use crate::io::confine::Confined;
 use crate::io::prepare::{self, PrepareMode, PrepareStats};
@@ -27,6 +27,7 @@ use crate::ranks::launcher::{self, LaunchedRank};
 use crate::ranks::layout::Layout;
 use crate::ranks::rendezvous::{self, Gathered, Rendezvous};
 use crate::report::record;
+use crate::report::requests::RequestsReport;
 use crate::report::stats::{unix_ns, RankResult};
 use crate::report::summary::{Report, RunInfo};
 
@@ -58,9 +59,20 @@ impl Outcome {
     }
 }
 
-/// Holds the rendezvous (MPI finalised, a rendezvous directory removed on drop).
+/// Holds the rendezvous (MPI finalised, a rendezvous directory removed on
+/// drop) and, with an object-storage target, the local scratch directory
+/// the ranks' meeting needs no more once they part.
 struct Parting {
     _rendezvous: Arc<dyn Rendezvous>,
+    scratch: Option<std::path::PathBuf>,
+}
+
+impl Drop for Parting {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 impl std::fmt::Debug for Parting {
@@ -128,14 +140,14 @@ fn replay(
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
-    check_target(opts)?;
+    check_target(opts, launched, mpi.is_some())?;
     let plan = plan(opts, launched)?;
-    let conf = open_target(opts)?;
+    let (conf, scratch) = open_target(opts)?;
     let rendezvous = meet(opts, launched, &plan.lay, &conf, mpi)?;
     let live = watch_live(opts, launched, &plan, &*rendezvous)?;
     let prepared = prepare_target(opts, launched, &plan, &conf, &*rendezvous)?;
     if opts.prepare == PrepareMode::Only {
-        return part_after_prepare(&plan.lay, rendezvous, prepared);
+        return part_after_prepare(&plan.lay, rendezvous, prepared, scratch);
     }
     let ran = run_ranks(opts, launched, &plan, &conf, &rendezvous, &live)?;
     let lingering = Some(live.watch.finish());
@@ -161,13 +173,29 @@ fn replay(
         local_errors: ended.local_errors,
         _parting: Parting {
             _rendezvous: rendezvous,
+            scratch,
         },
         lingering,
     })
 }
 
 /// Said before the trace is read, which can take a while.
-fn check_target(opts: &Options) -> ReplayResult<()> {
+fn check_target(
+    opts: &Options,
+    launched: &Option<LaunchedRank>,
+    through_mpi: bool,
+) -> ReplayResult<()> {
+    if opts.objects.is_some() {
+        // Processes meet by default on the target, which a bucket cannot be.
+        if launched.is_some() && !through_mpi && opts.rendezvous_dir.is_none() {
+            return Err(ReplayError::Usage(
+                "an s3:// target under a launcher needs --rendezvous-dir (a directory every \
+                 process sees) or a build with MPI, for the processes to meet"
+                    .into(),
+            ));
+        }
+        return Ok(());
+    }
     if opts.target.exists() && !opts.target.is_dir() {
         return Err(ReplayError::Usage(format!(
             "--target {} is not a directory",
@@ -228,13 +256,25 @@ fn plan(opts: &Options, launched: &Option<LaunchedRank>) -> ReplayResult<Planned
 }
 
 /// The target directory, made if missing and held open: every path of the
-/// replay is resolved beneath it.
-fn open_target(opts: &Options) -> ReplayResult<Arc<Confined>> {
+/// replay is resolved beneath it. For an object-storage target, the bucket
+/// is checked first (a missing bucket or refused credentials stop the run
+/// before any work), and a local scratch directory stands in for what the
+/// ranks meet on (its path, to remove at the end).
+fn open_target(opts: &Options) -> ReplayResult<(Arc<Confined>, Option<std::path::PathBuf>)> {
+    if let Some(target) = &opts.objects {
+        crate::io::objects::check_reachable(target).map_err(ReplayError::Usage)?;
+        let scratch = std::env::temp_dir().join(format!("iorepro-replay-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch)
+            .map_err(|e| ReplayError::io("creating scratch directory", &scratch, e))?;
+        let conf = Confined::open_root(&scratch)
+            .map_err(|e| ReplayError::io("opening scratch directory", &scratch, e))?;
+        return Ok((Arc::new(conf), Some(scratch)));
+    }
     std::fs::create_dir_all(&opts.target)
         .map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
     let conf = Confined::open_root(&opts.target)
         .map_err(|e| ReplayError::io("opening target", &opts.target, e))?;
-    Ok(Arc::new(conf))
+    Ok((Arc::new(conf), None))
 }
 
 /// Where the ranks meet: MPI when it started, else threads or files.
@@ -327,7 +367,17 @@ fn prepare_target(
     if opts.prepare != PrepareMode::Skip {
         let tasks = prepare::tasks(&plan.survey, &plan.map, plan.lay.world);
         let share = launched.as_ref().map_or((0, 1), |l| (l.rank, l.size));
-        let stats = prepare::prepare(conf, &plan.survey, &tasks, share, opts.prepare_threads);
+        let stats = match &opts.objects {
+            Some(target) => crate::io::objects::prepare::prepare(
+                target,
+                &plan.survey,
+                &tasks,
+                share,
+                opts.prepare_threads,
+                opts.show_progress && plan.reporting && !opts.output.is_machine_readable(),
+            ),
+            None => prepare::prepare(conf, &plan.survey, &tasks, share, opts.prepare_threads),
+        };
         prepared = Some(or_abort(stats, rendezvous, my_rank)?);
     }
     if opts.drop_caches && opts.prepare != PrepareMode::Only {
@@ -346,6 +396,7 @@ fn part_after_prepare(
     lay: &Layout,
     rendezvous: Arc<dyn Rendezvous>,
     prepared: Option<PrepareStats>,
+    scratch: Option<std::path::PathBuf>,
 ) -> ReplayResult<Outcome> {
     let _ = rendezvous.gather(vec![RankResult {
         rank: lay.my_rank(),
@@ -359,6 +410,7 @@ fn part_after_prepare(
         local_errors: Vec::new(),
         _parting: Parting {
             _rendezvous: rendezvous,
+            scratch,
         },
         lingering: None,
     })
@@ -399,6 +451,7 @@ fn run_ranks(
             && plan.reporting
             && !opts.output.is_machine_readable()
             && !opts.live.lines_on_stderr(),
+        "ops",
     );
     let survey = &plan.survey;
     let (data, copies) = buffers::for_process(
@@ -422,6 +475,10 @@ fn run_ranks(
         host,
         data,
         copies,
+        objects: opts.objects.as_ref().map(|target| ObjectShared {
+            target: target.clone(),
+            data: crate::io::objects::prepare::upload_data(target),
+        }),
     };
     let mut errors = Vec::new();
     let results: Vec<RankResult> = std::thread::scope(|s| {
@@ -573,5 +630,9 @@ fn build_report(
     };
     let mut report = Report::build(&info, &plan.survey, &all, prepared.clone(), extra_errors);
     report.epochs = plan.forecast.epochs;
+    report.requests = opts
+        .objects
+        .as_ref()
+        .map(|t| RequestsReport::build(t, &all, report.duration_s));
     Some(report)
 }

@@ -8,7 +8,8 @@
 //! trace back into plain rows so tests can total bytes by path, process and
 //! rank; [`samples`] names the bundled traces in `traces/samples/`;
 //! [`slurm`] runs a single-node Slurm cluster for a test, and [`http`] asks
-//! HTTP endpoints (a metrics endpoint, Prometheus's API); [`skip`] is what a
+//! HTTP endpoints (a metrics endpoint, Prometheus's API); [`s3`] runs an S3
+//! API server for a test; [`skip`] is what a
 //! test does when the machine cannot run it (under CI, it fails).
 
 pub mod bins;
@@ -16,6 +17,7 @@ pub mod capture;
 pub mod http;
 pub mod job;
 pub mod rows;
+pub mod s3;
 pub mod samples;
 pub mod skip;
 pub mod slurm;

@@ -18,6 +18,43 @@ use crate::plan::stream::{PlannedOp, NO_PATH};
 use crate::report::record::Made;
 use crate::report::stats::unix_ns;
 
+/// What a call came to.
+pub(super) struct CallOutcome {
+    /// Bytes it moved.
+    pub bytes: u64,
+    /// Ok(true) made and succeeded, Ok(false) made and failed, Err(()) not
+    /// made (nothing to make it on).
+    pub made: Result<bool, ()>,
+    /// The error a made call met.
+    pub errno: Option<i32>,
+}
+
+impl CallOutcome {
+    pub fn made(bytes: u64) -> Self {
+        CallOutcome {
+            bytes,
+            made: Ok(true),
+            errno: None,
+        }
+    }
+
+    pub fn failed(errno: i32) -> Self {
+        CallOutcome {
+            bytes: 0,
+            made: Ok(false),
+            errno: Some(errno),
+        }
+    }
+
+    pub fn not_made() -> Self {
+        CallOutcome {
+            bytes: 0,
+            made: Err(()),
+            errno: None,
+        }
+    }
+}
+
 impl Worker<'_> {
     /// Makes `op` through io_uring when the trace made it so and the engine
     /// is `auto`, else through the rank's engine.
@@ -55,9 +92,69 @@ impl Worker<'_> {
             }
         }
         let key = (op.pid, op.fd);
+        let CallOutcome {
+            bytes,
+            made,
+            errno,
+        } = if self.objects.is_some() {
+            self.object_call(op)?
+        } else {
+            self.posix_call(op)?
+        };
+        let end = Instant::now();
+        self.sched.finished(intended, issued, end);
+        self.live.advanced(self.sched.ideal_ns, end);
+        let Ok(succeeded) = made else {
+            self.result.tolerated_errors += 1;
+            return Ok(());
+        };
+        let latency = end.saturating_duration_since(intended);
+        self.live.record(
+            op.op,
+            bytes,
+            latency.as_nanos() as u64,
+            succeeded,
+            succeeded == op.failed,
+        );
+        let ph = &mut self.result.phases[op.phase as usize];
+        ph.ops += 1;
+        match op.op {
+            Op::Read => ph.read_bytes += bytes,
+            Op::Write => ph.write_bytes += bytes,
+            _ => {}
+        }
+        self.shared.progress.fetch_add(1, Ordering::Relaxed);
+        if let Some(mut rec) = self.record.take() {
+            let show = |id: u32| self.paths.get(&id).map(|p| self.display(p));
+            let (path, path2) = (show(op.path), show(op.path2));
+            let fd = self.files.get(&key).map(|f| f.fd.as_raw_fd());
+            let ret = match (errno, op.op) {
+                (Some(e), _) => -(e as i64),
+                (None, Op::Open) => fd.unwrap_or(0) as i64,
+                (None, _) => bytes as i64,
+            };
+            let took = end.saturating_duration_since(issued);
+            let uring = self.shared.engine == EngineKind::IoUring || op.uring;
+            rec.push(
+                op,
+                Made {
+                    start: issued,
+                    took,
+                    ret,
+                    paths: [path.as_deref(), path2.as_deref()],
+                    fd,
+                    uring,
+                },
+            );
+            self.record = Some(rec);
+        }
+        Ok(())
+    }
+
+    /// `op` made on a directory target, through the engine.
+    fn posix_call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        let key = (op.pid, op.fd);
         let mut bytes = 0u64;
-        // The call's result: Ok(true) made and succeeded, Ok(false) made and
-        // failed, Err(()) not made (nothing to make it on).
         let mut made: Result<bool, ()> = Ok(true);
         let mut errno = None;
         match op.op {
@@ -126,53 +223,11 @@ impl Worker<'_> {
                 None => made = Err(()),
             },
         }
-        let end = Instant::now();
-        self.sched.finished(intended, issued, end);
-        self.live.advanced(self.sched.ideal_ns, end);
-        let Ok(succeeded) = made else {
-            self.result.tolerated_errors += 1;
-            return Ok(());
-        };
-        let latency = end.saturating_duration_since(intended);
-        self.live.record(
-            op.op,
+        Ok(CallOutcome {
             bytes,
-            latency.as_nanos() as u64,
-            succeeded,
-            succeeded == op.failed,
-        );
-        let ph = &mut self.result.phases[op.phase as usize];
-        ph.ops += 1;
-        match op.op {
-            Op::Read => ph.read_bytes += bytes,
-            Op::Write => ph.write_bytes += bytes,
-            _ => {}
-        }
-        self.shared.progress.fetch_add(1, Ordering::Relaxed);
-        if let Some(rec) = self.record.as_mut() {
-            let show = |id: u32| self.paths.get(&id).map(|p| self.shared.conf.display(p));
-            let (path, path2) = (show(op.path), show(op.path2));
-            let fd = self.files.get(&key).map(|f| f.fd.as_raw_fd());
-            let ret = match (errno, op.op) {
-                (Some(e), _) => -(e as i64),
-                (None, Op::Open) => fd.unwrap_or(0) as i64,
-                (None, _) => bytes as i64,
-            };
-            let took = end.saturating_duration_since(issued);
-            let uring = self.shared.engine == EngineKind::IoUring || op.uring;
-            rec.push(
-                op,
-                Made {
-                    start: issued,
-                    took,
-                    ret,
-                    paths: [path.as_deref(), path2.as_deref()],
-                    fd,
-                    uring,
-                },
-            );
-        }
-        Ok(())
+            made,
+            errno,
+        })
     }
 
     /// One call writing `n` bytes at `at`, every 4 KiB block stamped so that

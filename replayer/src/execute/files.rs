@@ -45,7 +45,15 @@ impl Worker<'_> {
     }
 
     pub(super) fn io_err(&self, what: &'static str, rel: &Path, e: io::Error) -> ReplayError {
-        ReplayError::io(what, self.shared.conf.display(rel), e)
+        ReplayError::io(what, self.display(rel), e)
+    }
+
+    /// How messages and the record name the rank's copy of a path.
+    pub(super) fn display(&self, rel: &Path) -> PathBuf {
+        match &self.shared.objects {
+            Some(o) => PathBuf::from(o.target.display(rel)),
+            None => self.shared.conf.display(rel),
+        }
     }
 
     pub(super) fn open_file(

@@ -8,11 +8,15 @@
 //!
 //! Here the loop and its phases; `files` where a traced path lands for
 //! the rank and how its files are opened; `calls` one call made and
-//! measured; `metadata` the metadata calls.
+//! measured; `metadata` the metadata calls; `objects` what the calls
+//! become on an object-storage target.
 
 mod calls;
 mod files;
 mod metadata;
+mod objects;
+
+pub use objects::ObjectShared;
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
@@ -55,6 +59,9 @@ pub struct Shared {
     pub data: SharedData,
     /// Private copies for writes too large to gather, and for O_DIRECT.
     pub copies: PrivateCopies,
+    /// Set when the target is object storage: the calls become requests
+    /// there, and `conf` only holds what the ranks meet on.
+    pub objects: Option<ObjectShared>,
 }
 
 impl Shared {
@@ -119,6 +126,8 @@ pub struct Worker<'s> {
     /// (made at the first; while one is made it swaps places with `engine`).
     uring: Option<Box<dyn Engine>>,
     files: HashMap<(i32, i32), OpenFile>,
+    /// The rank's client and objects, on an object-storage target.
+    objects: Option<objects::ObjectRank>,
     /// Directories that metadata calls name entries in, held open; dropped
     /// when this rank removes or renames a directory.
     parents: HashMap<PathBuf, Arc<OwnedFd>>,
@@ -148,6 +157,10 @@ impl<'s> Worker<'s> {
         let engine = new_engine(shared.engine).map_err(|e| {
             ReplayError::Usage(format!("cannot start the {:?} engine: {e}", shared.engine))
         })?;
+        let objects = match &shared.objects {
+            Some(o) => Some(objects::ObjectRank::connect(o).map_err(ReplayError::Usage)?),
+            None => None,
+        };
         let now = Instant::now();
         let result = RankResult {
             rank,
@@ -163,6 +176,7 @@ impl<'s> Worker<'s> {
             engine,
             uring: None,
             files: HashMap::new(),
+            objects,
             parents: HashMap::new(),
             listing: Vec::new(),
             paths: HashMap::new(),
@@ -193,6 +207,7 @@ impl<'s> Worker<'s> {
             self.shared
                 .skip_remaining_barriers(self.rank, self.barriers);
         }
+        self.take_request_stats();
         self.result.ops = self.live.ops();
         self.live.finished(self.result.elapsed_ns);
         self.result.ideal_ns = self.sched.ideal_ns;
@@ -241,6 +256,7 @@ impl<'s> Worker<'s> {
             }
             self.advance_to(chunk.then_phase)?;
         }
+        self.finish_objects()?;
         self.leave()?;
         while self.phase + 1 < self.shared.phases().len() {
             self.enter(self.phase + 1)?;

@@ -7,7 +7,8 @@
 //! (syscalls, or io_uring requests); [`buffers`] holds the bytes they move
 //! (page-aligned, incompressible, stamped per 4 KiB block); [`prepare`]
 //! puts the target in the state the traced job found before the clock
-//! starts.
+//! starts. [`objects`] is the other kind of target, object storage over
+//! the S3 API: its keys, its client and requests, and its preparation.
 //!
 //! Takes the survey and the rank map from `plan`; hands `execute` the
 //! prepared target ([`confine::Confined`]), the engines and the process's
@@ -15,5 +16,6 @@
 pub mod buffers;
 pub mod confine;
 pub mod engine;
+pub mod objects;
 pub mod paths;
 pub mod prepare;

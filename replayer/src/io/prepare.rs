@@ -12,7 +12,7 @@
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
@@ -190,21 +190,36 @@ pub fn drop_caches() -> ReplayResult<()> {
 
 /// What the workers of [`prepare`] count.
 #[derive(Default)]
-struct Counters {
-    created: AtomicU64,
-    present: AtomicU64,
-    written: AtomicU64,
-    dirs: AtomicU64,
-    cleared: AtomicU64,
+pub(crate) struct Counters {
+    pub created: AtomicU64,
+    pub present: AtomicU64,
+    pub written: AtomicU64,
+    pub dirs: AtomicU64,
+    pub cleared: AtomicU64,
+    /// Files done (created or found), for progress.
+    pub files: Arc<AtomicU64>,
 }
 
-/// Prepares tasks `i` with `i % share.1 == share.0`, `threads` at a time.
-pub fn prepare(
-    conf: &Confined,
+/// How one preparing thread does a step on the copy of a path at `rel`.
+pub(crate) trait StepDoer {
+    fn step(
+        &mut self,
+        step: Step,
+        rel: &Path,
+        info: &PathInfo,
+        counters: &Counters,
+    ) -> ReplayResult<()>;
+}
+
+/// Runs tasks `i` with `i % share.1 == share.0`, `threads` at a time, each
+/// thread's steps through the doer `start` makes for it (from its index).
+pub(crate) fn run_tasks<D: StepDoer>(
     survey: &Survey,
     all: &[PrepareTask],
     share: (u32, u32),
     threads: usize,
+    counters: &Counters,
+    start: impl Fn(usize) -> ReplayResult<D> + Sync,
 ) -> ReplayResult<PrepareStats> {
     let mine: Vec<&PrepareTask> = all
         .iter()
@@ -212,16 +227,20 @@ pub fn prepare(
         .filter(|(i, _)| *i as u32 % share.1 == share.0)
         .map(|(_, t)| t)
         .collect();
-    let start = Instant::now();
+    let began = Instant::now();
     let next = AtomicUsize::new(0);
-    let counters = Counters::default();
     let first_error: Mutex<Option<ReplayError>> = Mutex::new(None);
     std::thread::scope(|s| {
         for t in 0..threads.max(1) {
-            let (next, counters, first_error, mine) = (&next, &counters, &first_error, &mine);
+            let (next, first_error, mine, start) = (&next, &first_error, &mine, &start);
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(0x1e0 + t as u64);
-                let mut buf = vec![0u8; CHUNK];
+                let mut doer = match start(t) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        first_error.lock().expect("lock").get_or_insert(e);
+                        return;
+                    }
+                };
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= mine.len() || first_error.lock().expect("lock").is_some() {
@@ -233,9 +252,7 @@ pub fn prepare(
                         let Some(rel) = resolve(&info.path, task.place) else {
                             continue;
                         };
-                        if let Err(e) =
-                            do_step(conf, step, &rel, info, counters, &mut rng, &mut buf)
-                        {
+                        if let Err(e) = doer.step(step, &rel, info, counters) {
                             first_error.lock().expect("lock").get_or_insert(e);
                             return;
                         }
@@ -248,47 +265,91 @@ pub fn prepare(
         return Err(e);
     }
     Ok(PrepareStats {
-        files_created: counters.created.into_inner(),
-        files_present: counters.present.into_inner(),
-        bytes_written: counters.written.into_inner(),
-        dirs_made: counters.dirs.into_inner(),
-        paths_cleared: counters.cleared.into_inner(),
-        duration_s: start.elapsed().as_secs_f64(),
+        files_created: counters.created.load(Ordering::Relaxed),
+        files_present: counters.present.load(Ordering::Relaxed),
+        bytes_written: counters.written.load(Ordering::Relaxed),
+        dirs_made: counters.dirs.load(Ordering::Relaxed),
+        paths_cleared: counters.cleared.load(Ordering::Relaxed),
+        duration_s: began.elapsed().as_secs_f64(),
     })
 }
 
-fn do_step(
+/// The files of tasks `all` this process prepares (of its `share`), for progress.
+pub(crate) fn file_count(all: &[PrepareTask], share: (u32, u32)) -> u64 {
+    all.iter()
+        .enumerate()
+        .filter(|(i, _)| *i as u32 % share.1 == share.0)
+        .flat_map(|(_, t)| &t.steps)
+        .filter(|(step, _)| *step == Step::File)
+        .count() as u64
+}
+
+/// Prepares tasks `i` with `i % share.1 == share.0` beneath a directory
+/// target, `threads` at a time.
+pub fn prepare(
     conf: &Confined,
-    step: Step,
-    rel: &Path,
-    info: &PathInfo,
-    counters: &Counters,
-    rng: &mut SmallRng,
-    buf: &mut [u8],
-) -> ReplayResult<()> {
-    let io = |what, e| ReplayError::io(what, conf.display(rel), e);
-    match step {
-        Step::Clear => {
-            if conf.remove_all(rel).map_err(|e| io("clearing", e))? {
-                counters.cleared.fetch_add(1, Ordering::Relaxed);
+    survey: &Survey,
+    all: &[PrepareTask],
+    share: (u32, u32),
+    threads: usize,
+) -> ReplayResult<PrepareStats> {
+    run_tasks(survey, all, share, threads, &Counters::default(), |t| {
+        Ok(InDirectory {
+            conf,
+            rng: SmallRng::seed_from_u64(0x1e0 + t as u64),
+            buf: vec![0u8; CHUNK],
+        })
+    })
+}
+
+/// A preparing thread on a directory target.
+struct InDirectory<'a> {
+    conf: &'a Confined,
+    rng: SmallRng,
+    buf: Vec<u8>,
+}
+
+impl StepDoer for InDirectory<'_> {
+    fn step(
+        &mut self,
+        step: Step,
+        rel: &Path,
+        info: &PathInfo,
+        counters: &Counters,
+    ) -> ReplayResult<()> {
+        let conf = self.conf;
+        let io = |what, e| ReplayError::io(what, conf.display(rel), e);
+        match step {
+            Step::Clear => {
+                if conf.remove_all(rel).map_err(|e| io("clearing", e))? {
+                    counters.cleared.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Step::Dir => {
+                conf.create_dirs(rel)
+                    .map_err(|e| io("creating directory", e))?;
+                counters.dirs.fetch_add(1, Ordering::Relaxed);
+            }
+            Step::File => {
+                let n = make_file(conf, rel, info.read_extent, &mut self.rng, &mut self.buf)?;
+                counters.file_done(n);
             }
         }
-        Step::Dir => {
-            conf.create_dirs(rel)
-                .map_err(|e| io("creating directory", e))?;
-            counters.dirs.fetch_add(1, Ordering::Relaxed);
-        }
-        Step::File => match make_file(conf, rel, info.read_extent, rng, buf)? {
-            0 => {
-                counters.present.fetch_add(1, Ordering::Relaxed);
-            }
-            n => {
-                counters.written.fetch_add(n, Ordering::Relaxed);
-                counters.created.fetch_add(1, Ordering::Relaxed);
-            }
-        },
+        Ok(())
     }
-    Ok(())
+}
+
+impl Counters {
+    /// A file prepared: `written` bytes written, 0 when it was already there.
+    pub fn file_done(&self, written: u64) {
+        if written == 0 {
+            self.present.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.written.fetch_add(written, Ordering::Relaxed);
+            self.created.fetch_add(1, Ordering::Relaxed);
+        }
+        self.files.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Returns the bytes written (0 when the file was already there).

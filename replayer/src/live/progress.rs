@@ -15,18 +15,18 @@ pub struct Progress {
     handle: Option<JoinHandle<()>>,
 }
 
-/// Starts a bar that follows `done` up to `total`; a no-op when `show` is false
-/// or stderr is not a terminal.
-pub fn start(total: u64, done: Arc<AtomicU64>, show: bool) -> Progress {
+/// Starts a bar that follows `done` up to `total` (counting `unit`: ops,
+/// objects); a no-op when `show` is false or stderr is not a terminal.
+pub fn start(total: u64, done: Arc<AtomicU64>, show: bool, unit: &str) -> Progress {
     let stop = Arc::new(AtomicBool::new(false));
     if !show || !std::io::stderr().is_terminal() {
         return Progress { stop, handle: None };
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} ops ({per_sec}, eta {eta})",
-        )
+        ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"
+        ))
         .expect("valid template")
         .progress_chars("=> "),
     );

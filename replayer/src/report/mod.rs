@@ -3,7 +3,8 @@
 //! [`stats`] is what each rank measured (op counts, bytes and latency
 //! histograms, phase times, when it met the others), kept by its worker
 //! and carried between processes as JSON; [`summary`] merges every rank's
-//! into the [`summary::Report`]; [`output`] prints it as a table, our JSON,
+//! into the [`summary::Report`] ([`requests`]: what the requests to an
+//! object-storage target did); [`output`] prints it as a table, our JSON,
 //! or fio's or MLPerf Storage's layout; [`record`] writes what the replay
 //! did as a trace (`--record-ops`), the ranks' rows put in one time order
 //! by [`record_merge`].
@@ -13,5 +14,6 @@
 pub mod output;
 pub mod record;
 pub mod record_merge;
+pub mod requests;
 pub mod stats;
 pub mod summary;

@@ -11,6 +11,8 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::requests::{RequestStats, WireRequests};
+
 /// The one latency histogram of per-op figures (see
 /// [`iorepro_telemetry::status::latency_histogram`]).
 pub fn new_histogram() -> Histogram<u64> {
@@ -113,6 +115,8 @@ pub struct RankResult {
     pub barriers: Vec<BarrierStamp>,
     /// When this rank handed its result over to be gathered (Unix ns).
     pub gather_unix_ns: i64,
+    /// Its requests, on an object-storage target.
+    pub requests: RequestStats,
 }
 
 impl RankResult {
@@ -128,7 +132,7 @@ impl RankResult {
 }
 
 #[derive(Serialize, Deserialize)]
-struct WireOp {
+pub(super) struct WireOp {
     count: u64,
     bytes: u64,
     #[serde(default)]
@@ -154,9 +158,33 @@ struct WireRank {
     errors: Vec<String>,
     barriers: Vec<BarrierStamp>,
     gather_unix_ns: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requests: Option<WireRequests>,
 }
 
-fn encode_histogram(h: &Histogram<u64>) -> String {
+impl WireOp {
+    pub(super) fn of(o: &OpStats) -> Self {
+        WireOp {
+            count: o.count,
+            bytes: o.bytes,
+            failed: o.failed,
+            differed: o.differed,
+            latency_ns: encode_histogram(&o.latency_ns),
+        }
+    }
+
+    pub(super) fn into_stats(self) -> Result<OpStats, String> {
+        Ok(OpStats {
+            count: self.count,
+            bytes: self.bytes,
+            failed: self.failed,
+            differed: self.differed,
+            latency_ns: decode_histogram(&self.latency_ns)?,
+        })
+    }
+}
+
+pub(super) fn encode_histogram(h: &Histogram<u64>) -> String {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
         .serialize(h, &mut bytes)
@@ -164,7 +192,7 @@ fn encode_histogram(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
+pub(super) fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| format!("latency histogram: {e}"))?;
@@ -184,16 +212,7 @@ impl RankResult {
         let ops = self
             .ops
             .iter()
-            .map(|(k, o)| {
-                let w = WireOp {
-                    count: o.count,
-                    bytes: o.bytes,
-                    failed: o.failed,
-                    differed: o.differed,
-                    latency_ns: encode_histogram(&o.latency_ns),
-                };
-                (k.clone(), w)
-            })
+            .map(|(k, o)| (k.clone(), WireOp::of(o)))
             .collect();
         let w = WireRank {
             rank: self.rank,
@@ -209,6 +228,7 @@ impl RankResult {
             errors: self.errors.clone(),
             barriers: self.barriers.clone(),
             gather_unix_ns: self.gather_unix_ns,
+            requests: (!self.requests.is_empty()).then(|| WireRequests::of(&self.requests)),
         };
         serde_json::to_string(&w).expect("rank result serialises")
     }
@@ -218,19 +238,7 @@ impl RankResult {
         let ops = w
             .ops
             .into_iter()
-            .map(|(k, o)| {
-                let latency_ns = decode_histogram(&o.latency_ns)?;
-                Ok((
-                    k,
-                    OpStats {
-                        count: o.count,
-                        bytes: o.bytes,
-                        failed: o.failed,
-                        differed: o.differed,
-                        latency_ns,
-                    },
-                ))
-            })
+            .map(|(k, o)| Ok((k, o.into_stats()?)))
             .collect::<Result<_, String>>()?;
         Ok(RankResult {
             rank: w.rank,
@@ -246,6 +254,10 @@ impl RankResult {
             errors: w.errors,
             barriers: w.barriers,
             gather_unix_ns: w.gather_unix_ns,
+            requests: match w.requests {
+                Some(r) => r.into_stats()?,
+                None => RequestStats::default(),
+            },
         })
     }
 }

@@ -154,6 +154,8 @@ pub struct Report {
     /// How many times the traced job read its dataset (each file's reads,
     /// on the whole), as the scaling model counts them; `null` without a dataset.
     pub epochs: Option<u32>,
+    /// The requests to an object-storage target (`null` for a directory).
+    pub requests: Option<super::requests::RequestsReport>,
     /// Every rank's latencies merged, per op kind (for formats that want
     /// more than the percentiles above).
     #[serde(skip)]
@@ -183,7 +185,7 @@ pub struct RendezvousInfo {
     pub dir: Option<std::path::PathBuf>,
 }
 
-fn lat(h: &hdrhistogram::Histogram<u64>) -> Latency {
+pub(crate) fn lat(h: &hdrhistogram::Histogram<u64>) -> Latency {
     let us = |v: u64| v as f64 / 1e3;
     Latency {
         p50: us(h.value_at_quantile(0.5)),
@@ -400,6 +402,7 @@ impl Report {
             rendezvous: rendezvous_report(info, results),
             checkpoint_skew_ms: checkpoint_skew(survey, results),
             epochs: None,
+            requests: None,
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
             errors,
             latency_ns: merged.into_iter().map(|(k, o)| (k, o.latency_ns)).collect(),

@@ -1,6 +1,7 @@
 //! The report for people: a header, the rendezvous figures, one line per
 //! phase, per op kind and per rank (the first 32, then a summary).
 
+use crate::report::requests::RequestsReport;
 use std::fmt::Write as _;
 
 use crate::report::summary::Report;
@@ -134,6 +135,9 @@ pub fn render(report: &Report) -> String {
             k, o.count, o.failed, o.iops, o.gib_s, l.p50, l.p90, l.p99, l.p999, l.max
         );
     }
+    if let Some(r) = &report.requests {
+        s.push_str(&requests(r));
+    }
     let _ = writeln!(
         s,
         "\n{:<6} {:>6} {:>5} {:>10} {:>10} {:>10}",
@@ -178,6 +182,47 @@ pub fn render(report: &Report) -> String {
     }
     for e in &report.errors {
         let _ = writeln!(s, "error: {e}");
+    }
+    s
+}
+
+/// The requests to an object-storage target: one line per kind, time to
+/// first byte, retries, and the calls that made none.
+fn requests(r: &RequestsReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nrequests to {} (reads {}, multipart from {} B in {} B parts)",
+        r.target, r.read, r.multipart_threshold, r.part_size
+    );
+    let _ = writeln!(
+        s,
+        "{:<13} {:>9} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10}",
+        "request", "count", "failed", "per s", "GiB/s", "p50 us", "p99 us", "max us"
+    );
+    for (k, o) in &r.kinds {
+        let l = &o.lat_us;
+        let _ = writeln!(
+            s,
+            "{:<13} {:>9} {:>7} {:>9.0} {:>10.3} {:>10.1} {:>10.1} {:>10.1}",
+            k, o.count, o.failed, o.per_s, o.gib_s, l.p50, l.p99, l.max
+        );
+    }
+    if let Some(t) = &r.first_byte_us {
+        let _ = writeln!(
+            s,
+            "GET first byte: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            t.p50, t.p99, t.max
+        );
+    }
+    let _ = writeln!(s, "retries {}, throttled {}", r.retries, r.throttles);
+    if !r.without_request.is_empty() {
+        let calls: Vec<String> = r
+            .without_request
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(s, "calls that made no request: {}", calls.join(", "));
     }
     s
 }

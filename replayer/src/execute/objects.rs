@@ -1,0 +1,420 @@
+//! A rank's calls on an object-storage target: what each traced call
+//! becomes (the README's mapping table says the same).
+//!
+//! | traced call | request |
+//! |---|---|
+//! | open of a file the trace only reads, stat, access | HEAD (a directory's stat: LIST of its prefix, first page) |
+//! | open for writing, mkdir, rmdir, link, symlink, truncate, lseek | none (counted as such) |
+//! | read, page-cache fill of a mapped file | ranged GET (`--s3-read`: as traced, coalesced, or the whole object once) |
+//! | write | none until the written bytes fill a part: then UploadPart (from the multipart threshold on) |
+//! | close or fsync after writes | PUT of the object below the threshold, else the last part and CompleteMultipartUpload |
+//! | getdents | LIST of the directory's prefix (every page) |
+//! | unlink | DELETE |
+//! | rename | COPY, then DELETE of the old key |
+//!
+//! An object's size is the highest offset written; writes after a close or
+//! fsync upload the whole object again at the next one, as a client of an
+//! immutable object must.
+
+use std::collections::HashMap;
+use std::io;
+use std::ops::Range;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use object_store::multipart::PartId;
+
+use iorepro_format::Op;
+
+use super::calls::CallOutcome;
+use super::Worker;
+use crate::error::{ReplayError, ReplayResult};
+use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError};
+use crate::plan::stream::{PlannedOp, NO_PATH};
+
+/// What every rank of the process shares about an object target.
+pub struct ObjectShared {
+    pub target: ObjectTarget,
+    /// Upload data (see [`crate::io::objects::prepare::upload_data`]).
+    pub data: Bytes,
+}
+
+/// One rank's client and the objects its traced descriptors stand for.
+pub(super) struct ObjectRank {
+    client: ObjectClient,
+    files: HashMap<(i32, i32), ObjectFile>,
+}
+
+impl ObjectRank {
+    pub(super) fn connect(shared: &ObjectShared) -> Result<Self, String> {
+        Ok(ObjectRank {
+            client: ObjectClient::connect(&shared.target)?,
+            files: HashMap::new(),
+        })
+    }
+}
+
+struct ObjectFile {
+    /// The trace path it was opened for.
+    id: u32,
+    rel: PathBuf,
+    key: String,
+    pos: u64,
+    /// The bytes the last GET brought (`coalesce` and `whole`).
+    fetched: Range<u64>,
+    /// The object's size, when a HEAD told it.
+    size: Option<u64>,
+    /// Set when the rank writes the file.
+    upload: Option<Upload>,
+}
+
+#[derive(Default)]
+struct Upload {
+    /// The highest offset written: the object's size.
+    end: u64,
+    /// Bytes already sent in parts.
+    sent: u64,
+    multipart: Option<(String, Vec<PartId>)>,
+    /// Written since the object was last completed.
+    dirty: bool,
+}
+
+fn failed(target: &ObjectTarget, what: &'static str, rel: &std::path::Path, e: RequestError) -> ReplayError {
+    ReplayError::io(what, target.display(rel), io::Error::other(e.to_string()))
+}
+
+impl<'s> Worker<'s> {
+    /// The target (borrowed from what all ranks share, not from the worker).
+    fn target(&self) -> &'s ObjectTarget {
+        let shared: &'s super::Shared = self.shared;
+        &shared.objects.as_ref().expect("object target").target
+    }
+
+    fn upload_data(&self) -> &'s Bytes {
+        let shared: &'s super::Shared = self.shared;
+        &shared.objects.as_ref().expect("object target").data
+    }
+
+    fn rank_objects(&mut self) -> &mut ObjectRank {
+        self.objects.as_mut().expect("object target")
+    }
+
+    /// `op` made as requests to the object target.
+    pub(super) fn object_call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        let key = (op.pid, op.fd);
+        let none = |this: &mut Self| {
+            this.rank_objects().client.stats.no_request(op.op.as_str());
+            Ok(CallOutcome::made(0))
+        };
+        match op.op {
+            Op::Open if op.path == NO_PATH => Ok(CallOutcome::not_made()),
+            Op::Open => self.open_object(op),
+            Op::Close => match self.rank_objects().files.remove(&key) {
+                Some(mut f) => {
+                    if !self.finish_upload(&mut f)? {
+                        none(self)?;
+                    }
+                    Ok(CallOutcome::made(0))
+                }
+                None => Ok(CallOutcome::not_made()),
+            },
+            Op::Read | Op::Fault | Op::Write => {
+                if !self.ensure_object(op)? {
+                    return Ok(CallOutcome::not_made());
+                }
+                let f = &self.rank_objects().files[&key];
+                let offset = if op.offset >= 0 { op.offset as u64 } else { f.pos };
+                let len = op.bytes.max(0) as u64;
+                let requested = if op.op == Op::Write {
+                    self.write_object(key, offset, len)?
+                } else {
+                    self.read_object(key, offset, len)?
+                };
+                self.rank_objects().files.get_mut(&key).expect("open").pos = offset + len;
+                if !requested {
+                    none(self)?;
+                }
+                Ok(CallOutcome::made(len))
+            }
+            Op::Fsync | Op::Fdatasync => {
+                if !self.ensure_object(op)? {
+                    return Ok(CallOutcome::not_made());
+                }
+                let mut f = self.rank_objects().files.remove(&key).expect("open");
+                let r = self.finish_upload(&mut f);
+                self.rank_objects().files.insert(key, f);
+                if !r? {
+                    none(self)?;
+                }
+                Ok(CallOutcome::made(0))
+            }
+            Op::Truncate => {
+                if let Some(u) = self
+                    .rank_objects()
+                    .files
+                    .get_mut(&key)
+                    .and_then(|f| f.upload.as_mut())
+                {
+                    u.end = op.bytes.max(0) as u64;
+                    u.sent = u.sent.min(u.end);
+                    u.dirty = true;
+                }
+                none(self)
+            }
+            Op::Stat if op.fd >= 0 && self.rank_objects().files.contains_key(&key) => none(self),
+            Op::Stat | Op::Access if op.path != NO_PATH => self.exists_object(op),
+            Op::Getdents if op.path != NO_PATH => {
+                let rel = self.rel_path(op.path)?;
+                let prefix = self.target().key(&rel);
+                let target = self.target();
+                self.rank_objects()
+                    .client
+                    .list(&prefix)
+                    .map_err(|e| failed(target, "listing", &rel, e))?;
+                Ok(CallOutcome::made(0))
+            }
+            Op::Unlink if op.path != NO_PATH => {
+                let rel = self.rel_path(op.path)?;
+                let k = self.target().key(&rel);
+                let target = self.target();
+                self.rank_objects()
+                    .client
+                    .delete(&k)
+                    .map_err(|e| failed(target, "deleting", &rel, e))?;
+                Ok(CallOutcome::made(0))
+            }
+            Op::Rename if op.path != NO_PATH && op.path2 != NO_PATH => self.rename_object(op),
+            Op::Mkdir | Op::Rmdir | Op::Link | Op::Symlink | Op::Lseek | Op::Mmap => none(self),
+            _ => Ok(CallOutcome::not_made()),
+        }
+    }
+
+    fn open_object(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        let rel = self.rel_path(op.path)?;
+        let key = self.target().key(&rel);
+        let info = &self.shared.survey.paths[op.path as usize];
+        let writes = info.written && op.flags.is_none_or(|f| f & libc::O_ACCMODE != libc::O_RDONLY);
+        if writes && !op.failed {
+            // Nothing to ask: the object is made when the writes are sent.
+            self.rank_objects().client.stats.no_request("open");
+            self.add_object(op, rel, key, None, Some(Upload::default()));
+            return Ok(CallOutcome::made(0));
+        }
+        match self.rank_objects().client.head(&key) {
+            Ok(size) => {
+                if !op.failed {
+                    self.add_object(op, rel, key, Some(size), None);
+                }
+                Ok(CallOutcome::made(0))
+            }
+            Err(RequestError::Missing) => Ok(CallOutcome::failed(libc::ENOENT)),
+            Err(e) => Err(failed(self.target(), "open", &rel, e)),
+        }
+    }
+
+    fn add_object(
+        &mut self,
+        op: &PlannedOp,
+        rel: PathBuf,
+        key: String,
+        size: Option<u64>,
+        upload: Option<Upload>,
+    ) {
+        let f = ObjectFile {
+            id: op.path,
+            rel,
+            key,
+            pos: 0,
+            fetched: 0..0,
+            size,
+            upload,
+        };
+        self.rank_objects().files.insert((op.pid, op.fd), f);
+    }
+
+    /// The object a descriptor op refers to, taken from its path when the
+    /// trace began after the open (no HEAD: the call that would have made
+    /// one was not traced).
+    fn ensure_object(&mut self, op: &PlannedOp) -> ReplayResult<bool> {
+        let key = (op.pid, op.fd);
+        if let Some(f) = self.rank_objects().files.get(&key) {
+            if op.path == NO_PATH || f.id == op.path {
+                return Ok(true);
+            }
+            // The descriptor was reused without a traced close.
+            let mut old = self.rank_objects().files.remove(&key).expect("present");
+            self.finish_upload(&mut old)?;
+        }
+        if op.path == NO_PATH {
+            return Ok(false);
+        }
+        let rel = self.rel_path(op.path)?;
+        let k = self.target().key(&rel);
+        let written = self.shared.survey.paths[op.path as usize].written;
+        let upload = (written || op.op == Op::Write).then(Upload::default);
+        self.add_object(op, rel, k, None, upload);
+        Ok(true)
+    }
+
+    /// Reads `len` bytes at `offset` as `--s3-read` says; whether a request was made.
+    fn read_object(&mut self, key: (i32, i32), offset: u64, len: u64) -> ReplayResult<bool> {
+        let mode = self.target().read;
+        let span = self.target().coalesce;
+        let target = self.target();
+        let objects = self.rank_objects();
+        let f = objects.files.get_mut(&key).expect("open");
+        if f.upload.as_ref().is_some_and(|u| u.dirty) || len == 0 {
+            // Bytes this rank wrote and has not completed: its own buffer.
+            return Ok(false);
+        }
+        let want = offset..offset + len;
+        if mode != ReadMode::AsTraced && f.fetched.start <= want.start && want.end <= f.fetched.end {
+            return Ok(false);
+        }
+        let range = match mode {
+            ReadMode::AsTraced => Some(want),
+            ReadMode::Coalesce => {
+                let end = offset + len.max(span);
+                Some(offset..f.size.map_or(end, |s| end.min(s).max(want.end)))
+            }
+            ReadMode::Whole => None,
+        };
+        let got = objects
+            .client
+            .get(&f.key, range.clone())
+            .map_err(|e| failed(target, "read", &f.rel, e))?;
+        f.fetched = match range {
+            Some(r) => r.start..r.start + got,
+            None => {
+                f.size = Some(got);
+                0..got
+            }
+        };
+        if f.fetched.end < offset + len {
+            return Err(ReplayError::io(
+                "read",
+                target.display(&f.rel),
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("object ends before offset {} that the trace read", offset + len),
+                ),
+            ));
+        }
+        Ok(true)
+    }
+
+    /// Takes a write into the file's upload, sending the parts it fills;
+    /// whether a request was made.
+    fn write_object(&mut self, key: (i32, i32), offset: u64, len: u64) -> ReplayResult<bool> {
+        let target = self.target();
+        let data = self.upload_data();
+        let objects = self.rank_objects();
+        let f = objects.files.get_mut(&key).expect("open");
+        let u = f.upload.get_or_insert_with(Upload::default);
+        u.end = u.end.max(offset + len);
+        u.dirty = true;
+        let mut requested = false;
+        while u.end >= target.multipart_threshold && u.end - u.sent >= target.part_size {
+            let fail = |e| failed(target, "write", &f.rel, e);
+            if u.multipart.is_none() {
+                let id = objects.client.create_multipart(&f.key).map_err(fail)?;
+                u.multipart = Some((id, Vec::new()));
+            }
+            let (id, parts) = u.multipart.as_mut().expect("started");
+            let part = data.slice(..target.part_size as usize);
+            let p = objects
+                .client
+                .put_part(&f.key, id, parts.len(), part)
+                .map_err(|e| failed(target, "write", &f.rel, e))?;
+            parts.push(p);
+            u.sent += target.part_size;
+            requested = true;
+        }
+        Ok(requested)
+    }
+
+    /// Completes the object `f` was writing, if written since it last was:
+    /// one PUT, or the last part and the completion. Whether a request was made.
+    fn finish_upload(&mut self, f: &mut ObjectFile) -> ReplayResult<bool> {
+        let Some(u) = f.upload.as_mut().filter(|u| u.dirty) else {
+            return Ok(false);
+        };
+        let target = self.target();
+        let data = self.upload_data();
+        let client = &mut self.objects.as_mut().expect("object target").client;
+        let fail = |e| failed(target, "close", &f.rel, e);
+        match u.multipart.take() {
+            None => client
+                .put(&f.key, data.slice(..u.end as usize))
+                .map_err(fail)?,
+            Some((id, mut parts)) => {
+                if u.end > u.sent || parts.is_empty() {
+                    let rest = data.slice(..(u.end - u.sent) as usize);
+                    parts.push(client.put_part(&f.key, &id, parts.len(), rest).map_err(fail)?);
+                }
+                client.complete(&f.key, &id, parts).map_err(fail)?;
+            }
+        }
+        // A later write sends the whole object again.
+        u.sent = 0;
+        u.dirty = false;
+        f.fetched = 0..0;
+        Ok(true)
+    }
+
+    /// A stat or access: HEAD of the key, or for a directory one LIST of
+    /// its prefix; missing is the call's ENOENT.
+    fn exists_object(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        let rel = self.rel_path(op.path)?;
+        let key = self.target().key(&rel);
+        let is_dir = self.shared.survey.paths[op.path as usize].is_dir;
+        let target = self.target();
+        let client = &mut self.rank_objects().client;
+        let found = if is_dir {
+            client.any_beneath(&key)
+        } else {
+            client.head(&key).map(|_| true)
+        };
+        match found {
+            Ok(true) => Ok(CallOutcome::made(0)),
+            Ok(false) | Err(RequestError::Missing) => Ok(CallOutcome::failed(libc::ENOENT)),
+            Err(e) => Err(failed(target, op.op.as_str(), &rel, e)),
+        }
+    }
+
+    fn rename_object(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        let (from, to) = (self.rel_path(op.path)?, self.rel_path(op.path2)?);
+        let (a, b) = (self.target().key(&from), self.target().key(&to));
+        let target = self.target();
+        let client = &mut self.rank_objects().client;
+        match client.copy(&a, &b) {
+            Ok(()) => {}
+            Err(RequestError::Missing) => return Ok(CallOutcome::failed(libc::ENOENT)),
+            Err(e) => return Err(failed(target, "rename", &from, e)),
+        }
+        client
+            .delete(&a)
+            .map_err(|e| failed(target, "rename", &from, e))?;
+        Ok(CallOutcome::made(0))
+    }
+
+    /// At the rank's end: every object still being written is completed,
+    /// as a closing job's would be (nothing written is left unsent).
+    pub(super) fn finish_objects(&mut self) -> ReplayResult<()> {
+        let Some(objects) = self.objects.as_mut() else {
+            return Ok(());
+        };
+        let open: Vec<_> = objects.files.drain().map(|(_, f)| f).collect();
+        for mut f in open {
+            self.finish_upload(&mut f)?;
+        }
+        Ok(())
+    }
+
+    /// The rank's request figures, handed to its result.
+    pub(super) fn take_request_stats(&mut self) {
+        if let Some(o) = self.objects.as_mut() {
+            self.result.requests = std::mem::take(&mut o.client.stats);
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The requests of one rank (or one preparing thread): object_store's S3
+//! client driven on a current-thread tokio runtime of the caller's own, one
+//! request in flight as the traced thread had one call in flight. A request
+//! that fails with a 5xx, a 429 or a transport error (a timeout, a reset)
+//! is made again up to `--s3-retries` times, backing off; the retries and
+//! the throttles among them (503 SlowDown, 429) are counted. Every request
+//! is measured into the caller's [`RequestStats`], from its first attempt to
+//! its answer; GETs also give their time to first byte.
+//!
+//! object_store's own retries are off: it neither counts nor reports them.
+
+use std::future::Future;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::aws::AmazonS3;
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::path::Path as Key;
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
+};
+
+use super::{settings, ObjectTarget};
+use crate::report::requests::RequestStats;
+
+/// What a request is, as the report counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    Get,
+    Put,
+    /// CreateMultipartUpload.
+    Create,
+    /// UploadPart.
+    Part,
+    /// CompleteMultipartUpload.
+    Complete,
+    Head,
+    List,
+    Delete,
+    Copy,
+}
+
+impl RequestKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestKind::Get => "GET",
+            RequestKind::Put => "PUT",
+            RequestKind::Create => "MPU-create",
+            RequestKind::Part => "MPU-part",
+            RequestKind::Complete => "MPU-complete",
+            RequestKind::Head => "HEAD",
+            RequestKind::List => "LIST",
+            RequestKind::Delete => "DELETE",
+            RequestKind::Copy => "COPY",
+        }
+    }
+}
+
+/// Why a request gave no answer.
+#[derive(Debug)]
+pub enum RequestError {
+    /// 404: the object (or, for a bucket check, the bucket) is not there.
+    Missing,
+    /// Anything else, after the retries it was allowed.
+    Failed(String),
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::Missing => f.write_str("no such object"),
+            RequestError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// How a failed attempt is answered.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Missing,
+    /// Worth another attempt; `throttled` for 503 and 429.
+    Retry {
+        throttled: bool,
+    },
+    Final,
+}
+
+/// The HTTP status a failed request carried, from object_store's message
+/// (its retry error, which holds the status, is not public).
+fn status_of(text: &str) -> Option<u16> {
+    let at = text.find("status code: ")? + "status code: ".len();
+    text.get(at..at + 3)?.parse().ok()
+}
+
+fn verdict(e: &object_store::Error) -> Verdict {
+    use object_store::Error as E;
+    match e {
+        E::NotFound { .. } => Verdict::Missing,
+        E::Generic { .. } => {
+            let text = e.to_string();
+            match status_of(&text) {
+                Some(code @ (429 | 500..=599)) => Verdict::Retry {
+                    throttled: code == 429 || code == 503,
+                },
+                Some(_) => Verdict::Final,
+                // No status: the request never got an answer (a timeout,
+                // a refused or reset connection), or the answer said
+                // SlowDown in a body without a status line.
+                None => Verdict::Retry {
+                    throttled: text.contains("SlowDown"),
+                },
+            }
+        }
+        _ => Verdict::Final,
+    }
+}
+
+/// Wait before attempt `n + 1`: 100 ms doubling, at most 5 s.
+fn backoff(n: u32) -> Duration {
+    Duration::from_millis(100u64 << n.min(6)).min(Duration::from_secs(5))
+}
+
+pub struct ObjectClient {
+    store: std::sync::Arc<AmazonS3>,
+    rt: tokio::runtime::Runtime,
+    retries: u32,
+    bucket: String,
+    pub stats: RequestStats,
+}
+
+impl ObjectClient {
+    pub fn connect(target: &ObjectTarget) -> Result<Self, String> {
+        // rustls needs its crypto chosen once per process; a second
+        // install (another rank) is refused harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let builder = settings::builder(&target.bucket);
+        let endpoint = settings::endpoint(&builder);
+        let store = builder
+            .with_retry(RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            })
+            .build()
+            .map_err(|e| format!("S3 client for {endpoint}: {e}"))?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the S3 client's runtime: {e}"))?;
+        Ok(ObjectClient {
+            store: std::sync::Arc::new(store),
+            rt,
+            retries: target.retries,
+            bucket: target.bucket.clone(),
+            stats: RequestStats::default(),
+        })
+    }
+
+    /// Makes the request `make` starts, retrying it as allowed; measures it
+    /// as `kind` with the bytes `bytes` says it moved.
+    fn request<T, Fut>(
+        &mut self,
+        kind: RequestKind,
+        key: &str,
+        mut make: impl FnMut() -> Fut,
+        bytes: impl Fn(&T) -> u64,
+    ) -> Result<T, RequestError>
+    where
+        Fut: Future<Output = object_store::Result<T>>,
+    {
+        let start = Instant::now();
+        let mut attempt = 0;
+        loop {
+            let r = self.rt.block_on(make());
+            let took = start.elapsed().as_nanos() as u64;
+            let e = match r {
+                Ok(v) => {
+                    self.stats.record(kind, bytes(&v), took, true);
+                    return Ok(v);
+                }
+                Err(e) => e,
+            };
+            match verdict(&e) {
+                Verdict::Missing => {
+                    self.stats.record(kind, 0, took, false);
+                    return Err(RequestError::Missing);
+                }
+                Verdict::Retry { throttled } if attempt < self.retries => {
+                    self.stats.retries += 1;
+                    self.stats.throttles += u64::from(throttled);
+                    std::thread::sleep(backoff(attempt));
+                    attempt += 1;
+                }
+                v => {
+                    self.stats.record(kind, 0, took, false);
+                    self.stats.throttles += u64::from(v == Verdict::Retry { throttled: true });
+                    let tries = if attempt > 0 {
+                        format!(" (after {attempt} retries)")
+                    } else {
+                        String::new()
+                    };
+                    return Err(RequestError::Failed(format!(
+                        "{} s3://{}/{key}: {e}{tries}",
+                        kind.name(),
+                        self.bucket
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A GET of `range` (the whole object if `None`): the bytes it
+    /// brought, read to the end and dropped.
+    pub fn get(&mut self, key: &str, range: Option<Range<u64>>) -> Result<u64, RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(key);
+        let got = self.request(
+            RequestKind::Get,
+            key,
+            || {
+                let opts = GetOptions {
+                    range: range.clone().map(GetRange::Bounded),
+                    ..Default::default()
+                };
+                let (store, path) = (&store, &path);
+                async move {
+                    let sent = Instant::now();
+                    let r = store.get_opts(path, opts).await?;
+                    let first_byte = sent.elapsed();
+                    let mut body = r.into_stream();
+                    let mut n = 0u64;
+                    while let Some(chunk) = body.next().await {
+                        n += chunk?.len() as u64;
+                    }
+                    Ok((n, first_byte))
+                }
+            },
+            |(n, _)| *n,
+        )?;
+        self.stats.first_byte(got.1.as_nanos() as u64);
+        Ok(got.0)
+    }
+
+    /// A HEAD: the object's size.
+    pub fn head(&mut self, key: &str) -> Result<u64, RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(key);
+        let meta = self.request(RequestKind::Head, key, || store.head(&path), |_| 0)?;
+        Ok(meta.size)
+    }
+
+    pub fn put(&mut self, key: &str, data: Bytes) -> Result<(), RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(key);
+        let n = data.len() as u64;
+        let payload = PutPayload::from_bytes(data);
+        self.request(
+            RequestKind::Put,
+            key,
+            || store.put(&path, payload.clone()),
+            |_| n,
+        )
+        .map(drop)
+    }
+
+    pub fn create_multipart(&mut self, key: &str) -> Result<String, RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(key);
+        self.request(
+            RequestKind::Create,
+            key,
+            || store.create_multipart(&path),
+            |_| 0,
+        )
+    }
+
+    /// Part `index` (from 0) of upload `id`.
+    pub fn put_part(
+        &mut self,
+        key: &str,
+        id: &str,
+        index: usize,
+        data: Bytes,
+    ) -> Result<PartId, RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(key);
+        let n = data.len() as u64;
+        let payload = PutPayload::from_bytes(data);
+        let id = id.to_string();
+        self.request(
+            RequestKind::Part,
+            key,
+            || store.put_part(&path, &id, index, payload.clone()),
+            |_| n,
+        )
+    }
+
+    pub fn complete(&mut self, key: &str, id: &str, parts: Vec<PartId>) -> Result<(), RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(key);
+        let id = id.to_string();
+        self.request(
+            RequestKind::Complete,
+            key,
+            || store.complete_multipart(&path, &id, parts.clone()),
+            |_| 0,
+        )
+        .map(drop)
+    }
+
+    /// A listing of the keys beneath `prefix` as a directory (one level,
+    /// every page): how many entries it holds.
+    pub fn list(&mut self, prefix: &str) -> Result<u64, RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(prefix);
+        let listed = self.request(
+            RequestKind::List,
+            prefix,
+            || store.list_with_delimiter(Some(&path)),
+            |_| 0,
+        )?;
+        Ok((listed.objects.len() + listed.common_prefixes.len()) as u64)
+    }
+
+    /// Whether any key lies beneath `prefix` (one LIST, its first page).
+    pub fn any_beneath(&mut self, prefix: &str) -> Result<bool, RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(prefix);
+        self.request(
+            RequestKind::List,
+            prefix,
+            || {
+                let mut keys = store.list(Some(&path));
+                async move { keys.next().await.transpose().map(|k| k.is_some()) }
+            },
+            |_| 0,
+        )
+    }
+
+    /// Every key beneath `prefix` (all pages, counted as one LIST).
+    pub fn keys_beneath(&mut self, prefix: &str) -> Result<Vec<(String, u64)>, RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(prefix);
+        self.request(
+            RequestKind::List,
+            prefix,
+            || {
+                let keys = store.list(Some(&path));
+                async move {
+                    let all: Vec<_> = keys.collect().await;
+                    all.into_iter()
+                        .map(|m| m.map(|m| (m.location.to_string(), m.size)))
+                        .collect::<object_store::Result<Vec<_>>>()
+                }
+            },
+            |_| 0,
+        )
+    }
+
+    pub fn delete(&mut self, key: &str) -> Result<(), RequestError> {
+        let store = self.store.clone();
+        let path = Key::from(key);
+        self.request(RequestKind::Delete, key, || store.delete(&path), |_| 0)
+    }
+
+    pub fn copy(&mut self, from: &str, to: &str) -> Result<(), RequestError> {
+        let store = self.store.clone();
+        let (a, b) = (Key::from(from), Key::from(to));
+        self.request(RequestKind::Copy, from, || store.copy(&a, &b), |_| 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_decide_retries() {
+        assert_eq!(
+            status_of("Error performing GET http://x in 2ms - Server returned non-2xx status code: 503 Service Unavailable: <Code>SlowDown</Code>"),
+            Some(503)
+        );
+        assert_eq!(status_of("HTTP error: connection refused"), None);
+        assert_eq!(backoff(0), Duration::from_millis(100));
+        assert_eq!(backoff(10), Duration::from_secs(5));
+    }
+}

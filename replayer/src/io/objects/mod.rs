@@ -1,0 +1,175 @@
+//! Object-storage targets (`--target s3://BUCKET/PREFIX`): where a replayed
+//! file lands as an object, how a loader reads it (`--s3-read`), and how its
+//! writes become uploads (`--s3-multipart-threshold`, `--s3-part-size`).
+//! `client` makes the requests and measures them; `settings` finds the
+//! endpoint and credentials as the AWS CLI does; `prepare` uploads the
+//! objects the replay reads. What each traced call becomes is
+//! [`crate::execute`]'s (its `objects` file).
+
+mod client;
+pub mod prepare;
+mod settings;
+
+use std::path::Path;
+
+pub use client::{ObjectClient, RequestError, RequestKind};
+
+/// `--s3-read`: how the replay's ranks read an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadMode {
+    /// One ranged GET per traced read, at its offset and size.
+    AsTraced,
+    /// A read the last GET of the file does not cover fetches
+    /// `--s3-coalesce` bytes from its offset (or the read, if larger); the
+    /// reads that follow inside it make no request, as a loader's
+    /// read-ahead or `get_ranges` merging neighbouring reads.
+    Coalesce,
+    /// One GET of the whole object at the file's first read.
+    Whole,
+}
+
+impl ReadMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadMode::AsTraced => "as-traced",
+            ReadMode::Coalesce => "coalesce",
+            ReadMode::Whole => "whole",
+        }
+    }
+}
+
+/// The AWS CLI's and boto3's defaults (TransferConfig): multipart from 8 MiB,
+/// in 8 MiB parts.
+pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 8 << 20;
+pub const DEFAULT_PART_SIZE: u64 = 8 << 20;
+/// `get_ranges`' own merging distance in object_store is 1 MiB; a loader's
+/// read-ahead block is commonly a few MiB. 8 MiB matches the part size.
+pub const DEFAULT_COALESCE: u64 = 8 << 20;
+/// S3's smallest part (every part but the last), and its largest part or
+/// single PUT.
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+pub const MAX_PART_SIZE: u64 = 5 << 30;
+/// Retries of a request that failed with a 5xx, a 429 or a timeout.
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// An object-storage target: the bucket and the key prefix every replayed
+/// path is placed under, and how the replay uses it.
+#[derive(Debug, Clone)]
+pub struct ObjectTarget {
+    pub bucket: String,
+    /// The key prefix, without a trailing `/` (empty for the bucket's root).
+    pub prefix: String,
+    pub read: ReadMode,
+    pub coalesce: u64,
+    pub multipart_threshold: u64,
+    pub part_size: u64,
+    pub retries: u32,
+}
+
+impl ObjectTarget {
+    /// `s3://BUCKET[/PREFIX]`; `None` if `url` is not an `s3://` URL.
+    pub fn parse(url: &str) -> Option<Result<(String, String), String>> {
+        let rest = url.strip_prefix("s3://")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let valid = (3..=63).contains(&bucket.len())
+            && bucket
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'));
+        if !valid {
+            return Some(Err(format!(
+                "`{bucket}` is not a bucket name (3 to 63 of a-z, 0-9, `-` and `.`)"
+            )));
+        }
+        let prefix = prefix.trim_matches('/');
+        if prefix.split('/').any(|p| p == "." || p == "..") {
+            return Some(Err(format!("the prefix `{prefix}` holds `.` or `..`")));
+        }
+        Some(Ok((bucket.to_string(), prefix.to_string())))
+    }
+
+    /// The key of a replayed path (relative to the target, as for a
+    /// directory target): PREFIX/PATH.
+    pub fn key(&self, rel: &Path) -> String {
+        let rel = rel.to_string_lossy();
+        let rel = rel.trim_start_matches('/');
+        if self.prefix.is_empty() {
+            rel.to_string()
+        } else if rel.is_empty() {
+            self.prefix.clone()
+        } else {
+            format!("{}/{rel}", self.prefix)
+        }
+    }
+
+    /// The URL the report and errors name for `rel`.
+    pub fn display(&self, rel: &Path) -> String {
+        format!("s3://{}/{}", self.bucket, self.key(rel))
+    }
+
+    pub fn url(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix)
+    }
+
+    /// The size a buffer of upload data needs: the largest single PUT or part.
+    pub fn largest_upload(&self) -> u64 {
+        self.multipart_threshold.max(self.part_size)
+    }
+}
+
+/// Checks, with one LIST of the prefix, that the bucket is there and the
+/// credentials open it: what is wrong is said before any work.
+pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
+    let mut client = ObjectClient::connect(target)?;
+    client.any_beneath(&target.prefix).map(drop).map_err(|e| {
+        let why = e.to_string();
+        let hint = if why.contains("NoSuchBucket") || matches!(e, RequestError::Missing) {
+            format!("bucket `{}` does not exist there", target.bucket)
+        } else if why.contains("status code: 403") || why.contains("status code: 401") {
+            "the credentials were refused (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
+                .to_string()
+        } else {
+            "the endpoint did not answer as S3 (AWS_ENDPOINT_URL)".to_string()
+        };
+        format!(
+            "--target {} at {}: {hint}: {why}",
+            target.url(),
+            settings::endpoint(&settings::builder(&target.bucket))
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> ObjectTarget {
+        let (bucket, prefix) = ObjectTarget::parse(url).unwrap().unwrap();
+        ObjectTarget {
+            bucket,
+            prefix,
+            read: ReadMode::AsTraced,
+            coalesce: DEFAULT_COALESCE,
+            multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
+            part_size: DEFAULT_PART_SIZE,
+            retries: DEFAULT_RETRIES,
+        }
+    }
+
+    #[test]
+    fn keys_are_the_prefix_and_the_replayed_path() {
+        let t = target("s3://bench/run1/");
+        assert_eq!(t.key(Path::new("rank0/ckpt/model.pt")), "run1/rank0/ckpt/model.pt");
+        assert_eq!(t.display(Path::new("a")), "s3://bench/run1/a");
+        let root = target("s3://bench");
+        assert_eq!(root.key(Path::new("data/x")), "data/x");
+    }
+
+    #[test]
+    fn bad_urls_are_refused_and_other_schemes_are_not_s3() {
+        assert!(ObjectTarget::parse("/mnt/x").is_none());
+        assert!(ObjectTarget::parse("gs://b/x").is_none());
+        assert!(ObjectTarget::parse("s3://B_ad/x").unwrap().is_err());
+        assert!(ObjectTarget::parse("s3://ok-bucket/a/../b").unwrap().is_err());
+        assert!(ObjectTarget::parse("s3://").unwrap().is_err());
+    }
+}

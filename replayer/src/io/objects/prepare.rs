@@ -1,0 +1,160 @@
+//! Puts an object-storage target in the state the traced job found, as
+//! [`crate::io::prepare`] does a directory: the objects the replay reads,
+//! uploaded at the size the trace reads of them with incompressible data
+//! (kept when already there at least that large: one HEAD each); where the
+//! trace creates a path anew, what an earlier replay left at its key (and
+//! beneath it, for a directory) deleted. Directories need nothing: a
+//! prefix exists when a key does. Only the keys of replayed paths are ever
+//! deleted or written, so foreign objects under the prefix stay as they are.
+//! Several threads upload at a time, each with its own client.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+
+use super::client::RequestError;
+use super::{ObjectClient, ObjectTarget};
+use crate::error::{ReplayError, ReplayResult};
+use crate::io::prepare::{file_count, run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer};
+use crate::plan::survey::{PathInfo, Survey};
+
+/// Upload data: one incompressible buffer as large as the largest single
+/// request, which every upload of the process slices.
+pub fn upload_data(target: &ObjectTarget) -> Bytes {
+    let mut buf = vec![0u8; target.largest_upload() as usize];
+    SmallRng::seed_from_u64(0x53).fill_bytes(&mut buf);
+    Bytes::from(buf)
+}
+
+/// Uploads `size` bytes of `data` to `key`: one PUT below the multipart
+/// threshold, else a multipart upload in parts of the part size.
+pub fn upload(
+    client: &mut ObjectClient,
+    target: &ObjectTarget,
+    key: &str,
+    size: u64,
+    data: &Bytes,
+) -> Result<(), RequestError> {
+    if size < target.multipart_threshold {
+        return client.put(key, data.slice(..size as usize));
+    }
+    let id = client.create_multipart(key)?;
+    let mut parts = Vec::new();
+    let mut sent = 0u64;
+    while sent < size {
+        let n = (size - sent).min(target.part_size);
+        parts.push(client.put_part(key, &id, parts.len(), data.slice(..n as usize))?);
+        sent += n;
+    }
+    client.complete(key, &id, parts)
+}
+
+/// Prepares tasks `i` with `i % share.1 == share.0` on `target`.
+pub fn prepare(
+    target: &ObjectTarget,
+    survey: &Survey,
+    all: &[PrepareTask],
+    share: (u32, u32),
+    threads: usize,
+    show_progress: bool,
+) -> ReplayResult<PrepareStats> {
+    let data = upload_data(target);
+    let counters = Counters::default();
+    let bar = crate::live::progress::start(
+        file_count(all, share),
+        counters.files.clone(),
+        show_progress,
+        "objects",
+    );
+    let stats = run_tasks(survey, all, share, threads, &counters, |_| {
+        Ok(ObjectDoer {
+            client: ObjectClient::connect(target).map_err(ReplayError::Usage)?,
+            target,
+            data: data.clone(),
+        })
+    });
+    drop(bar);
+    stats
+}
+
+struct ObjectDoer<'a> {
+    client: ObjectClient,
+    target: &'a ObjectTarget,
+    data: Bytes,
+}
+
+impl ObjectDoer<'_> {
+    fn failed(&self, what: &'static str, rel: &Path, e: RequestError) -> ReplayError {
+        ReplayError::io(
+            what,
+            self.target.display(rel),
+            std::io::Error::other(e.to_string()),
+        )
+    }
+}
+
+impl StepDoer for ObjectDoer<'_> {
+    fn step(
+        &mut self,
+        step: Step,
+        rel: &Path,
+        info: &PathInfo,
+        counters: &Counters,
+    ) -> ReplayResult<()> {
+        let key = self.target.key(rel);
+        match step {
+            Step::Clear => {
+                let mut cleared = false;
+                match self.client.head(&key) {
+                    Ok(_) => {
+                        self.client
+                            .delete(&key)
+                            .map_err(|e| self.failed("clearing", rel, e))?;
+                        cleared = true;
+                    }
+                    Err(RequestError::Missing) => {}
+                    Err(e) => return Err(self.failed("clearing", rel, e)),
+                }
+                if info.is_dir {
+                    let beneath = self
+                        .client
+                        .keys_beneath(&key)
+                        .map_err(|e| self.failed("clearing", rel, e))?;
+                    for (k, _) in beneath {
+                        self.client
+                            .delete(&k)
+                            .map_err(|e| self.failed("clearing", rel, e))?;
+                        cleared = true;
+                    }
+                }
+                if cleared {
+                    counters.cleared.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Step::Dir => {}
+            Step::File => {
+                let size = info.read_extent;
+                let have = match self.client.head(&key) {
+                    Ok(n) => Some(n),
+                    Err(RequestError::Missing) => None,
+                    Err(e) => return Err(self.failed("checking", rel, e)),
+                };
+                if have.is_some_and(|h| h >= size) {
+                    counters.file_done(0);
+                } else {
+                    upload(&mut self.client, self.target, &key, size, &self.data)
+                        .map_err(|e| self.failed("uploading", rel, e))?;
+                    counters.file_done(size.max(1));
+                    if size == 0 {
+                        // An empty object: counted as made, not as bytes.
+                        counters.written.fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
