@@ -39,7 +39,12 @@ pub struct Cli {
     /// On s3:// targets, how reads become GETs: as-traced (a ranged GET per
     /// read), coalesce (one GET of --s3-coalesce bytes serves the reads
     /// inside it), whole (one GET of the object at its first read).
-    #[arg(long, value_enum, default_value = "as-traced", hide_possible_values = true)]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "as-traced",
+        hide_possible_values = true
+    )]
     pub s3_read: ReadMode,
     /// Bytes one GET fetches with --s3-read coalesce.
     #[arg(long, value_name = "SIZE", default_value = "8MiB")]
@@ -287,7 +292,8 @@ impl Cli {
                     .collect::<ReplayResult<Vec<_>>>()?,
             ),
         };
-        if objects.is_some() && (self.direct || self.drop_caches || self.engine == EngineKind::IoUring)
+        if objects.is_some()
+            && (self.direct || self.drop_caches || self.engine == EngineKind::IoUring)
         {
             return Err(usage(
                 "--direct, --drop-caches and --engine io_uring are for directory targets, \
@@ -484,9 +490,16 @@ mod tests {
                 .to_string();
             assert!(e.contains("targets are not served"), "{url}: {e}");
         }
-        let s3 = Cli::parse_from(["x", "t", "--target", "s3://bench/run1/", "--s3-read", "whole"])
-            .into_options()
-            .unwrap();
+        let s3 = Cli::parse_from([
+            "x",
+            "t",
+            "--target",
+            "s3://bench/run1/",
+            "--s3-read",
+            "whole",
+        ])
+        .into_options()
+        .unwrap();
         assert!(s3.target.as_os_str().is_empty(), "never a local path");
         let o = s3.objects.unwrap();
         assert_eq!((o.bucket.as_str(), o.prefix.as_str()), ("bench", "run1"));

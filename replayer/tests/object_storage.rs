@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::{json, json_ok, replay_bin, replay_ok, write_rows, Row, O_WRITE_CREATE};
 use iorepro_tests::bins::scratch;
 use iorepro_tests::s3::{files_as_keys, S3Server};
-use iorepro_tests::samples::{sample, ALL, TORCH_DDP};
+use iorepro_tests::samples::{sample, ALL, TORCH_DDP, TORCH_DDP_SHARDS};
 use iorepro_tests::skip::cannot_run;
 use iorepro_traces::Op;
 
@@ -66,7 +66,7 @@ fn samples_replay_into_a_bucket_as_into_a_directory() {
     // An object that is not the replay's, beneath the prefix one uses.
     let foreign = format!("run/{}/foreign.bin", ALL[0]);
     server.put(BUCKET, &foreign, 1000);
-    for name in ALL {
+    for name in ALL.into_iter().chain([TORCH_DDP_SHARDS]) {
         let root = scratch(&format!("s3-sample-{name}"));
         let trace = sample(name);
         let args = ["--ranks", "4", "--json"];
@@ -94,7 +94,11 @@ fn samples_replay_into_a_bucket_as_into_a_directory() {
         let req = &first["requests"]["kinds"];
         let got = u(&req["GET"]["bytes"]);
         assert_eq!(got, u(&first["read_bytes"]), "{name}");
-        assert_eq!(grew(&before, &after, "body_bytes", "GET"), got, "{name}: served");
+        assert_eq!(
+            grew(&before, &after, "body_bytes", "GET"),
+            got,
+            "{name}: served"
+        );
         assert_eq!(
             grew(&before, &after, "requests", "GET"),
             u(&req["GET"]["count"]),
@@ -104,7 +108,11 @@ fn samples_replay_into_a_bucket_as_into_a_directory() {
         let uploaded = u(&first["prepare"]["bytes_written"])
             + u(&req["PUT"]["bytes"])
             + u(&req["MPU-part"]["bytes"]);
-        assert_eq!(grew(&before, &after, "received_bytes", "PUT"), uploaded, "{name}");
+        assert_eq!(
+            grew(&before, &after, "received_bytes", "PUT"),
+            uploaded,
+            "{name}"
+        );
         // Again on the same bucket: nothing differs, nothing is uploaded twice.
         let second = json_ok(&replay_s3(&server, &trace, &prefix, &args));
         assert_eq!(replayed(&server, &prefix, &foreign), objects, "{name}");
@@ -112,11 +120,14 @@ fn samples_replay_into_a_bucket_as_into_a_directory() {
             assert_eq!(second[k], first[k], "{name}: {k}");
         }
         assert_eq!(
-            second["requests"]["kinds"]["GET"]["bytes"],
-            req["GET"]["bytes"],
+            second["requests"]["kinds"]["GET"]["bytes"], req["GET"]["bytes"],
             "{name}"
         );
-        assert_eq!(u(&second["prepare"]["files_created"]), 0, "{name}: {second}");
+        assert_eq!(
+            u(&second["prepare"]["files_created"]),
+            0,
+            "{name}: {second}"
+        );
         eprintln!(
             "{name}: {} objects; GET {} ({} B), HEAD {}, PUT {}, first byte p50 {} us",
             objects.len(),
@@ -132,4 +143,184 @@ fn samples_replay_into_a_bucket_as_into_a_directory() {
         all.contains(&(foreign.clone(), 1000)),
         "the foreign object was touched"
     );
+}
+
+#[test]
+fn read_modes_fetch_as_a_loader_would() {
+    let Some(server) = server(&[]) else { return };
+    // Shards read in 1 MiB calls: where the modes differ.
+    let trace = sample(TORCH_DDP_SHARDS);
+    let mut seen = Vec::new();
+    for mode in ["as-traced", "coalesce", "whole"] {
+        let prefix = format!("modes/{mode}");
+        let before = server.served();
+        let r = json_ok(&replay_s3(
+            &server,
+            &trace,
+            &prefix,
+            &["--ranks", "4", "--json", "--s3-read", mode],
+        ));
+        let after = server.served();
+        let get = &r["requests"]["kinds"]["GET"];
+        let (count, bytes) = (u(&get["count"]), u(&get["bytes"]));
+        // Whatever the mode, the report's GET bytes are what the server served.
+        assert_eq!(grew(&before, &after, "body_bytes", "GET"), bytes, "{mode}");
+        assert_eq!(grew(&before, &after, "requests", "GET"), count, "{mode}");
+        assert!(bytes >= u(&r["read_bytes"]), "{mode}: {r}");
+        assert_eq!(r["requests"]["read"], mode);
+        seen.push((count, bytes, u(&r["requests"]["without_request"]["read"])));
+    }
+    let (traced, coalesced, whole) = (seen[0], seen[1], seen[2]);
+    assert_eq!(traced.2, 0, "as traced, every read is a GET");
+    assert!(coalesced.0 < traced.0 && coalesced.2 > 0, "{seen:?}");
+    assert!(whole.0 <= coalesced.0, "{seen:?}");
+}
+
+#[test]
+fn large_checkpoints_go_up_as_multipart_uploads() {
+    let Some(server) = server(&[]) else { return };
+    let trace = sample(TORCH_DDP);
+    let root = scratch("s3-multipart");
+    // One writer for the whole checkpoint, in 5 MiB parts from 5 MiB on.
+    let args = ["--ranks", "4", "--json", "--checkpoint", "rank0"];
+    let dir = replay_ok(&trace, &root.join("dir"), &args);
+    let r = json_ok(&replay_s3(
+        &server,
+        &trace,
+        "mpu",
+        &[
+            &args[..],
+            &["--s3-multipart-threshold", "5MiB", "--s3-part-size", "5MiB"],
+        ]
+        .concat(),
+    ));
+    let kinds = &r["requests"]["kinds"];
+    let uploads = u(&kinds["MPU-create"]["count"]);
+    assert!(uploads > 0, "{r}");
+    assert_eq!(u(&kinds["MPU-complete"]["count"]), uploads, "{r}");
+    assert!(u(&kinds["MPU-part"]["count"]) >= 2 * uploads, "{r}");
+    assert_eq!(
+        server.objects(BUCKET, "mpu/"),
+        files_as_keys(&root.join("dir"), "mpu")
+    );
+    assert_eq!(r["write_bytes"], dir["write_bytes"]);
+}
+
+/// A checkpoint of `mib` MiB written by one rank, in 1 MiB calls.
+fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
+    let path = "/ckpt/model.pt";
+    let mut rows = vec![(0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE))];
+    for i in 0..mib {
+        rows.push((0, Op::Write, path, 5, Some(i << 20), 1 << 20, None));
+    }
+    rows.push((0, Op::Close, path, 5, None, 0, None));
+    rows
+}
+
+#[test]
+fn throttling_is_retried_and_counted() {
+    // Every 4th request answered 503 SlowDown.
+    let Some(server) = server(&["--fail-every", "4"]) else {
+        return;
+    };
+    let trace = sample(TORCH_DDP);
+    let args = ["--ranks", "4", "--json"];
+    // The data first, so the replay's own retries can be told apart.
+    let prepared = replay_s3(
+        &server,
+        &trace,
+        "slow",
+        &[&args[..], &["--prepare", "only"]].concat(),
+    );
+    assert!(
+        prepared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&prepared.stderr)
+    );
+    let before = server.served();
+    let r = json_ok(&replay_s3(
+        &server,
+        &trace,
+        "slow",
+        &[&args[..], &["--prepare", "skip"]].concat(),
+    ));
+    let slowdowns = u(&server.served()["slowdowns"]) - u(&before["slowdowns"]);
+    assert!(slowdowns > 10, "{slowdowns}");
+    assert_eq!(u(&r["requests"]["retries"]), slowdowns, "{r}");
+    assert_eq!(u(&r["requests"]["throttles"]), slowdowns, "{r}");
+    assert_eq!(r["errors"], serde_json::json!([]));
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_the_run_with_the_partial_report() {
+    let Some(server) = server(&[]) else { return };
+    let tmp = scratch("s3-stops");
+    let trace = write_rows(&tmp, &checkpoint_rows(64));
+    let small = ["--s3-multipart-threshold", "5MiB", "--s3-part-size", "5MiB"];
+    // The bucket check and four parts pass; then every request meets 503.
+    server.fail_after(6);
+    let out = replay_s3(
+        &server,
+        &trace,
+        "stops",
+        &[&small[..], &["--json", "--s3-retries", "2"]].concat(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("503") && err.contains("after 2 retries"),
+        "{err}"
+    );
+    let r = json(&out);
+    let parts = u(&r["requests"]["kinds"]["MPU-part"]["count"]);
+    assert!(parts >= 4, "the parts sent before are in the report: {r}");
+    assert_eq!(u(&r["requests"]["retries"]), 2, "{r}");
+    let written = u(&r["write_bytes"]);
+    assert!(written > 0 && written < 64 << 20, "partial: {written}");
+    server.heal();
+    assert!(
+        server.objects(BUCKET, "stops/").is_empty(),
+        "no object completed"
+    );
+}
+
+#[test]
+fn a_missing_bucket_is_said_before_any_work() {
+    let Some(server) = server(&[]) else { return };
+    let trace = sample(TORCH_DDP);
+    let start = Instant::now();
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", "s3://no-such-bucket/run", "--ranks", "4"]);
+    let out = server.env(&mut cmd).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bucket `no-such-bucket` does not exist"),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(30));
+    let served = server.served();
+    assert_eq!(
+        u(&served["received_bytes"]["PUT"]),
+        0,
+        "nothing prepared: {served}"
+    );
+    // An endpoint that is not there: the same, naming it.
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", "s3://bench/run", "--s3-retries", "0"]);
+    let out = server
+        .env(&mut cmd)
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("http://127.0.0.1:1"), "{err}");
 }

@@ -1,9 +1,9 @@
 """An S3 API server for the tests, in a process of its own: moto's server,
 with the figures a storage team reads off its gateway's access log. Every
-response body's bytes and every request are counted by method, and served
-as JSON at GET /__served. Faults on demand: --fail-every N answers every
+response body's bytes and every request are counted by method (a GET of
+the bucket itself counted as LIST), and served as JSON at GET /__served. Faults on demand: --fail-every N answers every
 Nth S3 request with 503 SlowDown; GET /__fail?after=N answers every
-request after the next N so.
+request after the next N so, until GET /__heal.
 
     python3 s3.py PORT [--fail-every N]
 """
@@ -55,6 +55,11 @@ class Counting:
             after = int(environ.get("QUERY_STRING", "after=0").split("=")[1])
             with self.lock:
                 self.fail_after = self.requests + after
+            start_response("200 OK", [("Content-Length", "0")])
+            return [b""]
+        if environ.get("PATH_INFO") == "/__heal":
+            with self.lock:
+                self.fail_after = 0
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
         with self.lock:

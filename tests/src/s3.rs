@@ -84,7 +84,10 @@ impl S3Server {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
         (status, body)
     }
 
@@ -147,6 +150,13 @@ impl S3Server {
     }
 }
 
+impl S3Server {
+    /// Answers every request again.
+    pub fn heal(&self) {
+        get(&self.addr, "/__heal").expect("healing the server");
+    }
+}
+
 impl Drop for S3Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -159,7 +169,11 @@ pub fn files_as_keys(dir: &Path, prefix: &str) -> Vec<(String, u64)> {
     let mut out: Vec<(String, u64)> = crate::job::files_under(dir)
         .into_iter()
         .map(|(p, n)| {
-            let rel = p.strip_prefix(dir).expect("beneath").to_string_lossy().to_string();
+            let rel = p
+                .strip_prefix(dir)
+                .expect("beneath")
+                .to_string_lossy()
+                .to_string();
             (format!("{prefix}/{rel}"), n)
         })
         .collect();

@@ -10,7 +10,9 @@ pub const TORCH_DDP: &str = "torch-ddp-dcp";
 pub const TORCH_DDP_RESUME: &str = "torch-ddp-dcp-resume";
 /// The same job with batches of 4: each epoch read ahead in one burst.
 pub const TORCH_DDP_BATCH4: &str = "torch-ddp-dcp-batch4";
-/// Every bundled sample.
+/// A job reading a sharded dataset: big shard files, read in 1 MiB calls.
+pub const TORCH_DDP_SHARDS: &str = "torch-ddp-shards";
+/// Every bundled sample of the DDP job reading one file per sample.
 pub const ALL: [&str; 3] = [TORCH_DDP, TORCH_DDP_RESUME, TORCH_DDP_BATCH4];
 
 /// The trace directory of a bundled sample.

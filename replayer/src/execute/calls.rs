@@ -92,11 +92,7 @@ impl Worker<'_> {
             }
         }
         let key = (op.pid, op.fd);
-        let CallOutcome {
-            bytes,
-            made,
-            errno,
-        } = if self.objects.is_some() {
+        let CallOutcome { bytes, made, errno } = if self.objects.is_some() {
             self.object_call(op)?
         } else {
             self.posix_call(op)?
@@ -223,11 +219,7 @@ impl Worker<'_> {
                 None => made = Err(()),
             },
         }
-        Ok(CallOutcome {
-            bytes,
-            made,
-            errno,
-        })
+        Ok(CallOutcome { bytes, made, errno })
     }
 
     /// One call writing `n` bytes at `at`, every 4 KiB block stamped so that

@@ -79,7 +79,12 @@ struct Upload {
     dirty: bool,
 }
 
-fn failed(target: &ObjectTarget, what: &'static str, rel: &std::path::Path, e: RequestError) -> ReplayError {
+fn failed(
+    target: &ObjectTarget,
+    what: &'static str,
+    rel: &std::path::Path,
+    e: RequestError,
+) -> ReplayError {
     ReplayError::io(what, target.display(rel), io::Error::other(e.to_string()))
 }
 
@@ -123,7 +128,11 @@ impl<'s> Worker<'s> {
                     return Ok(CallOutcome::not_made());
                 }
                 let f = &self.rank_objects().files[&key];
-                let offset = if op.offset >= 0 { op.offset as u64 } else { f.pos };
+                let offset = if op.offset >= 0 {
+                    op.offset as u64
+                } else {
+                    f.pos
+                };
                 let len = op.bytes.max(0) as u64;
                 let requested = if op.op == Op::Write {
                     self.write_object(key, offset, len)?
@@ -193,7 +202,10 @@ impl<'s> Worker<'s> {
         let rel = self.rel_path(op.path)?;
         let key = self.target().key(&rel);
         let info = &self.shared.survey.paths[op.path as usize];
-        let writes = info.written && op.flags.is_none_or(|f| f & libc::O_ACCMODE != libc::O_RDONLY);
+        let writes = info.written
+            && op
+                .flags
+                .is_none_or(|f| f & libc::O_ACCMODE != libc::O_RDONLY);
         if writes && !op.failed {
             // Nothing to ask: the object is made when the writes are sent.
             self.rank_objects().client.stats.no_request("open");
@@ -268,7 +280,8 @@ impl<'s> Worker<'s> {
             return Ok(false);
         }
         let want = offset..offset + len;
-        if mode != ReadMode::AsTraced && f.fetched.start <= want.start && want.end <= f.fetched.end {
+        if mode != ReadMode::AsTraced && f.fetched.start <= want.start && want.end <= f.fetched.end
+        {
             return Ok(false);
         }
         let range = match mode {
@@ -296,7 +309,10 @@ impl<'s> Worker<'s> {
                 target.display(&f.rel),
                 io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("object ends before offset {} that the trace read", offset + len),
+                    format!(
+                        "object ends before offset {} that the trace read",
+                        offset + len
+                    ),
                 ),
             ));
         }
@@ -350,7 +366,11 @@ impl<'s> Worker<'s> {
             Some((id, mut parts)) => {
                 if u.end > u.sent || parts.is_empty() {
                     let rest = data.slice(..(u.end - u.sent) as usize);
-                    parts.push(client.put_part(&f.key, &id, parts.len(), rest).map_err(fail)?);
+                    parts.push(
+                        client
+                            .put_part(&f.key, &id, parts.len(), rest)
+                            .map_err(fail)?,
+                    );
                 }
                 client.complete(&f.key, &id, parts).map_err(fail)?;
             }

@@ -76,7 +76,9 @@ impl RequestStats {
 
     /// Bytes the GETs brought.
     pub fn get_bytes(&self) -> u64 {
-        self.kinds.get(RequestKind::Get.name()).map_or(0, |s| s.bytes)
+        self.kinds
+            .get(RequestKind::Get.name())
+            .map_or(0, |s| s.bytes)
     }
 }
 
@@ -162,7 +164,13 @@ impl RequestsReport {
         for r in results {
             all.merge(&r.requests);
         }
-        let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
+        let per_s = |x: f64| {
+            if duration_s > 0.0 {
+                x / duration_s
+            } else {
+                0.0
+            }
+        };
         let kinds = all
             .kinds
             .iter()

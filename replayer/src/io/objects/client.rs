@@ -18,9 +18,7 @@ use futures_util::StreamExt;
 use object_store::aws::AmazonS3;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
-use object_store::{
-    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
-};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
 use super::{settings, ObjectTarget};
 use crate::report::requests::RequestStats;
@@ -296,7 +294,12 @@ impl ObjectClient {
         )
     }
 
-    pub fn complete(&mut self, key: &str, id: &str, parts: Vec<PartId>) -> Result<(), RequestError> {
+    pub fn complete(
+        &mut self,
+        key: &str,
+        id: &str,
+        parts: Vec<PartId>,
+    ) -> Result<(), RequestError> {
         let store = self.store.clone();
         let path = Key::from(key);
         let id = id.to_string();

@@ -158,7 +158,10 @@ mod tests {
     #[test]
     fn keys_are_the_prefix_and_the_replayed_path() {
         let t = target("s3://bench/run1/");
-        assert_eq!(t.key(Path::new("rank0/ckpt/model.pt")), "run1/rank0/ckpt/model.pt");
+        assert_eq!(
+            t.key(Path::new("rank0/ckpt/model.pt")),
+            "run1/rank0/ckpt/model.pt"
+        );
         assert_eq!(t.display(Path::new("a")), "s3://bench/run1/a");
         let root = target("s3://bench");
         assert_eq!(root.key(Path::new("data/x")), "data/x");
@@ -169,7 +172,9 @@ mod tests {
         assert!(ObjectTarget::parse("/mnt/x").is_none());
         assert!(ObjectTarget::parse("gs://b/x").is_none());
         assert!(ObjectTarget::parse("s3://B_ad/x").unwrap().is_err());
-        assert!(ObjectTarget::parse("s3://ok-bucket/a/../b").unwrap().is_err());
+        assert!(ObjectTarget::parse("s3://ok-bucket/a/../b")
+            .unwrap()
+            .is_err());
         assert!(ObjectTarget::parse("s3://").unwrap().is_err());
     }
 }

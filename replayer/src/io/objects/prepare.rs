@@ -18,7 +18,9 @@ use rand::{RngCore, SeedableRng};
 use super::client::RequestError;
 use super::{ObjectClient, ObjectTarget};
 use crate::error::{ReplayError, ReplayResult};
-use crate::io::prepare::{file_count, run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer};
+use crate::io::prepare::{
+    file_count, run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer,
+};
 use crate::plan::survey::{PathInfo, Survey};
 
 /// Upload data: one incompressible buffer as large as the largest single

@@ -89,7 +89,9 @@ pub fn builder(bucket: &str) -> AmazonS3Builder {
         (ClientConfigKey::Timeout, "60s"),
         (ClientConfigKey::ConnectTimeout, "10s"),
     ] {
-        if b.get_config_value(&AmazonS3ConfigKey::Client(key)).is_none() {
+        if b.get_config_value(&AmazonS3ConfigKey::Client(key))
+            .is_none()
+        {
             b = b.with_config(AmazonS3ConfigKey::Client(key), value);
         }
     }
