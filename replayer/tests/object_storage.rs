@@ -73,8 +73,30 @@ fn samples_replay_into_a_bucket_as_into_a_directory() {
         let dir = replay_ok(&trace, &root.join("dir"), &args);
         let prefix = format!("run/{name}");
         let before = server.served();
-        let first = json_ok(&replay_s3(&server, &trace, &prefix, &args));
+        let lines = root.join("status.jsonl");
+        let status = [
+            "--status-interval",
+            "100ms",
+            "--status-file",
+            lines.to_str().unwrap(),
+        ];
+        let first = json_ok(&replay_s3(
+            &server,
+            &trace,
+            &prefix,
+            &[&args[..], &status].concat(),
+        ));
         let after = server.served();
+        // The last status line's requests are the report's.
+        let text = std::fs::read_to_string(&lines).unwrap();
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(last["done"], true);
+        for kind in ["GET", "HEAD", "PUT"] {
+            assert_eq!(
+                last["requests"]["kinds"][kind]["count"], first["requests"]["kinds"][kind]["count"],
+                "{name}: {kind} in {last}"
+            );
+        }
         assert_eq!(first["errors"], serde_json::json!([]), "{name}: {first}");
         assert_eq!(first["ranks"], 4);
         for k in ["read_bytes", "write_bytes"] {
@@ -257,8 +279,9 @@ fn a_server_that_stops_answering_fails_the_run_with_the_partial_report() {
     let tmp = scratch("s3-stops");
     let trace = write_rows(&tmp, &checkpoint_rows(64));
     let small = ["--s3-multipart-threshold", "5MiB", "--s3-part-size", "5MiB"];
-    // The bucket check and four parts pass; then every request meets 503.
-    server.fail_after(6);
+    // The bucket check, the clearing HEAD, the upload's start and its
+    // first parts pass; then every PUT meets 503.
+    server.fail_after(8, Some("PUT"));
     let out = replay_s3(
         &server,
         &trace,
@@ -323,4 +346,67 @@ fn a_missing_bucket_is_said_before_any_work() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("http://127.0.0.1:1"), "{err}");
+}
+
+#[test]
+fn ranks_under_a_launcher_write_what_ranks_as_threads_write() {
+    let Some(server) = server(&[]) else { return };
+    let trace = sample(TORCH_DDP);
+    let root = scratch("s3-launched");
+    let threads = json_ok(&replay_s3(
+        &server,
+        &trace,
+        "threads",
+        &["--ranks", "4", "--json"],
+    ));
+    // Four processes, as torchrun starts them, meeting through files.
+    let meet = root.join("meet");
+    let children: Vec<_> = (0..4)
+        .map(|rank| {
+            let mut cmd = Command::new(replay_bin());
+            cmd.arg(&trace)
+                .args(["--target", &format!("s3://{BUCKET}/launched"), "--json"])
+                .arg("--rendezvous-dir")
+                .arg(&meet)
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "4")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("TORCHELASTIC_RUN_ID", "s3-test")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            server.env(&mut cmd).spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let launched = json_ok(&outs[0]);
+    assert_eq!(launched["rendezvous"]["mechanism"], "files");
+    for k in ["read_bytes", "write_bytes"] {
+        assert_eq!(launched[k], threads[k], "{k}");
+    }
+    let kinds = |r: &serde_json::Value, k: &str| u(&r["requests"]["kinds"][k]["count"]);
+    for k in ["GET", "PUT", "HEAD"] {
+        assert_eq!(kinds(&launched, k), kinds(&threads, k), "{k}");
+    }
+    let strip = |objects: Vec<(String, u64)>, prefix: &str| -> Vec<(String, u64)> {
+        objects
+            .into_iter()
+            .map(|(k, n)| (k.trim_start_matches(prefix).to_string(), n))
+            .collect()
+    };
+    assert_eq!(
+        strip(server.objects(BUCKET, "launched/"), "launched/"),
+        strip(server.objects(BUCKET, "threads/"), "threads/")
+    );
+    // Without a place to meet, processes are told so before any work.
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", &format!("s3://{BUCKET}/x")])
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2");
+    let out = server.env(&mut cmd).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rendezvous-dir"));
 }

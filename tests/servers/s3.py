@@ -2,8 +2,8 @@
 with the figures a storage team reads off its gateway's access log. Every
 response body's bytes and every request are counted by method (a GET of
 the bucket itself counted as LIST), and served as JSON at GET /__served. Faults on demand: --fail-every N answers every
-Nth S3 request with 503 SlowDown; GET /__fail?after=N answers every
-request after the next N so, until GET /__heal.
+Nth S3 request with 503 SlowDown; GET /__fail?after=N[&method=M] answers
+every request (of method M) after the next N so, until GET /__heal.
 
     python3 s3.py PORT [--fail-every N]
 """
@@ -11,6 +11,7 @@ request after the next N so, until GET /__heal.
 import argparse
 import json
 import threading
+from urllib.parse import parse_qs
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -29,6 +30,7 @@ class Counting:
         self.app = app
         self.fail_every = fail_every
         self.fail_after = 0
+        self.fail_method = None
         self.lock = threading.Lock()
         self.requests = 0
         self.figures = {"requests": {}, "body_bytes": {}, "received_bytes": {}, "slowdowns": 0}
@@ -52,9 +54,10 @@ class Counting:
             )
             return [body]
         if environ.get("PATH_INFO") == "/__fail":
-            after = int(environ.get("QUERY_STRING", "after=0").split("=")[1])
+            q = parse_qs(environ.get("QUERY_STRING", ""))
             with self.lock:
-                self.fail_after = self.requests + after
+                self.fail_after = self.requests + int(q.get("after", ["0"])[0])
+                self.fail_method = q.get("method", [None])[0]
             start_response("200 OK", [("Content-Length", "0")])
             return [b""]
         if environ.get("PATH_INFO") == "/__heal":
@@ -66,7 +69,9 @@ class Counting:
             self.requests += 1
             n = self.requests
         failing = (self.fail_every and n % self.fail_every == 0) or (
-            self.fail_after and n > self.fail_after
+            self.fail_after
+            and n > self.fail_after
+            and self.fail_method in (None, environ["REQUEST_METHOD"])
         )
         if failing:
             with self.lock:

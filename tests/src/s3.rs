@@ -137,6 +137,13 @@ impl S3Server {
         out
     }
 
+    /// Multipart uploads begun and neither completed nor aborted.
+    pub fn open_uploads(&self, bucket: &str) -> usize {
+        let (status, body) = self.request("GET", &format!("/{bucket}?uploads"), b"");
+        assert_eq!(status, 200, "listing uploads: {body}");
+        body.matches("<Upload>").count()
+    }
+
     /// What the server counted: `requests`, `body_bytes` (served) and
     /// `received_bytes` by method, and the `slowdowns` it answered.
     pub fn served(&self) -> serde_json::Value {
@@ -144,9 +151,11 @@ impl S3Server {
         serde_json::from_str(&text).expect("JSON figures")
     }
 
-    /// From now on, every request after the next `n` is answered 503 SlowDown.
-    pub fn fail_after(&self, n: u64) {
-        get(&self.addr, &format!("/__fail?after={n}")).expect("arming the fault");
+    /// From now on, every request (of `method`, if given) after the next
+    /// `n` is answered 503 SlowDown.
+    pub fn fail_after(&self, n: u64, method: Option<&str>) {
+        let only = method.map_or(String::new(), |m| format!("&method={m}"));
+        get(&self.addr, &format!("/__fail?after={n}{only}")).expect("arming the fault");
     }
 }
 

@@ -1,9 +1,10 @@
-//! Writes the read-only traces `cargo xtask bench` replays next to fio: each
+//! Writes the traces `cargo xtask bench` replays next to fio and boto3: each
 //! rank reads its own file `/bench/r{rank}.bin` of FILE_SIZE bytes with OPS
 //! reads of BS bytes, sequentially (wrapping around) or at random block
-//! offsets, between one open and one close.
+//! offsets, between one open and one close; or (`write`) creates it and
+//! writes OPS calls of BS bytes one after another.
 //!
-//! usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random
+//! usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random|write
 
 use std::path::PathBuf;
 
@@ -25,10 +26,11 @@ fn main() -> Result<()> {
         number(bs, "BS")?,
         number(ops, "OPS")?,
     );
-    let random = match pattern.as_str() {
-        "seq" => false,
-        "random" => true,
-        other => bail!("pattern `{other}`: seq or random"),
+    let (random, write) = match pattern.as_str() {
+        "seq" => (false, false),
+        "random" => (true, false),
+        "write" => (false, true),
+        other => bail!("pattern `{other}`: seq, random or write"),
     };
     if bs == 0 || file_size < bs {
         bail!("BS must be at least 1 and at most FILE_SIZE");
@@ -40,6 +42,7 @@ fn main() -> Result<()> {
     let mut ts = 1_000_000_000i64;
     for rank in 0..ranks {
         let path = format!("/bench/r{rank}.bin");
+        let flags = write.then_some(libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC);
         let row = |op, offset: Option<i64>, size: Option<i64>, ret: i64, ts: i64| EventRow {
             ts_ns: ts,
             dur_ns: 1_000,
@@ -54,7 +57,7 @@ fn main() -> Result<()> {
             offset,
             size,
             ret,
-            flags: None,
+            flags: if op == Op::Open { flags } else { None },
             calls: 1,
             span_ns: None,
             path2: None,
@@ -72,7 +75,8 @@ fn main() -> Result<()> {
             };
             ts += 1_000;
             let (offset, size) = ((slot * bs) as i64, bs as i64);
-            w.push(&row(Op::Read, Some(offset), Some(size), size, ts))?;
+            let op = if write { Op::Write } else { Op::Read };
+            w.push(&row(op, Some(offset), Some(size), size, ts))?;
         }
         w.push(&row(Op::Close, None, None, 0, ts + 1_000))?;
     }

@@ -48,7 +48,9 @@ const MPI_LIBCLANG: &str = "/usr/lib/llvm-14/lib";
 /// Python test partners, at exact versions (their APIs move: DuckDB 2.0
 /// changed some): DuckDB and pyarrow read our Parquet; numpy drives the mmap
 /// tests; PyTorch (CPU) runs the real training job of the end-to-end tests;
-/// virtme-ng boots the kernel matrix.
+/// virtme-ng boots the kernel matrix; moto's S3 server (with Flask, which
+/// its server needs) is the object store of the replay's tests, and boto3
+/// the client the object-storage bench line compares with.
 /// (distribution, version)
 const PY_PACKAGES: &[(&str, &str)] = &[
     ("duckdb", "2.0.0"),
@@ -57,6 +59,10 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("torch", "2.15.0"),
     // Boots the kernel matrix's VMs (collector/tests/kernel_matrix.rs).
     ("virtme-ng", "1.42"),
+    ("moto", "5.2.1"),
+    ("flask", "3.1.3"),
+    ("flask-cors", "6.0.2"),
+    ("boto3", "1.43.11"),
 ];
 
 /// bpf-linker, exactly, and the LLVM it is built against: the pinned nightly's

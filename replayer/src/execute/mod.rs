@@ -157,8 +157,12 @@ impl<'s> Worker<'s> {
         let engine = new_engine(shared.engine).map_err(|e| {
             ReplayError::Usage(format!("cannot start the {:?} engine: {e}", shared.engine))
         })?;
+        let live = shared.live.rank(rank);
         let objects = match &shared.objects {
-            Some(o) => Some(objects::ObjectRank::connect(o).map_err(ReplayError::Usage)?),
+            Some(o) => Some(
+                objects::ObjectRank::connect(o, live.requests.clone())
+                    .map_err(ReplayError::Usage)?,
+            ),
             None => None,
         };
         let now = Instant::now();
@@ -183,7 +187,7 @@ impl<'s> Worker<'s> {
             dirs: HashSet::new(),
             stamped: StampedWrite::default(),
             write_tag: (rank as u64) << 40,
-            live: shared.live.rank(rank),
+            live,
             result,
             sched: Schedule::new(shared.timing, now, shared.origin_ns()),
             phase: 0,
@@ -198,6 +202,7 @@ impl<'s> Worker<'s> {
     /// Replays every op from `rx`; errors end the rank's replay and are in the result.
     pub fn run(mut self, rx: Receiver<Chunk>) -> RankResult {
         if let Err(e) = self.replay(rx) {
+            self.abort_uploads();
             let msg = format!("rank {}: {e}", self.rank);
             if !matches!(e, ReplayError::Aborted(_)) {
                 self.shared.rendezvous.abort(self.rank, &msg);

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use object_store::multipart::PartId;
@@ -31,6 +32,7 @@ use super::Worker;
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError};
 use crate::plan::stream::{PlannedOp, NO_PATH};
+use crate::report::requests::RequestStats;
 
 /// What every rank of the process shares about an object target.
 pub struct ObjectShared {
@@ -46,9 +48,13 @@ pub(super) struct ObjectRank {
 }
 
 impl ObjectRank {
-    pub(super) fn connect(shared: &ObjectShared) -> Result<Self, String> {
+    /// The rank's client, counting into `stats` (its live figures).
+    pub(super) fn connect(
+        shared: &ObjectShared,
+        stats: Arc<Mutex<RequestStats>>,
+    ) -> Result<Self, String> {
         Ok(ObjectRank {
-            client: ObjectClient::connect(&shared.target)?,
+            client: ObjectClient::connect(&shared.target, stats)?,
             files: HashMap::new(),
         })
     }
@@ -108,7 +114,10 @@ impl<'s> Worker<'s> {
     pub(super) fn object_call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
         let key = (op.pid, op.fd);
         let none = |this: &mut Self| {
-            this.rank_objects().client.stats.no_request(op.op.as_str());
+            this.rank_objects()
+                .client
+                .stats()
+                .no_request(op.op.as_str());
             Ok(CallOutcome::made(0))
         };
         match op.op {
@@ -208,7 +217,7 @@ impl<'s> Worker<'s> {
                 .is_none_or(|f| f & libc::O_ACCMODE != libc::O_RDONLY);
         if writes && !op.failed {
             // Nothing to ask: the object is made when the writes are sent.
-            self.rank_objects().client.stats.no_request("open");
+            self.rank_objects().client.stats().no_request("open");
             self.add_object(op, rel, key, None, Some(Upload::default()));
             return Ok(CallOutcome::made(0));
         }
@@ -364,15 +373,18 @@ impl<'s> Worker<'s> {
                 .put(&f.key, data.slice(..u.end as usize))
                 .map_err(fail)?,
             Some((id, mut parts)) => {
-                if u.end > u.sent || parts.is_empty() {
-                    let rest = data.slice(..(u.end - u.sent) as usize);
-                    parts.push(
-                        client
-                            .put_part(&f.key, &id, parts.len(), rest)
-                            .map_err(fail)?,
-                    );
+                let finish = || {
+                    if u.end > u.sent || parts.is_empty() {
+                        let rest = data.slice(..(u.end - u.sent) as usize);
+                        parts.push(client.put_part(&f.key, &id, parts.len(), rest)?);
+                    }
+                    client.complete(&f.key, &id, parts)
+                };
+                if let Err(e) = finish() {
+                    // No parts left behind on the store.
+                    client.abort(&f.key, &id);
+                    return Err(fail(e));
                 }
-                client.complete(&f.key, &id, parts).map_err(fail)?;
             }
         }
         // A later write sends the whole object again.
@@ -431,10 +443,23 @@ impl<'s> Worker<'s> {
         Ok(())
     }
 
+    /// After the rank failed: the multipart uploads it had under way are
+    /// abandoned, so no parts are left on the store.
+    pub(super) fn abort_uploads(&mut self) {
+        let Some(objects) = self.objects.as_mut() else {
+            return;
+        };
+        for f in objects.files.values_mut() {
+            if let Some((id, _)) = f.upload.as_mut().and_then(|u| u.multipart.take()) {
+                objects.client.abort(&f.key, &id);
+            }
+        }
+    }
+
     /// The rank's request figures, handed to its result.
     pub(super) fn take_request_stats(&mut self) {
-        if let Some(o) = self.objects.as_mut() {
-            self.result.requests = std::mem::take(&mut o.client.stats);
+        if let Some(o) = self.objects.as_ref() {
+            self.result.requests = o.client.stats().clone();
         }
     }
 }

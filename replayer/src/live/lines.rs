@@ -55,7 +55,32 @@ pub fn status_line(
     if let Some(r) = launched_rank {
         line["rank"] = json!(r);
     }
+    if !now.requests.is_empty() {
+        line["requests"] = requests(now, prev, interval_s);
+    }
     line
+}
+
+/// The requests to an object-storage target: per kind as the ops are, and
+/// the retries and throttles so far.
+fn requests(now: &Totals, prev: &Totals, interval_s: f64) -> Value {
+    let mut kinds = Map::new();
+    for (name, o) in &now.requests.kinds {
+        let then = prev
+            .requests
+            .kinds
+            .get(name)
+            .map(|b| (b.count, &b.latency_ns));
+        kinds.insert(
+            name.clone(),
+            op_entry(o.count, o.bytes, &o.latency_ns, then, interval_s),
+        );
+    }
+    json!({
+        "kinds": kinds,
+        "retries": now.requests.retries,
+        "throttles": now.requests.throttles,
+    })
 }
 
 #[cfg(test)]
@@ -79,6 +104,7 @@ mod tests {
             ranks: 2,
             finished: false,
             progress: 0.5,
+            requests: Default::default(),
         }
     }
 

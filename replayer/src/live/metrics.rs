@@ -10,6 +10,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::LiveRanks;
+use crate::report::requests::RequestStats;
+use crate::report::stats::OpStats;
 
 pub struct ReplayFigures {
     pub live: Arc<LiveRanks>,
@@ -52,6 +54,9 @@ impl Collector for ReplayFigures {
             "op",
             hists.iter().map(|(k, b)| (k.as_str(), b)),
         )?;
+        if !t.requests.is_empty() {
+            requests(&mut enc, &t.requests)?;
+        }
         encode::gauge(
             &mut enc,
             "iorepro_replay_stall_seconds",
@@ -84,4 +89,49 @@ impl Collector for ReplayFigures {
             if t.finished { 1.0 } else { 0.0 },
         )
     }
+}
+
+/// The requests to an object-storage target, by request kind.
+fn requests(enc: &mut DescriptorEncoder, r: &RequestStats) -> std::fmt::Result {
+    let kinds = |f: fn(&OpStats) -> u64| -> Vec<(&str, u64)> {
+        r.kinds.iter().map(|(k, o)| (k.as_str(), f(o))).collect()
+    };
+    encode::counters_by(
+        enc,
+        "iorepro_replay_requests",
+        "Requests to the object store, by kind (GET, PUT, MPU-part...).",
+        "kind",
+        kinds(|o| o.count),
+    )?;
+    encode::counters_by(
+        enc,
+        "iorepro_replay_request_bytes",
+        "Bytes the requests moved, by kind.",
+        "kind",
+        kinds(|o| o.bytes),
+    )?;
+    let hists: Vec<(&str, Buckets)> = r
+        .kinds
+        .iter()
+        .map(|(k, o)| (k.as_str(), Buckets::from_latency_ns(&o.latency_ns)))
+        .collect();
+    encode::histograms_by(
+        enc,
+        "iorepro_replay_request_latency_seconds",
+        "Latency of requests from the first attempt to the last byte, by kind.",
+        "kind",
+        hists.iter().map(|(k, b)| (*k, b)),
+    )?;
+    encode::counter(
+        enc,
+        "iorepro_replay_request_retries",
+        "Requests made again after a 5xx, a 429 or a transport error.",
+        r.retries,
+    )?;
+    encode::counter(
+        enc,
+        "iorepro_replay_request_throttles",
+        "Retries after 503 SlowDown or 429.",
+        r.throttles,
+    )
 }

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use iorepro_format::Op;
 
+use crate::report::requests::RequestStats;
 use crate::report::stats::OpStats;
 
 /// One rank's figures so far.
@@ -38,6 +39,8 @@ pub struct RankLive {
     behind_ns: AtomicU64,
     /// The rank's whole time once it has finished; 0 while it runs.
     finished_ns: AtomicU64,
+    /// Its requests, on an object-storage target (its client counts them here).
+    pub requests: Arc<Mutex<RequestStats>>,
 }
 
 impl Default for RankLive {
@@ -48,6 +51,7 @@ impl Default for RankLive {
             ideal_ns: AtomicU64::new(0),
             behind_ns: AtomicU64::new(0),
             finished_ns: AtomicU64::new(0),
+            requests: Arc::default(),
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct Totals {
     pub finished: bool,
     /// Share of the planned ops replayed, 0 to 1.
     pub progress: f64,
+    /// The requests to an object-storage target (empty for a directory).
+    pub requests: RequestStats,
 }
 
 impl Totals {
@@ -141,6 +147,7 @@ impl Totals {
             ranks,
             finished: false,
             progress: 0.0,
+            requests: RequestStats::default(),
         }
     }
 
@@ -183,10 +190,12 @@ impl LiveRanks {
         let at = Instant::now();
         let mut ops: BTreeMap<String, OpStats> = BTreeMap::new();
         let mut stall_ns = 0;
+        let mut requests = RequestStats::default();
         for (_, r) in &self.ranks {
             for (name, s) in r.ops() {
                 ops.entry(name).or_default().merge(&s);
             }
+            requests.merge(&r.requests.lock().unwrap_or_else(|p| p.into_inner()));
             if self.keeps_gaps {
                 stall_ns = stall_ns.max(r.stall_ns());
             }
@@ -199,6 +208,7 @@ impl LiveRanks {
             stall_ns,
             ranks: self.ranks.len(),
             finished,
+            requests,
             // Calls skipped as tolerated errors never count as done.
             progress: if finished || self.planned_ops == 0 {
                 1.0

@@ -13,6 +13,7 @@ pub mod collector;
 pub mod collector_jobs;
 pub mod collector_rate;
 pub mod fidelity;
+pub mod objects;
 pub mod replayer;
 pub mod scale;
 pub mod scale_fidelity;
@@ -109,7 +110,7 @@ pub fn run_peak_rss(cmd: &mut Command, stdout: Stdio) -> Result<(Duration, u64)>
 
 type Bench = fn(&Ctx) -> Result<()>;
 
-const BENCHES: [(&str, Bench); 7] = [
+const BENCHES: [(&str, Bench); 8] = [
     ("trace-format", trace_format::run),
     ("collector", collector::run),
     ("replayer", replayer::run),
@@ -117,6 +118,7 @@ const BENCHES: [(&str, Bench); 7] = [
     ("analysis", analysis::run),
     ("replay-fidelity", fidelity::run),
     ("scale-fidelity", scale_fidelity::run),
+    ("object-storage", objects::run),
 ];
 
 /// Refuses names that are not benchmarks, before anything is built.

@@ -15,23 +15,24 @@ use super::Ctx;
 const MIB: u64 = 1 << 20;
 
 /// A trace of `ranks` ranks, each reading its own file `/bench/r{rank}.bin`
-/// of `file_size` bytes with `ops` reads of `bs` bytes, sequential or random
-/// (written by the trace library's `read_trace` example).
-fn read_trace(
+/// of `file_size` bytes with `ops` reads of `bs` bytes, `seq` or `random`,
+/// or writing it with `ops` calls of `bs` bytes (`write`) (written by the
+/// trace library's `read_trace` example).
+pub(super) fn read_trace(
     ctx: &Ctx,
     dir: &Path,
     ranks: i32,
     file_size: u64,
     bs: u64,
     ops: u64,
-    random: bool,
+    pattern: &str,
 ) -> Result<PathBuf> {
     let out = dir.join("trace");
     super::time_cmd(
         Command::new(ctx.bin_dir.join("examples/read_trace"))
             .arg(&out)
             .args([ranks as u64, file_size, bs, ops].map(|n| n.to_string()))
-            .arg(if random { "random" } else { "seq" }),
+            .arg(pattern),
     )?;
     Ok(out)
 }
@@ -97,7 +98,7 @@ fn fio(
 
 /// Runs the replay and fio alternately `n` times and returns the median of
 /// each (the machine is shared and noisy; alternating spreads the noise evenly).
-fn alternate(
+pub(super) fn alternate(
     n: usize,
     mut replay: impl FnMut() -> Result<f64>,
     mut fio: impl FnMut() -> Result<f64>,
@@ -156,7 +157,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         size,
         MIB,
         size / MIB,
-        false,
+        "seq",
     )?;
     replay_json(ctx, &seq, &target, &["--prepare", "only"]).ok();
     let (replay_bw, fio_gib) = alternate(
@@ -180,7 +181,15 @@ pub fn run(ctx: &Ctx) -> Result<()> {
 
     // 4 KiB random O_DIRECT reads, 2 ranks, psync and io_uring vs fio's same engines.
     let ops = if ctx.quick { 5_000 } else { 40_000 };
-    let rnd = read_trace(ctx, &ctx.dir("replayer-rand")?, 2, size, 4096, ops, true)?;
+    let rnd = read_trace(
+        ctx,
+        &ctx.dir("replayer-rand")?,
+        2,
+        size,
+        4096,
+        ops,
+        "random",
+    )?;
     for (engine, fio_engine) in [("psync", "psync"), ("io_uring", "io_uring")] {
         let (iops, fio_iops) = alternate(
             3,
@@ -214,7 +223,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         64 * MIB,
         4096,
         cached,
-        true,
+        "random",
     )?;
     let small_target = base.join("small-target");
     replay_json(ctx, &small, &small_target, &["--prepare", "only"]).ok();

@@ -11,6 +11,7 @@
 
 use std::future::Future;
 use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -121,15 +122,18 @@ fn backoff(n: u32) -> Duration {
 }
 
 pub struct ObjectClient {
-    store: std::sync::Arc<AmazonS3>,
+    store: Arc<AmazonS3>,
     rt: tokio::runtime::Runtime,
     retries: u32,
     bucket: String,
-    pub stats: RequestStats,
+    /// Where the requests are counted: shared with the rank's live figures
+    /// (the lock is the rank's own but for a reader's moment).
+    stats: Arc<Mutex<RequestStats>>,
 }
 
 impl ObjectClient {
-    pub fn connect(target: &ObjectTarget) -> Result<Self, String> {
+    /// A client for `target` counting its requests into `stats`.
+    pub fn connect(target: &ObjectTarget, stats: Arc<Mutex<RequestStats>>) -> Result<Self, String> {
         // rustls needs its crypto chosen once per process; a second
         // install (another rank) is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -147,12 +151,17 @@ impl ObjectClient {
             .build()
             .map_err(|e| format!("starting the S3 client's runtime: {e}"))?;
         Ok(ObjectClient {
-            store: std::sync::Arc::new(store),
+            store: Arc::new(store),
             rt,
             retries: target.retries,
             bucket: target.bucket.clone(),
-            stats: RequestStats::default(),
+            stats,
         })
+    }
+
+    /// The request figures, to change.
+    pub fn stats(&self) -> MutexGuard<'_, RequestStats> {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Makes the request `make` starts, retrying it as allowed; measures it
@@ -174,25 +183,25 @@ impl ObjectClient {
             let took = start.elapsed().as_nanos() as u64;
             let e = match r {
                 Ok(v) => {
-                    self.stats.record(kind, bytes(&v), took, true);
+                    self.stats().record(kind, bytes(&v), took, true);
                     return Ok(v);
                 }
                 Err(e) => e,
             };
             match verdict(&e) {
                 Verdict::Missing => {
-                    self.stats.record(kind, 0, took, false);
+                    self.stats().record(kind, 0, took, false);
                     return Err(RequestError::Missing);
                 }
                 Verdict::Retry { throttled } if attempt < self.retries => {
-                    self.stats.retries += 1;
-                    self.stats.throttles += u64::from(throttled);
+                    self.stats().retries += 1;
+                    self.stats().throttles += u64::from(throttled);
                     std::thread::sleep(backoff(attempt));
                     attempt += 1;
                 }
                 v => {
-                    self.stats.record(kind, 0, took, false);
-                    self.stats.throttles += u64::from(v == Verdict::Retry { throttled: true });
+                    self.stats().record(kind, 0, took, false);
+                    self.stats().throttles += u64::from(v == Verdict::Retry { throttled: true });
                     let tries = if attempt > 0 {
                         format!(" (after {attempt} retries)")
                     } else {
@@ -236,7 +245,7 @@ impl ObjectClient {
             },
             |(n, _)| *n,
         )?;
-        self.stats.first_byte(got.1.as_nanos() as u64);
+        self.stats().first_byte(got.1.as_nanos() as u64);
         Ok(got.0)
     }
 
@@ -310,6 +319,14 @@ impl ObjectClient {
             |_| 0,
         )
         .map(drop)
+    }
+
+    /// Abandons upload `id`, so its parts are not left on the store (not
+    /// retried, not counted: it is cleanup after a failure).
+    pub fn abort(&mut self, key: &str, id: &str) {
+        let path = Key::from(key);
+        let id = id.to_string();
+        let _ = self.rt.block_on(self.store.abort_multipart(&path, &id));
     }
 
     /// A listing of the keys beneath `prefix` as a directory (one level,

@@ -119,7 +119,7 @@ impl ObjectTarget {
 /// Checks, with one LIST of the prefix, that the bucket is there and the
 /// credentials open it: what is wrong is said before any work.
 pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
-    let mut client = ObjectClient::connect(target)?;
+    let mut client = ObjectClient::connect(target, Default::default())?;
     client.any_beneath(&target.prefix).map(drop).map_err(|e| {
         let why = e.to_string();
         let hint = if why.contains("NoSuchBucket") || matches!(e, RequestError::Missing) {

@@ -73,7 +73,8 @@ pub fn prepare(
     );
     let stats = run_tasks(survey, all, share, threads, &counters, |_| {
         Ok(ObjectDoer {
-            client: ObjectClient::connect(target).map_err(ReplayError::Usage)?,
+            client: ObjectClient::connect(target, Default::default())
+                .map_err(ReplayError::Usage)?,
             target,
             data: data.clone(),
         })

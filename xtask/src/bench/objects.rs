@@ -1,0 +1,275 @@
+//! Replay against object storage next to boto3, in one run against the same
+//! S3 server (the tests' moto server, started here): the same requests
+//! with the same concurrency and part size. GET throughput (4 streams of
+//! 8 MiB ranged GETs), PUT throughput (4 multipart uploads in 8 MiB parts,
+//! the replay's written in 1 MiB calls), small-request rate (4 streams of
+//! 4 KiB ranged GETs), and the replay's peak RSS while uploading.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::replayer::{alternate, read_trace};
+use super::Ctx;
+
+const MIB: u64 = 1 << 20;
+const BUCKET: &str = "bench";
+const STREAMS: usize = 4;
+
+struct Server {
+    child: Child,
+    endpoint: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(ctx: &Ctx) -> Result<Server> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new("python3")
+        .arg(ctx.root.join("tests/servers/s3.py"))
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the S3 test server (python3 tests/servers/s3.py)")?;
+    let server = Server {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    };
+    let make_bucket = format!(
+        "import boto3; boto3.client('s3', endpoint_url='{}').create_bucket(Bucket='{BUCKET}')",
+        server.endpoint
+    );
+    for _ in 0..100 {
+        let made = aws_env(Command::new("python3").args(["-c", &make_bucket]), &server)
+            .output()?
+            .status
+            .success();
+        if made {
+            return Ok(server);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("the S3 test server did not start (moto, from `cargo xtask setup`)")
+}
+
+fn aws_env<'c>(cmd: &'c mut Command, server: &Server) -> &'c mut Command {
+    cmd.env("AWS_ENDPOINT_URL", &server.endpoint)
+        .env("AWS_ACCESS_KEY_ID", "bench")
+        .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env_remove("AWS_PROFILE")
+}
+
+fn replay(ctx: &Ctx, server: &Server, trace: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    let out = aws_env(&mut Command::new(ctx.bin("iorepro-replay")), server)
+        .arg(trace)
+        .args([
+            "--target",
+            &format!("s3://{BUCKET}/replay"),
+            "--json",
+            "--roles",
+            "all",
+        ])
+        .args(args)
+        .output()
+        .context("running iorepro-replay")?;
+    if !out.status.success() {
+        bail!(
+            "iorepro-replay {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    if args.contains(&"only") {
+        // `--prepare only` prints a line of what it made, not a report.
+        return Ok(serde_json::Value::Null);
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// boto3 making the requests `spec` says; its JSON answer.
+fn boto3(ctx: &Ctx, server: &Server, spec: serde_json::Value) -> Result<serde_json::Value> {
+    let out = aws_env(&mut Command::new("python3"), server)
+        .arg(ctx.root.join("xtask/src/bench/s3_client.py"))
+        .arg(spec.to_string())
+        .output()
+        .context("running the boto3 client")?;
+    if !out.status.success() {
+        bail!(
+            "boto3 client failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+/// The prepared object of rank `r`'s file.
+fn data_key(r: usize) -> String {
+    format!("replay/data/rep-0000/bench/r{r}.bin")
+}
+
+pub fn run(ctx: &Ctx) -> Result<()> {
+    let server = start_server(ctx)?;
+    let endpoint = server.endpoint.clone();
+    let rounds = if ctx.quick { 1 } else { 3 };
+    let size = if ctx.quick { 16 * MIB } else { 64 * MIB };
+
+    // GET throughput: each stream reads its object in 8 MiB ranged GETs.
+    let bs = 8 * MIB;
+    let trace = read_trace(
+        ctx,
+        &ctx.dir("objects-get")?,
+        STREAMS as i32,
+        size,
+        bs,
+        size / bs,
+        "seq",
+    )?;
+    replay(ctx, &server, &trace, &["--prepare", "only"])?;
+    let keys: Vec<String> = (0..STREAMS).map(data_key).collect();
+    let get_spec = serde_json::json!({
+        "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
+        "size": size, "bs": bs, "ops": size / bs,
+    });
+    let mut first_byte = 0.0;
+    let (ours, theirs) = alternate(
+        rounds,
+        || {
+            let r = replay(ctx, &server, &trace, &["--prepare", "skip"])?;
+            first_byte = f(&r["requests"]["first_byte_us"]["p50"]);
+            Ok(f(&r["read_bytes"]) / f(&r["duration_s"]))
+        },
+        || {
+            let b = boto3(ctx, &server, get_spec.clone())?;
+            Ok(f(&b["bytes"]) / f(&b["seconds"]))
+        },
+    )?;
+    ctx.line(
+        "object-storage",
+        format!(
+            "GET throughput {:.2}x boto3 ({:.1} vs {:.1} MiB/s; {STREAMS} streams of {} MiB ranged GETs; \
+             {:.0} us per MiB; first byte p50 {first_byte:.0} us)",
+            ours / theirs,
+            ours / MIB as f64,
+            theirs / MIB as f64,
+            bs / MIB,
+            1e6 * MIB as f64 / ours
+        ),
+    );
+
+    // Small requests: 4 KiB ranged GETs, one at a time per stream.
+    let small_ops = if ctx.quick { 100 } else { 500 };
+    let small = read_trace(
+        ctx,
+        &ctx.dir("objects-small")?,
+        STREAMS as i32,
+        MIB,
+        4096,
+        small_ops,
+        "seq",
+    )?;
+    replay(ctx, &server, &small, &["--prepare", "only"])?;
+    let small_spec = serde_json::json!({
+        "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
+        "size": MIB, "bs": 4096, "ops": small_ops,
+    });
+    let (ours, theirs) = alternate(
+        rounds,
+        || {
+            let r = replay(ctx, &server, &small, &["--prepare", "skip"])?;
+            let kinds = &r["requests"]["kinds"];
+            let n = f(&kinds["GET"]["count"]) + f(&kinds["HEAD"]["count"]);
+            Ok(n / f(&r["duration_s"]))
+        },
+        || {
+            let b = boto3(ctx, &server, small_spec.clone())?;
+            Ok(f(&b["requests"]) / f(&b["seconds"]))
+        },
+    )?;
+    ctx.line(
+        "object-storage",
+        format!(
+            "small requests {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {STREAMS} streams of \
+             {small_ops} 4 KiB ranged GETs; {:.0} us per request per stream)",
+            ours / theirs,
+            1e6 * STREAMS as f64 / ours
+        ),
+    );
+
+    // PUT throughput: multipart uploads in 8 MiB parts; the replay's from 1 MiB writes.
+    let put = read_trace(
+        ctx,
+        &ctx.dir("objects-put")?,
+        STREAMS as i32,
+        size,
+        MIB,
+        size / MIB,
+        "write",
+    )?;
+    let put_keys: Vec<String> = (0..STREAMS)
+        .map(|r| format!("boto3/put/r{r}.bin"))
+        .collect();
+    let put_spec = serde_json::json!({
+        "endpoint": endpoint, "bucket": BUCKET, "mode": "put", "keys": put_keys,
+        "size": size, "part": 8 * MIB, "threshold": 8 * MIB,
+    });
+    let mut peak = 0u64;
+    let (ours, theirs) = alternate(
+        rounds,
+        || {
+            let mut cmd = Command::new(ctx.bin("iorepro-replay"));
+            aws_env(&mut cmd, &server).arg(&put).args([
+                "--target",
+                &format!("s3://{BUCKET}/replay-put"),
+                "--json",
+                "--roles",
+                "all",
+            ]);
+            let out = ctx.dir("objects-put-report")?.join("report.json");
+            let file = std::fs::File::create(&out)?;
+            let (_, rss) = super::run_peak_rss(&mut cmd, Stdio::from(file))?;
+            peak = peak.max(rss);
+            let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out)?)?;
+            Ok(f(&r["write_bytes"]) / f(&r["duration_s"]))
+        },
+        || {
+            let b = boto3(ctx, &server, put_spec.clone())?;
+            Ok(f(&b["bytes"]) / f(&b["seconds"]))
+        },
+    )?;
+    ctx.line(
+        "object-storage",
+        format!(
+            "PUT throughput {:.2}x boto3 ({:.1} vs {:.1} MiB/s; {STREAMS} multipart uploads of {} MiB \
+             in 8 MiB parts; {:.0} us per MiB); replay peak RSS {:.1} MiB for {STREAMS} ranks \
+             ({:.1} MiB per rank, the process's whole)",
+            ours / theirs,
+            ours / MIB as f64,
+            theirs / MIB as f64,
+            size / MIB,
+            1e6 * MIB as f64 / ours,
+            peak as f64 / MIB as f64,
+            peak as f64 / MIB as f64 / STREAMS as f64
+        ),
+    );
+    ctx.line(
+        "object-storage",
+        "server: moto's S3 API (one Python process, on this machine), shared by both clients; \
+         its own cost per request is in both sides' figures",
+    );
+    Ok(())
+}

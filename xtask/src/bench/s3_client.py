@@ -1,0 +1,105 @@
+"""The client a user would otherwise run for the object-storage bench
+line: boto3, one client and one thread per stream, making the same requests
+the replay makes with the same concurrency and part size. Prints one JSON
+object: seconds (from all threads starting to the last finishing), bytes,
+requests.
+
+    python3 s3_client.py SPEC_JSON
+
+SPEC: endpoint, bucket, mode ("get": a HEAD, then `ops` ranged GETs of
+`bs` bytes in order through the object; "put": a multipart upload of
+`size` bytes in `part` parts, or one PUT below `threshold`), keys (one per
+thread).
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+import boto3
+from botocore.config import Config
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    keys = spec["keys"]
+    start = threading.Barrier(len(keys) + 1)
+    done = [None] * len(keys)
+    data = os.urandom(max(spec.get("part", 0), spec.get("threshold", 0), 1))
+
+    def client():
+        return boto3.client(
+            "s3",
+            endpoint_url=spec["endpoint"],
+            config=Config(retries={"max_attempts": 1}, max_pool_connections=1),
+        )
+
+    def get(c, key):
+        c.head_object(Bucket=spec["bucket"], Key=key)
+        n = req = 0
+        size, bs = spec["size"], spec["bs"]
+        for i in range(spec["ops"]):
+            off = (i * bs) % size
+            r = c.get_object(
+                Bucket=spec["bucket"], Key=key, Range=f"bytes={off}-{off + bs - 1}"
+            )
+            n += len(r["Body"].read())
+            req += 1
+        return n, req + 1
+
+    def put(c, key):
+        size, part = spec["size"], spec["part"]
+        if size < spec["threshold"]:
+            c.put_object(Bucket=spec["bucket"], Key=key, Body=data[:size])
+            return size, 1
+        up = c.create_multipart_upload(Bucket=spec["bucket"], Key=key)
+        parts, sent = [], 0
+        while sent < size:
+            n = min(part, size - sent)
+            r = c.upload_part(
+                Bucket=spec["bucket"],
+                Key=key,
+                UploadId=up["UploadId"],
+                PartNumber=len(parts) + 1,
+                Body=data[:n],
+            )
+            parts.append({"ETag": r["ETag"], "PartNumber": len(parts) + 1})
+            sent += n
+        c.complete_multipart_upload(
+            Bucket=spec["bucket"],
+            Key=key,
+            UploadId=up["UploadId"],
+            MultipartUpload={"Parts": parts},
+        )
+        return size, len(parts) + 2
+
+    work = get if spec["mode"] == "get" else put
+
+    def thread(i):
+        c = client()
+        start.wait()
+        done[i] = work(c, keys[i])
+
+    threads = [threading.Thread(target=thread, args=(i,)) for i in range(len(keys))]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.monotonic()
+    for t in threads:
+        t.join()
+    took = time.monotonic() - t0
+    print(
+        json.dumps(
+            {
+                "seconds": took,
+                "bytes": sum(d[0] for d in done),
+                "requests": sum(d[1] for d in done),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
