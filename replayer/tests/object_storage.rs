@@ -241,12 +241,14 @@ fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
 
 #[test]
 fn throttling_is_retried_and_counted() {
-    // Every 4th request answered 503 SlowDown.
-    let Some(server) = server(&["--fail-every", "4"]) else {
+    // Every 7th request answered 503 SlowDown. Ranks and preparing threads
+    // share the server, so one client can meet several in a row: the bound
+    // on retries is set well above what that takes.
+    let Some(server) = server(&["--fail-every", "7"]) else {
         return;
     };
     let trace = sample(TORCH_DDP);
-    let args = ["--ranks", "4", "--json"];
+    let args = ["--ranks", "4", "--json", "--s3-retries", "10"];
     // The data first, so the replay's own retries can be told apart.
     let prepared = replay_s3(
         &server,
