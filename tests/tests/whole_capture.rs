@@ -4,13 +4,15 @@
 //! shell pipeline. Each replays at twice its ranks with exit status 0,
 //! says what it left out by role, and prepares no more than it reads
 //! (plus 64 MiB). For the Python job, the roles the analysis finds are
-//! checked against what the job's files are.
+//! checked against what the job's files are, and its replay against an S3
+//! server against its replay into a directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use iorepro_tests::bins::{bin, run_json, run_ok, scratch, workspace_root};
 use iorepro_tests::capture::{capture, probe_support};
+use iorepro_tests::s3::{files_as_keys, S3Server};
 
 const SLACK: u64 = 64 << 20;
 
@@ -220,6 +222,29 @@ fn a_python_job_with_worker_processes_and_checkpoints_replays_at_twice_its_ranks
     // as the job at two ranks reads it.
     assert_eq!(r["read_bytes"].as_u64().unwrap(), 2 * total);
     assert_loader_roles(&root, &trace, "the loader job");
+    replays_into_a_bucket_as_into_the_directory(&trace, &root.join("target"), &r);
+}
+
+/// The whole capture replayed against an S3 server at the same ranks: the
+/// same bytes, and the objects are the directory replay's files.
+fn replays_into_a_bucket_as_into_the_directory(
+    trace: &Path,
+    dir: &Path,
+    report: &serde_json::Value,
+) {
+    let server = match S3Server::start(&[]) {
+        Ok(s) => s,
+        Err(e) => return iorepro_tests::skip::cannot_run(e),
+    };
+    server.create_bucket("whole");
+    let mut cmd = Command::new(bin("iorepro-replay"));
+    cmd.arg(trace)
+        .args(["--target", "s3://whole/job", "--ranks", "2", "--json"]);
+    let s3 = run_json(server.env(&mut cmd));
+    for k in ["read_bytes", "write_bytes", "left_out"] {
+        assert_eq!(s3[k], report[k], "{k}");
+    }
+    assert_eq!(server.objects("whole", "job/"), files_as_keys(dir, "job"));
 }
 
 /// tests/jobs/loader_job.py over a dataset of `files` files of `size`

@@ -67,6 +67,19 @@ pub fn time_cmd(cmd: &mut std::process::Command) -> Result<Duration> {
     Ok(took)
 }
 
+/// Runs `what` to completion and parses its standard output as JSON; a
+/// failure is an error with its stderr.
+pub fn output_json(cmd: &mut Command, what: &str) -> Result<serde_json::Value> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&out.stdout).with_context(|| format!("{what} printed no JSON"))
+}
+
 pub fn dir_size(p: &Path) -> u64 {
     std::fs::read_dir(p)
         .map(|it| {

@@ -72,7 +72,8 @@ fn aws_env<'c>(cmd: &'c mut Command, server: &Server) -> &'c mut Command {
 }
 
 fn replay(ctx: &Ctx, server: &Server, trace: &Path, args: &[&str]) -> Result<serde_json::Value> {
-    let out = aws_env(&mut Command::new(ctx.bin("iorepro-replay")), server)
+    let mut cmd = Command::new(ctx.bin("iorepro-replay"));
+    aws_env(&mut cmd, server)
         .arg(trace)
         .args([
             "--target",
@@ -81,36 +82,23 @@ fn replay(ctx: &Ctx, server: &Server, trace: &Path, args: &[&str]) -> Result<ser
             "--roles",
             "all",
         ])
-        .args(args)
-        .output()
-        .context("running iorepro-replay")?;
-    if !out.status.success() {
-        bail!(
-            "iorepro-replay {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
+        .args(args);
     if args.contains(&"only") {
         // `--prepare only` prints a line of what it made, not a report.
+        super::time_cmd(&mut cmd)?;
         return Ok(serde_json::Value::Null);
     }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    super::output_json(&mut cmd, &format!("iorepro-replay {args:?}"))
 }
 
 /// boto3 making the requests `spec` says; its JSON answer.
 fn boto3(ctx: &Ctx, server: &Server, spec: serde_json::Value) -> Result<serde_json::Value> {
-    let out = aws_env(&mut Command::new("python3"), server)
-        .arg(ctx.root.join("xtask/src/bench/s3_client.py"))
-        .arg(spec.to_string())
-        .output()
-        .context("running the boto3 client")?;
-    if !out.status.success() {
-        bail!(
-            "boto3 client failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    super::output_json(
+        aws_env(&mut Command::new("python3"), server)
+            .arg(ctx.root.join("xtask/src/bench/s3_client.py"))
+            .arg(spec.to_string()),
+        "the boto3 client",
+    )
 }
 
 fn f(v: &serde_json::Value) -> f64 {

@@ -38,21 +38,15 @@ pub(super) fn read_trace(
 }
 
 fn replay_json(ctx: &Ctx, trace: &Path, target: &Path, args: &[&str]) -> Result<serde_json::Value> {
-    let out = Command::new(ctx.bin("iorepro-replay"))
-        .arg(trace)
-        .arg("--target")
-        .arg(target)
-        .arg("--json")
-        .args(args)
-        .output()
-        .context("running iorepro-replay")?;
-    if !out.status.success() {
-        bail!(
-            "iorepro-replay {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    super::output_json(
+        Command::new(ctx.bin("iorepro-replay"))
+            .arg(trace)
+            .arg("--target")
+            .arg(target)
+            .arg("--json")
+            .args(args),
+        &format!("iorepro-replay {args:?}"),
+    )
 }
 
 /// fio over the files the replayer prepared: one job per file.
