@@ -412,3 +412,32 @@ fn ranks_under_a_launcher_write_what_ranks_as_threads_write() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rendezvous-dir"));
 }
+
+#[test]
+fn odd_names_become_keys_a_second_replay_finds_again() {
+    let Some(server) = server(&[]) else { return };
+    let tmp = scratch("s3-odd-names");
+    let path = "/ckpt/step #1 ~final.pt";
+    let rows: Vec<Row<'static>> = vec![
+        (0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE)),
+        (0, Op::Write, path, 5, Some(0), 4096, None),
+        (0, Op::Close, path, 5, None, 0, None),
+    ];
+    let trace = write_rows(&tmp, &rows);
+    let first = json_ok(&replay_s3(&server, &trace, "odd", &["--json"]));
+    let objects = server.objects(BUCKET, "odd/");
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    // `#` and `~` are percent-encoded, as object_store writes them; the
+    // space stays.
+    assert!(
+        objects[0].0.ends_with("ckpt/step %231 %7Efinal.pt"),
+        "{objects:?}"
+    );
+    assert_eq!(objects[0].1, 4096);
+    // The second replay finds the first one's object where the trace
+    // creates its file anew, and clears it first.
+    let second = json_ok(&replay_s3(&server, &trace, "odd", &["--json"]));
+    assert_eq!(u(&second["prepare"]["paths_cleared"]), 1, "{second}");
+    assert_eq!(server.objects(BUCKET, "odd/"), objects);
+    assert_eq!(second["write_bytes"], first["write_bytes"]);
+}

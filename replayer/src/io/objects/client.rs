@@ -8,6 +8,10 @@
 //! its answer; GETs also give their time to first byte.
 //!
 //! object_store's own retries are off: it neither counts nor reports them.
+//! Keys are object_store paths: the characters S3's guidelines say to avoid
+//! in keys (backslash, braces, caret, percent, backtick, square brackets,
+//! double quote, angle brackets, tilde, hash, pipe, asterisk, question mark
+//! and control characters) are percent-encoded, as are `.` and `..` segments.
 
 use std::future::Future;
 use std::ops::Range;
@@ -17,6 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::aws::AmazonS3;
+use object_store::list::{PaginatedListOptions, PaginatedListResult, PaginatedListStore};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
@@ -329,59 +334,92 @@ impl ObjectClient {
         let _ = self.rt.block_on(self.store.abort_multipart(&path, &id));
     }
 
-    /// A listing of the keys beneath `prefix` as a directory (one level,
-    /// every page): how many entries it holds.
+    /// One page of the listing beneath `prefix` (as a directory, so with
+    /// a `/` after it unless it is the bucket's root): one LIST request.
+    fn page(
+        &mut self,
+        prefix: &str,
+        one_level: bool,
+        max_keys: Option<usize>,
+        token: Option<String>,
+    ) -> Result<PaginatedListResult, RequestError> {
+        let store = self.store.clone();
+        let dir = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", prefix.trim_end_matches('/'))
+        };
+        self.request(
+            RequestKind::List,
+            prefix,
+            || {
+                let opts = PaginatedListOptions {
+                    delimiter: one_level.then_some("/".into()),
+                    max_keys,
+                    page_token: token.clone(),
+                    ..Default::default()
+                };
+                store.list_paginated(Some(&dir), opts)
+            },
+            |_| 0,
+        )
+    }
+
+    /// A listing of `prefix` as a directory (one level, every page, a
+    /// request each): how many entries it holds.
     pub fn list(&mut self, prefix: &str) -> Result<u64, RequestError> {
-        let store = self.store.clone();
-        let path = Key::from(prefix);
-        let listed = self.request(
-            RequestKind::List,
-            prefix,
-            || store.list_with_delimiter(Some(&path)),
-            |_| 0,
-        )?;
-        Ok((listed.objects.len() + listed.common_prefixes.len()) as u64)
+        let mut entries = 0u64;
+        let mut token = None;
+        loop {
+            let page = self.page(prefix, true, None, token)?;
+            entries += (page.result.objects.len() + page.result.common_prefixes.len()) as u64;
+            match page.page_token {
+                Some(t) => token = Some(t),
+                None => return Ok(entries),
+            }
+        }
     }
 
-    /// Whether any key lies beneath `prefix` (one LIST, its first page).
+    /// Whether any key lies beneath `prefix`: one LIST of at most one key,
+    /// as a file-system client of a bucket asks whether a directory exists.
     pub fn any_beneath(&mut self, prefix: &str) -> Result<bool, RequestError> {
-        let store = self.store.clone();
-        let path = Key::from(prefix);
-        self.request(
-            RequestKind::List,
-            prefix,
-            || {
-                let mut keys = store.list(Some(&path));
-                async move { keys.next().await.transpose().map(|k| k.is_some()) }
-            },
-            |_| 0,
-        )
+        let page = self.page(prefix, true, Some(1), None)?;
+        Ok(!page.result.objects.is_empty() || !page.result.common_prefixes.is_empty())
     }
 
-    /// Every key beneath `prefix` (all pages, counted as one LIST).
-    pub fn keys_beneath(&mut self, prefix: &str) -> Result<Vec<(String, u64)>, RequestError> {
-        let store = self.store.clone();
-        let path = Key::from(prefix);
-        self.request(
-            RequestKind::List,
-            prefix,
-            || {
-                let keys = store.list(Some(&path));
-                async move {
-                    let all: Vec<_> = keys.collect().await;
-                    all.into_iter()
-                        .map(|m| m.map(|m| (m.location.to_string(), m.size)))
-                        .collect::<object_store::Result<Vec<_>>>()
-                }
-            },
-            |_| 0,
-        )
+    /// Every key beneath `prefix`, at any depth, with its size (every page,
+    /// a request each), as the store spells it.
+    pub fn keys_beneath(&mut self, prefix: &str) -> Result<Vec<(Key, u64)>, RequestError> {
+        let mut keys = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self.page(prefix, false, None, token)?;
+            keys.extend(
+                page.result
+                    .objects
+                    .into_iter()
+                    .map(|m| (m.location, m.size)),
+            );
+            match page.page_token {
+                Some(t) => token = Some(t),
+                None => return Ok(keys),
+            }
+        }
     }
 
     pub fn delete(&mut self, key: &str) -> Result<(), RequestError> {
+        self.delete_key(&Key::from(key))
+    }
+
+    /// A DELETE of a key as a listing spelled it (not encoded again).
+    pub fn delete_key(&mut self, key: &Key) -> Result<(), RequestError> {
         let store = self.store.clone();
-        let path = Key::from(key);
-        self.request(RequestKind::Delete, key, || store.delete(&path), |_| 0)
+        self.request(
+            RequestKind::Delete,
+            key.as_ref(),
+            || store.delete(key),
+            |_| 0,
+        )
     }
 
     pub fn copy(&mut self, from: &str, to: &str) -> Result<(), RequestError> {

@@ -128,7 +128,7 @@ impl StepDoer for ObjectDoer<'_> {
                         .map_err(|e| self.failed("clearing", rel, e))?;
                     for (k, _) in beneath {
                         self.client
-                            .delete(&k)
+                            .delete_key(&k)
                             .map_err(|e| self.failed("clearing", rel, e))?;
                         cleared = true;
                     }
