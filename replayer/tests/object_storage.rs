@@ -441,3 +441,27 @@ fn odd_names_become_keys_a_second_replay_finds_again() {
     assert_eq!(server.objects(BUCKET, "odd/"), objects);
     assert_eq!(second["write_bytes"], first["write_bytes"]);
 }
+
+#[test]
+fn what_an_object_replay_did_records_as_a_trace_of_the_same_bytes() {
+    let Some(server) = server(&[]) else { return };
+    let root = scratch("s3-record");
+    let trace = sample(TORCH_DDP);
+    let ops = root.join("ops");
+    let r = json_ok(&replay_s3(
+        &server,
+        &trace,
+        "record",
+        &["--json", "--record-ops", ops.to_str().unwrap()],
+    ));
+    assert_eq!(r["errors"], serde_json::json!([]));
+    let cmp = iorepro_tests::bins::run_json(
+        Command::new(iorepro_tests::bins::bin("iorepro-trace"))
+            .arg("compare")
+            .arg(&trace)
+            .arg(&ops)
+            .arg("--json"),
+    );
+    assert_eq!(cmp["read_bytes_error"], 0.0, "{cmp}");
+    assert_eq!(cmp["write_bytes_error"], 0.0, "{cmp}");
+}
