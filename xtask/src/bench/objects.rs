@@ -91,6 +91,50 @@ fn replay(ctx: &Ctx, server: &Server, trace: &Path, args: &[&str]) -> Result<ser
     super::output_json(&mut cmd, &format!("iorepro-replay {args:?}"))
 }
 
+/// The replay with `args`, its report, and the CPU time (user and system)
+/// its whole process took, start-up and reading the trace included (bash's
+/// `times` after it).
+fn replay_cpu(
+    ctx: &Ctx,
+    server: &Server,
+    trace: &Path,
+    args: &[&str],
+) -> Result<(serde_json::Value, f64)> {
+    let report = ctx.dir("objects-report")?.join("report.json");
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", "\"$@\" > \"$REPORT\" || exit 1; times", "bash"])
+        .arg(ctx.bin("iorepro-replay"))
+        .arg(trace)
+        .args([
+            "--target",
+            &format!("s3://{BUCKET}/replay"),
+            "--json",
+            "--roles",
+            "all",
+        ])
+        .args(args)
+        .env("REPORT", &report);
+    let out = aws_env(&mut cmd, server).output()?;
+    if !out.status.success() {
+        bail!(
+            "iorepro-replay {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    // `times`: the shell's user and system time, then its children's.
+    let times = String::from_utf8_lossy(&out.stdout);
+    let children = times.lines().nth(1).context("bash's times")?;
+    let seconds = |t: &str| -> Option<f64> {
+        let (m, s) = t.trim_end_matches('s').split_once('m')?;
+        Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+    };
+    let cpu: f64 = children
+        .split_whitespace()
+        .map(|t| seconds(t).context("bash's times"))
+        .sum::<Result<f64>>()?;
+    Ok((serde_json::from_slice(&std::fs::read(&report)?)?, cpu))
+}
+
 /// boto3 making the requests `spec` says; its JSON answer.
 fn boto3(ctx: &Ctx, server: &Server, spec: serde_json::Value) -> Result<serde_json::Value> {
     super::output_json(
@@ -175,26 +219,37 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
         "size": MIB, "bs": 4096, "ops": small_ops,
     });
+    let (mut our_cpu, mut their_cpu) = (Vec::new(), Vec::new());
     let (ours, theirs) = alternate(
         rounds,
         || {
-            let r = replay(ctx, &server, &small, &["--prepare", "skip"])?;
+            let (r, cpu) = replay_cpu(ctx, &server, &small, &["--prepare", "skip"])?;
             let kinds = &r["requests"]["kinds"];
             let n = f(&kinds["GET"]["count"]) + f(&kinds["HEAD"]["count"]);
+            our_cpu.push(1e6 * cpu / n);
             Ok(n / f(&r["duration_s"]))
         },
         || {
             let b = boto3(ctx, &server, small_spec.clone())?;
+            their_cpu.push(1e6 * f(&b["cpu_seconds"]) / f(&b["requests"]));
             Ok(f(&b["requests"]) / f(&b["seconds"]))
         },
     )?;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (our_cpu, their_cpu) = (median(&mut our_cpu), median(&mut their_cpu));
     ctx.line(
         "object-storage",
         format!(
             "small requests {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {STREAMS} streams of \
-             {small_ops} 4 KiB ranged GETs; {:.0} us per request per stream)",
+             {small_ops} 4 KiB ranged GETs; {:.0} us per request per stream); client CPU per request \
+             {our_cpu:.0} us against boto3's {their_cpu:.0} us, boto3 {:.2}x as much (the replay's \
+             whole process, boto3's requests alone)",
             ours / theirs,
-            1e6 * STREAMS as f64 / ours
+            1e6 * STREAMS as f64 / ours,
+            their_cpu / our_cpu
         ),
     );
 
