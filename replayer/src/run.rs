@@ -16,6 +16,7 @@ use crate::execute::{ObjectShared, Shared, Worker};
 use crate::io::buffers;
 use crate::io::confine::Confined;
 use crate::io::prepare::{self, PrepareMode, PrepareStats};
+use crate::io::target;
 use crate::live::watch::{Lingering, Watch};
 use crate::live::LiveRanks;
 use crate::plan::rank_map::RankMap;
@@ -140,9 +141,11 @@ fn replay(
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
-    check_target(opts, launched, mpi.is_some())?;
+    let objects = opts.objects.as_ref();
+    let meets_on_target = launched.is_some() && mpi.is_none() && opts.rendezvous_dir.is_none();
+    target::check(&opts.target, objects, meets_on_target)?;
     let plan = plan(opts, launched)?;
-    let (conf, scratch) = open_target(opts)?;
+    let (conf, scratch) = target::open(&opts.target, objects)?;
     let rendezvous = meet(opts, launched, &plan.lay, &conf, mpi)?;
     let live = watch_live(opts, launched, &plan, &*rendezvous)?;
     let prepared = prepare_target(opts, launched, &plan, &conf, &*rendezvous)?;
@@ -177,32 +180,6 @@ fn replay(
         },
         lingering,
     })
-}
-
-/// Said before the trace is read, which can take a while.
-fn check_target(
-    opts: &Options,
-    launched: &Option<LaunchedRank>,
-    through_mpi: bool,
-) -> ReplayResult<()> {
-    if opts.objects.is_some() {
-        // Processes meet by default on the target, which a bucket cannot be.
-        if launched.is_some() && !through_mpi && opts.rendezvous_dir.is_none() {
-            return Err(ReplayError::Usage(
-                "an s3:// target under a launcher needs --rendezvous-dir (a directory every \
-                 process sees) or a build with MPI, for the processes to meet"
-                    .into(),
-            ));
-        }
-        return Ok(());
-    }
-    if opts.target.exists() && !opts.target.is_dir() {
-        return Err(ReplayError::Usage(format!(
-            "--target {} is not a directory",
-            opts.target.display()
-        )));
-    }
-    Ok(())
 }
 
 /// What the plan settles before any file is touched.
@@ -253,28 +230,6 @@ fn plan(opts: &Options, launched: &Option<LaunchedRank>) -> ReplayResult<Planned
         model,
         forecast,
     })
-}
-
-/// The target directory, made if missing and held open: every path of the
-/// replay is resolved beneath it. For an object-storage target, the bucket
-/// is checked first (a missing bucket or refused credentials stop the run
-/// before any work), and a local scratch directory stands in for what the
-/// ranks meet on (its path, to remove at the end).
-fn open_target(opts: &Options) -> ReplayResult<(Arc<Confined>, Option<std::path::PathBuf>)> {
-    if let Some(target) = &opts.objects {
-        crate::io::objects::check_reachable(target).map_err(ReplayError::Usage)?;
-        let scratch = std::env::temp_dir().join(format!("iorepro-replay-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch)
-            .map_err(|e| ReplayError::io("creating scratch directory", &scratch, e))?;
-        let conf = Confined::open_root(&scratch)
-            .map_err(|e| ReplayError::io("opening scratch directory", &scratch, e))?;
-        return Ok((Arc::new(conf), Some(scratch)));
-    }
-    std::fs::create_dir_all(&opts.target)
-        .map_err(|e| ReplayError::io("creating target", &opts.target, e))?;
-    let conf = Confined::open_root(&opts.target)
-        .map_err(|e| ReplayError::io("opening target", &opts.target, e))?;
-    Ok((Arc::new(conf), None))
 }
 
 /// Where the ranks meet: MPI when it started, else threads or files.

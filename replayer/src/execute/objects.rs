@@ -32,7 +32,7 @@ use super::Worker;
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError};
 use crate::plan::stream::{PlannedOp, NO_PATH};
-use crate::report::requests::RequestStats;
+use crate::report::stats::RequestStats;
 
 /// What every rank of the process shares about an object target.
 pub struct ObjectShared {

@@ -7,8 +7,9 @@
 //! (syscalls, or io_uring requests); [`buffers`] holds the bytes they move
 //! (page-aligned, incompressible, stamped per 4 KiB block); [`prepare`]
 //! puts the target in the state the traced job found before the clock
-//! starts. [`objects`] is the other kind of target, object storage over
-//! the S3 API: its keys, its client and requests, and its preparation.
+//! starts; [`target`] checks and opens the target. [`objects`] is the other
+//! kind of target, object storage over the S3 API: its keys, its client and
+//! requests, and its preparation.
 //!
 //! Takes the survey and the rank map from `plan`; hands `execute` the
 //! prepared target ([`confine::Confined`]), the engines and the process's
@@ -19,3 +20,4 @@ pub mod engine;
 pub mod objects;
 pub mod paths;
 pub mod prepare;
+pub mod target;

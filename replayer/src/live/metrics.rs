@@ -10,8 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::LiveRanks;
-use crate::report::requests::RequestStats;
-use crate::report::stats::OpStats;
+use crate::report::stats::{OpStats, RequestStats};
 
 pub struct ReplayFigures {
     pub live: Arc<LiveRanks>,

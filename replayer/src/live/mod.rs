@@ -24,8 +24,7 @@ use std::time::Instant;
 
 use iorepro_format::Op;
 
-use crate::report::requests::RequestStats;
-use crate::report::stats::OpStats;
+use crate::report::stats::{OpStats, RequestStats};
 
 /// One rank's figures so far.
 pub struct RankLive {

@@ -1,16 +1,18 @@
 //! Report: what the ranks measured, merged and printed. The last room.
 //!
 //! [`stats`] is what each rank measured (op counts, bytes and latency
-//! histograms, phase times, when it met the others), kept by its worker
+//! histograms, phase times, when it met the others, its requests to an
+//! object store), kept by its worker
 //! and carried between processes as JSON; [`summary`] merges every rank's
-//! into the [`summary::Report`] ([`requests`]: what the requests to an
-//! object-storage target did); [`output`] prints it as a table, our JSON,
+//! into the [`summary::Report`] ([`requests`]: the requests to an
+//! object-storage target; [`latency`]: percentiles as reported); [`output`] prints it as a table, our JSON,
 //! or fio's or MLPerf Storage's layout; [`record`] writes what the replay
 //! did as a trace (`--record-ops`), the ranks' rows put in one time order
 //! by [`record_merge`].
 //!
 //! Hands the report to [`crate::run`](mod@crate::run), which returns it to the command
 //! line to print.
+pub mod latency;
 pub mod output;
 pub mod record;
 pub mod record_merge;

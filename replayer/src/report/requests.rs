@@ -1,126 +1,16 @@
-//! What a rank's requests to an object-storage target did: per request kind
-//! (GET, PUT, the three steps of a multipart upload, HEAD, LIST, DELETE,
-//! COPY) their count, bytes, failures and latency, the GETs' time to first
-//! byte, the retries and throttles, and the traced calls that made no
-//! request (a mkdir, a read inside data an earlier GET brought). Kept by
-//! the rank's [`crate::io::objects::ObjectClient`] and worker, merged by the
-//! report, carried between processes beside the rank's [`super::stats`].
+//! The requests to an object-storage target in the report: every rank's
+//! [`RequestStats`] merged, per request kind with rates and latency
+//! percentiles, the GETs' time to first byte, retries and throttles.
 
 use std::collections::BTreeMap;
 
-use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use iorepro_format::units::GIB;
 
-use super::stats::{decode_histogram, encode_histogram, new_histogram, OpStats, RankResult};
-use super::summary::{lat, Latency};
-use crate::io::objects::{ObjectTarget, RequestKind};
-
-#[derive(Debug, Clone)]
-pub struct RequestStats {
-    /// By [`RequestKind::name`].
-    pub kinds: BTreeMap<String, OpStats>,
-    pub first_byte_ns: Histogram<u64>,
-    pub retries: u64,
-    /// Retries after a 503 (SlowDown) or a 429.
-    pub throttles: u64,
-    /// Traced calls that made no request, by op.
-    pub without_request: BTreeMap<String, u64>,
-}
-
-impl Default for RequestStats {
-    fn default() -> Self {
-        RequestStats {
-            kinds: BTreeMap::new(),
-            first_byte_ns: new_histogram(),
-            retries: 0,
-            throttles: 0,
-            without_request: BTreeMap::new(),
-        }
-    }
-}
-
-impl RequestStats {
-    pub fn is_empty(&self) -> bool {
-        self.kinds.is_empty() && self.without_request.is_empty()
-    }
-
-    pub fn record(&mut self, kind: RequestKind, bytes: u64, latency_ns: u64, ok: bool) {
-        let s = self.kinds.entry(kind.name().to_string()).or_default();
-        s.record(bytes, latency_ns);
-        s.note_result(ok, false);
-    }
-
-    pub fn first_byte(&mut self, ns: u64) {
-        self.first_byte_ns.saturating_record(ns.max(1));
-    }
-
-    pub fn no_request(&mut self, op: &str) {
-        *self.without_request.entry(op.to_string()).or_default() += 1;
-    }
-
-    pub fn merge(&mut self, other: &RequestStats) {
-        for (k, s) in &other.kinds {
-            self.kinds.entry(k.clone()).or_default().merge(s);
-        }
-        self.first_byte_ns
-            .add(&other.first_byte_ns)
-            .expect("histograms share bounds");
-        self.retries += other.retries;
-        self.throttles += other.throttles;
-        for (k, n) in &other.without_request {
-            *self.without_request.entry(k.clone()).or_default() += n;
-        }
-    }
-
-    /// Bytes the GETs brought.
-    pub fn get_bytes(&self) -> u64 {
-        self.kinds
-            .get(RequestKind::Get.name())
-            .map_or(0, |s| s.bytes)
-    }
-}
-
-/// [`RequestStats`] between processes, histograms as in [`super::stats`].
-#[derive(Serialize, Deserialize)]
-pub struct WireRequests {
-    kinds: BTreeMap<String, super::stats::WireOp>,
-    first_byte_ns: String,
-    retries: u64,
-    throttles: u64,
-    without_request: BTreeMap<String, u64>,
-}
-
-impl WireRequests {
-    pub fn of(s: &RequestStats) -> Self {
-        WireRequests {
-            kinds: s
-                .kinds
-                .iter()
-                .map(|(k, o)| (k.clone(), super::stats::WireOp::of(o)))
-                .collect(),
-            first_byte_ns: encode_histogram(&s.first_byte_ns),
-            retries: s.retries,
-            throttles: s.throttles,
-            without_request: s.without_request.clone(),
-        }
-    }
-
-    pub fn into_stats(self) -> Result<RequestStats, String> {
-        Ok(RequestStats {
-            kinds: self
-                .kinds
-                .into_iter()
-                .map(|(k, w)| Ok((k, w.into_stats()?)))
-                .collect::<Result<_, String>>()?,
-            first_byte_ns: decode_histogram(&self.first_byte_ns)?,
-            retries: self.retries,
-            throttles: self.throttles,
-            without_request: self.without_request,
-        })
-    }
-}
+use super::latency::{lat, Latency};
+use super::stats::{RankResult, RequestStats};
+use crate::io::objects::ObjectTarget;
 
 /// One request kind in the report.
 #[derive(Debug, Clone, Serialize)]

@@ -11,8 +11,6 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::requests::{RequestStats, WireRequests};
-
 /// The one latency histogram of per-op figures (see
 /// [`iorepro_telemetry::status::latency_histogram`]).
 pub fn new_histogram() -> Histogram<u64> {
@@ -132,7 +130,7 @@ impl RankResult {
 }
 
 #[derive(Serialize, Deserialize)]
-pub(super) struct WireOp {
+struct WireOp {
     count: u64,
     bytes: u64,
     #[serde(default)]
@@ -163,7 +161,7 @@ struct WireRank {
 }
 
 impl WireOp {
-    pub(super) fn of(o: &OpStats) -> Self {
+    fn of(o: &OpStats) -> Self {
         WireOp {
             count: o.count,
             bytes: o.bytes,
@@ -173,7 +171,7 @@ impl WireOp {
         }
     }
 
-    pub(super) fn into_stats(self) -> Result<OpStats, String> {
+    fn into_stats(self) -> Result<OpStats, String> {
         Ok(OpStats {
             count: self.count,
             bytes: self.bytes,
@@ -184,7 +182,7 @@ impl WireOp {
     }
 }
 
-pub(super) fn encode_histogram(h: &Histogram<u64>) -> String {
+fn encode_histogram(h: &Histogram<u64>) -> String {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
         .serialize(h, &mut bytes)
@@ -192,7 +190,7 @@ pub(super) fn encode_histogram(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-pub(super) fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
+fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| format!("latency histogram: {e}"))?;
@@ -258,6 +256,111 @@ impl RankResult {
                 Some(r) => r.into_stats()?,
                 None => RequestStats::default(),
             },
+        })
+    }
+}
+
+/// What a rank's requests to an object-storage target did: per request
+/// kind (GET, PUT, the three steps of a multipart upload, HEAD, LIST,
+/// DELETE, COPY) their count, bytes, failures and latency, the GETs' time to
+/// first byte, the retries and throttles, and the traced calls that made no
+/// request (a mkdir, a read inside data an earlier GET brought). Kept by
+/// the rank's client, which shares it with the rank's live figures.
+#[derive(Debug, Clone)]
+pub struct RequestStats {
+    /// By [`RequestKind::name`].
+    pub kinds: BTreeMap<String, OpStats>,
+    pub first_byte_ns: Histogram<u64>,
+    pub retries: u64,
+    /// Retries after a 503 (SlowDown) or a 429.
+    pub throttles: u64,
+    /// Traced calls that made no request, by op.
+    pub without_request: BTreeMap<String, u64>,
+}
+
+impl Default for RequestStats {
+    fn default() -> Self {
+        RequestStats {
+            kinds: BTreeMap::new(),
+            first_byte_ns: new_histogram(),
+            retries: 0,
+            throttles: 0,
+            without_request: BTreeMap::new(),
+        }
+    }
+}
+
+impl RequestStats {
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty() && self.without_request.is_empty()
+    }
+
+    /// One request of kind `kind` (a [`crate::io::objects::RequestKind`]'s name).
+    pub fn record(&mut self, kind: &str, bytes: u64, latency_ns: u64, ok: bool) {
+        let s = self.kinds.entry(kind.to_string()).or_default();
+        s.record(bytes, latency_ns);
+        s.note_result(ok, false);
+    }
+
+    pub fn first_byte(&mut self, ns: u64) {
+        self.first_byte_ns.saturating_record(ns.max(1));
+    }
+
+    pub fn no_request(&mut self, op: &str) {
+        *self.without_request.entry(op.to_string()).or_default() += 1;
+    }
+
+    pub fn merge(&mut self, other: &RequestStats) {
+        for (k, s) in &other.kinds {
+            self.kinds.entry(k.clone()).or_default().merge(s);
+        }
+        self.first_byte_ns
+            .add(&other.first_byte_ns)
+            .expect("histograms share bounds");
+        self.retries += other.retries;
+        self.throttles += other.throttles;
+        for (k, n) in &other.without_request {
+            *self.without_request.entry(k.clone()).or_default() += n;
+        }
+    }
+}
+
+/// [`RequestStats`] between processes.
+#[derive(Serialize, Deserialize)]
+pub(super) struct WireRequests {
+    kinds: BTreeMap<String, WireOp>,
+    first_byte_ns: String,
+    retries: u64,
+    throttles: u64,
+    without_request: BTreeMap<String, u64>,
+}
+
+impl WireRequests {
+    fn of(s: &RequestStats) -> Self {
+        WireRequests {
+            kinds: s
+                .kinds
+                .iter()
+                .map(|(k, o)| (k.clone(), WireOp::of(o)))
+                .collect(),
+            first_byte_ns: encode_histogram(&s.first_byte_ns),
+            retries: s.retries,
+            throttles: s.throttles,
+            without_request: s.without_request.clone(),
+        }
+    }
+
+    fn into_stats(self) -> Result<RequestStats, String> {
+        Ok(RequestStats {
+            kinds: self
+                .kinds
+                .into_iter()
+                .map(|(k, w)| Ok((k, w.into_stats()?)))
+                .collect::<Result<_, String>>()?,
+            first_byte_ns: decode_histogram(&self.first_byte_ns)?,
+            retries: self.retries,
+            throttles: self.throttles,
+            without_request: self.without_request,
         })
     }
 }

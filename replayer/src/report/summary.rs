@@ -9,19 +9,11 @@ use serde::Serialize;
 
 use crate::io::prepare::PrepareStats;
 use crate::plan::survey::Survey;
+use crate::report::latency::{lat, Latency};
 use crate::report::stats::{OpStats, RankResult};
 use iorepro_analysis::phases::PhaseKind;
 
 use iorepro_format::units::GIB;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Latency {
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub max: f64,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct OpReport {
@@ -183,17 +175,6 @@ pub struct RunInfo {
 pub struct RendezvousInfo {
     pub mechanism: &'static str,
     pub dir: Option<std::path::PathBuf>,
-}
-
-pub(crate) fn lat(h: &hdrhistogram::Histogram<u64>) -> Latency {
-    let us = |v: u64| v as f64 / 1e3;
-    Latency {
-        p50: us(h.value_at_quantile(0.5)),
-        p90: us(h.value_at_quantile(0.9)),
-        p99: us(h.value_at_quantile(0.99)),
-        p999: us(h.value_at_quantile(0.999)),
-        max: us(h.max()),
-    }
 }
 
 fn rendezvous_report(info: &RunInfo, results: &[RankResult]) -> RendezvousReport {

@@ -27,7 +27,7 @@ use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
 use super::{settings, ObjectTarget};
-use crate::report::requests::RequestStats;
+use crate::report::stats::RequestStats;
 
 /// What a request is, as the report counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,14 +188,14 @@ impl ObjectClient {
             let took = start.elapsed().as_nanos() as u64;
             let e = match r {
                 Ok(v) => {
-                    self.stats().record(kind, bytes(&v), took, true);
+                    self.stats().record(kind.name(), bytes(&v), took, true);
                     return Ok(v);
                 }
                 Err(e) => e,
             };
             match verdict(&e) {
                 Verdict::Missing => {
-                    self.stats().record(kind, 0, took, false);
+                    self.stats().record(kind.name(), 0, took, false);
                     return Err(RequestError::Missing);
                 }
                 Verdict::Retry { throttled } if attempt < self.retries => {
@@ -205,7 +205,7 @@ impl ObjectClient {
                     attempt += 1;
                 }
                 v => {
-                    self.stats().record(kind, 0, took, false);
+                    self.stats().record(kind.name(), 0, took, false);
                     self.stats().throttles += u64::from(v == Verdict::Retry { throttled: true });
                     let tries = if attempt > 0 {
                         format!(" (after {attempt} retries)")
