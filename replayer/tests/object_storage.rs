@@ -348,6 +348,44 @@ fn a_missing_bucket_is_said_before_any_work() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("http://127.0.0.1:1"), "{err}");
+    // No credentials anywhere (the metadata service pointed at nothing).
+    let home = scratch("s3-no-credentials");
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace).args(["--target", "s3://bench/run"]);
+    let out = server
+        .env(&mut cmd)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("HOME", &home)
+        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no credentials"), "{err}");
+    // The same keys from a profile file work.
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(
+        home.join(".aws/credentials"),
+        "[bench]\naws_access_key_id = k\naws_secret_access_key = s\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", "s3://bench/profile", "--prepare", "only"]);
+    let out = server
+        .env(&mut cmd)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("HOME", &home)
+        .env("AWS_PROFILE", "bench")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -464,4 +502,59 @@ fn what_an_object_replay_did_records_as_a_trace_of_the_same_bytes() {
     );
     assert_eq!(cmp["read_bytes_error"], 0.0, "{cmp}");
     assert_eq!(cmp["write_bytes_error"], 0.0, "{cmp}");
+}
+
+#[test]
+fn the_metrics_endpoint_counts_requests_by_kind() {
+    let Some(server) = server(&[]) else { return };
+    let trace = sample(TORCH_DDP);
+    let addr = format!("127.0.0.1:{}", iorepro_tests::http::free_port());
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", &format!("s3://{BUCKET}/metrics"), "--json"])
+        .args([
+            "--ranks",
+            "2",
+            "--metrics-addr",
+            &addr,
+            "--metrics-linger",
+            "5s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = server.env(&mut cmd).spawn().unwrap();
+    // The final figures, served while the endpoint lingers.
+    let mut last = String::new();
+    let done = iorepro_tests::bins::wait_for(Duration::from_secs(120), || {
+        last = iorepro_tests::http::get(&addr, "/metrics").unwrap_or_default();
+        last.lines().any(|l| l == "iorepro_replay_finished 1.0")
+    });
+    if !done {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(done, "no final scrape: {last}");
+    let r = json(&out);
+    let scraped = |kind: &str| -> u64 {
+        let line = format!("iorepro_replay_requests_total{{kind=\"{kind}\"}} ");
+        last.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("{line} missing:\n{last}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    for kind in ["GET", "HEAD", "PUT"] {
+        assert_eq!(
+            scraped(kind),
+            u(&r["requests"]["kinds"][kind]["count"]),
+            "{kind}"
+        );
+    }
+    let gets = format!(
+        "iorepro_replay_request_latency_seconds_count{{kind=\"GET\"}} {}",
+        scraped("GET")
+    );
+    assert!(last.lines().any(|l| l == gets), "{gets}:\n{last}");
+    assert!(last.contains("iorepro_replay_request_retries_total 0"));
 }

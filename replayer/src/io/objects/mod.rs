@@ -120,9 +120,18 @@ impl ObjectTarget {
 /// credentials open it: what is wrong is said before any work.
 pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
     let mut client = ObjectClient::connect(target, Default::default())?;
+    let settings = settings::builder(&target.bucket);
+    let has_keys = settings::has_keys(&settings);
     client.any_beneath(&target.prefix).map(drop).map_err(|e| {
         let why = e.to_string();
-        let hint = if why.contains("NoSuchBucket") || matches!(e, RequestError::Missing) {
+        let hint = if !has_keys {
+            // object_store then asks the instance metadata service, whose
+            // answer alone would not say what is missing.
+            "no credentials: none in the environment (AWS_ACCESS_KEY_ID, \
+             AWS_SECRET_ACCESS_KEY) or the profile files (AWS_PROFILE), and the \
+             instance metadata service gave none"
+                .to_string()
+        } else if why.contains("NoSuchBucket") || matches!(e, RequestError::Missing) {
             format!("bucket `{}` does not exist there", target.bucket)
         } else if why.contains("status code: 403") || why.contains("status code: 401") {
             "the credentials were refused (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
@@ -133,7 +142,7 @@ pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
         format!(
             "--target {} at {}: {hint}: {why}",
             target.url(),
-            settings::endpoint(&settings::builder(&target.bucket))
+            settings::endpoint(&settings)
         )
     })
 }

@@ -105,6 +105,13 @@ pub fn builder(bucket: &str) -> AmazonS3Builder {
     b
 }
 
+/// Whether keys were found (else the client asks the instance metadata
+/// service, as on a cloud machine with a role).
+pub fn has_keys(b: &AmazonS3Builder) -> bool {
+    b.get_config_value(&AmazonS3ConfigKey::AccessKeyId)
+        .is_some()
+}
+
 /// The endpoint the requests go to, for messages.
 pub fn endpoint(b: &AmazonS3Builder) -> String {
     b.get_config_value(&AmazonS3ConfigKey::Endpoint)
