@@ -339,8 +339,8 @@ impl<'s> Worker<'s> {
         u.end = u.end.max(offset + len);
         u.dirty = true;
         let mut requested = false;
+        let fail = |e| failed(target, "write", &f.rel, e);
         while u.end >= target.multipart_threshold && u.end - u.sent >= target.part_size {
-            let fail = |e| failed(target, "write", &f.rel, e);
             if u.multipart.is_none() {
                 let id = objects.client.create_multipart(&f.key).map_err(fail)?;
                 u.multipart = Some((id, Vec::new()));
@@ -350,7 +350,7 @@ impl<'s> Worker<'s> {
             let p = objects
                 .client
                 .put_part(&f.key, id, parts.len(), part)
-                .map_err(|e| failed(target, "write", &f.rel, e))?;
+                .map_err(fail)?;
             parts.push(p);
             u.sent += target.part_size;
             requested = true;

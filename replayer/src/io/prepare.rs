@@ -332,7 +332,7 @@ impl StepDoer for InDirectory<'_> {
             }
             Step::File => {
                 let n = make_file(conf, rel, info.read_extent, &mut self.rng, &mut self.buf)?;
-                counters.file_done(n);
+                counters.file_done(n > 0, n);
             }
         }
         Ok(())
@@ -340,13 +340,13 @@ impl StepDoer for InDirectory<'_> {
 }
 
 impl Counters {
-    /// A file prepared: `written` bytes written, 0 when it was already there.
-    pub fn file_done(&self, written: u64) {
-        if written == 0 {
-            self.present.fetch_add(1, Ordering::Relaxed);
-        } else {
+    /// A file prepared: made with `written` bytes, or found already there.
+    pub fn file_done(&self, created: bool, written: u64) {
+        if created {
             self.written.fetch_add(written, Ordering::Relaxed);
             self.created.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.present.fetch_add(1, Ordering::Relaxed);
         }
         self.files.fetch_add(1, Ordering::Relaxed);
     }

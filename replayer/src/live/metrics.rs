@@ -130,7 +130,7 @@ fn requests(enc: &mut DescriptorEncoder, r: &RequestStats) -> std::fmt::Result {
     encode::counter(
         enc,
         "iorepro_replay_request_throttles",
-        "Retries after 503 SlowDown or 429.",
+        "Answers of 503 SlowDown or 429 met, retried or not.",
         r.throttles,
     )
 }

@@ -10,6 +10,7 @@ use iorepro_format::units::GIB;
 
 use super::latency::{lat, Latency};
 use super::stats::{RankResult, RequestStats};
+use super::summary::per_s;
 use crate::io::objects::ObjectTarget;
 
 /// One request kind in the report.
@@ -40,7 +41,7 @@ pub struct RequestsReport {
     /// GETs: from sending the request to the response's headers.
     pub first_byte_us: Option<Latency>,
     pub retries: u64,
-    /// Retries after 503 SlowDown or 429.
+    /// Answers of 503 SlowDown or 429 met, retried or (past the bound) not.
     pub throttles: u64,
     /// Traced calls that made no request (mkdir, a buffered write, a read
     /// inside bytes an earlier GET brought), by op.
@@ -54,13 +55,7 @@ impl RequestsReport {
         for r in results {
             all.merge(&r.requests);
         }
-        let per_s = |x: f64| {
-            if duration_s > 0.0 {
-                x / duration_s
-            } else {
-                0.0
-            }
-        };
+        let per_s = |x: f64| per_s(x, duration_s);
         let kinds = all
             .kinds
             .iter()

@@ -268,11 +268,11 @@ impl RankResult {
 /// the rank's client, which shares it with the rank's live figures.
 #[derive(Debug, Clone)]
 pub struct RequestStats {
-    /// By [`RequestKind::name`].
+    /// By [`crate::io::objects::RequestKind::name`].
     pub kinds: BTreeMap<String, OpStats>,
     pub first_byte_ns: Histogram<u64>,
     pub retries: u64,
-    /// Retries after a 503 (SlowDown) or a 429.
+    /// Answers of 503 SlowDown or 429 met, retried or (past the bound) not.
     pub throttles: u64,
     /// Traced calls that made no request, by op.
     pub without_request: BTreeMap<String, u64>,

@@ -231,7 +231,8 @@ fn checkpoint_skew(survey: &Survey, results: &[RankResult]) -> Option<Spread> {
     Spread::of(spreads)
 }
 
-fn per_s(x: f64, secs: f64) -> f64 {
+/// `x` per second of `secs` (0 for no time).
+pub(crate) fn per_s(x: f64, secs: f64) -> f64 {
     if secs > 0.0 {
         x / secs
     } else {

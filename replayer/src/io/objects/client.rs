@@ -2,8 +2,8 @@
 //! client driven on a current-thread tokio runtime of the caller's own, one
 //! request in flight as the traced thread had one call in flight. A request
 //! that fails with a 5xx, a 429 or a transport error (a timeout, a reset)
-//! is made again up to `--s3-retries` times, backing off; the retries and
-//! the throttles among them (503 SlowDown, 429) are counted. Every request
+//! is made again up to `--s3-retries` times, backing off; the retries, and
+//! the throttling answers met (503 SlowDown, 429), are counted. Every request
 //! is measured into the caller's [`RequestStats`], from its first attempt to
 //! its answer; GETs also give their time to first byte.
 //!

@@ -146,15 +146,11 @@ impl StepDoer for ObjectDoer<'_> {
                     Err(e) => return Err(self.failed("checking", rel, e)),
                 };
                 if have.is_some_and(|h| h >= size) {
-                    counters.file_done(0);
+                    counters.file_done(false, 0);
                 } else {
                     upload(&mut self.client, self.target, &key, size, &self.data)
                         .map_err(|e| self.failed("uploading", rel, e))?;
-                    counters.file_done(size.max(1));
-                    if size == 0 {
-                        // An empty object: counted as made, not as bytes.
-                        counters.written.fetch_sub(1, Ordering::Relaxed);
-                    }
+                    counters.file_done(true, size);
                 }
             }
         }
