@@ -46,6 +46,35 @@ impl ReplayError {
         ReplayError::Io { what, path, err }
     }
 
+    /// The errno of an error that says only that a call met another outcome
+    /// than the traced one (a file the launcher made and the replay did not,
+    /// a name that is a directory here, a file shorter than the trace read):
+    /// the call is counted as differing and the run goes on. Errors of the
+    /// target itself (no space, no permission on it, a read-only or
+    /// vanished mount, an I/O error, an escape) are not, and stop the run.
+    pub fn differs_only(&self) -> Option<i32> {
+        let ReplayError::Io { err, .. } = self else {
+            return None;
+        };
+        if err.kind() == std::io::ErrorKind::UnexpectedEof {
+            return Some(libc::ENODATA);
+        }
+        err.raw_os_error().filter(|e| {
+            matches!(
+                *e,
+                libc::ENOENT
+                    | libc::ENOTDIR
+                    | libc::EISDIR
+                    | libc::EEXIST
+                    | libc::ENOTEMPTY
+                    | libc::ELOOP
+                    | libc::ENXIO
+                    | libc::ETXTBSY
+                    | libc::EBADF
+            )
+        })
+    }
+
     /// Bad input (or a missing privilege) exits 2 (as in `iorepro-trace`); a failed replay 1.
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -1,10 +1,12 @@
-"""A storage benchmark shaped like DLIO's training workloads: each of
-WORLD_SIZE processes (torchrun sets RANK and WORLD_SIZE) reads its share of
-the sample files every epoch, a shuffled share as a distributed sampler
-deals it, in 1 MiB reads, with a little compute per sample; at the end of
-every epoch rank 0 alone writes a checkpoint of --ckpt-mib MiB in 4 MiB
-writes and syncs it. With --report, rank 0 writes when each of its epochs
-(reading) and checkpoints ran, by the wall clock in ns, as JSON.
+"""A storage benchmark shaped like DLIO's training workloads: each of the
+launcher's processes (torchrun, mpirun or srun set the rank and world size)
+reads its share of the sample files every epoch, a shuffled share as a
+distributed sampler deals it, in 1 MiB reads, with a little compute per
+sample; rank 0 alone writes a checkpoint of --ckpt-mib MiB in 4 MiB writes
+and syncs it, at the end of every epoch, or every --ckpt-every-steps
+samples of its own. With --out, the run keeps a Hydra-style run directory
+and log (see run_record.py). With --report, rank 0 writes when each of its
+epochs (reading) and checkpoints ran, by the wall clock in ns, as JSON.
 """
 
 import argparse
@@ -13,6 +15,8 @@ import os
 import random
 import time
 
+from run_record import RunRecord, rank_and_world
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -20,36 +24,52 @@ def main():
     p.add_argument("--ckpt", required=True)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--ckpt-mib", type=int, default=16)
+    p.add_argument("--ckpt-every-steps", type=int, default=0, help="0: at the end of every epoch")
     p.add_argument("--compute-s", type=float, default=0.002)
+    p.add_argument("--out", help="a Hydra-style run directory and log")
     p.add_argument("--report")
     args = p.parse_args()
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, world = rank_and_world()
+    record = RunRecord(args.out, rank, vars(args))
     files = sorted(os.path.join(args.data, n) for n in os.listdir(args.data))
     block = os.urandom(4 << 20)
-    epoch_times, checkpoint_times = [], []
+    epoch_times, checkpoint_times, saves = [], [], []
+
+    def checkpoint(tag):
+        ckpt_start = time.time_ns()
+        path = os.path.join(args.ckpt, f"checkpoint_{tag}.pt")
+        with open(path, "wb") as f:
+            for _ in range(args.ckpt_mib // 4):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+        checkpoint_times.append([ckpt_start, time.time_ns()])
+        saves.append(path)
+        record.note("saved %s", path)
+
+    step = 0
     for epoch in range(args.epochs):
         epoch_start = time.time_ns()
         order = list(range(len(files)))
         random.Random(epoch).shuffle(order)
-        for i in order[rank::world]:
+        mine = order[rank::world]
+        for i in mine:
             with open(files[i], "rb") as f:
                 while f.read(1 << 20):
                     pass
             time.sleep(args.compute_s)
+            step += 1
+            if rank == 0 and args.ckpt_every_steps and step % args.ckpt_every_steps == 0:
+                checkpoint(f"step_{step}")
         epoch_times.append([epoch_start, time.time_ns()])
-        if rank == 0:
-            ckpt_start = time.time_ns()
-            path = os.path.join(args.ckpt, f"checkpoint_epoch_{epoch}.pt")
-            with open(path, "wb") as f:
-                for _ in range(args.ckpt_mib // 4):
-                    f.write(block)
-                f.flush()
-                os.fsync(f.fileno())
-            checkpoint_times.append([ckpt_start, time.time_ns()])
+        record.epoch(epoch, epoch_start, time.time_ns(), len(mine))
+        if rank == 0 and not args.ckpt_every_steps:
+            checkpoint(f"epoch_{epoch}")
+    results = {"epoch_times_ns": epoch_times, "checkpoint_times_ns": checkpoint_times, "checkpoints": saves}
+    record.finish({"world": world, "files": len(files), **results})
     if rank == 0 and args.report:
         with open(args.report, "w") as f:
-            json.dump({"epoch_times_ns": epoch_times, "checkpoint_times_ns": checkpoint_times}, f)
+            json.dump(results, f)
 
 
 if __name__ == "__main__":

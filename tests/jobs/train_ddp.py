@@ -1,7 +1,8 @@
 """A small but real distributed training job, used as the workload whose file
 I/O the end-to-end tests capture.
 
-Launched with `torchrun --standalone --nproc_per_node=2`; gloo on CPU. Each
+Launched with `torchrun --standalone --nproc_per_node=2`, or by `mpirun` or
+`srun` (their rank variables are turned into torchrun's); gloo on CPU. Each
 rank reads its share of the sample files through a DataLoader with forked
 worker processes (a Dataset whose __getitem__ opens and reads one file), trains
 a small MLP wrapped in DistributedDataParallel, and saves a
@@ -33,6 +34,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
+
+from run_record import RunRecord, as_torchrun
 
 FEATURES = 256
 
@@ -70,11 +73,14 @@ def main():
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--resume", action="store_true", help="first load the newest checkpoint in --ckpt")
     p.add_argument("--rank0-save", action="store_true", help="rank 0 also torch.saves the model at each checkpoint")
+    p.add_argument("--out", help="a Hydra-style run directory and log")
     p.add_argument("--report")
     args = p.parse_args()
 
+    as_torchrun()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    record = RunRecord(args.out, rank, vars(args))
     torch.manual_seed(0)
 
     dataset = FileSamples(args.data)
@@ -128,13 +134,16 @@ def main():
                 if rank == 0 and args.rank0_save:
                     torch.save(model.state_dict(), os.path.join(args.ckpt, f"model_{step:05d}.pt"))
                 saves.append(ckpt_id)
+                record.note("saved %s", ckpt_id)
                 dist.barrier()
                 checkpoint_times.append([ckpt_start, time.time_ns()])
                 # Compute resumes after the checkpoint, as in a real job.
                 time.sleep(args.compute_s)
         epoch_times.append([epoch_start, time.time_ns()])
+        record.epoch(epoch, epoch_start, time.time_ns(), len(sampler))
 
     dist.barrier()
+    record.finish({"world": world, "files": len(dataset), "checkpoints": saves})
     if rank == 0 and args.report:
         with open(args.report, "w") as f:
             json.dump(

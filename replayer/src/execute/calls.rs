@@ -92,10 +92,23 @@ impl Worker<'_> {
             }
         }
         let key = (op.pid, op.fd);
-        let CallOutcome { bytes, made, errno } = if self.objects.is_some() {
-            self.object_call(op)?
+        let outcome = if self.objects.is_some() {
+            self.object_call(op)
         } else {
-            self.posix_call(op)?
+            self.posix_call(op)
+        };
+        // A call that met another outcome than the traced one is counted,
+        // and the first few are described; only the target failing stops.
+        let mut difference = None;
+        let CallOutcome { bytes, made, errno } = match outcome {
+            Ok(o) => o,
+            Err(e) => match e.differs_only() {
+                Some(errno) => {
+                    difference = Some(e.to_string());
+                    CallOutcome::failed(errno)
+                }
+                None => return Err(e),
+            },
         };
         let end = Instant::now();
         self.sched.finished(intended, issued, end);
@@ -105,13 +118,18 @@ impl Worker<'_> {
             return Ok(());
         };
         let latency = end.saturating_duration_since(intended);
-        self.live.record(
-            op.op,
-            bytes,
-            latency.as_nanos() as u64,
-            succeeded,
-            succeeded == op.failed,
-        );
+        let differed = succeeded == op.failed;
+        if differed && self.keeps_differences() {
+            let what = difference.unwrap_or_else(|| self.describe_difference(op, errno));
+            let line = format!(
+                "rank {}: {what} (traced: {})",
+                self.rank,
+                if op.failed { "failed" } else { "succeeded" }
+            );
+            self.result.differences.push(line);
+        }
+        self.live
+            .record(op.op, bytes, latency.as_nanos() as u64, succeeded, differed);
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
         match op.op {
@@ -220,6 +238,24 @@ impl Worker<'_> {
             },
         }
         Ok(CallOutcome { bytes, made, errno })
+    }
+
+    /// Keeps the first few differences of the rank in words, so the report
+    /// says why calls differed, not only how many.
+    /// A call made with another outcome than the traced one, in words.
+    fn describe_difference(&self, op: &PlannedOp, errno: Option<i32>) -> String {
+        let path = self.paths.get(&op.path).map(|p| self.display(p));
+        let path = path.map_or_else(String::new, |p| format!(" {}", p.display()));
+        let here = errno.map_or_else(
+            || "succeeded".to_string(),
+            |e| io::Error::from_raw_os_error(e).to_string(),
+        );
+        format!("{}{path}: {here}", op.op.as_str())
+    }
+
+    fn keeps_differences(&self) -> bool {
+        const KEPT: usize = 3;
+        self.result.differences.len() < KEPT
     }
 
     /// One call writing `n` bytes at `at`, every 4 KiB block stamped so that

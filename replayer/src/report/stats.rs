@@ -109,6 +109,8 @@ pub struct RankResult {
     /// Ops that failed in a way the replay tolerates (an unlink of a file never made).
     pub tolerated_errors: u64,
     pub errors: Vec<String>,
+    /// The first few calls whose outcome differed from the trace's, in words.
+    pub differences: Vec<String>,
     /// Every barrier this rank met, in order.
     pub barriers: Vec<BarrierStamp>,
     /// When this rank handed its result over to be gathered (Unix ns).
@@ -154,6 +156,8 @@ struct WireRank {
     phases: Vec<PhaseStats>,
     tolerated_errors: u64,
     errors: Vec<String>,
+    #[serde(default)]
+    differences: Vec<String>,
     barriers: Vec<BarrierStamp>,
     gather_unix_ns: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,6 +228,7 @@ impl RankResult {
             phases: self.phases.clone(),
             tolerated_errors: self.tolerated_errors,
             errors: self.errors.clone(),
+            differences: self.differences.clone(),
             barriers: self.barriers.clone(),
             gather_unix_ns: self.gather_unix_ns,
             requests: (!self.requests.is_empty()).then(|| WireRequests::of(&self.requests)),
@@ -250,6 +255,7 @@ impl RankResult {
             phases: w.phases,
             tolerated_errors: w.tolerated_errors,
             errors: w.errors,
+            differences: w.differences,
             barriers: w.barriers,
             gather_unix_ns: w.gather_unix_ns,
             requests: match w.requests {

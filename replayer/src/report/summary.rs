@@ -130,6 +130,8 @@ pub struct Report {
     pub metadata_ops_per_s: f64,
     /// Calls of any kind whose success or failure was not the traced call's.
     pub results_differed: u64,
+    /// The first few of them in words (a few per rank, at most ten).
+    pub result_differences: Vec<String>,
     pub phases: Vec<PhaseReport>,
     pub per_rank: Vec<RankReport>,
     pub trace: TraceTotals,
@@ -370,6 +372,11 @@ impl Report {
             metadata_ops,
             metadata_ops_per_s: per_s(metadata_ops as f64, duration_s),
             results_differed,
+            result_differences: results
+                .iter()
+                .flat_map(|r| r.differences.iter().cloned())
+                .take(10)
+                .collect(),
             phases,
             per_rank,
             trace: TraceTotals {

@@ -170,6 +170,9 @@ pub fn render(report: &Report) -> String {
              (the differed column of each op in --json)",
             report.results_differed
         );
+        for d in &report.result_differences {
+            let _ = writeln!(s, "  {d}");
+        }
     }
     s.push('\n');
     s.push_str(&report.left_out.render());
