@@ -333,6 +333,19 @@ impl Forecast {
             if let (Some(t), Some(b)) = (c.seconds_at_bandwidth, self.bandwidth_gib_s) {
                 let _ = write!(s, "; {t:.2} s at {b:.1} GiB/s");
             }
+            // The files counted as this save, so a user sees what was taken
+            // for the job's state.
+            let files: Vec<String> = self
+                .families
+                .iter()
+                .filter(|f| f.phase == c.phase)
+                .map(|f| format!("{}/{}", f.dir, f.name))
+                .collect();
+            const NAMED: usize = 3;
+            let _ = write!(s, "; saves {}", files[..files.len().min(NAMED)].join(", "));
+            if files.len() > NAMED {
+                let _ = write!(s, " and {} more", files.len() - NAMED);
+            }
             s.push('\n');
         }
         for f in &self.families {
@@ -378,7 +391,11 @@ fn timing_note(model: &Model) -> String {
             "step-bound: the trace's {c} save(s) are kept as traced (at fewer ranks than traced the job would save \
              more often; that is not modelled)"
         ),
-        _ => format!("kept as traced ({c} save(s))"),
+        _ if c == 0 => "no checkpoint in the trace".to_string(),
+        _ => format!(
+            "cannot tell whether the {c} save(s) follow epochs or steps (the trace reads no dataset \
+             in whole epochs): every traced save is kept"
+        ),
     }
 }
 
