@@ -317,9 +317,15 @@ impl Cli {
             data: self.data,
             checkpoint: self.checkpoint,
             checkpoint_bytes: size("--checkpoint-bytes", self.checkpoint_bytes)?,
-            bandwidth: size("--bandwidth", self.bandwidth)?
-                .filter(|b| *b > 0)
-                .map(|b| b as f64),
+            bandwidth: match size("--bandwidth", self.bandwidth)? {
+                // A storage that moves nothing has no time to give.
+                Some(0) => {
+                    return Err(usage(
+                        "--bandwidth must be above zero (a rate such as 2GiB/s)".into(),
+                    ))
+                }
+                b => b.map(|b| b as f64),
+            },
         };
         Ok(Options {
             trace: self.trace,
@@ -528,6 +534,8 @@ mod tests {
             ["--data", "stripe"],
             ["--checkpoint", "never"],
             ["--bandwidth", "fast"],
+            ["--bandwidth", "0"],
+            ["--bandwidth", "0GiB/s"],
         ] {
             let args = ["x", "t", "--target", "d", bad[0], bad[1]];
             // Words of a fixed list are refused by clap, the rest when checked.

@@ -1,6 +1,9 @@
-//! Failures stop the run with a message naming the cause, the partial
-//! report, and a failing exit status: a full target (ENOSPC on a small
-//! tmpfs), a read-only one, and a rank that never arrives.
+//! Failures of the target stop the run with a message naming the cause,
+//! the partial report, and a failing exit status: a full target (ENOSPC on
+//! a small tmpfs), a read-only one, and a rank that never arrives. A call
+//! that only meets another outcome than the traced one (a file the traced
+//! job found that the target lacks) is counted and described, and the run
+//! goes on.
 
 mod common;
 
@@ -128,4 +131,57 @@ fn a_missing_rank_times_out_naming_it() {
         err.contains("timed out") && err.contains("ranks 1, 2"),
         "{err}"
     );
+}
+
+#[test]
+fn a_call_that_fails_only_in_the_replay_is_counted_and_the_run_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A file some other process made before the job (a launcher's lock
+    // file), opened for writing and read; then the job's own checkpoint.
+    let mut rows: Vec<Row<'static>> = vec![
+        (
+            0,
+            Op::Open,
+            "/run/made-by-launcher.lock",
+            4,
+            None,
+            0,
+            Some(libc::O_RDWR),
+        ),
+        (
+            0,
+            Op::Read,
+            "/run/made-by-launcher.lock",
+            4,
+            Some(0),
+            4096,
+            None,
+        ),
+        (0, Op::Close, "/run/made-by-launcher.lock", 4, None, 0, None),
+    ];
+    rows.extend(checkpoint_rows(2));
+    let trace = write_rows(tmp.path(), &rows);
+    // Prepare skipped: the target lacks what the traced job found.
+    let out = replay_into(
+        &trace,
+        &tmp.path().join("t"),
+        &["--json", "--prepare", "skip"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&out);
+    assert!(r["errors"].as_array().unwrap().is_empty(), "{r}");
+    // The open, and the read (which tries the open again), differ.
+    assert_eq!(r["results_differed"], 2, "{r}");
+    let said = r["result_differences"].to_string();
+    assert!(
+        said.contains("made-by-launcher.lock") && said.contains("No such file"),
+        "{said}"
+    );
+    // The checkpoint after it was still written.
+    assert_eq!(r["write_bytes"], 2 << 20, "{r}");
 }
