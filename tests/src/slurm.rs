@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::bins::wait_for;
+use crate::bins::{wait_for, workspace_root};
 use crate::http::free_port;
 
 pub struct Cluster {
@@ -195,4 +195,37 @@ impl Drop for Cluster {
             let _ = child.wait();
         }
     }
+}
+
+/// Installs the prolog recipe of `deploy/slurm/` for a cluster in `root`:
+/// its scripts, called through wrappers that point them at the settings
+/// `env` (an `iorepro.env`; Slurm runs prologs with an environment of its
+/// own). Returns the lines slurm.conf needs for them (the `extra` of
+/// [`Cluster::start`]).
+pub fn install_recipe(root: &Path, env: &str) -> String {
+    let deploy = workspace_root().join("deploy/slurm");
+    let conf = root.join("iorepro.env");
+    std::fs::write(&conf, env).unwrap();
+    let mut lines = String::new();
+    for (key, script) in [
+        ("Prolog", "prolog.sh"),
+        ("Epilog", "epilog.sh"),
+        ("TaskProlog", "task-prolog.sh"),
+    ] {
+        let wrapper = root.join(script);
+        let text = format!(
+            "#!/bin/bash\nexport IOREPRO_CONF={}\nexec {} \"$@\"\n",
+            conf.display(),
+            deploy.join(script).display()
+        );
+        std::fs::write(&wrapper, text).unwrap();
+        let made = Command::new("chmod").arg("+x").arg(&wrapper).status();
+        assert!(
+            made.is_ok_and(|s| s.success()),
+            "chmod {}",
+            wrapper.display()
+        );
+        lines.push_str(&format!("{key}={}\n", wrapper.display()));
+    }
+    lines
 }

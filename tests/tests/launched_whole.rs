@@ -5,7 +5,9 @@
 //! through the run (`tests/jobs/run_record.py`). The jobs are the DLIO-like
 //! benchmark (`bench_like.py`, rank 0 saving at each epoch's end, or every
 //! K steps) and the PyTorch DDP job (`train_ddp.py`, DataLoader workers,
-//! DCP saves every K steps), started by Open MPI's `mpirun`, not torchrun.
+//! DCP saves every K steps), started by Open MPI's `mpirun`, not torchrun,
+//! and by Slurm's `srun` in a batch job that the prolog recipe of
+//! `deploy/slurm/` captures whole.
 //!
 //! Each trace of 2 ranks is replayed at 4 and checked against the same job
 //! run at 4 processes, whose own files are the ground truth: the replay
@@ -18,13 +20,15 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use iorepro_tests::bins::{bin, run_json, scratch, workspace_root};
+use iorepro_tests::bins::{bin, run_json, scratch, wait_for, workspace_root};
 use iorepro_tests::capture::probe_support;
 use iorepro_tests::http::free_port;
 use iorepro_tests::job::{files_under, make_dataset, torch_python};
 use iorepro_tests::rows::load;
 use iorepro_tests::skip::cannot_run;
+use iorepro_tests::slurm::{install_recipe, Cluster};
 use iorepro_traces::Op;
 
 const FILES: usize = 32;
@@ -55,71 +59,144 @@ struct Job {
     python: PathBuf,
 }
 
-/// Why `mpirun` cannot run here, if it cannot.
-fn mpirun_missing() -> Option<String> {
-    let ok = Command::new("mpirun")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    (!ok).then(|| "mpirun is not installed (apt package openmpi-bin; `cargo xtask setup`)".into())
+/// How the job's processes are started.
+enum Launcher {
+    /// `mpirun -np R` under `iorepro-collect --out T --`.
+    Mpirun,
+    /// `srun -n R` in a batch job of a one-node cluster whose prolog
+    /// captures every job whole into `traces/job_ID/host=NAME`.
+    Srun { cluster: Cluster, traces: PathBuf },
 }
 
-/// The command line of `job` at `ranks` processes under `mpirun`, writing
-/// its checkpoints to `run/ckpt` and its run directory to `run/out`.
-fn mpirun_command(job: &Job, ranks: u32, data: &Path, run: &Path) -> Vec<String> {
-    let script = workspace_root().join("tests/jobs").join(job.script);
-    let mut v: Vec<String> = [
-        "mpirun",
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-        "-np",
-    ]
-    .map(String::from)
-    .to_vec();
-    v.push(ranks.to_string());
-    // torch.distributed meets on a port of this test's own.
-    v.extend(["-x".into(), format!("MASTER_PORT={}", free_port())]);
-    v.push(job.python.display().to_string());
-    v.push(script.display().to_string());
-    v.extend(["--data".into(), data.display().to_string()]);
-    v.extend(["--ckpt".into(), run.join("ckpt").display().to_string()]);
-    v.extend(["--out".into(), run.join("out").display().to_string()]);
-    v.extend(job.args.iter().cloned());
-    v
-}
+impl Launcher {
+    /// The launcher, ready, or why it cannot run here.
+    fn start(kind: &str, root: &Path) -> Result<Launcher, String> {
+        if kind == "mpirun" {
+            let ok = Command::new("mpirun")
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            return if ok {
+                Ok(Launcher::Mpirun)
+            } else {
+                Err("mpirun is not installed (apt package openmpi-bin; `cargo xtask setup`)".into())
+            };
+        }
+        let traces = root.join("traces");
+        let env = format!(
+            "IOREPRO_COLLECT={}\nIOREPRO_TRACE_DIR={}\nIOREPRO_STATE_DIR={}\n\
+             IOREPRO_COLLECT_ARGS=\nIOREPRO_STOP_TIMEOUT=30\n",
+            bin("iorepro-collect").display(),
+            traces.display(),
+            root.join("state").display(),
+        );
+        let extra = install_recipe(root, &env);
+        let cluster = Cluster::start(&root.join("slurm"), &extra)
+            .map_err(|why| format!("Slurm cannot run here: {why}"))?;
+        Ok(Launcher::Srun { cluster, traces })
+    }
 
-/// Runs `command` with its stdout and stderr redirected to `run/stdout.log`,
-/// as a user's `mpirun ... > run.log 2>&1` does; under the collector when
-/// `trace` is given, whole.
-fn launch(command: &[String], run: &Path, trace: Option<&Path>) {
-    std::fs::create_dir_all(run.join("ckpt")).unwrap();
-    let log = std::fs::File::create(run.join("stdout.log")).unwrap();
-    let mut cmd = match trace {
-        Some(t) => {
-            let mut c = Command::new(bin("iorepro-collect"));
-            c.arg("--out").arg(t).arg("--");
-            c.args(command);
-            c
+    /// Runs `job` at `ranks` processes in `run` (checkpoints to `run/ckpt`,
+    /// the run directory `run/out`), its stdout and stderr redirected to
+    /// `run/stdout.log` as a user's `... > run.log 2>&1` does; captured
+    /// whole into `trace` when one is given (the prolog captures every
+    /// Slurm job; that trace is then moved there).
+    fn run(&self, job: &Job, ranks: u32, data: &Path, run: &Path, trace: Option<&Path>) {
+        std::fs::create_dir_all(run.join("ckpt")).unwrap();
+        let script = workspace_root().join("tests/jobs").join(job.script);
+        let mut args = vec![
+            job.python.display().to_string(),
+            script.display().to_string(),
+        ];
+        args.extend(["--data".into(), data.display().to_string()]);
+        args.extend(["--ckpt".into(), run.join("ckpt").display().to_string()]);
+        args.extend(["--out".into(), run.join("out").display().to_string()]);
+        args.extend(job.args.iter().cloned());
+        // torch.distributed meets on a port of this run's own.
+        let port = free_port();
+        let log = run.join("stdout.log");
+        match self {
+            Launcher::Mpirun => {
+                let file = std::fs::File::create(&log).unwrap();
+                let mut cmd = match trace {
+                    Some(t) => {
+                        let mut c = Command::new(bin("iorepro-collect"));
+                        c.arg("--out").arg(t).args(["--", "mpirun"]);
+                        c
+                    }
+                    None => Command::new("mpirun"),
+                };
+                cmd.args([
+                    "--allow-run-as-root",
+                    "--oversubscribe",
+                    "--bind-to",
+                    "none",
+                ])
+                .args(["-np", &ranks.to_string()])
+                .args(["-x", &format!("MASTER_PORT={port}")])
+                .args(&args)
+                .current_dir(run)
+                .stdout(file.try_clone().unwrap())
+                .stderr(file);
+                let status = cmd.status().expect("mpirun runs");
+                assert!(
+                    status.success(),
+                    "{cmd:?} failed ({status}):\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            Launcher::Srun { cluster, traces } => {
+                let batch = run.join("job.sh");
+                let script = format!(
+                    "#!/bin/bash\ncd {}\nexport MASTER_PORT={port}\nsrun -n {ranks} {} > {} 2>&1\n",
+                    run.display(),
+                    args.join(" "),
+                    log.display()
+                );
+                std::fs::write(&batch, script).unwrap();
+                let out = cluster
+                    .command("sbatch")
+                    .args(["--wait", "-n", &ranks.to_string(), "--time", "5", "-o"])
+                    .arg(run.join("batch.out"))
+                    .arg(&batch)
+                    .output()
+                    .expect("sbatch runs");
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success(),
+                    "sbatch failed: {stdout}{}\njob output: {}\nslurmd: {}",
+                    String::from_utf8_lossy(&out.stderr),
+                    std::fs::read_to_string(&log).unwrap_or_default(),
+                    cluster.log("slurmd")
+                );
+                let id = stdout
+                    .split_whitespace()
+                    .last()
+                    .expect("Submitted batch job N");
+                let job_dir = traces.join(format!("job_{id}"));
+                // The epilog stops the collector once the job has ended: the
+                // manifest is the sign.
+                let node = || {
+                    std::fs::read_dir(&job_dir).ok().and_then(|rd| {
+                        rd.flatten()
+                            .map(|e| e.path())
+                            .find(|p| p.join("manifest.json").is_file())
+                    })
+                };
+                assert!(
+                    wait_for(Duration::from_secs(60), || node().is_some()),
+                    "no trace under {} within 60 s; slurmd's log:\n{}",
+                    job_dir.display(),
+                    cluster.log("slurmd")
+                );
+                if let Some(t) = trace {
+                    std::fs::rename(node().unwrap(), t).unwrap();
+                }
+            }
         }
-        None => {
-            let mut c = Command::new(&command[0]);
-            c.args(&command[1..]);
-            c
-        }
-    };
-    cmd.current_dir(run)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log);
-    let status = cmd.status().expect("the launcher runs");
-    assert!(
-        status.success(),
-        "{command:?} failed ({status}):\n{}",
-        std::fs::read_to_string(run.join("stdout.log")).unwrap_or_default()
-    );
+    }
 }
 
 /// Checkpoint files beneath `dir` (any depth) and their bytes.
@@ -135,26 +212,25 @@ fn saves_reported(run: &Path) -> usize {
     v["checkpoints"].as_array().map_or(0, Vec::len)
 }
 
-fn check(job: Job) {
-    let root = scratch(&format!("launched-whole-{}", job.name));
+fn check(launcher: &str, job: Job) {
+    // One Slurm cluster at a time.
+    let _one = (launcher == "srun").then(Cluster::lock);
+    let root = scratch(&format!("launched-whole-{launcher}-{}", job.name));
     if let Err(why) = probe_support(&root) {
         return cannot_run(why);
     }
-    if let Some(why) = mpirun_missing() {
-        return cannot_run(why);
-    }
+    let launcher = match Launcher::start(launcher, &root) {
+        Ok(l) => l,
+        Err(why) => return cannot_run(why),
+    };
     let data = root.join("dataset");
     make_dataset(&data, FILES, FILE_BYTES);
     let traced_run = root.join(format!("job-at-{R}"));
     let trace = root.join("trace");
-    launch(
-        &mpirun_command(&job, R, &data, &traced_run),
-        &traced_run,
-        Some(&trace),
-    );
-    // The job at N, uncaptured: its files are the ground truth.
+    launcher.run(&job, R, &data, &traced_run, Some(&trace));
+    // The job at N: its own files are the ground truth.
     let truth = root.join(format!("job-at-{N}"));
-    launch(&mpirun_command(&job, N, &data, &truth), &truth, None);
+    launcher.run(&job, N, &data, &truth, None);
 
     // Roles: logs and run records are never checkpoints.
     let files = run_json(
@@ -297,52 +373,79 @@ fn bench(name: &'static str, args: &[&str]) -> Job {
     }
 }
 
-#[test]
-fn a_benchmark_saving_each_epoch_under_mpirun_replays_at_twice_its_ranks() {
-    check(bench(
+fn ddp() -> Option<Job> {
+    match torch_python() {
+        Ok(python) => Some(Job {
+            name: "ddp",
+            script: "train_ddp.py",
+            args: [
+                "--epochs",
+                "2",
+                "--ckpt-every",
+                "4",
+                "--compute-s",
+                "0.02",
+                "--hidden",
+                "256",
+            ]
+            .map(String::from)
+            .to_vec(),
+            python,
+        }),
+        Err(why) => {
+            cannot_run(why);
+            None
+        }
+    }
+}
+
+fn bench_epochs() -> Job {
+    bench(
         "bench-epoch",
         &["--epochs", "3", "--ckpt-mib", "16", "--compute-s", "0.01"],
-    ));
+    )
+}
+
+#[test]
+fn a_benchmark_saving_each_epoch_under_mpirun_replays_at_twice_its_ranks() {
+    check("mpirun", bench_epochs());
 }
 
 #[test]
 fn a_benchmark_saving_every_k_steps_under_mpirun_replays_at_twice_its_ranks() {
-    check(bench(
-        "bench-steps",
-        &[
-            "--epochs",
-            "2",
-            "--ckpt-mib",
-            "8",
-            "--ckpt-every-steps",
-            "4",
-            "--compute-s",
-            "0.03",
-        ],
-    ));
+    check(
+        "mpirun",
+        bench(
+            "bench-steps",
+            &[
+                "--epochs",
+                "2",
+                "--ckpt-mib",
+                "8",
+                "--ckpt-every-steps",
+                "4",
+                "--compute-s",
+                "0.03",
+            ],
+        ),
+    );
 }
 
 #[test]
 fn a_pytorch_job_under_mpirun_replays_at_twice_its_ranks() {
-    let python = match torch_python() {
-        Ok(p) => p,
-        Err(why) => return cannot_run(why),
-    };
-    check(Job {
-        name: "ddp",
-        script: "train_ddp.py",
-        args: [
-            "--epochs",
-            "2",
-            "--ckpt-every",
-            "4",
-            "--compute-s",
-            "0.02",
-            "--hidden",
-            "256",
-        ]
-        .map(String::from)
-        .to_vec(),
-        python,
-    });
+    if let Some(job) = ddp() {
+        check("mpirun", job);
+    }
+}
+
+#[test]
+fn a_benchmark_under_srun_replays_at_twice_its_ranks() {
+    check("srun", bench_epochs());
+}
+
+#[test]
+fn a_pytorch_job_under_srun_replays_at_twice_its_ranks() {
+    if let Some(job) = ddp() {
+        check("srun", job);
+    }
 }

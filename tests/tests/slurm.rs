@@ -7,11 +7,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use iorepro_tests::bins::{bin, scratch, wait_for, workspace_root};
+use iorepro_tests::bins::{bin, scratch, wait_for};
 use iorepro_tests::capture::probe_support;
 use iorepro_tests::rows::load_with_manifest;
 use iorepro_tests::samples::{sample, TORCH_DDP};
-use iorepro_tests::slurm::Cluster;
+use iorepro_tests::slurm::{install_recipe, Cluster};
 use iorepro_traces::Op;
 
 /// `srun -n 4 [srun_args] iorepro-replay SAMPLE --json [replay_args]`:
@@ -111,38 +111,6 @@ fn srun_launches_a_replay_whose_rank_0_reports_for_all() {
         "{}",
         pmix["rendezvous"]
     );
-}
-
-/// The recipe's scripts, called through wrappers that point them at this
-/// test's configuration (Slurm runs prologs with an environment of its own).
-fn install_recipe(root: &Path, env: &str) -> String {
-    let deploy = workspace_root().join("deploy/slurm");
-    let conf = root.join("iorepro.env");
-    std::fs::write(&conf, env).unwrap();
-    let mut lines = String::new();
-    for (key, script) in [
-        ("Prolog", "prolog.sh"),
-        ("Epilog", "epilog.sh"),
-        ("TaskProlog", "task-prolog.sh"),
-    ] {
-        let wrapper = root.join(script);
-        std::fs::write(
-            &wrapper,
-            format!(
-                "#!/bin/bash\nexport IOREPRO_CONF={}\nexec {} \"$@\"\n",
-                conf.display(),
-                deploy.join(script).display()
-            ),
-        )
-        .unwrap();
-        Command::new("chmod")
-            .arg("+x")
-            .arg(&wrapper)
-            .status()
-            .unwrap();
-        lines.push_str(&format!("{key}={}\n", wrapper.display()));
-    }
-    lines
 }
 
 #[test]
