@@ -13,7 +13,7 @@ use crate::io::engine::EngineKind;
 use crate::io::objects::{self, ObjectTarget, ReadMode};
 use crate::io::prepare::PrepareMode;
 use crate::live::watch::LiveOptions;
-use crate::plan::scale::{CheckpointMode, DataMode, ScaleOptions};
+use crate::plan::scale::{BatchMode, CheckpointMode, DataMode, ScaleOptions};
 use crate::plan::timing::Timing;
 use crate::report::output::OutputFormat;
 use iorepro_analysis::phases::PhaseKind;
@@ -101,6 +101,17 @@ pub struct Cli {
     /// writes what its traced rank wrote).
     #[arg(long, value_enum, default_value = "auto", hide_possible_values = true)]
     pub checkpoint: CheckpointMode,
+    /// Which batch the job holds when it grows: per-rank (at N each rank
+    /// makes R/N of the traced steps, and a job saving every K steps saves
+    /// R/N as often) or global (the traced steps and saves, each rank
+    /// reading R/N of its traced rank's samples a step).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "per-rank",
+        hide_possible_values = true
+    )]
+    pub batch: BatchMode,
     /// Each checkpoint's total size at N (a larger model), e.g. 40GiB.
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_bytes: Option<String>,
@@ -316,6 +327,7 @@ impl Cli {
         let scale = ScaleOptions {
             data: self.data,
             checkpoint: self.checkpoint,
+            batch: self.batch,
             checkpoint_bytes: size("--checkpoint-bytes", self.checkpoint_bytes)?,
             bandwidth: match size("--bandwidth", self.bandwidth)? {
                 // A storage that moves nothing has no time to give.
@@ -549,6 +561,7 @@ mod tests {
             ("--engine", &["auto", "psync", "io_uring", "io-uring"][..]),
             ("--prepare", &["auto", "only", "skip"]),
             ("--data", &["shard", "replicate"]),
+            ("--batch", &["per-rank", "global"]),
             ("--checkpoint", &["auto", "sharded", "rank0", "replicate"]),
             ("--output-format", &["table", "json", "fio", "mlperf"]),
         ] {

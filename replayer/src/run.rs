@@ -421,6 +421,15 @@ fn run_ranks(
         map: plan.map.clone(),
         phase_selected: plan.phase_selected.clone(),
         timing: opts.timing,
+        read_sharers: plan
+            .model
+            .shares
+            .iter()
+            .map(|s| match plan.model.data_mode() {
+                DataMode::Shard => s.len() as u32,
+                DataMode::Replicate => 1,
+            })
+            .collect(),
         direct: opts.direct,
         engine: opts.engine,
         rendezvous: rendezvous.clone(),

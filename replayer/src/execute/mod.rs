@@ -47,6 +47,9 @@ pub struct Shared {
     pub map: RankMap,
     pub phase_selected: Vec<bool>,
     pub timing: Timing,
+    /// Per source index: how many target ranks share its dataset reads,
+    /// each making that share of its steps (see [`crate::plan::timing`]).
+    pub read_sharers: Vec<u32>,
     pub direct: bool,
     pub engine: EngineKind,
     pub rendezvous: Arc<dyn Rendezvous>,
@@ -284,6 +287,15 @@ impl<'s> Worker<'s> {
     fn enter(&mut self, i: usize) -> ReplayResult<()> {
         self.phase = i;
         self.awaiting_first_write = None;
+        // In read phases the rank makes its share of the steps at the traced
+        // pace per step; elsewhere it keeps the traced clock.
+        let reads = matches!(
+            self.shared.phases()[i].kind,
+            PhaseKind::Load | PhaseKind::Read
+        );
+        let sharers = self.shared.read_sharers[self.shared.map.source_index(self.rank)];
+        self.sched
+            .set_speedup(if reads { sharers as f64 } else { 1.0 });
         if self.shared.is_barrier_phase(i) {
             let ready = self.barrier_max(
                 &format!("start of phase {i} (checkpoint)"),

@@ -4,6 +4,16 @@
 //! traced storage. Latency is measured from the intended start, so time an op
 //! waited because the rank was behind counts against the storage (no
 //! coordinated omission).
+//!
+//! At N ranks sharing a traced rank's dataset reads (`--data shard`), each
+//! replayed rank makes 1/k of that rank's steps (k = the ranks sharing it),
+//! each with the traced compute: the gaps between its reads span k traced
+//! steps, so in its read phases the rank's clock runs k times as fast as
+//! the trace's ([`Schedule::set_speedup`]). An epoch then takes 1/k of the
+//! traced time when the storage keeps up, the N ranks ask for N/R times the
+//! traced bandwidth, and a rank whose reads are slower waits for its batch,
+//! as the job's training loop would: that wait is the stall. Checkpoints
+//! keep the traced clock (the ranks meet around them).
 
 use std::time::{Duration, Instant};
 
@@ -52,6 +62,9 @@ pub struct Schedule {
     prev_end: Instant,
     pub compute_ns: u64,
     pub ideal_ns: u64,
+    /// How many traced steps one step of this rank stands for, in the phase
+    /// it is in (1 outside shared read phases).
+    speedup: f64,
 }
 
 impl Schedule {
@@ -65,6 +78,21 @@ impl Schedule {
             prev_end: now,
             compute_ns: 0,
             ideal_ns: 0,
+            speedup: 1.0,
+        }
+    }
+
+    /// From now on, trace time passes `k` times as fast for this rank (see
+    /// the module's doc); `k` >= 1.
+    pub fn set_speedup(&mut self, k: f64) {
+        self.speedup = k.max(1.0);
+    }
+
+    /// The compute factor now: the timing's, over the speed-up.
+    fn factor(&self) -> Option<f64> {
+        match self.timing {
+            Timing::Afap => None,
+            Timing::Scaled(f) => Some(f / self.speedup),
         }
     }
 
@@ -86,7 +114,7 @@ impl Schedule {
     /// [`Schedule::ideal_ns`] and not as stall; only waiting beyond it (for
     /// ranks that I/O held up) is stall.
     pub fn resume(&mut self, now: Instant, ready_ns: i64) {
-        if let (Timing::Scaled(f), Some(p)) = (self.timing, self.prev_trace_end) {
+        if let (Some(f), Some(p)) = (self.factor(), self.prev_trace_end) {
             self.ideal_ns += ((ready_ns - p).max(0) as f64 * f) as u64;
         }
         self.prev_end = now;
@@ -97,7 +125,7 @@ impl Schedule {
     /// trace; waits until then (returns at once when behind).
     pub fn start(&mut self, ts: i64, dur: i64) -> Instant {
         self.ideal_ns += dur.max(0) as u64;
-        let Timing::Scaled(f) = self.timing else {
+        let Some(f) = self.factor() else {
             return Instant::now();
         };
         let gap = self.prev_trace_end.map_or(0, |p| (ts - p).max(0));
@@ -213,6 +241,23 @@ mod tests {
         let b = s.start(8_000_000, 1_000);
         assert!(b.duration_since(now) >= Duration::from_millis(3));
         assert!(b.duration_since(now) < Duration::from_millis(4));
+    }
+
+    #[test]
+    fn a_rank_sharing_reads_with_three_others_runs_four_times_as_fast() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        s.set_speedup(4.0);
+        let a = s.start(0, 1_000);
+        s.finished(a, a, a);
+        // 40 ms of traced time between two of its reads: 4 traced steps.
+        let b = s.start(40_001_000, 1_000);
+        let gap = b.duration_since(a);
+        assert!(
+            gap >= Duration::from_millis(10) && gap < Duration::from_millis(12),
+            "{gap:?}"
+        );
+        assert_eq!(s.compute_ns, 10_000_000);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::model::{Family, Layout, Model, PathRole};
 use super::route::Router;
-use super::{CheckpointMode, DataMode};
+use super::{BatchMode, CheckpointMode, DataMode};
 use crate::error::ReplayResult;
 use crate::plan::stream::for_each_op;
 use crate::plan::survey::Survey;
@@ -84,6 +84,7 @@ pub struct Forecast {
     pub ranks: u32,
     pub data: DataMode,
     pub checkpoint: CheckpointMode,
+    pub batch: BatchMode,
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub per_rank_read_bytes: Range,
@@ -234,6 +235,7 @@ impl Forecast {
             ranks: model.world,
             data: model.options.data,
             checkpoint: model.options.checkpoint,
+            batch: model.options.batch,
             read_bytes: read.iter().sum(),
             write_bytes: write.iter().sum(),
             per_rank_read_bytes: Range::of(&read),
@@ -269,11 +271,12 @@ impl Forecast {
         let g = |b: u64| fmt_bytes(b as f64);
         let _ = writeln!(
             s,
-            "Scaling model: a trace of {} rank(s) replayed as {} (--data {}, --checkpoint {})",
+            "Scaling model: a trace of {} rank(s) replayed as {} (--data {}, --checkpoint {}, --batch {})",
             self.trace_ranks,
             self.ranks,
             mode(&self.data),
-            mode(&self.checkpoint)
+            mode(&self.checkpoint),
+            mode(&self.batch)
         );
         let d = &self.dataset;
         let _ = writeln!(
@@ -379,9 +382,18 @@ fn timing_note(model: &Model) -> String {
         "epoch" => format!(
             "epoch-bound: the trace's {c} save(s) come at the end of an epoch; the job at N saves as often, at the same points"
         ),
+        "steps" if model.world > model.sources.len() as u32
+            && model.options.data == DataMode::Shard
+            && model.options.batch == BatchMode::Global => format!(
+            "step-bound: the trace saves every so many steps ({c} save(s)); with the global batch held \
+             (--batch global) the job at N makes the traced steps, each rank reading R/N of its traced rank's \
+             samples a step, so all {c} are made"
+        ),
         "steps" if model.world > model.sources.len() as u32 && model.options.data == DataMode::Shard => format!(
-            "step-bound: the trace saves every so many steps ({c} save(s)); at N each rank makes R/N of the traced steps, \
-             so {} of them are made (the last of every N/R)",
+            "step-bound: the trace saves every so many steps ({c} save(s)); with each rank's batch held \
+             (--batch per-rank, the default) at N each rank makes R/N of the traced steps, so {} of them are \
+             made (the last of every N/R); --batch global, for a job that holds its global batch (LLM \
+             pretraining), makes all {c}",
             c - s.dropped.len()
         ),
         "steps" if model.options.data == DataMode::Replicate => format!(

@@ -51,11 +51,26 @@ pub enum CheckpointMode {
     Replicate,
 }
 
+/// Which batch the job holds fixed when it grows (`--batch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum BatchMode {
+    /// Each rank's batch: at N the job makes R/N of the traced steps per
+    /// epoch, and a job saving every K steps saves R/N as often.
+    #[default]
+    PerRank,
+    /// The global batch: at N the job makes the traced steps, each rank
+    /// reading R/N of its traced rank's samples per step, and every traced
+    /// save is made.
+    Global,
+}
+
 /// The scaling choices of one replay.
 #[derive(Debug, Clone, Default)]
 pub struct ScaleOptions {
     pub data: DataMode,
     pub checkpoint: CheckpointMode,
+    pub batch: BatchMode,
     /// Each checkpoint's total size at N, in place of the traced one (a
     /// larger model): its files keep their traced shares of it.
     pub checkpoint_bytes: Option<u64>,

@@ -10,7 +10,7 @@ use iorepro_format::Op;
 use serde::Serialize;
 
 use super::roles::{file_role, names_a_shard, rank_template, FileRole};
-use super::{CheckpointMode, DataMode, ScaleOptions};
+use super::{BatchMode, CheckpointMode, DataMode, ScaleOptions};
 use crate::error::ReplayResult;
 use crate::plan::stream::for_each_op;
 use crate::plan::survey::Survey;
@@ -112,6 +112,7 @@ impl Saves {
         r: u32,
         world: u32,
         data: DataMode,
+        batch: BatchMode,
     ) -> Saves {
         let mut traced: Vec<usize> = families.iter().map(|f| f.phase).collect();
         traced.sort_unstable();
@@ -144,7 +145,7 @@ impl Saves {
         // Step-bound: save c (from 1) is made at N when the c-th traced save
         // is the last before a multiple of N/R of them.
         let k = world as f64 / r as f64;
-        let dropped = if data == DataMode::Shard && k > 1.0 {
+        let dropped = if data == DataMode::Shard && batch == BatchMode::PerRank && k > 1.0 {
             traced
                 .iter()
                 .enumerate()
@@ -455,6 +456,7 @@ impl Model {
             r,
             world,
             options.data,
+            options.batch,
         );
         for f in &mut families {
             f.dropped = saves.dropped.contains(&f.phase);
