@@ -8,6 +8,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use iorepro_analysis::roles::Role;
 use iorepro_format::Op;
 
 use super::Worker;
@@ -130,8 +131,18 @@ impl Worker<'_> {
         }
         self.live
             .record(op.op, bytes, latency.as_nanos() as u64, succeeded, differed);
+        let sample = op.op == Op::Open
+            && succeeded
+            && self
+                .shared
+                .survey
+                .paths
+                .get(op.path as usize)
+                .and_then(|p| p.role)
+                == Some(Role::Dataset);
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
+        ph.samples += u64::from(sample);
         match op.op {
             Op::Read => ph.read_bytes += bytes,
             Op::Write => ph.write_bytes += bytes,

@@ -147,6 +147,8 @@ pub struct Worker<'s> {
     sched: Schedule,
     phase: usize,
     phase_entered: Instant,
+    /// The schedule's compute and ideal time when the phase was entered.
+    phase_clock: (u64, u64),
     barriers: u64,
     /// In a checkpoint phase until its first write: the schedule's compute
     /// time when the rank left the barrier.
@@ -195,6 +197,7 @@ impl<'s> Worker<'s> {
             sched: Schedule::new(shared.timing, now, shared.origin_ns()),
             phase: 0,
             phase_entered: now,
+            phase_clock: (0, 0),
             barriers: 0,
             awaiting_first_write: None,
             started: now,
@@ -305,12 +308,16 @@ impl<'s> Worker<'s> {
             self.awaiting_first_write = Some(self.sched.compute_ns);
         }
         self.phase_entered = Instant::now();
+        self.phase_clock = (self.sched.compute_ns, self.sched.ideal_ns);
         Ok(())
     }
 
     fn leave(&mut self) -> ReplayResult<()> {
         let i = self.phase;
-        self.result.phases[i].duration_ns = self.phase_entered.elapsed().as_nanos() as u64;
+        let ph = &mut self.result.phases[i];
+        ph.duration_ns = self.phase_entered.elapsed().as_nanos() as u64;
+        ph.compute_ns = self.sched.compute_ns - self.phase_clock.0;
+        ph.ideal_ns = self.sched.ideal_ns - self.phase_clock.1;
         if self.shared.is_barrier_phase(i) {
             let done = self.barrier_max(
                 &format!("end of phase {i} (checkpoint)"),

@@ -19,3 +19,4 @@ pub mod record_merge;
 pub mod requests;
 pub mod stats;
 pub mod summary;
+pub mod training;

@@ -75,6 +75,15 @@ pub struct PhaseStats {
     /// write, so that across ranks only the replay's own skew remains.
     #[serde(default)]
     pub first_write_unix_ns: Option<i64>,
+    /// Compute time the schedule kept in the phase (0 with `afap`).
+    #[serde(default)]
+    pub compute_ns: u64,
+    /// Time the phase would have taken at the traced storage's speed.
+    #[serde(default)]
+    pub ideal_ns: u64,
+    /// Dataset files opened (samples, for a loader reading one a file).
+    #[serde(default)]
+    pub samples: u64,
 }
 
 /// When a rank reached a barrier and when it left it (Unix ns).

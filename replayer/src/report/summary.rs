@@ -148,6 +148,9 @@ pub struct Report {
     /// How many times the traced job read its dataset (each file's reads,
     /// on the whole), as the scaling model counts them; `null` without a dataset.
     pub epochs: Option<u32>,
+    /// Per epoch and per checkpoint, as MLPerf Storage reports a run
+    /// (see [`super::training`]).
+    pub training: super::training::Training,
     /// The requests to an object-storage target (`null` for a directory).
     pub requests: Option<super::requests::RequestsReport>,
     /// Every rank's latencies merged, per op kind (for formats that want
@@ -391,6 +394,12 @@ impl Report {
             rendezvous: rendezvous_report(info, results),
             checkpoint_skew_ms: checkpoint_skew(survey, results),
             epochs: None,
+            training: super::training::Training::build(
+                &survey.phases,
+                &info.phase_selected,
+                results,
+                info.afap,
+            ),
             requests: None,
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
             errors,

@@ -1,84 +1,75 @@
 //! The report as MLPerf Storage's benchmark (DLIO) writes its
 //! `summary.json`, for the scripts and dashboards built on it: accelerator
-//! utilisation (`train_au_percentage`, the share of time a GPU would have
-//! been computing, with `--timing original` or a scale) and checkpoint
-//! bandwidth (`save_checkpoint_io_mean_GB_per_second`, GiB/s as DLIO
-//! computes it, over the checkpoint phases).
+//! utilisation per epoch (`train_au_percentage`, the share of time a GPU
+//! would have been computing, with `--timing original` or a scale),
+//! samples and bytes read per second of the epochs, and checkpoint time and
+//! bandwidth (`save_checkpoint_*`, GiB/s as DLIO computes it), all from the
+//! replay's own clock ([`crate::report::training`]: an epoch is the
+//! reading between two checkpoints).
 //!
 //! `epochs` is how many times the traced job read its dataset (each file's
-//! reads, on the whole); the per-epoch lists hold the whole run as one
-//! entry. `checkpoint_size_GB` is one checkpoint's size (the mean over the
-//! checkpoint phases of the bytes all ranks wrote in each), as MLPerf
-//! Storage gives it, not the sum over checkpoints.
-//! Keys that need what a trace does not hold (samples per second) are left
-//! out rather than made up. AU meets the expectation at 90 %, MLPerf
-//! Storage's threshold for its training workloads.
+//! reads, on the whole). `checkpoint_size_GB` is one checkpoint's size (the
+//! mean over the checkpoint phases of the bytes all ranks wrote in each),
+//! as MLPerf Storage gives it, not the sum over checkpoints. A sample is a
+//! dataset file opened (one a file, as DLIO's formats of one sample a file
+//! read). AU meets the expectation at 90 %, MLPerf Storage's threshold for
+//! its training workloads.
 
 use serde_json::{json, Value};
 
 use super::Exporter;
 use crate::report::summary::Report;
-use iorepro_analysis::phases::PhaseKind;
-use iorepro_format::units::{GIB, MIB};
+use crate::report::training::mean_stdev;
+use iorepro_format::units::GIB;
 
 pub struct Mlperf;
 
 /// MLPerf Storage's accelerator-utilisation threshold (percent).
 const AU_EXPECTATION: f64 = 90.0;
 
-fn mean_stdev(v: &[f64]) -> (f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0);
-    }
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
-    (mean, var.sqrt())
-}
-
 impl Exporter for Mlperf {
     fn render(&self, report: &Report) -> String {
         let mut metric = serde_json::Map::new();
-        if let Some(busy) = report.gpu_busy {
-            let au = busy * 100.0;
-            metric.insert("train_au_percentage".into(), json!([au]));
-            metric.insert("train_au_mean_percentage".into(), json!(au));
-            metric.insert("train_au_stdev_percentage".into(), json!(0.0));
+        let t = &report.training;
+        let aus: Vec<f64> = t.epochs.iter().filter_map(|e| e.au_percent).collect();
+        if let (Some(mean), Some(sd)) = (t.au_mean_percent, t.au_stdev_percent) {
+            metric.insert("train_au_percentage".into(), json!(aus));
+            metric.insert("train_au_mean_percentage".into(), json!(mean));
+            metric.insert("train_au_stdev_percentage".into(), json!(sd));
             metric.insert(
                 "train_au_meet_expectation".into(),
-                json!(if au >= AU_EXPECTATION {
+                json!(if mean >= AU_EXPECTATION {
                     "success"
                 } else {
                     "fail"
                 }),
             );
         }
-        let read_mib_s = if report.duration_s > 0.0 {
-            report.read_bytes as f64 / MIB / report.duration_s
-        } else {
-            0.0
+        let list = |f: &dyn Fn(&crate::report::training::EpochFigures) -> f64| -> Vec<f64> {
+            t.epochs.iter().map(f).collect()
         };
-        metric.insert("train_io_mean_MB_per_second".into(), json!(read_mib_s));
-        metric.insert("train_io_stdev_MB_per_second".into(), json!(0.0));
-        let checkpoints: Vec<_> = report
-            .phases
-            .iter()
-            .filter(|p| {
-                // A save the job at N does not make leaves a phase without writes.
-                p.kind == PhaseKind::Checkpoint
-                    && p.replayed
-                    && p.duration_s > 0.0
-                    && p.write_bytes > 0
-            })
-            .collect();
-        if !checkpoints.is_empty() {
-            let rates: Vec<f64> = checkpoints
+        let throughput = list(&|e| e.samples_per_s);
+        let io = list(&|e| e.read_mib_s);
+        let (tp, tp_sd) = mean_stdev(&throughput);
+        let (io_mean, io_sd) = mean_stdev(&io);
+        metric.insert(
+            "train_throughput_samples_per_second".into(),
+            json!(throughput),
+        );
+        metric.insert("train_throughput_mean_samples_per_second".into(), json!(tp));
+        metric.insert(
+            "train_throughput_stdev_samples_per_second".into(),
+            json!(tp_sd),
+        );
+        metric.insert("train_io_mean_MB_per_second".into(), json!(io_mean));
+        metric.insert("train_io_stdev_MB_per_second".into(), json!(io_sd));
+        if !t.checkpoints.is_empty() {
+            let rates: Vec<f64> = t.checkpoints.iter().map(|c| c.gib_s).collect();
+            let durations: Vec<f64> = t.checkpoints.iter().map(|c| c.duration_s).collect();
+            let sizes: Vec<f64> = t
+                .checkpoints
                 .iter()
-                .map(|p| p.write_bytes as f64 / GIB / p.duration_s)
-                .collect();
-            let durations: Vec<f64> = checkpoints.iter().map(|p| p.duration_s).collect();
-            let sizes: Vec<f64> = checkpoints
-                .iter()
-                .map(|p| p.write_bytes as f64 / GIB)
+                .map(|c| c.write_bytes as f64 / GIB)
                 .collect();
             let (rate, rate_sd) = mean_stdev(&rates);
             let (dur, dur_sd) = mean_stdev(&durations);

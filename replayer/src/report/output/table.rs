@@ -113,6 +113,7 @@ pub fn render(report: &Report) -> String {
             p.slowest_rank.map_or("-".into(), |r| r.to_string())
         );
     }
+    s.push_str(&training(&report.training));
     let _ = writeln!(
         s,
         "\n{:<10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -226,6 +227,44 @@ fn requests(r: &RequestsReport) -> String {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         let _ = writeln!(s, "calls that made no request: {}", calls.join(", "));
+    }
+    s
+}
+
+/// Per epoch and per checkpoint, as a run of MLPerf Storage's benchmark
+/// reports them.
+fn training(t: &crate::report::training::Training) -> String {
+    let mut s = String::new();
+    if t.epochs.is_empty() && t.checkpoints.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<8} {:>9} {:>10} {:>9} {:>7} {:>10} {:>9}",
+        "epoch", "phases", "time s", "stall s", "AU %", "samples/s", "MiB/s"
+    );
+    for (i, e) in t.epochs.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "{:<8} {:>9} {:>10.3} {:>9.3} {:>7} {:>10.1} {:>9.1}",
+            i + 1,
+            format!("{}-{}", e.phases.0, e.phases.1),
+            e.duration_s,
+            e.stall_s,
+            e.au_percent.map_or("-".into(), |a| format!("{a:.1}")),
+            e.samples_per_s,
+            e.read_mib_s
+        );
+    }
+    if let (Some(m), Some(sd)) = (t.au_mean_percent, t.au_stdev_percent) {
+        let _ = writeln!(s, "AU {m:.1} % mean, {sd:.1} stdev over the epochs");
+    }
+    for c in &t.checkpoints {
+        let _ = writeln!(
+            s,
+            "checkpoint (phase {}): the ranks stopped {:.3} s, {:.3} GiB/s",
+            c.phase, c.duration_s, c.gib_s
+        );
     }
     s
 }

@@ -1,0 +1,270 @@
+//! What the replay's own clock says about the training job it stands for,
+//! in the figures MLPerf Storage gives for a run of its benchmark: per
+//! epoch, the time, the compute the schedule kept, the stall and the
+//! accelerator utilisation (AU: compute time over epoch time, averaged
+//! over the ranks); per checkpoint, the time the ranks spent between
+//! leaving their last step and starting the next one, and its bandwidth.
+//!
+//! An epoch here is a stretch of reading between two checkpoints (the
+//! load burst before the first read phase included): one epoch each for a
+//! job that saves at each epoch's end, the steps between two saves for a
+//! job that saves every K steps. Unlike MLPerf Storage, the first step is
+//! not left out of the AU: a trace does not mark where a step begins.
+//! Without compute in the schedule (`--timing afap`) there is no AU.
+
+use serde::Serialize;
+
+use iorepro_analysis::phases::{Phase, PhaseKind};
+
+use super::stats::RankResult;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EpochFigures {
+    /// The trace's phases it spans (first, last).
+    pub phases: (usize, usize),
+    /// The slowest rank's time for it.
+    pub duration_s: f64,
+    /// Compute a rank kept in it (the mean over ranks).
+    pub compute_s: f64,
+    /// Time beyond what the traced storage would have taken, the most
+    /// delayed rank's.
+    pub stall_s: f64,
+    /// Compute over time, averaged over the ranks, in percent (`null` with
+    /// `afap`).
+    pub au_percent: Option<f64>,
+    /// Dataset files opened by all ranks, and per second of the epoch.
+    pub samples: u64,
+    pub samples_per_s: f64,
+    pub read_bytes: u64,
+    pub read_mib_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointFigures {
+    pub phase: usize,
+    /// From the barrier before the save to the barrier after it: how long
+    /// the save held every rank from training.
+    pub duration_s: f64,
+    pub write_bytes: u64,
+    pub gib_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Training {
+    pub epochs: Vec<EpochFigures>,
+    pub au_mean_percent: Option<f64>,
+    pub au_stdev_percent: Option<f64>,
+    pub checkpoints: Vec<CheckpointFigures>,
+}
+
+/// The mean and (population) standard deviation of `v`.
+pub fn mean_stdev(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+    (mean, var.sqrt())
+}
+
+/// Consecutive phases with reading, between checkpoints: (first, last).
+fn stretches(phases: &[Phase], replayed: &[bool]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, usize)> = None;
+    for (i, p) in phases.iter().enumerate() {
+        let on = replayed.get(i).copied().unwrap_or(true);
+        match p.kind {
+            PhaseKind::Load | PhaseKind::Read if on => {
+                open = Some(open.map_or((i, i), |(a, _)| (a, i)));
+            }
+            PhaseKind::Checkpoint => out.extend(open.take()),
+            _ => {}
+        }
+    }
+    out.extend(open);
+    out
+}
+
+impl Training {
+    pub fn build(
+        phases: &[Phase],
+        replayed: &[bool],
+        results: &[RankResult],
+        afap: bool,
+    ) -> Training {
+        let secs = |ns: u64| ns as f64 / 1e9;
+        let sum = |r: &RankResult,
+                   (a, b): (usize, usize),
+                   f: &dyn Fn(&super::stats::PhaseStats) -> u64| {
+            r.phases
+                .get(a..=b)
+                .map_or(0, |p| p.iter().map(f).sum::<u64>())
+        };
+        let epochs: Vec<EpochFigures> = stretches(phases, replayed)
+            .into_iter()
+            .map(|span| {
+                let duration_ns = |r: &RankResult| sum(r, span, &|p| p.duration_ns);
+                let duration_s = results
+                    .iter()
+                    .map(|r| secs(duration_ns(r)))
+                    .fold(0.0, f64::max);
+                let compute: Vec<f64> = results
+                    .iter()
+                    .map(|r| secs(sum(r, span, &|p| p.compute_ns)))
+                    .collect();
+                let au = (!afap && !results.is_empty()).then(|| {
+                    let per_rank: Vec<f64> = results
+                        .iter()
+                        .map(|r| {
+                            let d = duration_ns(r);
+                            if d == 0 {
+                                0.0
+                            } else {
+                                sum(r, span, &|p| p.compute_ns) as f64 / d as f64
+                            }
+                        })
+                        .collect();
+                    100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64
+                });
+                let stall_s = results
+                    .iter()
+                    .map(|r| secs(duration_ns(r).saturating_sub(sum(r, span, &|p| p.ideal_ns))))
+                    .fold(0.0, f64::max);
+                let samples: u64 = results.iter().map(|r| sum(r, span, &|p| p.samples)).sum();
+                let read_bytes: u64 = results
+                    .iter()
+                    .map(|r| sum(r, span, &|p| p.read_bytes))
+                    .sum();
+                let per_s = |x: f64| {
+                    if duration_s > 0.0 {
+                        x / duration_s
+                    } else {
+                        0.0
+                    }
+                };
+                EpochFigures {
+                    phases: span,
+                    duration_s,
+                    compute_s: mean_stdev(&compute).0,
+                    stall_s: if afap { 0.0 } else { stall_s },
+                    au_percent: au,
+                    samples,
+                    samples_per_s: per_s(samples as f64),
+                    read_bytes,
+                    read_mib_s: per_s(read_bytes as f64 / iorepro_format::units::MIB),
+                }
+            })
+            .collect();
+        let aus: Vec<f64> = epochs.iter().filter_map(|e| e.au_percent).collect();
+        let (au_mean, au_sd) = mean_stdev(&aus);
+        let checkpoints = phases
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                p.kind == PhaseKind::Checkpoint && replayed.get(*i).copied().unwrap_or(true)
+            })
+            .filter_map(|(i, _)| {
+                let write_bytes: u64 = results
+                    .iter()
+                    .filter_map(|r| r.phases.get(i))
+                    .map(|p| p.write_bytes)
+                    .sum();
+                // A save the job at N does not make leaves a phase without writes.
+                (write_bytes > 0).then(|| {
+                    let duration_s = results
+                        .iter()
+                        .filter_map(|r| r.phases.get(i))
+                        .map(|p| secs(p.duration_ns))
+                        .fold(0.0, f64::max);
+                    CheckpointFigures {
+                        phase: i,
+                        duration_s,
+                        write_bytes,
+                        gib_s: if duration_s > 0.0 {
+                            write_bytes as f64 / iorepro_format::units::GIB / duration_s
+                        } else {
+                            0.0
+                        },
+                    }
+                })
+            })
+            .collect();
+        Training {
+            epochs,
+            au_mean_percent: (!aus.is_empty()).then_some(au_mean),
+            au_stdev_percent: (!aus.is_empty()).then_some(au_sd),
+            checkpoints,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(kind: PhaseKind) -> Phase {
+        Phase {
+            kind,
+            start_s: 0.0,
+            end_s: 0.0,
+            read_bytes: 0,
+            write_bytes: 0,
+            max_writers: 0,
+            metadata_calls: 0,
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+        }
+    }
+
+    #[test]
+    fn epochs_are_the_reading_between_checkpoints() {
+        use PhaseKind::*;
+        let phases: Vec<Phase> = [
+            Metadata, Load, Read, Checkpoint, Read, Idle, Read, Checkpoint, Idle,
+        ]
+        .into_iter()
+        .map(phase)
+        .collect();
+        let all = vec![true; phases.len()];
+        assert_eq!(stretches(&phases, &all), vec![(1, 2), (4, 6)]);
+    }
+
+    #[test]
+    fn au_is_compute_over_time_per_rank_averaged() {
+        use crate::report::stats::PhaseStats;
+        let phases = vec![phase(PhaseKind::Read), phase(PhaseKind::Checkpoint)];
+        let rank = |duration_ns, compute_ns| RankResult {
+            phases: vec![
+                PhaseStats {
+                    duration_ns,
+                    compute_ns,
+                    ideal_ns: compute_ns,
+                    samples: 4,
+                    ..Default::default()
+                },
+                PhaseStats {
+                    duration_ns: 500_000_000,
+                    write_bytes: 1 << 30,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let t = Training::build(
+            &phases,
+            &[true, true],
+            &[
+                rank(1_000_000_000, 900_000_000),
+                rank(2_000_000_000, 1_000_000_000),
+            ],
+            false,
+        );
+        let e = &t.epochs[0];
+        assert_eq!(e.duration_s, 2.0);
+        assert!((e.au_percent.unwrap() - 70.0).abs() < 1e-9, "{e:?}");
+        assert!((e.stall_s - 1.0).abs() < 1e-9);
+        assert_eq!(e.samples, 8);
+        assert_eq!(t.checkpoints.len(), 1);
+        assert!((t.checkpoints[0].gib_s - 4.0).abs() < 1e-9);
+    }
+}
