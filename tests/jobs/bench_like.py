@@ -4,7 +4,9 @@ reads its share of the sample files every epoch, a shuffled share as a
 distributed sampler deals it, in 1 MiB reads, with a little compute per
 sample; rank 0 alone writes a checkpoint of --ckpt-mib MiB in 4 MiB writes
 and syncs it, at the end of every epoch, or every --ckpt-every-steps
-samples of its own. With --out, the run keeps a Hydra-style run directory
+samples of its own. With --evict, each file read leaves the page cache
+again (a dataset larger than memory, whose reads always reach the storage).
+With --out, the run keeps a Hydra-style run directory
 and log (see run_record.py). With --report, rank 0 writes when each of its
 epochs (reading) and checkpoints ran, by the wall clock in ns, as JSON.
 """
@@ -26,6 +28,7 @@ def main():
     p.add_argument("--ckpt-mib", type=int, default=16)
     p.add_argument("--ckpt-every-steps", type=int, default=0, help="0: at the end of every epoch")
     p.add_argument("--compute-s", type=float, default=0.002)
+    p.add_argument("--evict", action="store_true", help="drop each file from the page cache after reading it")
     p.add_argument("--out", help="a Hydra-style run directory and log")
     p.add_argument("--report")
     args = p.parse_args()
@@ -57,6 +60,8 @@ def main():
             with open(files[i], "rb") as f:
                 while f.read(1 << 20):
                     pass
+                if args.evict:
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
             time.sleep(args.compute_s)
             step += 1
             if rank == 0 and args.ckpt_every_steps and step % args.ckpt_every_steps == 0:
