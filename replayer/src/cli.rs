@@ -115,9 +115,14 @@ pub struct Cli {
     /// Each checkpoint's total size at N (a larger model), e.g. 40GiB.
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_bytes: Option<String>,
-    /// Storage bandwidth to time each checkpoint at in the plan, e.g. 50GiB/s.
+    /// Storage bandwidth to time each epoch and checkpoint at in the plan
+    /// (what the job at N would take on storage of that speed), e.g. 50GiB/s.
     #[arg(long, value_name = "RATE")]
     pub bandwidth: Option<String>,
+    /// The AU (percent) the plan finds the bandwidth for, with --bandwidth
+    /// (MLPerf Storage's bar is 90).
+    #[arg(long, value_name = "PERCENT", default_value = "90")]
+    pub au: f64,
     /// Print the scaling model (what the N ranks will read and write) and stop.
     #[arg(long)]
     pub plan_only: bool,
@@ -337,6 +342,14 @@ impl Cli {
                     ))
                 }
                 b => b.map(|b| b as f64),
+            },
+            au_threshold: if self.au > 0.0 && self.au <= 100.0 {
+                self.au
+            } else {
+                return Err(usage(format!(
+                    "--au {}: an AU is a percentage above 0 and at most 100",
+                    self.au
+                )));
             },
         };
         Ok(Options {

@@ -17,6 +17,7 @@ use serde::Serialize;
 use iorepro_analysis::phases::{Phase, PhaseKind};
 
 use super::stats::RankResult;
+use crate::plan::scale::what_if::stretches;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EpochFigures {
@@ -65,24 +66,6 @@ pub fn mean_stdev(v: &[f64]) -> (f64, f64) {
     let mean = v.iter().sum::<f64>() / v.len() as f64;
     let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
     (mean, var.sqrt())
-}
-
-/// Consecutive phases with reading, between checkpoints: (first, last).
-fn stretches(phases: &[Phase], replayed: &[bool]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut open: Option<(usize, usize)> = None;
-    for (i, p) in phases.iter().enumerate() {
-        let on = replayed.get(i).copied().unwrap_or(true);
-        match p.kind {
-            PhaseKind::Load | PhaseKind::Read if on => {
-                open = Some(open.map_or((i, i), |(a, _)| (a, i)));
-            }
-            PhaseKind::Checkpoint => out.extend(open.take()),
-            _ => {}
-        }
-    }
-    out.extend(open);
-    out
 }
 
 impl Training {
@@ -217,7 +200,7 @@ mod tests {
     }
 
     #[test]
-    fn epochs_are_the_reading_between_checkpoints() {
+    fn epochs_are_the_reading_between_checkpoints_replayed() {
         use PhaseKind::*;
         let phases: Vec<Phase> = [
             Metadata, Load, Read, Checkpoint, Read, Idle, Read, Checkpoint, Idle,
@@ -227,6 +210,9 @@ mod tests {
         .collect();
         let all = vec![true; phases.len()];
         assert_eq!(stretches(&phases, &all), vec![(1, 2), (4, 6)]);
+        let mut some = all.clone();
+        some[4] = false;
+        assert_eq!(stretches(&phases, &some), vec![(1, 2), (6, 6)]);
     }
 
     #[test]

@@ -95,6 +95,14 @@ pub struct Forecast {
     pub demand: Demand,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bandwidth_gib_s: Option<f64>,
+    /// With `--bandwidth`: each epoch's time and AU at N on storage of
+    /// that speed (see [`super::what_if`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub epochs_at_bandwidth: Vec<super::what_if::EpochForecast>,
+    /// The AU `--au` asks for, and the lowest bandwidth (GiB/s) that keeps
+    /// every epoch at it.
+    pub au_threshold_percent: f64,
+    pub bandwidth_for_au_gib_s: Option<f64>,
     /// When checkpoints happen.
     pub checkpoint_timing: String,
     pub saves: super::model::Saves,
@@ -109,6 +117,8 @@ pub struct Forecast {
 
 #[derive(Default)]
 struct PhaseCount {
+    /// Dataset bytes read (at N).
+    read: u64,
     bytes: u64,
     writers: BTreeMap<u32, u64>,
     files: HashSet<(u32, u32)>,
@@ -157,6 +167,7 @@ impl Forecast {
                         read[t] += call.bytes as u64;
                         if dataset {
                             data_at_n += call.bytes as u64;
+                            at_n[call.phase as usize].read += call.bytes as u64;
                         }
                     }
                     Op::Write => {
@@ -212,6 +223,22 @@ impl Forecast {
                 (b + p.read_bytes, d + (p.end_s - p.start_s).max(0.0))
             });
         let r = model.sources.len();
+        // A rank's clock in read phases runs as many times as fast as there
+        // are ranks sharing its traced rank's reads.
+        let speedup = match model.options.data {
+            DataMode::Shard => model.world as f64 / r as f64,
+            DataMode::Replicate => 1.0,
+        };
+        let epochs_at_bandwidth = bandwidth.map_or_else(Vec::new, |b| {
+            let reads: Vec<u64> = at_n.iter().map(|p| p.read).collect();
+            super::what_if::epochs(
+                &survey.phases,
+                &reads,
+                speedup,
+                b,
+                model.options.au_threshold,
+            )
+        });
         let per_rank = if rd > 0.0 {
             rb as f64 / rd / r as f64 / GIB
         } else {
@@ -256,6 +283,12 @@ impl Forecast {
                 read_gib_s: per_rank * model.world as f64,
             },
             bandwidth_gib_s: bandwidth.map(|b| b / GIB),
+            epochs_at_bandwidth: epochs_at_bandwidth.clone(),
+            au_threshold_percent: model.options.au_threshold,
+            bandwidth_for_au_gib_s: epochs_at_bandwidth
+                .iter()
+                .map(|e| e.au_threshold_gib_s)
+                .reduce(f64::max),
             checkpoint_timing: timing_note(model),
             saves: model.saves.clone(),
             assumptions,
@@ -365,6 +398,28 @@ impl Forecast {
                 f.traced_writers.len(),
                 g(f.traced_bytes),
                 g(f.bytes)
+            );
+        }
+        if let Some(b) = self.bandwidth_gib_s {
+            for (i, e) in self.epochs_at_bandwidth.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "  epoch {} at {b:.3} GiB/s: {:.2} s (traced {:.2} s; compute {:.2} s a rank; reads {}), AU {:.1} %",
+                    i + 1,
+                    e.seconds,
+                    e.traced_s,
+                    e.compute_s,
+                    g(e.read_bytes),
+                    e.au_percent
+                );
+            }
+        }
+        if let Some(need) = self.bandwidth_for_au_gib_s {
+            let _ = writeln!(
+                s,
+                "  AU stays at {:.0} % or more down to {need:.3} GiB/s ({:.1} MiB/s) of read bandwidth",
+                self.au_threshold_percent,
+                need * 1024.0
             );
         }
         let _ = writeln!(s, "  checkpoint timing: {}", self.checkpoint_timing);

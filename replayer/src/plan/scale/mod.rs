@@ -20,6 +20,7 @@ pub mod forecast;
 pub mod model;
 pub mod roles;
 pub mod route;
+pub mod what_if;
 
 pub use forecast::Forecast;
 pub use model::Model;
@@ -74,6 +75,9 @@ pub struct ScaleOptions {
     /// Each checkpoint's total size at N, in place of the traced one (a
     /// larger model): its files keep their traced shares of it.
     pub checkpoint_bytes: Option<u64>,
-    /// Storage bandwidth (bytes/s) to time each checkpoint at, in the plan.
+    /// Storage bandwidth (bytes/s) to time each epoch and checkpoint at, in
+    /// the plan.
     pub bandwidth: Option<f64>,
+    /// The AU (percent) the plan finds the bandwidth for (`--au`).
+    pub au_threshold: f64,
 }

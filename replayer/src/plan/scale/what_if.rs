@@ -1,0 +1,141 @@
+//! The what-if of `--plan-only --bandwidth B`: each epoch's time and AU at
+//! N ranks on storage of that speed, from the same pacing the replay keeps
+//! (see [`crate::plan::timing`]), without touching any storage.
+//!
+//! An epoch is the reading between two checkpoints, as in the report. At N
+//! ranks sharing the traced reads, a rank makes 1/k of its traced rank's
+//! steps (k = N/R), each with the traced compute: the epoch's compute per
+//! rank is its traced time over k, taking the traced storage to have kept
+//! the job fed (a trace does not show compute apart from waiting; where the
+//! traced job stalled, its stalls count as compute here, and the forecast
+//! errs towards "fed"). The loader overlaps reading with compute, so the
+//! epoch takes the longer of the compute and the time the storage needs for
+//! the epoch's bytes: T = max(C, D / B), and AU = C / T. The AU falls below
+//! a threshold `a` once B < D · a / C.
+
+use serde::Serialize;
+
+use iorepro_analysis::phases::{Phase, PhaseKind};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EpochForecast {
+    /// The trace's phases it spans (first, last).
+    pub phases: (usize, usize),
+    /// The traced job's time for it.
+    pub traced_s: f64,
+    /// Compute per rank at N.
+    pub compute_s: f64,
+    /// Dataset bytes all N ranks read in it.
+    pub read_bytes: u64,
+    /// Its time at N on storage of the given bandwidth, and the AU.
+    pub seconds: f64,
+    pub au_percent: f64,
+    /// The bandwidth below which its AU drops under the threshold (GiB/s).
+    pub au_threshold_gib_s: f64,
+}
+
+/// The epochs of a replay: the stretches of reading (load and read
+/// phases, those `replayed`) between checkpoints, as (first, last) phase.
+/// One epoch each for a job that saves at each epoch's end; the steps
+/// between two saves for one that saves every K steps.
+pub fn stretches(phases: &[Phase], replayed: &[bool]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, usize)> = None;
+    for (i, p) in phases.iter().enumerate() {
+        let on = replayed.get(i).copied().unwrap_or(true);
+        match p.kind {
+            PhaseKind::Load | PhaseKind::Read if on => {
+                open = Some(open.map_or((i, i), |(a, _)| (a, i)));
+            }
+            PhaseKind::Checkpoint => out.extend(open.take()),
+            _ => {}
+        }
+    }
+    out.extend(open);
+    out
+}
+
+/// Each epoch at `bandwidth` (bytes/s), given the dataset bytes read at N
+/// in each phase and the speed-up `k` of a rank's clock in read phases.
+pub fn epochs(
+    phases: &[Phase],
+    read_at_n: &[u64],
+    k: f64,
+    bandwidth: f64,
+    au_threshold: f64,
+) -> Vec<EpochForecast> {
+    stretches(phases, &[])
+        .into_iter()
+        .map(|(a, b)| {
+            let traced_s: f64 = phases[a..=b]
+                .iter()
+                .map(|p| (p.end_s - p.start_s).max(0.0))
+                .sum();
+            let read_bytes: u64 = read_at_n[a..=b].iter().sum();
+            let compute_s = traced_s / k.max(1.0);
+            let io_s = read_bytes as f64 / bandwidth;
+            let seconds = compute_s.max(io_s);
+            EpochForecast {
+                phases: (a, b),
+                traced_s,
+                compute_s,
+                read_bytes,
+                seconds,
+                au_percent: if seconds > 0.0 {
+                    100.0 * compute_s / seconds
+                } else {
+                    100.0
+                },
+                au_threshold_gib_s: if compute_s > 0.0 {
+                    read_bytes as f64 * au_threshold
+                        / 100.0
+                        / compute_s
+                        / iorepro_format::units::GIB
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(kind: PhaseKind, start_s: f64, end_s: f64) -> Phase {
+        Phase {
+            kind,
+            start_s,
+            end_s,
+            read_bytes: 0,
+            write_bytes: 0,
+            max_writers: 0,
+            metadata_calls: 0,
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+        }
+    }
+
+    #[test]
+    fn an_epoch_takes_the_longer_of_compute_and_reading() {
+        let phases = vec![
+            phase(PhaseKind::Read, 0.0, 2.0),
+            phase(PhaseKind::Checkpoint, 2.0, 2.1),
+            phase(PhaseKind::Read, 2.1, 4.1),
+        ];
+        let mib = 1u64 << 20;
+        let read = [128 * mib, 0, 128 * mib];
+        // At twice the traced ranks, 1 s of compute per epoch; 128 MiB at
+        // 80 MiB/s takes 1.6 s.
+        let e = epochs(&phases, &read, 2.0, 80.0 * mib as f64, 90.0);
+        assert_eq!(e.len(), 2);
+        assert!((e[0].compute_s - 1.0).abs() < 1e-9);
+        assert!((e[0].seconds - 1.6).abs() < 1e-9);
+        assert!((e[0].au_percent - 62.5).abs() < 1e-9);
+        // 90 % AU needs 128 MiB in 1/0.9 s: 115.2 MiB/s.
+        assert!((e[0].au_threshold_gib_s * 1024.0 - 115.2).abs() < 1e-6);
+        let fast = epochs(&phases, &read, 2.0, 1e12, 90.0);
+        assert!((fast[1].seconds - 1.0).abs() < 1e-9 && fast[1].au_percent == 100.0);
+    }
+}
