@@ -106,8 +106,7 @@ pub struct Saves {
 impl Saves {
     fn judge(
         families: &[Family],
-        visits_at_phase: &[u64],
-        visits: u64,
+        visits: &Visits,
         files: u64,
         r: u32,
         world: u32,
@@ -118,22 +117,42 @@ impl Saves {
         traced.sort_unstable();
         traced.dedup();
         let epochs = if files > 0 {
-            (visits as f64 / files as f64).round()
+            (visits.total as f64 / files as f64).round()
         } else {
             0.0
         };
-        if traced.is_empty() || epochs < 1.0 || visits == 0 {
+        if traced.is_empty() || epochs < 1.0 || visits.total == 0 {
             return Saves {
                 bound: "none",
                 traced,
                 dropped: Vec::new(),
             };
         }
-        // A save at an epoch's end comes when a whole number of epochs'
-        // visits are done (loaders read ahead a little: a tolerance).
+        // A save at an epoch's end comes when its writers have made a whole
+        // number of epochs' visits (loaders read ahead a little: a
+        // tolerance). The writers' own visits count, not all ranks': in a
+        // job without a barrier before its save, the other ranks read on.
         let at_epoch_end = |p: &usize| {
-            let e = visits_at_phase[*p] as f64 / visits as f64 * epochs;
-            (e - e.round()).abs() <= 0.05 && e.round() >= 1.0
+            let writers: Vec<i32> = families
+                .iter()
+                .filter(|f| f.phase == *p)
+                .flat_map(|f| f.traced_writers.keys().copied())
+                .collect();
+            let whole = |done: u64, all: u64| {
+                let e = done as f64 / all as f64 * epochs;
+                (e - e.round()).abs() <= 0.05 && e.round() >= 1.0
+            };
+            let own: Vec<bool> = writers
+                .iter()
+                .filter_map(|w| visits.by_rank.get(w))
+                .filter(|(_, all)| *all > 0)
+                .map(|(at, all)| whole(at[*p], *all))
+                .collect();
+            if own.is_empty() {
+                whole(visits.at_phase[*p], visits.total)
+            } else {
+                own.into_iter().all(|b| b)
+            }
         };
         if traced.iter().all(at_epoch_end) {
             return Saves {
@@ -172,35 +191,39 @@ pub fn split(total: u64, n: u32, i: u32) -> u64 {
     total / n + u64::from((i as u64) < total % n)
 }
 
+/// Dataset visits (opens of a dataset file), to tell when the checkpoints
+/// came: made before each phase began, and in all; by all ranks, and by
+/// each source rank.
+#[derive(Default)]
+struct Visits {
+    at_phase: Vec<u64>,
+    total: u64,
+    by_rank: BTreeMap<i32, (Vec<u64>, u64)>,
+}
+
 /// What the trace wrote, and when it read its dataset: one pass over it.
 struct TracedWrites {
     /// Which ranks wrote which files, and how much.
     written: HashMap<u32, Written>,
-    /// Dataset visits made before each phase began (to tell when the
-    /// checkpoints came).
-    visits_at_phase: Vec<u64>,
-    /// Dataset visits in all.
-    visits: u64,
+    visits: Visits,
 }
 
 impl TracedWrites {
     fn count(trace: &Path, survey: &Survey) -> ReplayResult<TracedWrites> {
         let mut written: HashMap<u32, Written> = HashMap::new();
         let all = vec![true; survey.phases.len()];
-        let mut visits = 0u64;
-        let mut visits_at_phase = vec![0u64; survey.phases.len()];
-        let mut last_phase = 0usize;
+        let phases = survey.phases.len();
+        // Per rank (and i32::MIN for all): visits in each phase.
+        let mut in_phase: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
         for_each_op(trace, survey, &all, |source, op| {
-            while last_phase < op.phase as usize {
-                last_phase += 1;
-                visits_at_phase[last_phase] = visits;
-            }
             let info = survey.paths.get(op.path as usize);
             if op.op == Op::Open
                 && !op.failed
                 && info.is_some_and(|i| file_role(i) == FileRole::Dataset)
             {
-                visits += 1;
+                for who in [i32::MIN, source] {
+                    in_phase.entry(who).or_insert_with(|| vec![0; phases])[op.phase as usize] += 1;
+                }
             }
             if op.op == Op::Write && op.path != crate::plan::stream::NO_PATH && op.bytes > 0 {
                 let w = written.entry(op.path).or_insert_with(|| Written {
@@ -210,14 +233,30 @@ impl TracedWrites {
                 *w.by.entry(source).or_default() += op.bytes as u64;
             }
         })?;
-        for v in visits_at_phase.iter_mut().skip(last_phase + 1) {
-            *v = visits;
+        // Visits made before each phase began: the sums of those in the
+        // phases before it.
+        let before = |v: &[u64]| -> (Vec<u64>, u64) {
+            let mut at = Vec::with_capacity(v.len());
+            let mut sum = 0;
+            for n in v {
+                at.push(sum);
+                sum += n;
+            }
+            (at, sum)
+        };
+        let mut visits = Visits::default();
+        for (who, v) in &in_phase {
+            let (at, total) = before(v);
+            if *who == i32::MIN {
+                (visits.at_phase, visits.total) = (at, total);
+            } else {
+                visits.by_rank.insert(*who, (at, total));
+            }
         }
-        Ok(TracedWrites {
-            written,
-            visits_at_phase,
-            visits,
-        })
+        if visits.at_phase.is_empty() {
+            visits.at_phase = vec![0; phases];
+        }
+        Ok(TracedWrites { written, visits })
     }
 }
 
@@ -450,8 +489,7 @@ impl Model {
             .count() as u64;
         let saves = Saves::judge(
             &families,
-            &traced.visits_at_phase,
-            traced.visits,
+            &traced.visits,
             dataset_files,
             r,
             world,

@@ -1,0 +1,185 @@
+"""Time at N against the job at N: the DLIO-like benchmark (bench_like.py,
+each file dropped from the page cache after it is read, as a dataset larger
+than memory) runs at R processes under the collector; the same benchmark
+runs at N processes, and the trace is replayed at N ranks with
+`--timing original --direct` (reads that reach the storage, as the job's
+do), on the storage as it is and on the same storage with reads throttled
+(a cgroup v1 blkio throttle on the scratch directory's device) below what
+N processes ask for. `--plan-only --bandwidth` predicts the throttled run.
+
+Prints one JSON document: per storage, the job's span, epoch times, AU
+and checkpoint times (the job's own record), the replay's (its report) and
+the plan's prediction, and the relative errors. Exits 3, saying why on
+stderr, when this machine cannot throttle or launch.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+JOBS = os.path.dirname(os.path.abspath(__file__))
+
+
+def cannot(why):
+    print(f"cannot run: {why}", file=sys.stderr)
+    sys.exit(3)
+
+
+class Throttle:
+    """A blkio cgroup (v1) whose members read the device under `path` at
+    most `bps` bytes per second; removed on exit."""
+
+    def __init__(self, path, bps):
+        root = "/sys/fs/cgroup/blkio"
+        if not os.path.isfile(os.path.join(root, "blkio.throttle.read_bps_device")):
+            cannot("no cgroup v1 blkio controller with throttling at /sys/fs/cgroup/blkio")
+        self.dir = os.path.join(root, f"iorepro-fidelity-{os.getpid()}")
+        os.makedirs(self.dir, exist_ok=True)
+        dev = os.stat(path).st_dev
+        rule = f"{os.major(dev)}:{os.minor(dev)} {bps}"
+        try:
+            with open(os.path.join(self.dir, "blkio.throttle.read_bps_device"), "w") as f:
+                f.write(rule)
+        except OSError as e:
+            self.close()
+            cannot(f"cannot throttle {rule} ({e}): {path} is not on a block device")
+
+    def wrap(self, cmd):
+        """`cmd` started inside the cgroup (a shell that joins it, then execs)."""
+        return ["sh", "-c", f'echo $$ > {self.dir}/cgroup.procs && exec "$@"', "sh"] + cmd
+
+    def close(self):
+        try:
+            os.rmdir(self.dir)
+        except OSError:
+            pass
+
+
+def mpirun(n, args):
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(n),
+            sys.executable, os.path.join(JOBS, "bench_like.py")] + args
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"{cmd} failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def drop_caches():
+    subprocess.run(["sync"])
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+def err(a, b):
+    return (a - b) / b if b else 0.0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--collect", required=True)
+    p.add_argument("--replay", required=True)
+    p.add_argument("--scratch", required=True)
+    p.add_argument("--traced", type=int, default=2)
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--files", type=int, default=32)
+    p.add_argument("--file-mib", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--compute-s", type=float, default=0.12)
+    p.add_argument("--ckpt-mib", type=int, default=64)
+    p.add_argument("--throttle-mib", type=int, default=80)
+    a = p.parse_args()
+    if os.geteuid() != 0:
+        cannot("not root: throttling and capturing need root")
+    if shutil.which("mpirun") is None:
+        cannot("mpirun is not installed (apt package openmpi-bin)")
+    s = a.scratch
+    shutil.rmtree(s, ignore_errors=True)
+    data = os.path.join(s, "data")
+    os.makedirs(data)
+    for i in range(a.files):
+        with open(os.path.join(data, f"sample_{i:04d}.npz"), "wb") as f:
+            f.write(os.urandom(a.file_mib << 20))
+    throttle = Throttle(s, a.throttle_mib << 20)
+    try:
+        job = ["--data", data, "--epochs", str(a.epochs), "--compute-s", str(a.compute_s),
+               "--ckpt-mib", str(a.ckpt_mib), "--evict"]
+
+        def bench(n, name, cgroup):
+            ckpt = os.path.join(s, name, "ckpt")
+            os.makedirs(ckpt)
+            report = os.path.join(s, name, "report.json")
+            cmd = mpirun(n, job + ["--ckpt", ckpt, "--report", report])
+            run(cgroup.wrap(cmd) if cgroup else cmd)
+            with open(report) as f:
+                r = json.load(f)
+            epochs = [(b - e) / 1e9 for e, b in r["epoch_times_ns"]]
+            compute = a.files // n * a.compute_s
+            return {
+                "span_s": (r["checkpoint_times_ns"][-1][1] - r["epoch_times_ns"][0][0]) / 1e9,
+                "epochs_s": epochs,
+                "au_percent": [100 * min(1.0, compute / e) for e in epochs],
+                "checkpoints_s": [(b - e) / 1e9 for e, b in r["checkpoint_times_ns"]],
+            }
+
+        trace = os.path.join(s, "trace")
+        ckpt = os.path.join(s, "traced", "ckpt")
+        os.makedirs(ckpt)
+        # The trace: the job at R on the storage as it is, as captured in production.
+        run([a.collect, "--out", trace, "--path-prefix", s, "--"]
+            + mpirun(a.traced, job + ["--ckpt", ckpt]))
+        out = {"traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib}
+        for storage in ["fast", "throttled"]:
+            cgroup = throttle if storage == "throttled" else None
+            drop_caches()
+            truth = bench(a.ranks, f"job-{storage}", cgroup)
+            target = os.path.join(s, f"target-{storage}")
+            run([a.replay, trace, "--target", target, "--ranks", str(a.ranks), "--prepare", "only"])
+            drop_caches()
+            cmd = [a.replay, trace, "--target", target, "--ranks", str(a.ranks), "--timing", "original",
+                   "--direct", "--prepare", "skip", "--json"]
+            started = time.time()
+            rep = json.loads(run(cgroup.wrap(cmd) if cgroup else cmd))
+            t = rep["training"]
+            replay = {
+                "span_s": rep["duration_s"],
+                "epochs_s": [e["duration_s"] for e in t["epochs"]],
+                "au_percent": [e["au_percent"] for e in t["epochs"]],
+                "checkpoints_s": [c["duration_s"] for c in t["checkpoints"]],
+                "stall_s": rep["stall_s"],
+                "wall_s": time.time() - started,
+                "errors": rep["errors"],
+            }
+            side = {"job": truth, "replay": replay}
+            if cgroup:
+                plan = json.loads(run([a.replay, trace, "--ranks", str(a.ranks), "--plan-only", "--json",
+                                       "--bandwidth", f"{a.throttle_mib}MiB/s"]))
+                side["plan"] = {
+                    "epochs_s": [e["seconds"] for e in plan["epochs_at_bandwidth"]],
+                    "au_percent": [e["au_percent"] for e in plan["epochs_at_bandwidth"]],
+                    "bandwidth_for_au_gib_s": plan["bandwidth_for_au_gib_s"],
+                }
+            n = min(len(truth["epochs_s"]), len(replay["epochs_s"]))
+            side["errors"] = {
+                "span": err(replay["span_s"], truth["span_s"]),
+                "epochs": [err(replay["epochs_s"][i], truth["epochs_s"][i]) for i in range(n)],
+                "au_points": [replay["au_percent"][i] - truth["au_percent"][i] for i in range(n)],
+                "checkpoints": [err(r, j) for r, j in zip(replay["checkpoints_s"], truth["checkpoints_s"])],
+            }
+            if "plan" in side:
+                side["errors"]["plan_epochs"] = [err(side["plan"]["epochs_s"][i], truth["epochs_s"][i])
+                                                 for i in range(min(n, len(side["plan"]["epochs_s"])))]
+            out[storage] = side
+        print(json.dumps(out, indent=1))
+    finally:
+        throttle.close()
+
+
+if __name__ == "__main__":
+    main()
