@@ -17,6 +17,7 @@ pub mod objects;
 pub mod replayer;
 pub mod scale;
 pub mod scale_fidelity;
+pub mod time_fidelity;
 pub mod trace_format;
 
 /// What every benchmark gets: where the release binaries are and a scratch
@@ -123,7 +124,7 @@ pub fn run_peak_rss(cmd: &mut Command, stdout: Stdio) -> Result<(Duration, u64)>
 
 type Bench = fn(&Ctx) -> Result<()>;
 
-const BENCHES: [(&str, Bench); 8] = [
+const BENCHES: [(&str, Bench); 9] = [
     ("trace-format", trace_format::run),
     ("collector", collector::run),
     ("replayer", replayer::run),
@@ -131,6 +132,7 @@ const BENCHES: [(&str, Bench); 8] = [
     ("analysis", analysis::run),
     ("replay-fidelity", fidelity::run),
     ("scale-fidelity", scale_fidelity::run),
+    ("time-fidelity", time_fidelity::run),
     ("object-storage", objects::run),
 ];
 
