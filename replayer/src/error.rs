@@ -7,6 +7,10 @@ use iorepro_format::TraceError;
 
 pub type ReplayResult<T> = Result<T, ReplayError>;
 
+/// What [`ReplayError::Io`] says it was doing when the replay made a
+/// directory of its own.
+pub const CREATING_DIRECTORY: &str = "creating directory";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// The trace cannot be used (missing, corrupt, wrong schema).
@@ -52,10 +56,16 @@ impl ReplayError {
     /// the call is counted as differing and the run goes on. Errors of the
     /// target itself (no space, no permission on it, a read-only or
     /// vanished mount, an I/O error, an escape) are not, and stop the run.
+    ///
+    /// Making the replay's own directories is never a difference: a name in
+    /// the way there is the target's fault, not the trace's.
     pub fn differs_only(&self) -> Option<i32> {
-        let ReplayError::Io { err, .. } = self else {
+        let ReplayError::Io { err, what, .. } = self else {
             return None;
         };
+        if *what == CREATING_DIRECTORY {
+            return None;
+        }
         if err.kind() == std::io::ErrorKind::UnexpectedEof {
             return Some(libc::ENODATA);
         }

@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::{OpenFile, Worker};
-use crate::error::{ReplayError, ReplayResult};
+use crate::error::{ReplayError, ReplayResult, CREATING_DIRECTORY};
 use crate::io::buffers::ALIGN;
 use crate::io::paths::{resolve, Place};
 use crate::plan::stream::{PlannedOp, NO_PATH};
@@ -70,7 +70,7 @@ impl Worker<'_> {
                     self.shared
                         .conf
                         .create_dirs(parent)
-                        .map_err(|e| self.io_err("creating directory", parent, e))?;
+                        .map_err(|e| self.io_err(CREATING_DIRECTORY, parent, e))?;
                     self.dirs.insert(parent.to_path_buf());
                 }
             }

@@ -19,7 +19,7 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 use serde::Serialize;
 
-use crate::error::{ReplayError, ReplayResult};
+use crate::error::{ReplayError, ReplayResult, CREATING_DIRECTORY};
 use crate::io::confine::Confined;
 use crate::io::engine::{Engine, Psync};
 use crate::io::paths::{resolve, Place};
@@ -327,7 +327,7 @@ impl StepDoer for InDirectory<'_> {
             }
             Step::Dir => {
                 conf.create_dirs(rel)
-                    .map_err(|e| io("creating directory", e))?;
+                    .map_err(|e| io(CREATING_DIRECTORY, e))?;
                 counters.dirs.fetch_add(1, Ordering::Relaxed);
             }
             Step::File => {
