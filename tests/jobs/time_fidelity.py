@@ -6,6 +6,8 @@ runs at N processes, and the trace is replayed at N ranks with
 do), on the storage as it is and on the same storage with reads throttled
 (a cgroup v1 blkio throttle on the scratch directory's device) below what
 N processes ask for. `--plan-only --bandwidth` predicts the throttled run.
+The trace is also replayed at its own R ranks on the storage it was
+captured on, against the captured run itself (same scale).
 
 Prints one JSON document: per storage, the job's span, epoch times, AU
 and checkpoint times (the job's own record), the replay's (its report) and
@@ -111,12 +113,13 @@ def main():
         job = ["--data", data, "--epochs", str(a.epochs), "--compute-s", str(a.compute_s),
                "--ckpt-mib", str(a.ckpt_mib), "--evict"]
 
-        def bench(n, name, cgroup):
+        def bench(n, name, cgroup, collect=None):
             ckpt = os.path.join(s, name, "ckpt")
             os.makedirs(ckpt)
             report = os.path.join(s, name, "report.json")
             cmd = mpirun(n, job + ["--ckpt", ckpt, "--report", report])
-            run(cgroup.wrap(cmd) if cgroup else cmd)
+            cmd = cgroup.wrap(cmd) if cgroup else cmd
+            run(collect + cmd if collect else cmd)
             with open(report) as f:
                 r = json.load(f)
             epochs = [(b - e) / 1e9 for e, b in r["epoch_times_ns"]]
@@ -129,20 +132,18 @@ def main():
             }
 
         trace = os.path.join(s, "trace")
-        ckpt = os.path.join(s, "traced", "ckpt")
-        os.makedirs(ckpt)
         # The trace: the job at R on the storage as it is, as captured in production.
-        run([a.collect, "--out", trace, "--path-prefix", s, "--"]
-            + mpirun(a.traced, job + ["--ckpt", ckpt]))
+        drop_caches()
+        traced = bench(a.traced, "traced", None, [a.collect, "--out", trace, "--path-prefix", s, "--"])
         out = {"traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib}
-        for storage in ["fast", "throttled"]:
+        for storage, n in [("same_scale", a.traced), ("fast", a.ranks), ("throttled", a.ranks)]:
             cgroup = throttle if storage == "throttled" else None
             drop_caches()
-            truth = bench(a.ranks, f"job-{storage}", cgroup)
+            truth = traced if storage == "same_scale" else bench(n, f"job-{storage}", cgroup)
             target = os.path.join(s, f"target-{storage}")
-            run([a.replay, trace, "--target", target, "--ranks", str(a.ranks), "--prepare", "only"])
+            run([a.replay, trace, "--target", target, "--ranks", str(n), "--prepare", "only"])
             drop_caches()
-            cmd = [a.replay, trace, "--target", target, "--ranks", str(a.ranks), "--timing", "original",
+            cmd = [a.replay, trace, "--target", target, "--ranks", str(n), "--timing", "original",
                    "--direct", "--prepare", "skip", "--json"]
             started = time.time()
             rep = json.loads(run(cgroup.wrap(cmd) if cgroup else cmd))
@@ -158,7 +159,7 @@ def main():
             }
             side = {"job": truth, "replay": replay}
             if cgroup:
-                plan = json.loads(run([a.replay, trace, "--ranks", str(a.ranks), "--plan-only", "--json",
+                plan = json.loads(run([a.replay, trace, "--ranks", str(n), "--plan-only", "--json",
                                        "--bandwidth", f"{a.throttle_mib}MiB/s"]))
                 side["plan"] = {
                     "epochs_s": [e["seconds"] for e in plan["epochs_at_bandwidth"]],

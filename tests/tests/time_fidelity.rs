@@ -48,7 +48,7 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
     assert!(out.status.success(), "time_fidelity.py failed:\n{stderr}");
     let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     eprintln!("{r:#}");
-    for storage in ["fast", "throttled"] {
+    for storage in ["same_scale", "fast", "throttled"] {
         let s = &r[storage];
         let e = &s["errors"];
         assert!(

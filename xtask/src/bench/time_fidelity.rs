@@ -3,8 +3,9 @@
 //! R = 2 under the collector and at N = 4, on the storage as it is and on
 //! the same storage with reads throttled below what 4 processes ask for
 //! (a cgroup v1 blkio throttle), replays the trace at 4 on each, and
-//! predicts the throttled run with `--plan-only --bandwidth`. One line per
-//! storage: the errors in span, per epoch, in AU (points) and per
+//! predicts the throttled run with `--plan-only --bandwidth`; the trace is
+//! also replayed at 2 against the captured run (same scale). One line per
+//! scale and storage: the errors in span, per epoch, in AU (points) and per
 //! checkpoint, with both sides' figures; the throttled line also gives the
 //! plan's error per epoch. The same driver is `tests/tests/time_fidelity.rs`'s.
 
@@ -59,12 +60,17 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     }
     let r: Value = serde_json::from_slice(&out.stdout).context("time_fidelity.py's JSON")?;
     let (from, to) = (&r["traced_ranks"], &r["ranks"]);
-    for storage in ["fast", "throttled"] {
+    for storage in ["same_scale", "fast", "throttled"] {
         let s = &r[storage];
         let e = &s["errors"];
         let (job, replay) = (&s["job"], &s["replay"]);
+        let scale = if storage == "same_scale" {
+            format!("{from}->{from}, storage fast (the captured run itself)")
+        } else {
+            format!("{from}->{to}, storage {storage}")
+        };
         let mut text = format!(
-            "bench_like {from}->{to}, storage {storage}{}: span {}% (job {:.2} s, replay {:.2} s); \
+            "bench_like {scale}{}: span {}% (job {:.2} s, replay {:.2} s); \
              epochs {}% (job {} s, replay {} s); AU points {} (job {} %, replay {} %); \
              checkpoints {}% (job {} s, replay {} s)",
             if storage == "throttled" {
