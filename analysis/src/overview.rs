@@ -1,7 +1,8 @@
 //! The shape of a trace over time: how long it ran, the bytes it moved, its
 //! bandwidth per window and peaks, and its phases. This is what `phases`,
 //! `plot` and `compare` need, read from six columns; `summary` computes the
-//! same from its own fuller pass. Both run the trace through
+//! same from its own fuller pass, and `phases` counts the files' roles in
+//! its pass (the job's start-up ends at its first data call). All run the trace through
 //! [`iorepro_format::scan`]: row groups tallied on every core, merged in time
 //! order.
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 
 use crate::activity::Activity;
 use crate::phases::{self, Phase};
+use crate::roles::{FileRoles, RolesBuilder, ROLE_COLUMNS};
 use crate::tally::{Depth, Tally};
 use crate::timeline::{Timeline, BASE_WINDOW_NS};
 use iorepro_format::error::TraceResult;
@@ -55,6 +57,22 @@ impl Overview {
     pub fn compute_with_window(reader: &TraceReader, window_ns: i64) -> TraceResult<Overview> {
         let mut t = tally(reader, Depth::Overview, window_ns)?;
         Ok(Overview::from_tally(&mut t))
+    }
+
+    /// One parallel pass over the columns the overview and the files'
+    /// roles need, with the job's start-up folded into one phase (see
+    /// [`phases::fold_startup`]): what `phases` reports.
+    pub fn compute_with_startup(reader: &TraceReader) -> TraceResult<Overview> {
+        let (mut t, roles) = tally_with_roles(reader, Depth::Overview, BASE_WINDOW_NS)?;
+        Ok(Overview::with_startup(&mut t, &roles))
+    }
+
+    /// The overview of a merged tally, its start-up (before the first read
+    /// or write of a dataset or checkpoint file) one phase.
+    pub fn with_startup(t: &mut Tally, roles: &FileRoles) -> Overview {
+        let mut o = Overview::from_tally(t);
+        o.phases = phases::fold_startup(std::mem::take(&mut o.phases), roles.first_data_ns());
+        o
     }
 
     /// The overview of a merged tally (it pads the tally's timeline to the
@@ -176,4 +194,48 @@ pub fn tally(reader: &TraceReader, depth: Depth, window_ns: i64) -> TraceResult<
         |part| total.merge(part),
     )?;
     Ok(total)
+}
+
+/// What one row group folds into when the roles are counted with the tally.
+struct WithRoles {
+    tally: Tally,
+    roles: RolesBuilder,
+}
+
+impl Fold for WithRoles {
+    fn reserve(&mut self, rows: usize) {
+        self.tally.reserve(rows);
+    }
+
+    fn add(&mut self, b: &ScanBatch) {
+        self.tally.add(b);
+        self.roles.add(b);
+    }
+
+    fn seal(&mut self) {
+        self.tally.seal();
+        self.roles.seal();
+    }
+}
+
+/// [`tally`] and the files' roles ([`FileRoles::compute`]) in one pass
+/// over the trace: the columns of both decoded once.
+pub fn tally_with_roles(
+    reader: &TraceReader,
+    depth: Depth,
+    window_ns: i64,
+) -> TraceResult<(Tally, FileRoles)> {
+    let (origin, _) = span_ns(reader)?;
+    let part = || WithRoles {
+        tally: Tally::new(depth, origin, window_ns),
+        roles: RolesBuilder::default(),
+    };
+    let mut columns: Vec<&str> = depth.columns().to_vec();
+    columns.extend(ROLE_COLUMNS);
+    let mut whole = part();
+    scan(reader, &columns, part, |p| {
+        whole.tally.merge(p.tally);
+        whole.roles.merge(p.roles);
+    })?;
+    Ok((whole.tally, whole.roles.finish_with_mounts(reader)))
 }

@@ -1,7 +1,7 @@
 //! Everything `summary` reports: totals, op mix, request-size histograms,
 //! sequential versus random access, per-rank and per-file totals, peak
 //! bandwidth and phases, from one parallel pass over the ten columns they
-//! need (see [`crate::tally`]). Memory grows with distinct files,
+//! need and the files' roles (see [`crate::tally`], [`crate::roles`]). Memory grows with distinct files,
 //! ranks and time windows, never with rows.
 //!
 //! `peak_read_gib_s` / `peak_write_gib_s` are over 1 s windows aligned to the
@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::access::AccessCounts;
 use crate::histogram::SizeHistogram;
-use crate::overview::{tally, Overview};
-use crate::roles::{FileRoles, MountTotals, Role, RoleTotals};
+use crate::overview::{tally_with_roles, Overview};
+use crate::roles::{MountTotals, Role, RoleTotals};
 use crate::tally::Depth;
 pub use crate::tally::{FileStats, OpStats, RankStats};
 use crate::timeline::BASE_WINDOW_NS;
@@ -59,13 +59,8 @@ pub struct Summary {
 
 impl Summary {
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
-        let mut t = tally(reader, Depth::Full, BASE_WINDOW_NS)?;
-        let mut overview = Overview::from_tally(&mut t);
-        let roles = FileRoles::compute(reader)?;
-        overview.phases = crate::phases::fold_startup(
-            std::mem::take(&mut overview.phases),
-            roles.first_data_ns(),
-        );
+        let (mut t, roles) = tally_with_roles(reader, Depth::Full, BASE_WINDOW_NS)?;
+        let overview = Overview::with_startup(&mut t, &roles);
         let mut hosts = t.hosts.clone();
         hosts.sort();
         let (per_rank, unranked_events) = t.ranks();

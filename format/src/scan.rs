@@ -124,6 +124,16 @@ impl ScanBatch {
         self.col(idx::SPAN_NS).as_primitive()
     }
 
+    /// Open flags.
+    pub fn flags(&self) -> &Int32Array {
+        self.col(idx::FLAGS).as_primitive()
+    }
+
+    /// The second path of a rename or link; null for other calls.
+    pub fn path2(&self) -> &StringArray {
+        self.col(idx::PATH2).as_string()
+    }
+
     /// The op of every row as (dictionary key per row, op per key): rows cost an index.
     pub fn ops(&self) -> (&[i32], Vec<Op>) {
         let dict = self.col(idx::OP).as_dictionary::<Int32Type>();

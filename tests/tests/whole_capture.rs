@@ -145,6 +145,8 @@ impl Truth {
             Some("dataset")
         } else if p.starts_with(&self.ckpt) {
             Some("checkpoint")
+        } else if launcher(path) {
+            Some("launcher")
         } else if self.scratch.as_ref().is_some_and(|s| p.starts_with(s))
             || p.starts_with("/dev/shm")
         {
@@ -206,6 +208,26 @@ impl Truth {
         );
         (by_files, by_bytes, wrong)
     }
+}
+
+/// The files a launcher or runtime makes beside the job: multiprocessing's
+/// `pymp-*` and semaphores, PyTorch's and NCCL's shared memory, Open MPI's
+/// and PMIx's session files.
+fn launcher(path: &str) -> bool {
+    let shm = [
+        "torch_",
+        "sem.",
+        "nccl-",
+        "gloo",
+        "vader_segment.",
+        "sm_segment.",
+        "ompi",
+    ];
+    path.strip_prefix("/dev/shm/")
+        .is_some_and(|n| shm.iter().any(|s| n.starts_with(s)))
+        || ["/pymp-", "/ompi.", "/pmix", "/torchelastic_"]
+            .iter()
+            .any(|s| path.contains(s))
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! How a trace spells a path, and what kind of name it is. The kernel
 //! accepts many spellings of one file (`d/./f`, `d/x/../f`, `d/`, `d/.`),
 //! names that are no file at all (pipes, sockets, anonymous inodes), and
-//! files that stand for the kernel rather than storage (/proc, /sys, /dev).
-//! Analysis and replay agree on one spelling through [`canonical`] and on
-//! what a name is through [`form_of`].
+//! files that stand for the kernel rather than storage (/proc, /sys, /dev),
+//! and names an interpreter makes up that were never files
+//! (`<frozen importlib._bootstrap>`). Analysis and replay agree on one
+//! spelling through [`canonical`], on what a name is through [`form_of`],
+//! and on which files belong to a launcher or runtime rather than to the
+//! job through [`is_launcher_file`].
 
 use serde::Serialize;
 
@@ -71,6 +74,10 @@ pub enum Form {
     Device,
     /// A pipe, socket, anonymous inode (eventfd, epoll...) or memfd.
     Special,
+    /// A name that was never a file: Python's `<frozen ...>`, `<string>`,
+    /// `<stdin>` (a path component of the form `<...>`), which the
+    /// interpreter stats, often as if relative to its working directory.
+    Pseudo,
 }
 
 impl Form {
@@ -83,6 +90,7 @@ impl Form {
             Form::Kernel => "kernel",
             Form::Device => "device",
             Form::Special => "special",
+            Form::Pseudo => "not_a_file",
         }
     }
 }
@@ -96,6 +104,9 @@ fn under(path: &str, dir: &str) -> bool {
 pub fn form_of(path: &str) -> Form {
     if path.is_empty() {
         return Form::Empty;
+    }
+    if is_pseudo(path) {
+        return Form::Pseudo;
     }
     if !path.starts_with('/') {
         let special = ["pipe:", "socket:", "anon_inode:", "memfd:"];
@@ -120,6 +131,69 @@ pub fn form_of(path: &str) -> Form {
     } else {
         Form::File
     }
+}
+
+/// Whether a component of `path` is a made-up name of the form `<...>`.
+fn is_pseudo(path: &str) -> bool {
+    path.contains('<')
+        && path
+            .split('/')
+            .any(|c| c.len() >= 2 && c.starts_with('<') && c.ends_with('>'))
+}
+
+/// Whether `path` (any spelling) is a file of a launcher or runtime rather
+/// than of the job: what a replay must leave out because the launcher, not
+/// the job, makes it.
+/// - Open MPI and PMIx session files: a directory `ompi.*` or
+///   `openmpi-sessions-*` (and what lies beneath), any component starting
+///   `pmix`, and shared-memory segments in /dev/shm (`vader_segment.*`,
+///   `sm_segment.*`, `ompi*`, `psm2_shm.*`);
+/// - Slurm's spool and step files (`/var/spool/slurm*`, `/var/lib/slurm*`,
+///   `/run/slurm*`, `/var/run/slurm*`; a job's `slurm-*.out` is its log);
+/// - torchrun's and the c10d store's files (a component starting
+///   `torchelastic`);
+/// - Python multiprocessing's `pymp-*` directories and their sockets;
+/// - NCCL, Gloo and PyTorch shared memory (`/dev/shm/nccl-*`, `gloo*`,
+///   `torch_*`) and POSIX semaphores (`/dev/shm/sem.*`).
+pub fn is_launcher_file(path: &str) -> bool {
+    let Some(c) = canonical(path) else {
+        return false;
+    };
+    let p = c.path.as_str();
+    let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+    let Some((&name, dirs)) = comps.split_last() else {
+        return false;
+    };
+    let session = |c: &str| c.starts_with("ompi.") || c.starts_with("openmpi-sessions");
+    let runtime =
+        |c: &str| c.starts_with("pmix") || c.starts_with("torchelastic") || c.starts_with("pymp-");
+    if dirs.iter().any(|c| session(c)) || comps.iter().any(|c| runtime(c)) {
+        return true;
+    }
+    let in_tmp = matches!(dirs, ["tmp"] | ["var", "tmp"] | ["dev", "shm"]);
+    if in_tmp && session(name) {
+        return true;
+    }
+    if let Some(shm) = p.strip_prefix("/dev/shm/") {
+        const SEGMENTS: [&str; 9] = [
+            "vader_segment.",
+            "sm_segment.",
+            "ompi",
+            "psm2_shm.",
+            "nccl-",
+            "gloo",
+            "torch_",
+            "sem.",
+            "pmix",
+        ];
+        return SEGMENTS.iter().any(|s| shm.starts_with(s));
+    }
+    const SLURM_TREES: [&str; 4] = ["/var/spool", "/var/lib", "/run", "/var/run"];
+    SLURM_TREES.iter().any(|t| {
+        p.strip_prefix(t)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|rest| rest.starts_with("slurm"))
+    })
 }
 
 #[cfg(test)]
@@ -161,5 +235,57 @@ mod tests {
         assert_eq!(form_of("/dev/shm/torch_1"), Form::File);
         assert_eq!(form_of("/processed/x"), Form::File);
         assert_eq!(form_of("/data/f"), Form::File);
+        assert_eq!(form_of("<frozen importlib._bootstrap>"), Form::Pseudo);
+        assert_eq!(form_of("<string>"), Form::Pseudo);
+        assert_eq!(
+            form_of("/home/x/<frozen importlib._bootstrap_external>"),
+            Form::Pseudo
+        );
+        assert_eq!(form_of("/data/<a>/f"), Form::Pseudo);
+        assert_eq!(form_of("/data/a<b>"), Form::File);
+        assert_eq!(Form::Pseudo.as_str(), "not_a_file");
+    }
+
+    #[test]
+    fn launcher_files() {
+        for p in [
+            "/tmp/ompi.vm.0/pid.22978/pmix_dstor_ds12_22978/dstore_sm.lock",
+            "/tmp/ompi.vm.0",
+            "/scratch/tmp/ompi.host.1000/jf.0/0/sm_segment.host.0",
+            "/tmp/openmpi-sessions-1000@host_0/x",
+            "/tmp/pmix-12345",
+            "/run/user/0/pmix.sock",
+            "/dev/shm/vader_segment.host.1.0",
+            "/dev/shm/sm_segment.host.0.1",
+            "/dev/shm/ompi.host.1000",
+            "/dev/shm/nccl-Ab12Cd",
+            "/dev/shm/gloo_x",
+            "/dev/shm/torch_123_456",
+            "/dev/shm/sem.mp-abc",
+            "/var/spool/slurmd/job00042/slurm_script",
+            "/var/lib/slurm/slurmd/cred_state",
+            "/run/slurm/conf/slurm.conf",
+            "/var/run/slurmd.pid",
+            "/tmp/torchelastic_abc/none_x/attempt_0/0/error.json",
+            "/tmp/pymp-k2l3/listener-9x8y",
+            "/tmp/pymp-k2l3",
+            "/tmp//pymp-k2l3/./listener-1",
+        ] {
+            assert!(is_launcher_file(p), "{p}");
+        }
+        for p in [
+            "/home/u/slurm-42.out",
+            "/home/u/job/ompi.conf",
+            "/dev/shm/x",
+            "/dev/shm/data.bin",
+            "/data/train/0001.npz",
+            "/tmp/job/lock",
+            "/var/lib/apt/lists/x",
+            "/run/user/0/bus",
+            "",
+            "pipe:[3]",
+        ] {
+            assert!(!is_launcher_file(p), "{p}");
+        }
     }
 }

@@ -1,74 +1,135 @@
 //! The role of every file a job touched, found from what the job did with
 //! it: the data it reads in its read phases (dataset), the state it saves
-//! and loads back (checkpoint), what it imports and maps to start
-//! (code), what it makes and removes again (scratch), the kernel's own
-//! files (system), and the rest (other). A replay uses the roles to choose
-//! what it replays; `summary` and `files` show them.
+//! and loads back (checkpoint), the log it appends to through the run
+//! (log), the small records it writes of the run (output), what it imports
+//! and maps to start (code), what it makes and removes again (scratch),
+//! the files of its launcher and runtime (launcher), the kernel's own files
+//! (system), and the rest (other). A replay uses the roles to choose what
+//! it replays; `summary` and `files` show them.
 //!
 //! The rules, first match wins, on one spelling of each path
 //! ([`forms::canonical`]):
-//! 1. /proc, /sys, /dev (not /dev/shm), /etc, pipes, sockets, anonymous
-//!    inodes and memfds are *system*; /dev/shm is *scratch*.
-//! 2. A file the job wrote or created: *code* if it looks like code (a
-//!    Python byte-code cache, a compiled kernel); *scratch* if the job
-//!    removed it again; else *checkpoint*. A file renamed into place takes
-//!    the role of the name it was renamed to.
+//! 1. Names that are no file (Python's `<frozen ...>`, `<string>`: a path
+//!    component `<...>`, see [`forms::Form::Pseudo`]) are *other*; /proc,
+//!    /sys, /dev (not /dev/shm), /etc, pipes, sockets, anonymous inodes and
+//!    memfds are *system*; the files of a launcher or runtime (Open MPI and
+//!    PMIx session files, Slurm's spool, torchrun's, multiprocessing's
+//!    `pymp-*`, NCCL, Gloo and PyTorch shared memory, semaphores: see
+//!    [`forms::is_launcher_file`]) are *launcher*; the rest of /dev/shm is
+//!    *scratch*.
+//! 2. A file the job wrote or created, in this order: *code* if it looks
+//!    like code (a Python byte-code cache, a compiled kernel); *scratch* if
+//!    the job removed it again; *log* when its name says so (`*.log`,
+//!    `*.log.N`, `*.out`, `*.err`, `stdout`, `stderr`, a `*.txt` appended
+//!    in small writes); *checkpoint* when its name says saved state (the
+//!    names of rule 4, `zero_pp_rank_*`, `.bin`, `.npz`); *log* when the job
+//!    appended to it in many small writes (8 or more, 64 KiB or less on
+//!    average, begun anew at most once) spread over a quarter of the run or
+//!    more (a redirected stdout, an event file); *output* when it is a small
+//!    record of the run (`.json`, `.yaml`, `.yml`, `.csv`, `.toml`, `.txt`);
+//!    else *checkpoint*: bulk state. Small is judged against the run's bulk
+//!    writes: at most 1 MiB and at most 1/16 of the largest file the job
+//!    wrote, never held below 64 KiB (so a run that writes only records
+//!    keeps them records, and a run whose checkpoints are a few MiB does
+//!    not take a 500 KiB JSON for one). A record known by its name or place
+//!    (Hydra's `.hydra/`, an `outputs/` directory, `summary.json`,
+//!    `per_epoch_stats.json`, `*_output.json`) is measured alone; one known
+//!    by its format alone is measured with its family (the files whose names
+//!    differ only in their numbers, `step_100/shard_0.json`, ...), so the
+//!    shards of a checkpoint written side by side stay a checkpoint however
+//!    small each is. A log or an output is replayed as the job wrote it and
+//!    is never a checkpoint. A file renamed into place takes the role of
+//!    the name it was renamed to.
 //! 3. A file that looks like code (Python sources and byte code, shared
-//!    libraries, site-packages, the system's library and binary trees,
+//!    libraries, site-packages and its `.pth` files and package metadata,
+//!    `pyvenv.cfg`, `.egg-link`, the system's library and binary trees,
 //!    executables in a `bin` directory) is *code*.
 //! 4. A file the job read: *checkpoint* when its name says so (`.pt`,
-//!    `.pth`, `.ckpt`, `.safetensors`, `.distcp`, a `checkpoint` or `ckpt` in the
-//!    path), else *dataset*.
+//!    `.pth`, `.ckpt`, `.safetensors`, `.distcp`, `zero_pp_rank_*`, a
+//!    `checkpoint` or `ckpt` in the path), else *dataset*.
 //! 5. A name the job only looked up (a stat, a probe that failed, a
 //!    listing) takes the role most of the files beside it have; a directory
-//!    the role most files beneath it have; failing both, *other*.
+//!    the role most files beneath it have; failing both, *other*. Names of
+//!    rule 1 (not files, launchers') do not vote, so a bare directory such
+//!    as /tmp does not take a role from the launcher's files in it. A
+//!    directory keeps its `directory` flag whatever role it takes (the
+//!    dataset's directory is listed by a replay), and the totals per role
+//!    count it among `directories`, not `files`.
+//!
+//! The cost per row is an index: rows are counted per distinct spelling of
+//! a path (see [`observe`]), spellings are made paths and judged once each
+//! at the end. `summary` counts roles in the same pass as its other totals.
 
 pub mod forms;
+mod judge;
+mod names;
+mod observe;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use forms::{canonical, form_of, Form};
-use iorepro_format::columns::Events;
 use iorepro_format::error::TraceResult;
 use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
 use iorepro_format::reader::TraceReader;
-use iorepro_format::schema::{
-    Op, COL_CALLS, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_TS,
-};
+use iorepro_format::scan::scan;
+use iorepro_format::schema::{COL_CALLS, COL_FLAGS, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_TS};
+
+use judge::key_of;
+pub use names::{looks_like_checkpoint, looks_like_code};
+pub use observe::RolesBuilder;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Dataset,
     Checkpoint,
+    /// Appended in small writes through the run (never a checkpoint).
+    Log,
+    /// A small record of the run written by the job (never a checkpoint).
+    Output,
     Code,
     Scratch,
+    /// A launcher's or runtime's own files (MPI, PMIx, Slurm, torchrun,
+    /// multiprocessing, NCCL): made by the launcher, not the job.
+    Launcher,
     System,
     Other,
 }
 
 impl Role {
-    pub const ALL: [Role; 6] = [
+    /// Every role; on a tie of votes (rule 5) the earlier wins.
+    pub const ALL: [Role; 9] = [
         Role::Dataset,
         Role::Checkpoint,
+        Role::Log,
+        Role::Output,
         Role::Code,
         Role::Scratch,
+        Role::Launcher,
         Role::System,
         Role::Other,
     ];
 
     /// What a replay replays unless told otherwise.
-    pub const REPLAYED_BY_DEFAULT: [Role; 3] = [Role::Dataset, Role::Checkpoint, Role::Scratch];
+    pub const REPLAYED_BY_DEFAULT: [Role; 5] = [
+        Role::Dataset,
+        Role::Checkpoint,
+        Role::Scratch,
+        Role::Log,
+        Role::Output,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Dataset => "dataset",
             Role::Checkpoint => "checkpoint",
+            Role::Log => "log",
+            Role::Output => "output",
             Role::Code => "code",
             Role::Scratch => "scratch",
+            Role::Launcher => "launcher",
             Role::System => "system",
             Role::Other => "other",
         }
@@ -76,6 +137,11 @@ impl Role {
 
     pub fn parse(s: &str) -> Option<Role> {
         Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Every role's name, for messages: `dataset, checkpoint, ...`.
+    pub fn names() -> String {
+        Self::ALL.map(Role::as_str).join(", ")
     }
 }
 
@@ -118,9 +184,13 @@ pub struct MountTotals {
     pub write_bytes: u64,
 }
 
+/// Paths, calls and bytes of one role.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct RoleTotals {
+    /// Paths that are no directory.
     pub files: u64,
+    /// Directories (listed, created, or holding another path).
+    pub directories: u64,
     pub calls: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
@@ -135,26 +205,18 @@ pub struct FileRoles {
 }
 
 /// The columns [`FileRoles::compute`] reads.
-pub const ROLE_COLUMNS: [&str; 8] = [
-    COL_TS, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_FLAGS, COL_OFFSET, COL_CALLS,
+pub const ROLE_COLUMNS: [&str; 7] = [
+    COL_TS, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_FLAGS, COL_CALLS,
 ];
 
 impl FileRoles {
-    /// One pass over the trace.
+    /// One parallel pass over the trace ([`iorepro_format::scan`]).
     pub fn compute(reader: &TraceReader) -> TraceResult<FileRoles> {
-        let reader = TraceReader::open(reader.root())?.with_columns(&ROLE_COLUMNS);
         let mut b = RolesBuilder::default();
-        for ev in reader.events()? {
-            let ev = ev?;
-            for row in 0..ev.len() {
-                b.observe(&ev, row);
-            }
-        }
-        let mut roles = b.finish();
-        if let Some(m) = &reader.manifest().mounts {
-            roles.assign_mounts(&MountTable::new(m));
-        }
-        Ok(roles)
+        scan(reader, &ROLE_COLUMNS, RolesBuilder::default, |part| {
+            b.merge(part)
+        })?;
+        Ok(b.finish_with_mounts(reader))
     }
 
     /// Puts every path on its mount (longest mount-point prefix).
@@ -213,7 +275,7 @@ impl FileRoles {
         let key = key_of(path);
         match self.files.get(&key) {
             Some(f) => f.role,
-            None => by_name(&key, &Stats::default()).unwrap_or(Role::Other),
+            None => judge::by_name_alone(&key),
         }
     }
 
@@ -251,192 +313,19 @@ impl FileRoles {
     }
 }
 
-/// The one spelling a path is kept under; names that are no path as they are.
-fn key_of(path: &str) -> String {
-    canonical(path).map_or_else(|| path.to_string(), |c| c.path)
-}
-
-#[derive(Debug, Clone, Default)]
-struct Stats {
-    calls: u64,
-    read_bytes: u64,
-    write_bytes: u64,
-    /// Created, truncated or written by the job.
-    made: bool,
-    /// The job's last call that changed the name removed it (unlink, rmdir).
-    removed: bool,
-    directory: bool,
-    /// Renamed away to this name (the last time).
-    renamed_to: Option<String>,
-    first_data_ns: Option<i64>,
-}
-
-/// Feeds rows one at a time (for a reader that already streams the trace,
-/// such as the replayer's survey); [`RolesBuilder::finish`] judges.
-#[derive(Debug, Default)]
-pub struct RolesBuilder {
-    stats: HashMap<String, Stats>,
-}
-
-const O_CREAT: i32 = libc::O_CREAT;
-const O_TRUNC: i32 = libc::O_TRUNC;
-
 impl RolesBuilder {
-    /// What row `row` of `ev` says about its paths. Needs the columns of
-    /// [`ROLE_COLUMNS`].
-    pub fn observe(&mut self, ev: &Events, row: usize) {
-        let op = ev.op(row);
-        let ret = ev.ret().value(row);
-        let calls = ev.calls_at(row).max(1) as u64;
-        let flags = Events::opt_i32(ev.flags(), row).unwrap_or(0);
-        let path2 = ev.path2_at(row).map(key_of);
-        if let Some(p) = ev.path_at(row) {
-            if p.is_empty() {
-                return;
-            }
-            let names_dir = canonical(p).is_some_and(|c| c.names_dir);
-            let key = key_of(p);
-            let s = self.stats.entry(key).or_default();
-            s.calls += calls;
-            s.directory |= names_dir && ret >= 0;
-            if ret > 0 && matches!(op, Op::Read | Op::Fault | Op::Write) {
-                let ts = ev.ts().value(row);
-                s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
-            }
-            if ret >= 0 {
-                match op {
-                    Op::Read | Op::Fault => s.read_bytes += ret.max(0) as u64,
-                    Op::Write => {
-                        s.write_bytes += ret.max(0) as u64;
-                        s.made = true;
-                    }
-                    Op::Truncate => s.made = true,
-                    Op::Open => {
-                        if flags & (O_CREAT | O_TRUNC) != 0
-                            && flags & libc::O_ACCMODE != libc::O_RDONLY
-                        {
-                            s.made = true;
-                            s.removed = false;
-                        }
-                        s.directory |= flags & libc::O_DIRECTORY != 0;
-                    }
-                    Op::Mkdir => {
-                        s.directory = true;
-                        s.removed = false;
-                    }
-                    Op::Getdents => s.directory = true,
-                    Op::Unlink => s.removed = true,
-                    Op::Rmdir => {
-                        s.directory = true;
-                        s.removed = true;
-                    }
-                    Op::Rename => {
-                        s.renamed_to = path2.clone();
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if let Some(p2) = path2 {
-            let s = self.stats.entry(p2).or_default();
-            s.calls += calls;
-            if ret >= 0 && matches!(op, Op::Rename | Op::Link | Op::Symlink) {
-                s.made = true;
-                s.removed = false;
-            }
-        }
+    /// Judges every path seen (see the module's rules).
+    pub fn finish(self) -> FileRoles {
+        judge::finish(self)
     }
 
-    pub fn finish(self) -> FileRoles {
-        let stats = self.stats;
-        // Paths that hold another path are directories.
-        let mut parents: HashMap<&str, bool> = HashMap::new();
-        for p in stats.keys() {
-            if let Some(parent) = parent_of(p) {
-                parents.insert(parent, true);
-            }
+    /// The same, with every path put on its mount from `reader`'s manifest.
+    pub fn finish_with_mounts(self, reader: &TraceReader) -> FileRoles {
+        let mut roles = self.finish();
+        if let Some(m) = &reader.manifest().mounts {
+            roles.assign_mounts(&MountTable::new(m));
         }
-        let mut roles: HashMap<&str, Option<Role>> = HashMap::new();
-        for (p, s) in &stats {
-            let dir = s.directory || parents.contains_key(p.as_str());
-            let role = if dir && s.read_bytes == 0 && s.write_bytes == 0 {
-                system_or_scratch(p)
-            } else {
-                by_name(p, s)
-            };
-            roles.insert(p, role);
-        }
-        // A file renamed into place is what its final name is.
-        for (p, s) in &stats {
-            if let Some(to) = &s.renamed_to {
-                if let Some(Some(r)) = roles.get(to.as_str()).copied() {
-                    if s.made && roles.get(p.as_str()).copied().flatten() != Some(Role::System) {
-                        roles.insert(p, Some(r));
-                    }
-                }
-            }
-        }
-        // Votes of the files judged, counted for every directory above them.
-        let mut votes: HashMap<&str, [u64; 6]> = HashMap::new();
-        for (p, r) in &roles {
-            let Some(r) = r else { continue };
-            let mut at = parent_of(p);
-            while let Some(d) = at {
-                votes.entry(d).or_default()[*r as usize] += 1;
-                at = parent_of(d);
-            }
-        }
-        let winner = |d: &str| {
-            votes.get(d).and_then(|v| {
-                let (i, n) = v.iter().enumerate().max_by_key(|(i, n)| (**n, 6 - *i))?;
-                (*n > 0).then_some(Role::ALL[i])
-            })
-        };
-        let mut files = BTreeMap::new();
-        let mut totals: BTreeMap<Role, RoleTotals> = Role::ALL
-            .iter()
-            .map(|r| (*r, RoleTotals::default()))
-            .collect();
-        for (p, s) in &stats {
-            let dir = s.directory || parents.contains_key(p.as_str());
-            let role = roles[p.as_str()]
-                .or_else(|| if dir && p != "/" { winner(p) } else { None })
-                .or_else(|| {
-                    let mut at = parent_of(p);
-                    while let Some(d) = at.filter(|d| *d != "/") {
-                        if let Some(r) = winner(d) {
-                            return Some(r);
-                        }
-                        at = parent_of(d);
-                    }
-                    None
-                })
-                .unwrap_or(if p == "/" { Role::System } else { Role::Other });
-            let t = totals.entry(role).or_default();
-            t.files += 1;
-            t.calls += s.calls;
-            t.read_bytes += s.read_bytes;
-            t.write_bytes += s.write_bytes;
-            files.insert(
-                p.clone(),
-                FileRole {
-                    path: p.clone(),
-                    role,
-                    calls: s.calls,
-                    read_bytes: s.read_bytes,
-                    write_bytes: s.write_bytes,
-                    directory: dir,
-                    mount: UNKNOWN_MOUNT.to_string(),
-                    fs_type: UNKNOWN_MOUNT.to_string(),
-                    first_data_ns: s.first_data_ns,
-                },
-            );
-        }
-        FileRoles {
-            files,
-            totals,
-            mounts: MountTable::default(),
-        }
+        roles
     }
 }
 
@@ -486,108 +375,6 @@ pub fn render(roles: &FileRoles) -> String {
         );
     }
     s
-}
-
-fn parent_of(p: &str) -> Option<&str> {
-    if p == "/" || !p.starts_with('/') {
-        return None;
-    }
-    match p.rfind('/') {
-        Some(0) => Some("/"),
-        Some(i) => Some(&p[..i]),
-        None => None,
-    }
-}
-
-fn under(path: &str, dir: &str) -> bool {
-    path.strip_prefix(dir)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-}
-
-fn system_or_scratch(p: &str) -> Option<Role> {
-    match form_of(p) {
-        Form::Kernel | Form::Device | Form::Special => Some(Role::System),
-        _ if under(p, "/etc") => Some(Role::System),
-        _ if under(p, "/dev/shm") => Some(Role::Scratch),
-        _ => None,
-    }
-}
-
-/// Rules 1 to 4 of the module's list; `None` for a name only looked up.
-fn by_name(p: &str, s: &Stats) -> Option<Role> {
-    if let Some(r) = system_or_scratch(p) {
-        return Some(r);
-    }
-    if s.made {
-        return Some(if looks_like_code(p) {
-            Role::Code
-        } else if s.removed {
-            Role::Scratch
-        } else {
-            Role::Checkpoint
-        });
-    }
-    if looks_like_code(p) {
-        return Some(Role::Code);
-    }
-    if s.read_bytes > 0 {
-        return Some(if looks_like_checkpoint(p) {
-            Role::Checkpoint
-        } else {
-            Role::Dataset
-        });
-    }
-    None
-}
-
-/// Python sources and byte code, shared libraries, installed packages,
-/// the system's program and library trees, and executables.
-pub fn looks_like_code(p: &str) -> bool {
-    const TREES: [&str; 8] = [
-        "/usr",
-        "/lib",
-        "/lib64",
-        "/bin",
-        "/sbin",
-        "/opt/conda",
-        "/snap",
-        "/nix",
-    ];
-    if TREES.iter().any(|t| under(p, t)) {
-        return true;
-    }
-    let name = p.rsplit('/').next().unwrap_or(p);
-    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    if matches!(ext, "py" | "pyc" | "pyi" | "pyx" | "pxd" | "so")
-        || name.contains(".so.")
-        || name == ".python-version"
-    {
-        return true;
-    }
-    let comps: Vec<&str> = p.split('/').collect();
-    comps.iter().any(|c| {
-        matches!(
-            *c,
-            "site-packages" | "dist-packages" | "__pycache__" | ".pyenv"
-        ) || c.ends_with(".dist-info")
-            || c.ends_with(".egg-info")
-            || c.starts_with("torchinductor_")
-            || c.starts_with("triton")
-    }) || comps.len() >= 2 && matches!(comps[comps.len() - 2], "bin" | "sbin")
-        || comps
-            .windows(2)
-            .any(|w| w[0] == "lib" && w[1].starts_with("python"))
-}
-
-/// Saved state read back: a model's weights, an optimizer's state, a
-/// distributed checkpoint's shards.
-pub fn looks_like_checkpoint(p: &str) -> bool {
-    let lower = p.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    matches!(ext, "pt" | "pth" | "ckpt" | "safetensors" | "distcp")
-        || lower.contains("checkpoint")
-        || lower.contains("ckpt")
 }
 
 #[cfg(test)]

@@ -56,6 +56,9 @@ impl Skip {
             Skip::Form(Form::Special) => "pipe_socket_or_anonymous".into(),
             Skip::Form(f) => f.as_str().into(),
             Skip::Excluded => "excluded".into(),
+            // The launcher's own files are left out for what they are, not
+            // as a role a user might choose to replay.
+            Skip::Role(Role::Launcher) => "launcher".into(),
             Skip::Role(r) => format!("role_{r}"),
         }
     }
@@ -75,11 +78,8 @@ impl Scope {
             if name == "all" {
                 return Ok(Role::ALL.to_vec());
             }
-            let r = Role::parse(name).ok_or_else(|| {
-                format!(
-                    "`{name}` is not a role (dataset, checkpoint, code, scratch, system, other, all)"
-                )
-            })?;
+            let r = Role::parse(name)
+                .ok_or_else(|| format!("`{name}` is not a role ({}, all)", Role::names()))?;
             if !out.contains(&r) {
                 out.push(r);
             }
@@ -90,9 +90,12 @@ impl Scope {
     /// Why the calls naming `path` (whose role is `role`) are left out, if they are.
     pub fn decide(&self, path: &str, role: Role) -> Option<Skip> {
         match form_of(path) {
-            f @ (Form::Root | Form::Empty | Form::Kernel | Form::Device | Form::Special) => {
-                return Some(Skip::Form(f))
-            }
+            f @ (Form::Root
+            | Form::Empty
+            | Form::Kernel
+            | Form::Device
+            | Form::Special
+            | Form::Pseudo) => return Some(Skip::Form(f)),
             Form::File | Form::Relative => {}
         }
         if self.exclude.iter().any(|p| beneath(path, p)) {

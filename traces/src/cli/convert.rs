@@ -35,11 +35,8 @@ impl FilterArgs {
             ..Default::default()
         };
         for name in &self.roles {
-            let r = Role::parse(name.trim()).ok_or_else(|| {
-                bad(format!(
-                    "--role `{name}` is not a role (dataset, checkpoint, code, scratch, system, other)"
-                ))
-            })?;
+            let r = Role::parse(name.trim())
+                .ok_or_else(|| bad(format!("--role `{name}` is not a role ({})", Role::names())))?;
             if !f.roles.contains(&r) {
                 f.roles.push(r);
             }

@@ -50,9 +50,7 @@ pub(super) fn files(out: &mut dyn Write, trace: &Path, json: bool) -> Result<()>
 
 pub(super) fn phases(out: &mut dyn Write, trace: &Path, json: bool) -> Result<()> {
     let reader = TraceReader::open(trace)?;
-    let mut s = Overview::compute(&reader)?;
-    let first = FileRoles::compute(&reader)?.first_data_ns();
-    s.phases = phases::fold_startup(std::mem::take(&mut s.phases), first);
+    let s = Overview::compute_with_startup(&reader)?;
     if json {
         return json_line(
             out,

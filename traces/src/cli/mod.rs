@@ -45,7 +45,8 @@ pub enum Cmd {
         #[arg(short, long)]
         out: PathBuf,
         /// Keep the files of these roles (repeatable, or a comma list):
-        /// dataset, checkpoint, code, scratch, system, other.
+        /// dataset, checkpoint, log, output, code, scratch, launcher, system,
+        /// other.
         #[arg(long = "role", value_delimiter = ',', value_name = "ROLE")]
         roles: Vec<String>,
         /// Keep the paths at or beneath PREFIX whatever their role (repeatable).

@@ -3,7 +3,8 @@
 //! synthetic trace of 200 M rows (2 M with `--quick`; `--analysis-rows N`
 //! for another size): the time ratio, with each side's wall time per row and
 //! peak memory (max RSS) next to it. Targets: at most half DuckDB's time and
-//! at most 1 GiB of memory.
+//! at most 1 GiB of memory; a line that misses them says `MISSES`, and the
+//! benchmark then fails (`cargo xtask bench` exits non-zero).
 //!
 //! What DuckDB computes, per command:
 //! - summary: events, count and bytes per op, bytes per rank, the request-size
@@ -220,6 +221,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         ("phases", vec!["phases", "--json"], DUCKDB_WINDOWS),
         ("plot", vec!["plot", "-o", "@OUT"], DUCKDB_WINDOWS),
     ];
+    let mut missed = Vec::new();
     for (name, args, script) in cases {
         let load_before = load_average();
         let ((mine, mine_rss), (theirs, theirs_rss)) =
@@ -229,6 +231,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         let verdict = if ratio <= TIME_TARGET && mine_rss / 1024 <= RSS_TARGET_MIB {
             "meets"
         } else {
+            missed.push(name);
             "MISSES"
         };
         ctx.line(
@@ -246,6 +249,14 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 cores(),
                 load_average()
             ),
+        );
+    }
+    // Every line is printed first; a miss then fails the benchmark (and
+    // `cargo xtask bench` exits non-zero), as a benchmark that broke does.
+    if !missed.is_empty() {
+        bail!(
+            "{} MISSES its targets (time <= {TIME_TARGET}x DuckDB's, max RSS <= {RSS_TARGET_MIB} MiB)",
+            missed.join(", ")
         );
     }
     Ok(())

@@ -1,0 +1,286 @@
+//! The rules of [`super`] applied: the spellings a builder saw made paths
+//! (each canonicalised once), every path judged by what was done with it,
+//! then the names only looked up judged by their neighbours.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use super::forms::{canonical, form_of, is_launcher_file, Form};
+use super::names::{
+    family_of, log_name, looks_like_checkpoint, looks_like_code, record_format, record_name,
+    text_name, under, written_like_checkpoint,
+};
+use super::observe::{RolesBuilder, Stats};
+use super::{FileRole, FileRoles, Role, RoleTotals};
+use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
+
+/// A log's writes are small: at most this on average.
+const LOG_WRITE_MAX: u64 = 64 << 10;
+/// A file written this many times or more, in small appends spread over a
+/// quarter of the run or more, is a log whatever its name.
+const LOG_MIN_WRITES: u64 = 8;
+/// A run record is under this ...
+const RECORD_MAX: u64 = 1 << 20;
+/// ... and under the largest file the job wrote divided by this ...
+const RECORD_SHARE: u64 = 16;
+/// ... though never held below this (a run that writes nothing but records).
+const RECORD_FLOOR: u64 = 64 << 10;
+
+/// What the whole run wrote, which the rules for written files judge against.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Run {
+    duration_ns: i64,
+    /// The largest file the job wrote (bytes).
+    largest_written: u64,
+    /// Bytes written per family of names (see [`family_of`]).
+    families: FxHashMap<String, u64>,
+}
+
+impl Run {
+    /// The most a run record may hold (see the module's rules).
+    fn record_max(&self) -> u64 {
+        (self.largest_written / RECORD_SHARE).clamp(RECORD_FLOOR, RECORD_MAX)
+    }
+}
+
+/// The one spelling a path is kept under; names that are no path as they are.
+pub(super) fn key_of(path: &str) -> String {
+    canonical(path).map_or_else(|| path.to_string(), |c| c.path)
+}
+
+pub(super) fn parent_of(p: &str) -> Option<&str> {
+    if p == "/" || !p.starts_with('/') {
+        return None;
+    }
+    match p.rfind('/') {
+        Some(0) => Some("/"),
+        Some(i) => Some(&p[..i]),
+        None => None,
+    }
+}
+
+/// Roles a name has whatever the job did with it: not a file, the
+/// kernel's, a launcher's, or memory in /dev/shm.
+fn by_kind(p: &str) -> Option<Role> {
+    match form_of(p) {
+        Form::Pseudo => Some(Role::Other),
+        Form::Kernel | Form::Device | Form::Special => Some(Role::System),
+        _ if under(p, "/etc") => Some(Role::System),
+        _ if is_launcher_file(p) => Some(Role::Launcher),
+        _ if under(p, "/dev/shm") => Some(Role::Scratch),
+        _ => None,
+    }
+}
+
+/// Whether a path's role comes from what it is, never from the files it
+/// holds or lies beside: such paths do not vote.
+fn votes(p: &str) -> bool {
+    form_of(p) != Form::Pseudo && !is_launcher_file(p)
+}
+
+/// Small appends, never begun anew more than once.
+fn appended(s: &Stats) -> bool {
+    s.write_calls >= 2 && s.write_bytes / s.write_calls <= LOG_WRITE_MAX && s.rewrites <= 1
+}
+
+/// A log by what the job did: many small appends spread over the run.
+fn written_as_log(s: &Stats, run: &Run) -> bool {
+    appended(s)
+        && s.write_calls >= LOG_MIN_WRITES
+        && run.duration_ns > 0
+        && (s.last_write_ns - s.first_write_ns).saturating_mul(4) >= run.duration_ns
+}
+
+/// A small record of the run: by its name or place, small itself; by its
+/// format alone, small with the files of its family.
+fn written_as_record(p: &str, s: &Stats, run: &Run) -> bool {
+    let max = run.record_max();
+    if record_name(p) {
+        return s.write_bytes <= max;
+    }
+    record_format(p) && run.families.get(&family_of(p)).copied().unwrap_or(0) <= max
+}
+
+/// Rules 1 to 4 of the module's list; `None` for a name only looked up.
+pub(super) fn by_name(p: &str, s: &Stats, run: &Run) -> Option<Role> {
+    if let Some(r) = by_kind(p) {
+        return Some(r);
+    }
+    if s.made {
+        return Some(if looks_like_code(p) {
+            Role::Code
+        } else if s.removed {
+            Role::Scratch
+        } else if log_name(p) || text_name(p) && appended(s) {
+            Role::Log
+        } else if written_like_checkpoint(p) {
+            Role::Checkpoint
+        } else if written_as_log(s, run) {
+            Role::Log
+        } else if written_as_record(p, s, run) {
+            Role::Output
+        } else {
+            Role::Checkpoint
+        });
+    }
+    if looks_like_code(p) {
+        return Some(Role::Code);
+    }
+    if s.read_bytes > 0 {
+        return Some(if looks_like_checkpoint(p) {
+            Role::Checkpoint
+        } else {
+            Role::Dataset
+        });
+    }
+    None
+}
+
+/// The role of a path the trace does not hold, by its name alone.
+pub(super) fn by_name_alone(p: &str) -> Role {
+    by_name(p, &Stats::default(), &Run::default()).unwrap_or(Role::Other)
+}
+
+/// The spellings of one path merged, each spelling canonicalised once.
+fn paths(names: &[Box<str>], stats: Vec<Stats>) -> BTreeMap<String, Stats> {
+    let mut out: BTreeMap<String, Stats> = BTreeMap::new();
+    for (raw, mut s) in names.iter().zip(stats) {
+        let (key, names_dir) = match canonical(raw) {
+            Some(c) => (c.path, c.names_dir),
+            None => (raw.to_string(), false),
+        };
+        s.directory |= names_dir && s.found;
+        if let Some((ts, to)) = s.renamed_to.take() {
+            s.renamed_to = Some((ts, key_of(&to).into()));
+        }
+        match out.get_mut(&key) {
+            Some(known) => known.merge(&s),
+            None => {
+                out.insert(key, s);
+            }
+        }
+    }
+    out
+}
+
+fn run_of(stats: &BTreeMap<String, Stats>, duration_ns: i64) -> Run {
+    let mut run = Run {
+        duration_ns,
+        ..Run::default()
+    };
+    for (p, s) in stats {
+        if s.write_bytes == 0 || by_kind(p).is_some() {
+            continue;
+        }
+        run.largest_written = run.largest_written.max(s.write_bytes);
+        *run.families.entry(family_of(p)).or_default() += s.write_bytes;
+    }
+    run
+}
+
+pub(super) fn finish(b: RolesBuilder) -> FileRoles {
+    let (names, stats, start_ns, end_ns) = b.into_parts();
+    let stats = paths(&names, stats);
+    let duration_ns = (end_ns - start_ns).max(0);
+    let run = run_of(&stats, duration_ns);
+    // Paths that hold another path are directories.
+    let mut parents: FxHashMap<&str, ()> = FxHashMap::default();
+    for p in stats.keys() {
+        if let Some(parent) = parent_of(p) {
+            parents.insert(parent, ());
+        }
+    }
+    let is_dir = |p: &str, s: &Stats| s.directory || parents.contains_key(p);
+    let mut roles: FxHashMap<&str, Option<Role>> = FxHashMap::default();
+    for (p, s) in &stats {
+        let role = if is_dir(p, s) && s.read_bytes == 0 && s.write_bytes == 0 {
+            by_kind(p)
+        } else {
+            by_name(p, s, &run)
+        };
+        roles.insert(p, role);
+    }
+    // A file renamed into place is what its final name is.
+    for (p, s) in &stats {
+        if let Some((_, to)) = &s.renamed_to {
+            if let Some(Some(r)) = roles.get(&**to).copied() {
+                let own = roles.get(p.as_str()).copied().flatten();
+                if s.made && !matches!(own, Some(Role::System | Role::Launcher | Role::Other)) {
+                    roles.insert(p, Some(r));
+                }
+            }
+        }
+    }
+    // Votes of the files judged, counted for every directory above them.
+    let mut ballots: FxHashMap<&str, [u64; Role::ALL.len()]> = FxHashMap::default();
+    for (p, r) in &roles {
+        let Some(r) = r else { continue };
+        if !votes(p) {
+            continue;
+        }
+        let mut at = parent_of(p);
+        while let Some(d) = at {
+            ballots.entry(d).or_default()[*r as usize] += 1;
+            at = parent_of(d);
+        }
+    }
+    let winner = |d: &str| {
+        ballots.get(d).and_then(|v| {
+            let (i, n) = v
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, n)| (**n, Role::ALL.len() - *i))?;
+            (*n > 0).then_some(Role::ALL[i])
+        })
+    };
+    let mut files = BTreeMap::new();
+    let mut totals: BTreeMap<Role, RoleTotals> = Role::ALL
+        .iter()
+        .map(|r| (*r, RoleTotals::default()))
+        .collect();
+    for (p, s) in &stats {
+        let dir = is_dir(p, s);
+        let role = roles[p.as_str()]
+            .or_else(|| if dir && p != "/" { winner(p) } else { None })
+            .or_else(|| {
+                let mut at = parent_of(p);
+                while let Some(d) = at.filter(|d| *d != "/") {
+                    if let Some(r) = winner(d) {
+                        return Some(r);
+                    }
+                    at = parent_of(d);
+                }
+                None
+            })
+            .unwrap_or(if p == "/" { Role::System } else { Role::Other });
+        let t = totals.entry(role).or_default();
+        if dir {
+            t.directories += 1;
+        } else {
+            t.files += 1;
+        }
+        t.calls += s.calls;
+        t.read_bytes += s.read_bytes;
+        t.write_bytes += s.write_bytes;
+        files.insert(
+            p.clone(),
+            FileRole {
+                path: p.clone(),
+                role,
+                calls: s.calls,
+                read_bytes: s.read_bytes,
+                write_bytes: s.write_bytes,
+                directory: dir,
+                mount: UNKNOWN_MOUNT.to_string(),
+                fs_type: UNKNOWN_MOUNT.to_string(),
+                first_data_ns: s.first_data_ns,
+            },
+        );
+    }
+    FileRoles {
+        files,
+        totals,
+        mounts: MountTable::default(),
+    }
+}

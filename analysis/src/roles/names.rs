@@ -1,0 +1,178 @@
+//! What a path's name alone says about a file: code, a checkpoint, a log,
+//! a run record. What the job did with it decides among these (see the
+//! rules in [`super`]).
+
+pub(super) fn under(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+fn file_name(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+fn extension(name: &str) -> &str {
+    name.rsplit_once('.').map(|(_, e)| e).unwrap_or("")
+}
+
+/// Python sources and byte code, shared libraries, installed packages and
+/// their metadata, an environment's configuration (`pyvenv.cfg`, `.pth`
+/// and `.egg-link` files, which live in site-packages), the system's
+/// program and library trees, and executables.
+pub fn looks_like_code(p: &str) -> bool {
+    const TREES: [&str; 8] = [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/bin",
+        "/sbin",
+        "/opt/conda",
+        "/snap",
+        "/nix",
+    ];
+    if TREES.iter().any(|t| under(p, t)) {
+        return true;
+    }
+    let name = file_name(p);
+    if matches!(
+        extension(name),
+        "py" | "pyc" | "pyi" | "pyx" | "pxd" | "so" | "egg-link"
+    ) || name.contains(".so.")
+        || name == ".python-version"
+        || name == "pyvenv.cfg"
+    {
+        return true;
+    }
+    let comps: Vec<&str> = p.split('/').collect();
+    comps.iter().any(|c| {
+        matches!(
+            *c,
+            "site-packages" | "dist-packages" | "__pycache__" | ".pyenv"
+        ) || c.ends_with(".dist-info")
+            || c.ends_with(".egg-info")
+            || c.starts_with("torchinductor_")
+            || c.starts_with("triton")
+    }) || comps.len() >= 2 && matches!(comps[comps.len() - 2], "bin" | "sbin")
+        || comps
+            .windows(2)
+            .any(|w| w[0] == "lib" && w[1].starts_with("python"))
+}
+
+/// Saved state read back: a model's weights, an optimizer's state, a
+/// distributed checkpoint's shards.
+pub fn looks_like_checkpoint(p: &str) -> bool {
+    let lower = p.to_ascii_lowercase();
+    let name = file_name(&lower);
+    matches!(
+        extension(name),
+        "pt" | "pth" | "ckpt" | "safetensors" | "distcp"
+    ) || name.starts_with("zero_pp_rank_")
+        || lower.contains("checkpoint")
+        || lower.contains("ckpt")
+}
+
+/// Saved state as the job writes it: the names of
+/// [`looks_like_checkpoint`], and the formats a save uses that a dataset
+/// uses too (`.bin`, `.npz`), which say *checkpoint* only of a file written.
+pub(super) fn written_like_checkpoint(p: &str) -> bool {
+    looks_like_checkpoint(p) || matches!(extension(file_name(p)), "bin" | "npz")
+}
+
+/// A log by its name: `*.log` (and a rotated `*.log.N`), `*.out`, `*.err`,
+/// a file named `stdout` or `stderr`.
+pub(super) fn log_name(p: &str) -> bool {
+    let name = file_name(p);
+    let rotated = name
+        .rsplit_once(".log.")
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    matches!(extension(name), "log" | "out" | "err")
+        || rotated
+        || matches!(name, "stdout" | "stderr")
+}
+
+/// A text file, a log when the job appends to it.
+pub(super) fn text_name(p: &str) -> bool {
+    extension(file_name(p)) == "txt"
+}
+
+/// The formats of a run's records: configuration, statistics, results.
+pub(super) fn record_format(p: &str) -> bool {
+    matches!(
+        extension(file_name(p)),
+        "json" | "yaml" | "yml" | "csv" | "toml" | "txt"
+    )
+}
+
+/// A record by its name or place: what Hydra keeps in `.hydra/`, a
+/// `summary.json`, `per_epoch_stats.json`, `*_output.json` (DLIO's), a
+/// record under an `outputs/` directory.
+pub(super) fn record_name(p: &str) -> bool {
+    if !record_format(p) {
+        return false;
+    }
+    let name = file_name(p);
+    let dirs = p.rsplit_once('/').map_or("", |(d, _)| d);
+    matches!(name, "summary.json" | "per_epoch_stats.json")
+        || name.ends_with("_output.json")
+        || dirs.split('/').any(|c| matches!(c, ".hydra" | "outputs"))
+}
+
+/// The name of a file with every run of digits made one `#`: the files of
+/// one family (`step_100/rank_0.pt`, `step_200/rank_1.pt`) share it.
+pub(super) fn family_of(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    let mut in_digits = false;
+    for ch in p.chars() {
+        if ch.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(ch);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(looks_like_code("/home/u/venv/pyvenv.cfg"));
+        assert!(looks_like_code(
+            "/venv/lib/python3.12/site-packages/distutils-precedence.pth"
+        ));
+        assert!(looks_like_code(
+            "/home/u/.local/lib/python3.11/site-packages/x.egg-link"
+        ));
+        assert!(looks_like_code("/home/u/src/x.egg-link"));
+        assert!(looks_like_code(
+            "/venv/lib/python3.12/site-packages/torch-2.4.dist-info/RECORD"
+        ));
+        assert!(!looks_like_code("/ckpt/model.pth"));
+        assert!(looks_like_checkpoint("/ckpt/model.pth"));
+        assert!(looks_like_checkpoint(
+            "/c/zero_pp_rank_0_mp_rank_00_optim_states"
+        ));
+        assert!(!looks_like_checkpoint("/data/train/img_0001.npz"));
+        assert!(written_like_checkpoint("/out/state_0001.npz"));
+        assert!(log_name("/w/out-2/dlio.log"));
+        assert!(log_name("/w/d2.log"));
+        assert!(log_name("/w/slurm-42.out"));
+        assert!(log_name("/w/train.log.3"));
+        assert!(!log_name("/w/catalog"));
+        assert!(!log_name("/w/x.log.tmp"));
+        assert!(record_name("/w/out-2/.hydra/config.yaml"));
+        assert!(record_name("/w/out-2/summary.json"));
+        assert!(record_name("/w/out-2/0_output.json"));
+        assert!(record_name("/w/outputs/2024-01-01/12-00-00/metrics.csv"));
+        assert!(!record_name("/w/out-2/results.json"));
+        assert!(!record_name("/w/outputs/model.pt"));
+        assert!(record_format("/w/out-2/results.json"));
+        assert_eq!(family_of("/c/step_100/rank_0.pt"), "/c/step_#/rank_#.pt");
+    }
+}

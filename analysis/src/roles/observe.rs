@@ -1,0 +1,467 @@
+//! What the job did with every path, counted per row at the cost of an
+//! index: a row's path is looked up once per distinct spelling (through
+//! the `path` column's dictionary when the batch has one, else by reusing
+//! the previous row's slot when the spelling repeats, and a hash lookup
+//! only when it changes), never canonicalised or copied per row. Spellings
+//! become paths once, in [`RolesBuilder::finish`](super::RolesBuilder::finish).
+//!
+//! A builder takes rows either from the reader's time-ordered stream
+//! ([`RolesBuilder::observe`]) or, as a [`Fold`] of
+//! [`iorepro_format::scan`], a row group at a time on every core, merged
+//! in time order ([`RolesBuilder::merge`]).
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, StringArray};
+use rustc_hash::FxHashMap;
+
+use iorepro_format::columns::Events;
+use iorepro_format::runs::calls_in;
+use iorepro_format::scan::{Fold, PathColumn, ScanBatch};
+use iorepro_format::schema::Op;
+
+const O_CREAT: i32 = libc::O_CREAT;
+const O_TRUNC: i32 = libc::O_TRUNC;
+
+/// What the job did with one spelling of a path (and, once the spellings
+/// of one path are merged, with the path).
+#[derive(Debug, Clone)]
+pub(super) struct Stats {
+    pub calls: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Write calls (a run counts as its calls) and the largest one's bytes.
+    pub write_calls: u64,
+    pub max_write: u64,
+    /// The first and last write's start (Unix ns).
+    pub first_write_ns: i64,
+    pub last_write_ns: i64,
+    /// Opens that created or truncated it and truncate calls: times its
+    /// content was begun anew.
+    pub rewrites: u32,
+    /// Created, truncated or written by the job.
+    pub made: bool,
+    /// The job's last call that made or removed the name removed it
+    /// (unlink, rmdir); `changed_ns` is when that last call was.
+    pub removed: bool,
+    pub changed_ns: i64,
+    /// Listed, opened, created or removed as a directory.
+    pub directory: bool,
+    /// Some call on it succeeded (a spelling ending in `/` that succeeded
+    /// names a directory).
+    pub found: bool,
+    /// Renamed away to this spelling (the last time, and when).
+    pub renamed_to: Option<(i64, Box<str>)>,
+    pub first_data_ns: Option<i64>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            calls: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            write_calls: 0,
+            max_write: 0,
+            first_write_ns: i64::MAX,
+            last_write_ns: i64::MIN,
+            rewrites: 0,
+            made: false,
+            removed: false,
+            changed_ns: i64::MIN,
+            directory: false,
+            found: false,
+            renamed_to: None,
+            first_data_ns: None,
+        }
+    }
+}
+
+impl Stats {
+    /// A call that made (`removed` false) or removed the name at `ts`; the
+    /// later call wins (the later row on a tie).
+    fn change(&mut self, ts: i64, removed: bool) {
+        if ts >= self.changed_ns {
+            self.changed_ns = ts;
+            self.removed = removed;
+        }
+    }
+
+    /// Takes in `other`: the same path's stats from a later part of the
+    /// trace or another spelling of it. What depends on order goes by time.
+    pub fn merge(&mut self, other: &Stats) {
+        self.calls += other.calls;
+        self.read_bytes += other.read_bytes;
+        self.write_bytes += other.write_bytes;
+        self.write_calls += other.write_calls;
+        self.max_write = self.max_write.max(other.max_write);
+        self.first_write_ns = self.first_write_ns.min(other.first_write_ns);
+        self.last_write_ns = self.last_write_ns.max(other.last_write_ns);
+        self.rewrites += other.rewrites;
+        self.made |= other.made;
+        if other.changed_ns != i64::MIN {
+            self.change(other.changed_ns, other.removed);
+        }
+        self.directory |= other.directory;
+        self.found |= other.found;
+        if let Some((ts, to)) = &other.renamed_to {
+            if self.renamed_to.as_ref().is_none_or(|(mine, _)| ts >= mine) {
+                self.renamed_to = Some((*ts, to.clone()));
+            }
+        }
+        self.first_data_ns = match (self.first_data_ns, other.first_data_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// What nearly every row bumps, kept apart from the rest of [`Stats`] so
+/// the busy loop's increments stay within a few tens of KiB.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hot {
+    calls: u64,
+    read_bytes: u64,
+    /// The first read's start (`i64::MAX`: none).
+    first_read_ns: i64,
+    found: bool,
+}
+
+impl Default for Hot {
+    fn default() -> Self {
+        Hot {
+            calls: 0,
+            read_bytes: 0,
+            first_read_ns: i64::MAX,
+            found: false,
+        }
+    }
+}
+
+impl Stats {
+    /// Takes in the counters of the busy loop.
+    fn settle(&mut self, h: Hot) {
+        self.calls += h.calls;
+        self.read_bytes += h.read_bytes;
+        self.found |= h.found;
+        if h.first_read_ns != i64::MAX {
+            self.first_data_ns = Some(
+                self.first_data_ns
+                    .map_or(h.first_read_ns, |f| f.min(h.first_read_ns)),
+            );
+        }
+    }
+}
+
+/// One row's fields that roles need.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    op: Op,
+    ts: i64,
+    ret: i64,
+    calls: u64,
+    flags: i32,
+}
+
+/// The slot of no path (a null, or the empty path of a call on a descriptor).
+const NO_SLOT: u32 = u32::MAX;
+
+/// Feeds rows (one at a time, or a scan's batches); [`finish`](Self::finish) judges.
+#[derive(Debug, Default)]
+pub struct RolesBuilder {
+    /// Every distinct spelling, its slot, and what was done with it.
+    pub(super) slots: FxHashMap<Box<str>, u32>,
+    pub(super) names: Vec<Box<str>>,
+    /// Everything but the busy loop's counters until [`Self::settle`].
+    pub(super) stats: Vec<Stats>,
+    hot: Vec<Hot>,
+    /// The first and last row's start (Unix ns).
+    pub(super) start_ns: i64,
+    pub(super) end_ns: i64,
+    seen_rows: bool,
+    /// The slot of the previous row's path (a run of rows on one file is
+    /// the common case).
+    last: u32,
+    /// The `path` dictionary last seen and the slot of each of its values.
+    dictionary: Option<(ArrayRef, Vec<u32>)>,
+    /// The `op` dictionary last seen (of [`Events`]) and its ops.
+    op_table: Option<(ArrayRef, Vec<Op>)>,
+}
+
+impl RolesBuilder {
+    fn slot(&mut self, raw: &str) -> u32 {
+        if raw.is_empty() {
+            return NO_SLOT;
+        }
+        if let Some(n) = self.names.get(self.last as usize) {
+            if **n == *raw {
+                return self.last;
+            }
+        }
+        let slot = match self.slots.get(raw) {
+            Some(&s) => s,
+            None => {
+                let s = self.names.len() as u32;
+                let name: Box<str> = raw.into();
+                self.slots.insert(name.clone(), s);
+                self.names.push(name);
+                self.stats.push(Stats::default());
+                self.hot.push(Hot::default());
+                s
+            }
+        };
+        self.last = slot;
+        slot
+    }
+
+    fn span(&mut self, ts: i64) {
+        if self.seen_rows {
+            self.start_ns = self.start_ns.min(ts);
+            self.end_ns = self.end_ns.max(ts);
+        } else {
+            (self.start_ns, self.end_ns, self.seen_rows) = (ts, ts, true);
+        }
+    }
+
+    /// What row `row` of `ev` says about its paths. Needs the columns of
+    /// [`super::ROLE_COLUMNS`].
+    pub fn observe(&mut self, ev: &Events, row: usize) {
+        let dict = ev.op_dict();
+        let table = match &self.op_table {
+            Some((known, table)) if std::sync::Arc::ptr_eq(known, dict.values()) => table,
+            _ => {
+                let names: &StringArray = dict.values().as_string();
+                let table = (0..names.len())
+                    .map(|i| Op::parse(names.value(i)))
+                    .collect();
+                &self.op_table.insert((dict.values().clone(), table)).1
+            }
+        };
+        let op = table[dict.keys().value(row) as usize];
+        let r = Row {
+            op,
+            ts: ev.ts().value(row),
+            ret: ev.ret().value(row),
+            calls: ev.calls_at(row).max(1) as u64,
+            flags: Events::opt_i32(ev.flags(), row).unwrap_or(0),
+        };
+        self.span(r.ts);
+        let slot = ev.path_at(row).map_or(NO_SLOT, |p| self.slot(p));
+        let second = ev.path2_at(row);
+        if second.is_none() && self.count_hot(r, slot) {
+            return;
+        }
+        self.row(r, slot, second);
+    }
+
+    /// Slots of the values of a `path` dictionary, found once per dictionary.
+    fn dictionary_slots(&mut self, values: &ArrayRef) -> Vec<u32> {
+        if let Some((known, slots)) = &self.dictionary {
+            if std::sync::Arc::ptr_eq(known, values) {
+                return slots.clone();
+            }
+        }
+        let names: &StringArray = values.as_string();
+        let slots: Vec<u32> = (0..names.len())
+            .map(|i| {
+                if names.is_valid(i) {
+                    self.slot(names.value(i))
+                } else {
+                    NO_SLOT
+                }
+            })
+            .collect();
+        self.dictionary = Some((values.clone(), slots.clone()));
+        slots
+    }
+
+    /// One batch of a scan (the columns of [`super::ROLE_COLUMNS`]).
+    pub fn add_batch(&mut self, b: &ScanBatch) {
+        if b.is_empty() {
+            return;
+        }
+        let (keys, table) = b.ops();
+        let (ts, ret) = (b.ts(), b.ret());
+        let (calls, flags, path2): (&Int64Array, &Int32Array, &StringArray) =
+            (b.calls(), b.flags(), b.path2());
+        let (first, last) = ts
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        self.span(first);
+        self.span(last);
+        let has_path2 = path2.null_count() < path2.len();
+        let slots: Vec<u32> = match b.path() {
+            PathColumn::Dict(d) => {
+                let of_key = self.dictionary_slots(d.values());
+                let k = d.keys();
+                (0..b.len())
+                    .map(|i| {
+                        if k.is_valid(i) {
+                            of_key[k.value(i) as usize]
+                        } else {
+                            NO_SLOT
+                        }
+                    })
+                    .collect()
+            }
+            PathColumn::Plain(p) => (0..b.len())
+                .map(|i| {
+                    if p.is_valid(i) {
+                        self.slot(p.value(i))
+                    } else {
+                        NO_SLOT
+                    }
+                })
+                .collect(),
+        };
+        for i in 0..b.len() {
+            let r = Row {
+                op: table[keys[i] as usize],
+                ts: ts[i],
+                ret: ret[i],
+                calls: calls_in(calls, i) as u64,
+                flags: if flags.is_valid(i) { flags.value(i) } else { 0 },
+            };
+            let second = (has_path2 && path2.is_valid(i)).then(|| path2.value(i));
+            if second.is_none() && self.count_hot(r, slots[i]) {
+                continue;
+            }
+            self.row(r, slots[i], second);
+        }
+    }
+
+    /// Counts a row that only bumps the busy loop's counters (most rows: a
+    /// read, a close, a stat, a plain open), and says whether it was one.
+    #[inline(always)]
+    fn count_hot(&mut self, r: Row, slot: u32) -> bool {
+        let quiet = match r.op {
+            Op::Read | Op::Fault | Op::Close | Op::Stat | Op::Access | Op::Lseek => true,
+            Op::Fsync | Op::Fdatasync | Op::Mmap | Op::Other => true,
+            Op::Open => r.flags & (O_CREAT | O_TRUNC | libc::O_DIRECTORY) == 0,
+            _ => false,
+        };
+        if !quiet {
+            return false;
+        }
+        if let Some(h) = self.hot.get_mut(slot as usize) {
+            h.calls += r.calls;
+            h.found |= r.ret >= 0;
+            if r.ret > 0 && matches!(r.op, Op::Read | Op::Fault) {
+                h.read_bytes += r.ret as u64;
+                h.first_read_ns = h.first_read_ns.min(r.ts);
+            }
+        }
+        true
+    }
+
+    /// Moves the busy loop's counters into the stats.
+    fn settle(&mut self) {
+        for (s, h) in self.stats.iter_mut().zip(&mut self.hot) {
+            s.settle(std::mem::take(h));
+        }
+    }
+
+    /// The spellings seen and what was done with each.
+    pub(super) fn into_parts(mut self) -> (Vec<Box<str>>, Vec<Stats>, i64, i64) {
+        self.settle();
+        (self.names, self.stats, self.start_ns, self.end_ns)
+    }
+
+    #[inline]
+    fn row(&mut self, r: Row, slot: u32, path2: Option<&str>) {
+        let Row {
+            op,
+            ts,
+            ret,
+            calls,
+            flags,
+        } = r;
+        // Looked up first (a new spelling grows the stats), keeping the
+        // first path as the one the next row is likely to name again.
+        let second = path2.map(|p2| {
+            let at = self.slot(p2);
+            if slot != NO_SLOT {
+                self.last = slot;
+            }
+            at
+        });
+        if let Some(s) = self.stats.get_mut(slot as usize) {
+            s.calls += calls;
+            s.found |= ret >= 0;
+            if ret > 0 && matches!(op, Op::Read | Op::Fault | Op::Write) {
+                s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
+            }
+            if ret >= 0 {
+                match op {
+                    Op::Read | Op::Fault => s.read_bytes += ret as u64,
+                    Op::Write => {
+                        s.write_bytes += ret as u64;
+                        s.write_calls += calls;
+                        s.max_write = s.max_write.max(ret as u64 / calls);
+                        s.first_write_ns = s.first_write_ns.min(ts);
+                        s.last_write_ns = s.last_write_ns.max(ts);
+                        s.made = true;
+                    }
+                    Op::Truncate => {
+                        s.made = true;
+                        s.rewrites += 1;
+                    }
+                    Op::Open => {
+                        if flags & (O_CREAT | O_TRUNC) != 0
+                            && flags & libc::O_ACCMODE != libc::O_RDONLY
+                        {
+                            s.made = true;
+                            s.change(ts, false);
+                            if flags & O_TRUNC != 0 || flags & libc::O_APPEND == 0 {
+                                s.rewrites += 1;
+                            }
+                        }
+                        s.directory |= flags & libc::O_DIRECTORY != 0;
+                    }
+                    Op::Mkdir => {
+                        s.directory = true;
+                        s.change(ts, false);
+                    }
+                    Op::Getdents => s.directory = true,
+                    Op::Unlink => s.change(ts, true),
+                    Op::Rmdir => {
+                        s.directory = true;
+                        s.change(ts, true);
+                    }
+                    Op::Rename => {
+                        if let Some(p2) = path2 {
+                            s.renamed_to = Some((ts, p2.into()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(s) = second.and_then(|at| self.stats.get_mut(at as usize)) {
+            s.calls += calls;
+            s.found |= ret >= 0;
+            if ret >= 0 && matches!(op, Op::Rename | Op::Link | Op::Symlink) {
+                s.made = true;
+                s.change(ts, false);
+            }
+        }
+    }
+
+    /// Takes in the builder of the part of the trace that follows this one.
+    pub fn merge(&mut self, other: RolesBuilder) {
+        if other.seen_rows {
+            self.span(other.start_ns);
+            self.span(other.end_ns);
+        }
+        let (names, stats, _, _) = other.into_parts();
+        for (name, s) in names.iter().zip(&stats) {
+            let at = self.slot(name);
+            self.stats[at as usize].merge(s);
+        }
+    }
+}
+
+impl Fold for RolesBuilder {
+    fn add(&mut self, b: &ScanBatch) {
+        self.add_batch(b);
+    }
+}
