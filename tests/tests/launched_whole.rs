@@ -199,8 +199,12 @@ impl Launcher {
     }
 }
 
-/// Checkpoint files beneath `dir` (any depth) and their bytes.
+/// Checkpoint files beneath `dir` (any depth) and their bytes; none when
+/// there is no such directory (a rank that writes no checkpoint).
 fn checkpoint_files(dir: &Path) -> (usize, u64) {
+    if !dir.is_dir() {
+        return (0, 0);
+    }
     let files = files_under(dir);
     (files.len(), files.iter().map(|(_, n)| n).sum())
 }
@@ -315,7 +319,9 @@ fn check(launcher: &str, job: Job) {
         replay_bytes += b;
     }
     let (job_files, job_bytes) = checkpoint_files(&truth.join("ckpt"));
-    let job_data = (FILES * FILE_BYTES) as u64 * epochs(&job);
+    // Each process reads every file of its share once an epoch.
+    let dataset: u64 = files_under(&data).iter().map(|(_, n)| n).sum();
+    let job_data = dataset * epochs(&job);
     let plan = report["plan"]["checkpoint_timing"].clone();
     eprintln!(
         "launched-whole {} {R}->{N}: data {} vs {} B, checkpoints {} files {} B vs {} files {} B; \

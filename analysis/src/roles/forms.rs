@@ -188,6 +188,24 @@ pub fn is_launcher_file(path: &str) -> bool {
         ];
         return SEGMENTS.iter().any(|s| shm.starts_with(s));
     }
+    // Slurm's own files wherever its configuration puts them: the
+    // configuration the client and the daemons read, and the batch script
+    // slurmd spools for a job (`.../job00042/slurm_script`).
+    const SLURM_CONFIGS: [&str; 10] = [
+        "slurm.conf",
+        "plugstack.conf",
+        "cgroup.conf",
+        "gres.conf",
+        "topology.conf",
+        "acct_gather.conf",
+        "job_container.conf",
+        "oci.conf",
+        "helpers.conf",
+        "slurm_script",
+    ];
+    if SLURM_CONFIGS.contains(&name) {
+        return true;
+    }
     const SLURM_TREES: [&str; 4] = ["/var/spool", "/var/lib", "/run", "/var/run"];
     SLURM_TREES.iter().any(|t| {
         p.strip_prefix(t)
@@ -270,12 +288,16 @@ mod tests {
             "/tmp/pymp-k2l3/listener-9x8y",
             "/tmp/pymp-k2l3",
             "/tmp//pymp-k2l3/./listener-1",
+            // A cluster configured in a directory of its own.
+            "/scratch/cluster/slurm.conf",
+            "/scratch/cluster/spool/job00001/slurm_script",
         ] {
             assert!(is_launcher_file(p), "{p}");
         }
         for p in [
             "/home/u/slurm-42.out",
             "/home/u/job/ompi.conf",
+            "/home/u/job/slurm.conf.bak",
             "/dev/shm/x",
             "/dev/shm/data.bin",
             "/data/train/0001.npz",

@@ -130,9 +130,10 @@ impl Saves {
         }
         // A save at an epoch's end comes when its writers have made a whole
         // number of epochs' visits (loaders read ahead a little: a
-        // tolerance). The writers' own visits count, not all ranks': in a
-        // job without a barrier before its save, the other ranks read on.
-        let at_epoch_end = |p: &usize| {
+        // tolerance): the epoch it follows. The writers' own visits count,
+        // not all ranks': in a job without a barrier before its save, the
+        // other ranks read on.
+        let epoch_ended = |p: &usize| -> Option<i64> {
             let writers: Vec<i32> = families
                 .iter()
                 .filter(|f| f.phase == *p)
@@ -140,21 +141,24 @@ impl Saves {
                 .collect();
             let whole = |done: u64, all: u64| {
                 let e = done as f64 / all as f64 * epochs;
-                (e - e.round()).abs() <= 0.05 && e.round() >= 1.0
+                ((e - e.round()).abs() <= 0.05 && e.round() >= 1.0).then_some(e.round() as i64)
             };
-            let own: Vec<bool> = writers
+            let own: Vec<Option<i64>> = writers
                 .iter()
                 .filter_map(|w| visits.by_rank.get(w))
                 .filter(|(_, all)| *all > 0)
                 .map(|(at, all)| whole(at[*p], *all))
                 .collect();
-            if own.is_empty() {
-                whole(visits.at_phase[*p], visits.total)
-            } else {
-                own.into_iter().all(|b| b)
+            match own.split_first() {
+                None => whole(visits.at_phase[*p], visits.total),
+                Some((first, rest)) => rest.iter().all(|e| e == first).then_some(*first).flatten(),
             }
         };
-        if traced.iter().all(at_epoch_end) {
+        // Epoch-bound: every save at an epoch's end, and no two after the
+        // same epoch (a loader that reads the whole epoch ahead makes every
+        // save of a step-bound job look like one at the epoch's end).
+        let ended: Option<Vec<i64>> = traced.iter().map(epoch_ended).collect();
+        if ended.is_some_and(|e| e.windows(2).all(|w| w[0] < w[1])) {
             return Saves {
                 bound: "epoch",
                 traced,
