@@ -80,3 +80,27 @@ fn bad_input_exits_2_with_one_line() {
     let out = trace_cmd().args(["export", good]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    // Thousands of files: `files --json` writes far more than a pipe holds.
+    let toml = workload(2, 1, 10, "random").replace("files = 16", "files = 4000");
+    let trace = synth(tmp.path(), "many", &toml);
+    let mut child = trace_cmd()
+        .args(["files", "--json", trace.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe's reader is gone (as `| head -c 1` leaves it).
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.is_empty(), "a closed pipe is no error to report: {err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}

@@ -6,6 +6,12 @@ use clap::Parser;
 use iorepro_traces::cli::{run, Cli};
 
 fn main() -> ExitCode {
+    // A reader that stops early (`| head`) ends the command quietly, as it
+    // ends `cat` or `rg`: the default action of SIGPIPE, which Rust's
+    // runtime turns off (every write would then fail with EPIPE instead).
+    // SAFETY: setting a signal's disposition to its default, before any
+    // thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
