@@ -247,7 +247,8 @@ impl RolesBuilder {
         self.span(r.ts);
         let slot = ev.path_at(row).map_or(NO_SLOT, |p| self.slot(p));
         let second = ev.path2_at(row);
-        if second.is_none() && self.count_hot(r, slot) {
+        if second.is_none() && quiet(r.op, || r.flags) {
+            self.count_hot(r.op, slot, r.ret, r.calls, r.ts);
             return;
         }
         self.row(r, slot, second);
@@ -313,44 +314,37 @@ impl RolesBuilder {
                 })
                 .collect(),
         };
-        for i in 0..b.len() {
-            let r = Row {
-                op: table[keys[i] as usize],
-                ts: ts[i],
-                ret: ret[i],
-                calls: calls_in(calls, i) as u64,
-                flags: if flags.is_valid(i) { flags.value(i) } else { 0 },
-            };
+        for (i, &slot) in slots.iter().enumerate() {
+            let op = table[keys[i] as usize];
+            let n = calls_in(calls, i) as u64;
             let second = (has_path2 && path2.is_valid(i)).then(|| path2.value(i));
-            if second.is_none() && self.count_hot(r, slots[i]) {
+            let flags = || if flags.is_valid(i) { flags.value(i) } else { 0 };
+            if second.is_none() && quiet(op, flags) {
+                self.count_hot(op, slot, ret[i], n, ts[i]);
                 continue;
             }
-            self.row(r, slots[i], second);
+            let r = Row {
+                op,
+                ts: ts[i],
+                ret: ret[i],
+                calls: n,
+                flags: flags(),
+            };
+            self.row(r, slot, second);
         }
     }
 
-    /// Counts a row that only bumps the busy loop's counters (most rows: a
-    /// read, a close, a stat, a plain open), and says whether it was one.
+    /// Counts a row that only bumps the busy loop's counters (see [`quiet`]).
     #[inline(always)]
-    fn count_hot(&mut self, r: Row, slot: u32) -> bool {
-        let quiet = match r.op {
-            Op::Read | Op::Fault | Op::Close | Op::Stat | Op::Access | Op::Lseek => true,
-            Op::Fsync | Op::Fdatasync | Op::Mmap | Op::Other => true,
-            Op::Open => r.flags & (O_CREAT | O_TRUNC | libc::O_DIRECTORY) == 0,
-            _ => false,
-        };
-        if !quiet {
-            return false;
-        }
+    fn count_hot(&mut self, op: Op, slot: u32, ret: i64, calls: u64, ts: i64) {
         if let Some(h) = self.hot.get_mut(slot as usize) {
-            h.calls += r.calls;
-            h.found |= r.ret >= 0;
-            if r.ret > 0 && matches!(r.op, Op::Read | Op::Fault) {
-                h.read_bytes += r.ret as u64;
-                h.first_read_ns = h.first_read_ns.min(r.ts);
+            h.calls += calls;
+            h.found |= ret >= 0;
+            if ret > 0 && matches!(op, Op::Read | Op::Fault) {
+                h.read_bytes += ret as u64;
+                h.first_read_ns = h.first_read_ns.min(ts);
             }
         }
-        true
     }
 
     /// Moves the busy loop's counters into the stats.
@@ -457,6 +451,18 @@ impl RolesBuilder {
             let at = self.slot(name);
             self.stats[at as usize].merge(s);
         }
+    }
+}
+
+/// Whether a call of `op` (with open flags `flags`) only bumps the busy
+/// loop's counters (most rows: a read, a close, a stat, a plain open).
+#[inline(always)]
+fn quiet(op: Op, flags: impl FnOnce() -> i32) -> bool {
+    match op {
+        Op::Read | Op::Fault | Op::Close | Op::Stat | Op::Access | Op::Lseek => true,
+        Op::Fsync | Op::Fdatasync | Op::Mmap | Op::Other => true,
+        Op::Open => flags() & (O_CREAT | O_TRUNC | libc::O_DIRECTORY) == 0,
+        _ => false,
     }
 }
 
