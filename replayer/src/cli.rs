@@ -172,7 +172,8 @@ pub struct Cli {
     #[arg(long, value_name = "DUR", default_value = "0s")]
     pub metrics_linger: String,
     /// The roles of the files whose calls are replayed (dataset, checkpoint,
-    /// code, scratch, system, other, or all); default dataset,checkpoint,scratch.
+    /// code, scratch, system, log, output, launcher, other, or all); default
+    /// dataset,checkpoint,scratch,log,output.
     #[arg(long, value_delimiter = ',')]
     pub roles: Option<Vec<String>>,
     /// Also replay the calls on paths beneath PREFIX, whatever their role (repeatable).

@@ -416,7 +416,7 @@ pub fn shared_by_replicas(info: &PathInfo) -> bool {
     !info.written
         && matches!(
             info.role,
-            Some(FileRole::Code | FileRole::System | FileRole::Other)
+            Some(FileRole::Code | FileRole::System | FileRole::Launcher | FileRole::Other)
         )
 }
 
