@@ -6,7 +6,8 @@ Launched with `torchrun --standalone --nproc_per_node=2`, or by `mpirun` or
 rank reads its share of the sample files through a DataLoader with forked
 worker processes (a Dataset whose __getitem__ opens and reads one file), trains
 a small MLP wrapped in DistributedDataParallel, and saves a
-torch.distributed.checkpoint (DCP) every --ckpt-every steps. A short sleep per
+torch.distributed.checkpoint (DCP) every --ckpt-every steps (0: at the end
+of every epoch). A short sleep per
 step stands in for accelerator compute, so reading is paced the way a real
 job's is and checkpoints stand apart from the reading around them.
 
@@ -68,7 +69,7 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--prefetch", type=int, default=4, help="batches each worker loads ahead")
-    p.add_argument("--ckpt-every", type=int, default=10)
+    p.add_argument("--ckpt-every", type=int, default=10, help="steps between saves; 0: at each epoch's end")
     p.add_argument("--compute-s", type=float, default=0.15)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--resume", action="store_true", help="first load the newest checkpoint in --ckpt")
@@ -115,6 +116,22 @@ def main():
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
         step = state["step"]
+
+    def save(name):
+        state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step}
+        ckpt_id = os.path.join(args.ckpt, name)
+        dist.barrier()
+        ckpt_start = time.time_ns()
+        dcp.save(state, checkpoint_id=ckpt_id)
+        if rank == 0 and args.rank0_save:
+            torch.save(model.state_dict(), os.path.join(args.ckpt, f"model_{name}.pt"))
+        saves.append(ckpt_id)
+        record.note("saved %s", ckpt_id)
+        dist.barrier()
+        checkpoint_times.append([ckpt_start, time.time_ns()])
+        # Compute resumes after the checkpoint, as in a real job.
+        time.sleep(args.compute_s)
+
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         epoch_start = time.time_ns()
@@ -125,20 +142,10 @@ def main():
             opt.step()
             time.sleep(args.compute_s)
             step += 1
-            if step % args.ckpt_every == 0:
-                state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step}
-                ckpt_id = os.path.join(args.ckpt, f"step_{step:05d}")
-                dist.barrier()
-                ckpt_start = time.time_ns()
-                dcp.save(state, checkpoint_id=ckpt_id)
-                if rank == 0 and args.rank0_save:
-                    torch.save(model.state_dict(), os.path.join(args.ckpt, f"model_{step:05d}.pt"))
-                saves.append(ckpt_id)
-                record.note("saved %s", ckpt_id)
-                dist.barrier()
-                checkpoint_times.append([ckpt_start, time.time_ns()])
-                # Compute resumes after the checkpoint, as in a real job.
-                time.sleep(args.compute_s)
+            if args.ckpt_every and step % args.ckpt_every == 0:
+                save(f"step_{step:05d}")
+        if not args.ckpt_every:
+            save(f"epoch_{epoch}")
         epoch_times.append([epoch_start, time.time_ns()])
         record.epoch(epoch, epoch_start, time.time_ns(), len(sampler))
 

@@ -379,16 +379,17 @@ fn bench(name: &'static str, args: &[&str]) -> Job {
     }
 }
 
-fn ddp() -> Option<Job> {
+/// The DDP job saving every 4 steps, or (`every` 0) at each epoch's end.
+fn ddp(name: &'static str, every: u32) -> Option<Job> {
     match torch_python() {
         Ok(python) => Some(Job {
-            name: "ddp",
+            name,
             script: "train_ddp.py",
             args: [
                 "--epochs",
                 "2",
                 "--ckpt-every",
-                "4",
+                &every.to_string(),
                 "--compute-s",
                 "0.02",
                 "--hidden",
@@ -412,6 +413,22 @@ fn bench_epochs() -> Job {
     )
 }
 
+fn bench_steps() -> Job {
+    bench(
+        "bench-steps",
+        &[
+            "--epochs",
+            "2",
+            "--ckpt-mib",
+            "8",
+            "--ckpt-every-steps",
+            "4",
+            "--compute-s",
+            "0.03",
+        ],
+    )
+}
+
 #[test]
 fn a_benchmark_saving_each_epoch_under_mpirun_replays_at_twice_its_ranks() {
     check("mpirun", bench_epochs());
@@ -419,39 +436,43 @@ fn a_benchmark_saving_each_epoch_under_mpirun_replays_at_twice_its_ranks() {
 
 #[test]
 fn a_benchmark_saving_every_k_steps_under_mpirun_replays_at_twice_its_ranks() {
-    check(
-        "mpirun",
-        bench(
-            "bench-steps",
-            &[
-                "--epochs",
-                "2",
-                "--ckpt-mib",
-                "8",
-                "--ckpt-every-steps",
-                "4",
-                "--compute-s",
-                "0.03",
-            ],
-        ),
-    );
+    check("mpirun", bench_steps());
 }
 
 #[test]
-fn a_pytorch_job_under_mpirun_replays_at_twice_its_ranks() {
-    if let Some(job) = ddp() {
+fn a_pytorch_job_saving_every_k_steps_under_mpirun_replays_at_twice_its_ranks() {
+    if let Some(job) = ddp("ddp-steps", 4) {
         check("mpirun", job);
     }
 }
 
 #[test]
-fn a_benchmark_under_srun_replays_at_twice_its_ranks() {
+fn a_pytorch_job_saving_each_epoch_under_mpirun_replays_at_twice_its_ranks() {
+    if let Some(job) = ddp("ddp-epoch", 0) {
+        check("mpirun", job);
+    }
+}
+
+#[test]
+fn a_benchmark_saving_each_epoch_under_srun_replays_at_twice_its_ranks() {
     check("srun", bench_epochs());
 }
 
 #[test]
-fn a_pytorch_job_under_srun_replays_at_twice_its_ranks() {
-    if let Some(job) = ddp() {
+fn a_benchmark_saving_every_k_steps_under_srun_replays_at_twice_its_ranks() {
+    check("srun", bench_steps());
+}
+
+#[test]
+fn a_pytorch_job_saving_every_k_steps_under_srun_replays_at_twice_its_ranks() {
+    if let Some(job) = ddp("ddp-steps", 4) {
+        check("srun", job);
+    }
+}
+
+#[test]
+fn a_pytorch_job_saving_each_epoch_under_srun_replays_at_twice_its_ranks() {
+    if let Some(job) = ddp("ddp-epoch", 0) {
         check("srun", job);
     }
 }
