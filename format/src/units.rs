@@ -83,6 +83,15 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
 }
 
 /// Formats bytes with a binary unit, three significant digits.
+/// `x` per second of `secs`; 0 for no time (a rate over nothing is none).
+pub fn per_s(x: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        x / secs
+    } else {
+        0.0
+    }
+}
+
 pub fn fmt_bytes(b: f64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = b;

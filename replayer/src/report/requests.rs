@@ -10,8 +10,8 @@ use iorepro_format::units::GIB;
 
 use super::latency::{lat, Latency};
 use super::stats::{RankResult, RequestStats};
-use super::summary::per_s;
 use crate::io::objects::ObjectTarget;
+use iorepro_format::units::per_s;
 
 /// One request kind in the report.
 #[derive(Debug, Clone, Serialize)]

@@ -13,7 +13,7 @@ use crate::report::latency::{lat, Latency};
 use crate::report::stats::{OpStats, RankResult};
 use iorepro_analysis::phases::PhaseKind;
 
-use iorepro_format::units::GIB;
+use iorepro_format::units::{per_s, GIB};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct OpReport {
@@ -234,15 +234,6 @@ fn checkpoint_skew(survey: &Survey, results: &[RankResult]) -> Option<Spread> {
         })
         .collect();
     Spread::of(spreads)
-}
-
-/// `x` per second of `secs` (0 for no time).
-pub(crate) fn per_s(x: f64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        x / secs
-    } else {
-        0.0
-    }
 }
 
 impl Report {

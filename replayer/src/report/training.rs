@@ -15,6 +15,7 @@
 use serde::Serialize;
 
 use iorepro_analysis::phases::{Phase, PhaseKind};
+use iorepro_format::units::{per_s, GIB, MIB};
 
 use super::stats::RankResult;
 use crate::plan::scale::what_if::stretches;
@@ -118,13 +119,7 @@ impl Training {
                     .iter()
                     .map(|r| sum(r, span, &|p| p.read_bytes))
                     .sum();
-                let per_s = |x: f64| {
-                    if duration_s > 0.0 {
-                        x / duration_s
-                    } else {
-                        0.0
-                    }
-                };
+                let per_s = |x: f64| per_s(x, duration_s);
                 EpochFigures {
                     phases: span,
                     duration_s,
@@ -134,7 +129,7 @@ impl Training {
                     samples,
                     samples_per_s: per_s(samples as f64),
                     read_bytes,
-                    read_mib_s: per_s(read_bytes as f64 / iorepro_format::units::MIB),
+                    read_mib_s: per_s(read_bytes as f64 / MIB),
                 }
             })
             .collect();
@@ -163,11 +158,7 @@ impl Training {
                         phase: i,
                         duration_s,
                         write_bytes,
-                        gib_s: if duration_s > 0.0 {
-                            write_bytes as f64 / iorepro_format::units::GIB / duration_s
-                        } else {
-                            0.0
-                        },
+                        gib_s: per_s(write_bytes as f64 / GIB, duration_s),
                     }
                 })
             })
