@@ -86,8 +86,12 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
     use std::io::Read;
     use std::process::Stdio;
     let tmp = tempfile::tempdir().unwrap();
-    // Thousands of files: `files --json` writes far more than a pipe holds.
-    let toml = workload(2, 1, 10, "random").replace("files = 16", "files = 4000");
+    // Thousands of files, every one read: `files --json` writes far more
+    // than a pipe holds (64 KiB), so the command is still writing when the
+    // reader goes.
+    let toml = workload(2, 1, 10, "random")
+        .replace("files = 16", "files = 4000")
+        .replace("reads_per_step = 6", "reads_per_step = 400");
     let trace = synth(tmp.path(), "many", &toml);
     let mut child = trace_cmd()
         .args(["files", "--json", trace.to_str().unwrap()])
@@ -100,6 +104,11 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
     // The pipe's reader is gone (as `| head -c 1` leaves it).
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
+    let listing = json(&["files", "--json", trace.to_str().unwrap()]);
+    assert!(
+        listing.to_string().len() > 256 << 10,
+        "the listing must outgrow a pipe's buffer"
+    );
     assert!(err.is_empty(), "a closed pipe is no error to report: {err}");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
