@@ -290,15 +290,20 @@ impl Tally {
             PathColumn::Dict(d) => {
                 let ids = self.dictionary_ids(d.values());
                 let k = d.keys();
-                (0..b.len())
-                    .map(|i| {
-                        if k.is_valid(i) {
-                            ids[k.value(i) as usize]
-                        } else {
-                            u32::MAX
-                        }
-                    })
-                    .collect()
+                if k.null_count() == 0 {
+                    // Every row has a path: a plain gather, no per-row checks.
+                    k.values().iter().map(|&key| ids[key as usize]).collect()
+                } else {
+                    (0..b.len())
+                        .map(|i| {
+                            if k.is_valid(i) {
+                                ids[k.value(i) as usize]
+                            } else {
+                                u32::MAX
+                            }
+                        })
+                        .collect()
+                }
             }
             PathColumn::Plain(p) => (0..b.len())
                 .map(|i| {

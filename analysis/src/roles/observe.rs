@@ -294,15 +294,20 @@ impl RolesBuilder {
             PathColumn::Dict(d) => {
                 let of_key = self.dictionary_slots(d.values());
                 let k = d.keys();
-                (0..b.len())
-                    .map(|i| {
-                        if k.is_valid(i) {
-                            of_key[k.value(i) as usize]
-                        } else {
-                            NO_SLOT
-                        }
-                    })
-                    .collect()
+                if k.null_count() == 0 {
+                    // Every row has a path: a plain gather, no per-row checks.
+                    k.values().iter().map(|&key| of_key[key as usize]).collect()
+                } else {
+                    (0..b.len())
+                        .map(|i| {
+                            if k.is_valid(i) {
+                                of_key[k.value(i) as usize]
+                            } else {
+                                NO_SLOT
+                            }
+                        })
+                        .collect()
+                }
             }
             PathColumn::Plain(p) => (0..b.len())
                 .map(|i| {
