@@ -20,6 +20,10 @@ const LOG_WRITE_MAX: u64 = 64 << 10;
 /// A file written this many times or more, in small appends spread over a
 /// quarter of the run or more, is a log whatever its name.
 const LOG_MIN_WRITES: u64 = 8;
+/// A log's appends come apart, at this interval or more on average: a
+/// file written in a burst of small writes (`dd bs=4k`) is data, whatever
+/// share of a short run the burst lasts.
+const LOG_MIN_INTERVAL_NS: i64 = 1_000_000;
 /// A run record is under this ...
 const RECORD_MAX: u64 = 1 << 20;
 /// ... and under the largest file the job wrote divided by this ...
@@ -84,12 +88,15 @@ fn appended(s: &Stats) -> bool {
     s.write_calls >= 2 && s.write_bytes / s.write_calls <= LOG_WRITE_MAX && s.rewrites <= 1
 }
 
-/// A log by what the job did: many small appends spread over the run.
+/// A log by what the job did: many small appends spread over the run, and
+/// apart from each other.
 fn written_as_log(s: &Stats, run: &Run) -> bool {
+    let span = s.last_write_ns - s.first_write_ns;
     appended(s)
         && s.write_calls >= LOG_MIN_WRITES
         && run.duration_ns > 0
-        && (s.last_write_ns - s.first_write_ns).saturating_mul(4) >= run.duration_ns
+        && span.saturating_mul(4) >= run.duration_ns
+        && span >= (s.write_calls as i64 - 1).saturating_mul(LOG_MIN_INTERVAL_NS)
 }
 
 /// A small record of the run: by its name or place, small itself; by its
