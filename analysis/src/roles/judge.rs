@@ -91,7 +91,8 @@ fn appended(s: &Stats) -> bool {
 /// A log by what the job did: many small appends spread over the run, and
 /// apart from each other.
 fn written_as_log(s: &Stats, run: &Run) -> bool {
-    let span = s.last_write_ns - s.first_write_ns;
+    // (No writes at all leave the bounds at their sentinels.)
+    let span = s.last_write_ns.saturating_sub(s.first_write_ns);
     appended(s)
         && s.write_calls >= LOG_MIN_WRITES
         && run.duration_ns > 0

@@ -395,13 +395,23 @@ fn small_appends_are_a_log_and_bulk_writes_a_checkpoint() {
 /// read back) spans the whole run with them, yet writes data, not a log.
 #[test]
 fn a_burst_of_small_writes_over_a_short_run_is_no_log() {
-    let mut rows: Vec<(i64, Row<'_>)> = vec![(0, (Op::Open, "/data/f", 3, WC, None))];
+    let mut rows: Vec<(i64, Row<'_>)> = vec![
+        (0, (Op::Open, "/data/f", 3, WC, None)),
+        // Created and never written: no writes to judge a log by.
+        (0, (Op::Open, "/data/empty", 4, WC, None)),
+    ];
     for k in 0..2000i64 {
         rows.push((1 + k * 10_000, (Op::Write, "/data/f", 4096, 0, None)));
     }
     rows.push((21_000_000, (Op::Read, "/data/f", 4096, 0, None)));
     let r = roles_of_timed(&rows);
-    assert_roles(&r, &[("/data/f", Role::Checkpoint)]);
+    assert_roles(
+        &r,
+        &[
+            ("/data/f", Role::Checkpoint),
+            ("/data/empty", Role::Checkpoint),
+        ],
+    );
 }
 
 /// Records of a run are small against its bulk writes; a family of
