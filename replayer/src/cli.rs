@@ -9,7 +9,7 @@ use clap::Parser;
 use iorepro_telemetry::{parse_duration, parse_interval};
 
 use crate::error::{ReplayError, ReplayResult};
-use crate::io::engine::EngineKind;
+use crate::io::engine::{DirectIo, EngineKind};
 use crate::io::objects::{self, ObjectTarget, ReadMode};
 use crate::io::prepare::PrepareMode;
 use crate::live::watch::LiveOptions;
@@ -70,9 +70,12 @@ pub struct Cli {
     /// afap, original, or a scale factor on compute gaps (0.5 = half the compute time).
     #[arg(long, default_value = "afap")]
     pub timing: String,
-    /// O_DIRECT for aligned data ops.
-    #[arg(long)]
-    pub direct: bool,
+    /// O_DIRECT for aligned data ops: all of them (`--direct`), or
+    /// `--direct=reads` (writes go through the page cache and reach the
+    /// storage at the job's syncs, as a buffered job's do).
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_value = "off",
+          default_missing_value = "all", hide_possible_values = true)]
+    pub direct: DirectIo,
     /// auto (as traced: the trace's io_uring requests through io_uring, its
     /// syscalls as syscalls), psync (every call a syscall) or io_uring
     /// (every data call, sync, open, stat and close an io_uring request).
@@ -203,7 +206,7 @@ pub struct Options {
     pub nodes: Option<u32>,
     pub ranks_per_node: Option<u32>,
     pub timing: Timing,
-    pub direct: bool,
+    pub direct: DirectIo,
     pub engine: EngineKind,
     pub phases: Option<Vec<PhaseKind>>,
     pub prepare: PrepareMode,
@@ -310,7 +313,9 @@ impl Cli {
             ),
         };
         if objects.is_some()
-            && (self.direct || self.drop_caches || self.engine == EngineKind::IoUring)
+            && (self.direct != DirectIo::Off
+                || self.drop_caches
+                || self.engine == EngineKind::IoUring)
         {
             return Err(usage(
                 "--direct, --drop-caches and --engine io_uring are for directory targets, \
@@ -429,6 +434,20 @@ impl Cli {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn direct_alone_is_every_call_and_takes_reads_after_an_equals() {
+        let direct = |args: &[&str]| {
+            let all = [["x", "--target", "d"].as_slice(), args].concat();
+            let cli = Cli::parse_from(all);
+            (cli.trace.clone(), cli.into_options().unwrap().direct)
+        };
+        assert_eq!(direct(&["t"]).1, DirectIo::Off);
+        // A trace named after `--direct` is the trace, not its value.
+        assert_eq!(direct(&["--direct", "t"]), ("t".into(), DirectIo::All));
+        assert_eq!(direct(&["t", "--direct=reads"]).1, DirectIo::Reads);
+        assert!(!DirectIo::Reads.covers(true) && DirectIo::Reads.covers(false));
+    }
 
     #[test]
     fn options_are_checked() {

@@ -413,7 +413,7 @@ fn run_ranks(
         plan.lay.local.len(),
         survey.max_io_bytes,
         survey.max_write_bytes,
-        opts.direct,
+        opts.direct.covers(true),
     );
     let shared = Shared {
         conf: conf.clone(),

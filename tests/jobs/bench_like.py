@@ -8,7 +8,8 @@ samples of its own. With --evict, each file read leaves the page cache
 again (a dataset larger than memory, whose reads always reach the storage).
 With --out, the run keeps a Hydra-style run directory
 and log (see run_record.py). With --report, rank 0 writes when each of its
-epochs (reading) and checkpoints ran, by the wall clock in ns, as JSON.
+epochs (reading) and checkpoints ran, by the wall clock in ns, and its
+compute in each epoch, as JSON.
 """
 
 import argparse
@@ -36,7 +37,7 @@ def main():
     record = RunRecord(args.out, rank, vars(args))
     files = sorted(os.path.join(args.data, n) for n in os.listdir(args.data))
     block = os.urandom(4 << 20)
-    epoch_times, checkpoint_times, saves = [], [], []
+    epoch_times, epoch_compute, checkpoint_times, saves = [], [], [], []
 
     def checkpoint(tag):
         ckpt_start = time.time_ns()
@@ -53,6 +54,7 @@ def main():
     step = 0
     for epoch in range(args.epochs):
         epoch_start = time.time_ns()
+        compute_ns = 0
         order = list(range(len(files)))
         random.Random(epoch).shuffle(order)
         mine = order[rank::world]
@@ -62,15 +64,18 @@ def main():
                     pass
                 if args.evict:
                     os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            compute_start = time.time_ns()
             time.sleep(args.compute_s)
+            compute_ns += time.time_ns() - compute_start
             step += 1
             if rank == 0 and args.ckpt_every_steps and step % args.ckpt_every_steps == 0:
                 checkpoint(f"step_{step}")
         epoch_times.append([epoch_start, time.time_ns()])
+        epoch_compute.append(compute_ns)
         record.epoch(epoch, epoch_start, time.time_ns(), len(mine))
         if rank == 0 and not args.ckpt_every_steps:
             checkpoint(f"epoch_{epoch}")
-    results = {"epoch_times_ns": epoch_times, "checkpoint_times_ns": checkpoint_times, "checkpoints": saves}
+    results = {"epoch_times_ns": epoch_times, "epoch_compute_ns": epoch_compute, "checkpoint_times_ns": checkpoint_times, "checkpoints": saves}
     record.finish({"world": world, "files": len(files), **results})
     if rank == 0 and args.report:
         with open(args.report, "w") as f:

@@ -1,8 +1,9 @@
-"""Time at N against the job at N: the DLIO-like benchmark (bench_like.py,
-each file dropped from the page cache after it is read, as a dataset larger
-than memory) runs at R processes under the collector; the same benchmark
+"""Time at N against the job at N: a job (`--job`: the DLIO-like benchmark
+bench_like.py, or the PyTorch DDP job train_ddp.py with DataLoader workers;
+each drops a file from the page cache after reading it, as a dataset larger
+than memory would) runs at R processes under the collector; the same job
 runs at N processes, and the trace is replayed at N ranks with
-`--timing original --direct` (reads that reach the storage, as the job's
+`--timing original --direct=reads` (reads that reach the storage, as the job's
 do), on the storage as it is and on the same storage with reads throttled
 (a cgroup v1 blkio throttle on the scratch directory's device) below what
 N processes ask for. `--plan-only --bandwidth` predicts the throttled run.
@@ -10,7 +11,7 @@ The trace is also replayed at its own R ranks on the storage it was
 captured on, against the captured run itself (same scale).
 
 Prints one JSON document: per storage, the job's span, epoch times, AU
-and checkpoint times (the job's own record), the replay's (its report) and
+(its compute over its epoch time) and checkpoint times (the job's own record), the replay's (its report) and
 the plan's prediction, and the relative errors. Exits 3, saying why on
 stderr, when this machine cannot throttle or launch.
 """
@@ -61,9 +62,47 @@ class Throttle:
             pass
 
 
-def mpirun(n, args):
+def mpirun(n, script, args):
     return ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(n),
-            sys.executable, os.path.join(JOBS, "bench_like.py")] + args
+            sys.executable, os.path.join(JOBS, script)] + args
+
+
+class BenchLike:
+    """The DLIO-like benchmark: reader threads are the process itself, one
+    file a step, compute a sleep after each file."""
+
+    name = "bench_like"
+
+    def __init__(self, a):
+        self.a = a
+
+    def command(self, n, data, ckpt, report):
+        a = self.a
+        return mpirun(n, "bench_like.py", [
+            "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
+            "--compute-s", str(a.compute_s), "--ckpt-mib", str(a.ckpt_mib), "--evict"])
+
+
+class TrainDdp:
+    """The PyTorch DDP job: DataLoader worker processes read ahead
+    (`prefetch_factor`), the training loop computes a batch a step, and
+    every rank saves its shard of a DCP checkpoint after each epoch."""
+
+    name = "train_ddp"
+    batch = 2
+
+    def __init__(self, a):
+        self.a = a
+
+    def command(self, n, data, ckpt, report):
+        a = self.a
+        return mpirun(n, "train_ddp.py", [
+            "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
+            "--compute-s", str(a.compute_s), "--batch", str(self.batch), "--ckpt-every", "0",
+            "--prefetch", "2", "--evict"])
+
+
+JOB_KINDS = {"bench_like": BenchLike, "train_ddp": TrainDdp}
 
 
 def run(cmd, **kw):
@@ -83,11 +122,23 @@ def err(a, b):
     return (a - b) / b if b else 0.0
 
 
+def errors(got, truth):
+    """`got`'s relative errors against `truth` (AU in points)."""
+    n = min(len(truth["epochs_s"]), len(got["epochs_s"]))
+    return {
+        "span": err(got["span_s"], truth["span_s"]),
+        "epochs": [err(got["epochs_s"][i], truth["epochs_s"][i]) for i in range(n)],
+        "au_points": [got["au_percent"][i] - truth["au_percent"][i] for i in range(n)],
+        "checkpoints": [err(r, j) for r, j in zip(got["checkpoints_s"], truth["checkpoints_s"])],
+    }
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--collect", required=True)
     p.add_argument("--replay", required=True)
     p.add_argument("--scratch", required=True)
+    p.add_argument("--job", choices=sorted(JOB_KINDS), default="bench_like")
     p.add_argument("--traced", type=int, default=2)
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--files", type=int, default=32)
@@ -96,11 +147,19 @@ def main():
     p.add_argument("--compute-s", type=float, default=0.12)
     p.add_argument("--ckpt-mib", type=int, default=64)
     p.add_argument("--throttle-mib", type=int, default=80)
+    p.add_argument("--job-again", action="store_true",
+                   help="run the job at N a second time: the machine's own run-to-run variation")
     a = p.parse_args()
     if os.geteuid() != 0:
         cannot("not root: throttling and capturing need root")
     if shutil.which("mpirun") is None:
         cannot("mpirun is not installed (apt package openmpi-bin)")
+    kind = JOB_KINDS[a.job](a)
+    if a.job == "train_ddp":
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            cannot("PyTorch is not installed (cargo xtask setup installs it)")
     s = a.scratch
     shutil.rmtree(s, ignore_errors=True)
     data = os.path.join(s, "data")
@@ -110,24 +169,21 @@ def main():
             f.write(os.urandom(a.file_mib << 20))
     throttle = Throttle(s, a.throttle_mib << 20)
     try:
-        job = ["--data", data, "--epochs", str(a.epochs), "--compute-s", str(a.compute_s),
-               "--ckpt-mib", str(a.ckpt_mib), "--evict"]
-
         def bench(n, name, cgroup, collect=None):
             ckpt = os.path.join(s, name, "ckpt")
             os.makedirs(ckpt)
             report = os.path.join(s, name, "report.json")
-            cmd = mpirun(n, job + ["--ckpt", ckpt, "--report", report])
+            cmd = kind.command(n, data, ckpt, report)
             cmd = cgroup.wrap(cmd) if cgroup else cmd
             run(collect + cmd if collect else cmd)
             with open(report) as f:
                 r = json.load(f)
             epochs = [(b - e) / 1e9 for e, b in r["epoch_times_ns"]]
-            compute = a.files // n * a.compute_s
             return {
                 "span_s": (r["checkpoint_times_ns"][-1][1] - r["epoch_times_ns"][0][0]) / 1e9,
                 "epochs_s": epochs,
-                "au_percent": [100 * min(1.0, compute / e) for e in epochs],
+                # The job's own AU: its compute (its record) over its epoch time.
+                "au_percent": [100 * min(1.0, c / 1e9 / e) for c, e in zip(r["epoch_compute_ns"], epochs)],
                 "checkpoints_s": [(b - e) / 1e9 for e, b in r["checkpoint_times_ns"]],
             }
 
@@ -135,21 +191,27 @@ def main():
         # The trace: the job at R on the storage as it is, as captured in production.
         drop_caches()
         traced = bench(a.traced, "traced", None, [a.collect, "--out", trace, "--path-prefix", s, "--"])
-        out = {"traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib}
+        out = {"job": kind.name, "traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib}
         for storage, n in [("same_scale", a.traced), ("fast", a.ranks), ("throttled", a.ranks)]:
             cgroup = throttle if storage == "throttled" else None
             drop_caches()
             truth = traced if storage == "same_scale" else bench(n, f"job-{storage}", cgroup)
+            again = None
+            if a.job_again and storage != "same_scale":
+                drop_caches()
+                again = bench(n, f"job-{storage}-again", cgroup)
             target = os.path.join(s, f"target-{storage}")
             run([a.replay, trace, "--target", target, "--ranks", str(n), "--prepare", "only"])
             drop_caches()
             cmd = [a.replay, trace, "--target", target, "--ranks", str(n), "--timing", "original",
-                   "--direct", "--prepare", "skip", "--json"]
+                   "--direct=reads", "--prepare", "skip", "--json"]
             started = time.time()
             rep = json.loads(run(cgroup.wrap(cmd) if cgroup else cmd))
             t = rep["training"]
             replay = {
-                "span_s": rep["duration_s"],
+                # Span as the job's: from the first epoch to the last checkpoint's end.
+                "span_s": sum(e["duration_s"] for e in t["epochs"])
+                + sum(c["duration_s"] for c in t["checkpoints"]),
                 "epochs_s": [e["duration_s"] for e in t["epochs"]],
                 "au_percent": [e["au_percent"] for e in t["epochs"]],
                 "checkpoints_s": [c["duration_s"] for c in t["checkpoints"]],
@@ -166,16 +228,12 @@ def main():
                     "au_percent": [e["au_percent"] for e in plan["epochs_at_bandwidth"]],
                     "bandwidth_for_au_gib_s": plan["bandwidth_for_au_gib_s"],
                 }
-            n = min(len(truth["epochs_s"]), len(replay["epochs_s"]))
-            side["errors"] = {
-                "span": err(replay["span_s"], truth["span_s"]),
-                "epochs": [err(replay["epochs_s"][i], truth["epochs_s"][i]) for i in range(n)],
-                "au_points": [replay["au_percent"][i] - truth["au_percent"][i] for i in range(n)],
-                "checkpoints": [err(r, j) for r, j in zip(replay["checkpoints_s"], truth["checkpoints_s"])],
-            }
+            side["errors"] = errors(replay, truth)
+            if again:
+                side["job_again"] = again
+                side["job_variation"] = errors(again, truth)
             if "plan" in side:
-                side["errors"]["plan_epochs"] = [err(side["plan"]["epochs_s"][i], truth["epochs_s"][i])
-                                                 for i in range(min(n, len(side["plan"]["epochs_s"])))]
+                side["errors"]["plan_epochs"] = [err(p, j) for p, j in zip(side["plan"]["epochs_s"], truth["epochs_s"])]
             out[storage] = side
         print(json.dumps(out, indent=1))
     finally:

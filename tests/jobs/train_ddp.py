@@ -4,7 +4,9 @@ I/O the end-to-end tests capture.
 Launched with `torchrun --standalone --nproc_per_node=2`, or by `mpirun` or
 `srun` (their rank variables are turned into torchrun's); gloo on CPU. Each
 rank reads its share of the sample files through a DataLoader with forked
-worker processes (a Dataset whose __getitem__ opens and reads one file), trains
+worker processes (a Dataset whose __getitem__ opens and reads one file; with
+--evict the file then leaves the page cache, as a dataset larger than memory
+would), trains
 a small MLP wrapped in DistributedDataParallel, and saves a
 torch.distributed.checkpoint (DCP) every --ckpt-every steps (0: at the end
 of every epoch). A short sleep per
@@ -44,8 +46,9 @@ FEATURES = 256
 class FileSamples(Dataset):
     """One sample per file; the whole file is read on every access."""
 
-    def __init__(self, root):
+    def __init__(self, root, evict=False):
         self.paths = sorted(os.path.join(root, n) for n in os.listdir(root))
+        self.evict = evict
 
     def __len__(self):
         return len(self.paths)
@@ -53,6 +56,8 @@ class FileSamples(Dataset):
     def __getitem__(self, index):
         with open(self.paths[index], "rb") as f:
             raw = f.read()
+            if self.evict:
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         data = torch.frombuffer(bytearray(raw), dtype=torch.uint8).float()
         # Fold the file into a fixed-size feature vector; the label is a
         # cheap function of the content so the model has something to fit.
@@ -72,6 +77,7 @@ def main():
     p.add_argument("--ckpt-every", type=int, default=10, help="steps between saves; 0: at each epoch's end")
     p.add_argument("--compute-s", type=float, default=0.15)
     p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--evict", action="store_true", help="drop each file from the page cache after reading it")
     p.add_argument("--resume", action="store_true", help="first load the newest checkpoint in --ckpt")
     p.add_argument("--rank0-save", action="store_true", help="rank 0 also torch.saves the model at each checkpoint")
     p.add_argument("--out", help="a Hydra-style run directory and log")
@@ -84,7 +90,7 @@ def main():
     record = RunRecord(args.out, rank, vars(args))
     torch.manual_seed(0)
 
-    dataset = FileSamples(args.data)
+    dataset = FileSamples(args.data, args.evict)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(
         dataset,
@@ -107,7 +113,7 @@ def main():
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     loss_fn = nn.MSELoss()
 
-    step, saves, epoch_times, checkpoint_times = 0, [], [], []
+    step, saves, epoch_times, epoch_compute, checkpoint_times = 0, [], [], [], []
     if args.resume:
         # Restart from the newest checkpoint, as a preempted job does.
         newest = max(d for d in os.listdir(args.ckpt) if d.startswith("step_"))
@@ -135,19 +141,26 @@ def main():
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         epoch_start = time.time_ns()
+        compute_ns = 0
         for x, y in loader:
+            # The step's compute, from its batch in hand to its end: what
+            # the accelerator is busy for (AU is this over the epoch's time).
+            step_start = time.time_ns()
             opt.zero_grad()
             loss = loss_fn(ddp(x), y)
             loss.backward()
             opt.step()
             time.sleep(args.compute_s)
+            compute_ns += time.time_ns() - step_start
             step += 1
             if args.ckpt_every and step % args.ckpt_every == 0:
                 save(f"step_{step:05d}")
+        # The epoch is its steps; an end-of-epoch save is timed on its own.
+        epoch_times.append([epoch_start, time.time_ns()])
+        epoch_compute.append(compute_ns)
+        record.epoch(epoch, epoch_start, time.time_ns(), len(sampler))
         if not args.ckpt_every:
             save(f"epoch_{epoch}")
-        epoch_times.append([epoch_start, time.time_ns()])
-        record.epoch(epoch, epoch_start, time.time_ns(), len(sampler))
 
     dist.barrier()
     record.finish({"world": world, "files": len(dataset), "checkpoints": saves})
@@ -161,6 +174,7 @@ def main():
                     "steps_per_rank": step,
                     "checkpoints": saves,
                     "epoch_times_ns": epoch_times,
+                    "epoch_compute_ns": epoch_compute,
                     "checkpoint_times_ns": checkpoint_times,
                 },
                 f,

@@ -298,7 +298,7 @@ impl Worker<'_> {
         offset: u64,
         len: u64,
     ) -> ReplayResult<()> {
-        let (fd, direct) = self.data_fd(key, offset, len)?;
+        let (fd, direct) = self.data_fd(key, write, offset, len)?;
         let mut done = 0u64;
         while done < len {
             let n = ((len - done) as usize).min(self.shared.data.len());

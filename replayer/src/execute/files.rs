@@ -80,7 +80,7 @@ impl Worker<'_> {
             .conf
             .open_via(&mut *self.engine, &rel, flags, 0o644)
             .map_err(|e| self.io_err("open", &rel, e))?;
-        let want_direct = self.shared.direct || flags_hint.is_some_and(|f| f & libc::O_DIRECT != 0);
+        let traced_direct = flags_hint.is_some_and(|f| f & libc::O_DIRECT != 0);
         self.files.insert(
             (op.pid, op.fd),
             OpenFile {
@@ -89,7 +89,7 @@ impl Worker<'_> {
                 direct: None,
                 rel,
                 flags: flags & !(libc::O_CREAT | libc::O_TRUNC),
-                want_direct,
+                traced_direct,
                 pos: 0,
             },
         );
@@ -119,12 +119,14 @@ impl Worker<'_> {
     pub(super) fn data_fd(
         &mut self,
         key: (i32, i32),
+        write: bool,
         offset: u64,
         len: u64,
     ) -> ReplayResult<(RawFd, bool)> {
         let f = self.files.get_mut(&key).expect("file was opened");
         let aligned = offset.is_multiple_of(ALIGN as u64) && len.is_multiple_of(ALIGN as u64);
-        if !(f.want_direct && aligned) {
+        let want = f.traced_direct || self.shared.direct.covers(write);
+        if !(want && aligned) {
             return Ok((f.fd.as_raw_fd(), false));
         }
         if f.direct.is_none() {

@@ -238,7 +238,7 @@ impl Worker<'_> {
                     direct: None,
                     rel,
                     flags,
-                    want_direct: false,
+                    traced_direct: false,
                     pos: 0,
                 },
             );

@@ -29,7 +29,7 @@ use std::time::Instant;
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::buffers::{PrivateCopies, SharedData, StampedWrite};
 use crate::io::confine::Confined;
-use crate::io::engine::{new_engine, Engine, EngineKind};
+use crate::io::engine::{new_engine, DirectIo, Engine, EngineKind};
 use crate::live::{LiveRanks, RankLive};
 use crate::plan::rank_map::RankMap;
 use crate::plan::stream::Chunk;
@@ -50,7 +50,7 @@ pub struct Shared {
     /// Per source index: how many target ranks share its dataset reads,
     /// each making that share of its steps (see [`crate::plan::timing`]).
     pub read_sharers: Vec<u32>,
-    pub direct: bool,
+    pub direct: DirectIo,
     pub engine: EngineKind,
     pub rendezvous: Arc<dyn Rendezvous>,
     pub progress: Arc<AtomicU64>,
@@ -117,7 +117,8 @@ struct OpenFile {
     direct: Option<OwnedFd>,
     rel: PathBuf,
     flags: i32,
-    want_direct: bool,
+    /// The traced job opened it with O_DIRECT.
+    traced_direct: bool,
     pos: u64,
 }
 
@@ -281,6 +282,14 @@ impl<'s> Worker<'s> {
     /// barriers.
     fn advance_to(&mut self, phase: u16) -> ReplayResult<()> {
         while self.phase < phase as usize {
+            // The trace's time before the next phase begins is the phase
+            // being left's (a job's start-up is not its first epoch). A
+            // checkpoint's ranks meet at its barrier instead.
+            let next = self.phase + 1;
+            if !self.shared.is_barrier_phase(next) {
+                self.sched
+                    .wait_for(self.shared.phases()[next].start_unix_ns);
+            }
             self.leave()?;
             self.enter(self.phase + 1)?;
         }

@@ -117,12 +117,12 @@ pub fn for_process(
     ranks: usize,
     max_io_bytes: u64,
     max_write_bytes: u64,
-    direct: bool,
+    direct_writes: bool,
 ) -> (SharedData, PrivateCopies) {
     let data_len = data_buffer_len(max_io_bytes);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let copies_limit = PrivateCopies::limit_for(ranks, cores, data_len);
-    let needs_copies = direct || max_write_bytes > STAMPED_MAX as u64;
+    let needs_copies = direct_writes || max_write_bytes > STAMPED_MAX as u64;
     let ready = if needs_copies { ranks.min(cores) } else { 0 };
     let copies = PrivateCopies::new(data_len, copies_limit, ready);
     (SharedData::new(data_len), copies)

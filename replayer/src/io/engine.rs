@@ -20,6 +20,38 @@ pub enum EngineKind {
     IoUring,
 }
 
+/// `--direct`: which aligned data calls bypass the page cache. `reads`
+/// keeps a dataset larger than memory out of the cache, as the job's
+/// reads were, while writes go through it and reach the storage at the
+/// job's own syncs, as the job's did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DirectIo {
+    /// Only where the traced job opened with O_DIRECT.
+    #[default]
+    Off,
+    Reads,
+    All,
+}
+
+impl DirectIo {
+    pub fn name(self) -> &'static str {
+        match self {
+            DirectIo::Off => "off",
+            DirectIo::Reads => "reads",
+            DirectIo::All => "all",
+        }
+    }
+
+    /// Whether a data call that reads (`write` false) or writes goes direct.
+    pub fn covers(self, write: bool) -> bool {
+        match self {
+            DirectIo::Off => false,
+            DirectIo::Reads => !write,
+            DirectIo::All => true,
+        }
+    }
+}
+
 impl EngineKind {
     pub fn name(self) -> &'static str {
         match self {

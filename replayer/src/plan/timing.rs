@@ -138,6 +138,16 @@ impl Schedule {
         intended
     }
 
+    /// Waits, as the rank's compute, until trace time `ts` (at once when
+    /// the rank is already there or the timing keeps no gaps).
+    pub fn wait_for(&mut self, ts: i64) {
+        if self.factor().is_none() || self.prev_trace_end.is_some_and(|p| p >= ts) {
+            return;
+        }
+        let intended = self.start(ts, 0);
+        self.prev_end = intended;
+    }
+
     /// The op meant to start at `intended` was issued at `issued` and
     /// returned at `end`. The rank's clock moves on by the call's own
     /// duration: waking up late (the replay's thread not scheduled on time)
@@ -204,6 +214,22 @@ mod tests {
         assert!(intended.duration_since(t0) >= Duration::from_millis(20));
         assert!(Instant::now() >= intended);
         assert_eq!(s.compute_ns, 20_000_000);
+    }
+
+    #[test]
+    fn waiting_for_a_phase_start_moves_the_clock_there() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        s.wait_for(10_000_000);
+        assert_eq!((s.compute_ns, s.trace_clock()), (10_000_000, 10_000_000));
+        assert!(t0.elapsed() >= Duration::from_millis(10));
+        // The next op's gap counts from the phase start, not from the origin.
+        let op = s.start(12_000_000, 0);
+        assert!(op.duration_since(t0) >= Duration::from_millis(12));
+        assert_eq!(s.compute_ns, 12_000_000);
+        // Already past it: nothing to wait for.
+        s.wait_for(5_000_000);
+        assert_eq!(s.compute_ns, 12_000_000);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use iorepro_format::Op;
 use serde::Serialize;
 
+use crate::io::engine::DirectIo;
 use crate::io::prepare::PrepareStats;
 use crate::plan::survey::Survey;
 use crate::report::latency::{lat, Latency};
@@ -121,7 +122,8 @@ pub struct Report {
     pub gpu_busy: Option<f64>,
     pub timing: String,
     pub engine: String,
-    pub direct: bool,
+    /// `off`, `reads` or `all`: which aligned data calls went O_DIRECT.
+    pub direct: String,
     pub ops: BTreeMap<String, OpReport>,
     /// Calls on the name space (open, stat, access, mkdir, rmdir, listings,
     /// unlink, rename, link, symlink; not close), over all ranks.
@@ -166,7 +168,7 @@ pub struct RunInfo {
     pub timing: String,
     pub afap: bool,
     pub engine: String,
-    pub direct: bool,
+    pub direct: DirectIo,
     pub phase_selected: Vec<bool>,
     pub rendezvous: RendezvousInfo,
     /// When rank 0 held every result (Unix ns).
@@ -361,7 +363,7 @@ impl Report {
             gpu_busy,
             timing: info.timing.clone(),
             engine: info.engine.clone(),
-            direct: info.direct,
+            direct: info.direct.name().to_string(),
             ops,
             metadata_ops,
             metadata_ops_per_s: per_s(metadata_ops as f64, duration_s),

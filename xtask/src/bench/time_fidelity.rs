@@ -1,13 +1,17 @@
 //! Time fidelity: does a replay at N of a job's trace at R take the job at
-//! N's time? `tests/jobs/time_fidelity.py` runs the DLIO-like benchmark at
-//! R = 2 under the collector and at N = 4, on the storage as it is and on
-//! the same storage with reads throttled below what 4 processes ask for
-//! (a cgroup v1 blkio throttle), replays the trace at 4 on each, and
-//! predicts the throttled run with `--plan-only --bandwidth`; the trace is
-//! also replayed at 2 against the captured run (same scale). One line per
-//! scale and storage: the errors in span, per epoch, in AU (points) and per
-//! checkpoint, with both sides' figures; the throttled line also gives the
-//! plan's error per epoch. The same driver is `tests/tests/time_fidelity.rs`'s.
+//! N's time? `tests/jobs/time_fidelity.py` runs a job at R = 1 and 2 under
+//! the collector and at N = 4, on the storage as it is and on the same
+//! storage with reads throttled below what 4 processes ask for (a cgroup
+//! v1 blkio throttle), replays the trace at 4 on each, and predicts the
+//! throttled run with `--plan-only --bandwidth`; the trace is also replayed
+//! at R against the captured run (same scale). The jobs: the DLIO-like
+//! benchmark and the PyTorch DDP job (DataLoader workers), the latter only
+//! where PyTorch is installed. One line per job, scale and storage: the
+//! errors in span, per epoch, in AU (points) and per checkpoint, with both
+//! sides' figures; the throttled line also gives the plan's error per
+//! epoch; a line `job again` gives the job's own run-to-run variation at N
+//! (a second run against the first), the floor under any of these errors.
+//! The same driver is `tests/tests/time_fidelity.rs`'s.
 
 use std::process::Command;
 
@@ -38,7 +42,25 @@ fn secs(v: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// The jobs and traced scales measured, each replayed at 4.
+const CASES: &[(&str, u32)] = &[
+    ("bench_like", 2),
+    ("bench_like", 1),
+    ("train_ddp", 2),
+    ("train_ddp", 1),
+];
+
 pub fn run(ctx: &Ctx) -> Result<()> {
+    for &(job, traced) in CASES {
+        if ctx.quick && traced == 1 {
+            continue;
+        }
+        one_case(ctx, job, traced)?;
+    }
+    Ok(())
+}
+
+fn one_case(ctx: &Ctx, job: &str, traced: u32) -> Result<()> {
     let scratch = ctx.dir("time-fidelity")?;
     let mut cmd = Command::new("python3");
     cmd.arg(ctx.root.join("tests/jobs/time_fidelity.py"))
@@ -47,11 +69,20 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         .arg("--replay")
         .arg(ctx.bin("iorepro-replay"))
         .arg("--scratch")
-        .arg(&scratch);
+        .arg(&scratch)
+        .args(["--job", job, "--traced", &traced.to_string(), "--job-again"]);
     if ctx.quick {
         cmd.args(["--epochs", "2", "--files", "16"]);
     }
     let out = cmd.output().context("running time_fidelity.py")?;
+    if out.status.code() == Some(3) {
+        let why = String::from_utf8_lossy(&out.stderr);
+        ctx.line(
+            "time-fidelity",
+            format!("{job} {traced}->4: not measured: {}", why.trim()),
+        );
+        return Ok(());
+    }
     if !out.status.success() {
         bail!(
             "time_fidelity.py: {}",
@@ -62,51 +93,66 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let (from, to) = (&r["traced_ranks"], &r["ranks"]);
     for storage in ["same_scale", "fast", "throttled"] {
         let s = &r[storage];
-        let e = &s["errors"];
-        let (job, replay) = (&s["job"], &s["replay"]);
         let scale = if storage == "same_scale" {
             format!("{from}->{from}, storage fast (the captured run itself)")
         } else {
             format!("{from}->{to}, storage {storage}")
         };
+        let throttle = if storage == "throttled" {
+            format!(" (reads at {} MiB/s)", r["throttle_mib_s"])
+        } else {
+            String::new()
+        };
         let mut text = format!(
-            "bench_like {scale}{}: span {}% (job {:.2} s, replay {:.2} s); \
-             epochs {}% (job {} s, replay {} s); AU points {} (job {} %, replay {} %); \
-             checkpoints {}% (job {} s, replay {} s)",
-            if storage == "throttled" {
-                format!(" (reads at {} MiB/s)", r["throttle_mib_s"])
-            } else {
-                String::new()
-            },
-            pct(&e["span"]),
-            job["span_s"].as_f64().unwrap_or(f64::NAN),
-            replay["span_s"].as_f64().unwrap_or(f64::NAN),
-            pct(&e["epochs"]),
-            secs(&job["epochs_s"]),
-            secs(&replay["epochs_s"]),
-            e["au_points"]
-                .as_array()
-                .map(|a| a
-                    .iter()
-                    .map(|x| format!("{:+.1}", x.as_f64().unwrap_or(f64::NAN)))
-                    .collect::<Vec<_>>()
-                    .join("/"))
-                .unwrap_or_default(),
-            secs(&job["au_percent"]),
-            secs(&replay["au_percent"]),
-            pct(&e["checkpoints"]),
-            secs(&job["checkpoints_s"]),
-            secs(&replay["checkpoints_s"]),
+            "{job} {scale}{throttle}: {}",
+            errors(&s["errors"], &s["job"], &s["replay"], "replay")
         );
         if let Some(plan) = s.get("plan") {
             text.push_str(&format!(
                 "; plan at that bandwidth: epochs {}% ({} s), AU >= 90 % down to {:.3} GiB/s",
-                pct(&e["plan_epochs"]),
+                pct(&s["errors"]["plan_epochs"]),
                 secs(&plan["epochs_s"]),
                 plan["bandwidth_for_au_gib_s"].as_f64().unwrap_or(f64::NAN)
             ));
         }
         ctx.line("time-fidelity", text);
+        if let Some(again) = s.get("job_again") {
+            ctx.line(
+                "time-fidelity",
+                format!(
+                    "{job} at {to}, storage {storage}{throttle}, job again (its own variation): {}",
+                    errors(&s["job_variation"], &s["job"], again, "again")
+                ),
+            );
+        }
     }
     Ok(())
+}
+
+/// `e`, the errors of `other` against `job`, with both sides' figures.
+fn errors(e: &Value, job: &Value, other: &Value, name: &str) -> String {
+    format!(
+        "span {}% (job {:.2} s, {name} {:.2} s); \
+         epochs {}% (job {} s, {name} {} s); AU points {} (job {} %, {name} {} %); \
+         checkpoints {}% (job {} s, {name} {} s)",
+        pct(&e["span"]),
+        job["span_s"].as_f64().unwrap_or(f64::NAN),
+        other["span_s"].as_f64().unwrap_or(f64::NAN),
+        pct(&e["epochs"]),
+        secs(&job["epochs_s"]),
+        secs(&other["epochs_s"]),
+        e["au_points"]
+            .as_array()
+            .map(|a| a
+                .iter()
+                .map(|x| format!("{:+.1}", x.as_f64().unwrap_or(f64::NAN)))
+                .collect::<Vec<_>>()
+                .join("/"))
+            .unwrap_or_default(),
+        secs(&job["au_percent"]),
+        secs(&other["au_percent"]),
+        pct(&e["checkpoints"]),
+        secs(&job["checkpoints_s"]),
+        secs(&other["checkpoints_s"]),
+    )
 }

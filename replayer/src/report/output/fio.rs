@@ -151,7 +151,7 @@ impl Exporter for Fio {
                 "name": "iorepro-replay",
                 "numjobs": report.ranks.to_string(),
                 "ioengine": report.engine,
-                "direct": if report.direct { "1" } else { "0" },
+                "direct": if report.direct == "off" { "0" } else { "1" },
                 "iodepth": "1",
             },
             "read": direction(report, "read"),

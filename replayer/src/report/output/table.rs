@@ -18,7 +18,11 @@ pub fn render(report: &Report) -> String {
         report.trace.ranks,
         report.timing,
         report.engine,
-        if report.direct { ", O_DIRECT" } else { "" }
+        match report.direct.as_str() {
+            "off" => String::new(),
+            "reads" => ", O_DIRECT reads".into(),
+            _ => ", O_DIRECT".into(),
+        }
     );
     let _ = writeln!(
         s,
