@@ -8,8 +8,10 @@ samples of its own. With --evict, each file read leaves the page cache
 again (a dataset larger than memory, whose reads always reach the storage).
 With --out, the run keeps a Hydra-style run directory
 and log (see run_record.py). With --report, rank 0 writes when each of its
-epochs (reading) and checkpoints ran, by the wall clock in ns, and its
-compute in each epoch, as JSON.
+epochs (reading) and checkpoints ran, by the wall clock in ns, its compute
+in each epoch, and each stretch of steps between two saves with its
+compute, as JSON. With --global-batch, a step is the rank's share of a
+global batch, so a job run at any world size makes the same steps and saves.
 """
 
 import argparse
@@ -28,7 +30,11 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--ckpt-mib", type=int, default=16)
     p.add_argument("--ckpt-every-steps", type=int, default=0, help="0: at the end of every epoch")
-    p.add_argument("--compute-s", type=float, default=0.002)
+    p.add_argument("--compute-s", type=float, default=0.002, help="compute per sample")
+    p.add_argument("--global-batch", type=int, default=0,
+                   help="samples per step over all ranks (0: one sample per rank a step); "
+                        "each rank reads its share of them a step, so the steps per epoch "
+                        "and the saves every --ckpt-every-steps stay the same at any world size")
     p.add_argument("--evict", action="store_true", help="drop each file from the page cache after reading it")
     p.add_argument("--out", help="a Hydra-style run directory and log")
     p.add_argument("--report")
@@ -38,9 +44,12 @@ def main():
     files = sorted(os.path.join(args.data, n) for n in os.listdir(args.data))
     block = os.urandom(4 << 20)
     epoch_times, epoch_compute, checkpoint_times, saves = [], [], [], []
+    # The stretches of steps between saves: [start, end, compute] in ns.
+    stretches, stretch = [], [None, None, 0]
 
     def checkpoint(tag):
         ckpt_start = time.time_ns()
+        stretches.append([stretch[0], ckpt_start, stretch[2]])
         path = os.path.join(args.ckpt, f"checkpoint_{tag}.pt")
         with open(path, "wb") as f:
             for _ in range(args.ckpt_mib // 4):
@@ -48,25 +57,32 @@ def main():
             f.flush()
             os.fsync(f.fileno())
         checkpoint_times.append([ckpt_start, time.time_ns()])
+        stretch[:] = [checkpoint_times[-1][1], None, 0]
         saves.append(path)
         record.note("saved %s", path)
 
+    per_step = max(1, args.global_batch // world) if args.global_batch else 1
     step = 0
     for epoch in range(args.epochs):
         epoch_start = time.time_ns()
+        if stretch[0] is None:
+            stretch[0] = epoch_start
         compute_ns = 0
         order = list(range(len(files)))
         random.Random(epoch).shuffle(order)
         mine = order[rank::world]
-        for i in mine:
-            with open(files[i], "rb") as f:
-                while f.read(1 << 20):
-                    pass
-                if args.evict:
-                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        for first in range(0, len(mine), per_step):
+            batch = mine[first:first + per_step]
+            for i in batch:
+                with open(files[i], "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+                    if args.evict:
+                        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
             compute_start = time.time_ns()
-            time.sleep(args.compute_s)
+            time.sleep(args.compute_s * len(batch))
             compute_ns += time.time_ns() - compute_start
+            stretch[2] += time.time_ns() - compute_start
             step += 1
             if rank == 0 and args.ckpt_every_steps and step % args.ckpt_every_steps == 0:
                 checkpoint(f"step_{step}")
@@ -75,7 +91,9 @@ def main():
         record.epoch(epoch, epoch_start, time.time_ns(), len(mine))
         if rank == 0 and not args.ckpt_every_steps:
             checkpoint(f"epoch_{epoch}")
-    results = {"epoch_times_ns": epoch_times, "epoch_compute_ns": epoch_compute, "checkpoint_times_ns": checkpoint_times, "checkpoints": saves}
+    if stretch[2]:
+        stretches.append([stretch[0], epoch_times[-1][1], stretch[2]])
+    results = {"epoch_times_ns": epoch_times, "epoch_compute_ns": epoch_compute, "stretches_ns": stretches, "checkpoint_times_ns": checkpoint_times, "checkpoints": saves}
     record.finish({"world": world, "files": len(files), **results})
     if rank == 0 and args.report:
         with open(args.report, "w") as f:

@@ -78,9 +78,14 @@ class BenchLike:
 
     def command(self, n, data, ckpt, report):
         a = self.a
+        batch = []
+        if a.batch == "global":
+            # 8 samples a step over all ranks, a save every 2 steps: the
+            # same steps and saves at any world size.
+            batch = ["--global-batch", "8", "--ckpt-every-steps", "2"]
         return mpirun(n, "bench_like.py", [
             "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
-            "--compute-s", str(a.compute_s), "--ckpt-mib", str(a.ckpt_mib), "--evict"])
+            "--compute-s", str(a.compute_s), "--ckpt-mib", str(a.ckpt_mib), "--evict"] + batch)
 
 
 class TrainDdp:
@@ -112,10 +117,21 @@ def run(cmd, **kw):
     return r.stdout
 
 
-def drop_caches():
+def evict(root):
+    """Every file under `root` out of the page cache (the dataset, the
+    replay's copies), the job's code and libraries staying in it, as on a
+    node whose job has started before."""
     subprocess.run(["sync"])
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
+    for d, _, names in os.walk(root):
+        for n in names:
+            try:
+                fd = os.open(os.path.join(d, n), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
 def err(a, b):
@@ -140,6 +156,8 @@ def main():
     p.add_argument("--scratch", required=True)
     p.add_argument("--job", choices=sorted(JOB_KINDS), default="bench_like")
     p.add_argument("--traced", type=int, default=2)
+    p.add_argument("--batch", choices=["per-rank", "global"], default="per-rank",
+                   help="which batch the job holds fixed as it grows (the replay's --batch)")
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--files", type=int, default=32)
     p.add_argument("--file-mib", type=int, default=4)
@@ -155,6 +173,8 @@ def main():
     if shutil.which("mpirun") is None:
         cannot("mpirun is not installed (apt package openmpi-bin)")
     kind = JOB_KINDS[a.job](a)
+    if a.batch == "global" and a.job != "bench_like":
+        cannot("--batch global is measured with the bench_like job")
     if a.job == "train_ddp":
         try:
             import torch  # noqa: F401
@@ -178,33 +198,40 @@ def main():
             run(collect + cmd if collect else cmd)
             with open(report) as f:
                 r = json.load(f)
-            epochs = [(b - e) / 1e9 for e, b in r["epoch_times_ns"]]
+            # The replay's epochs are the stretches of steps between saves;
+            # the job's are too where it records them (one an epoch when it
+            # saves at each epoch's end).
+            if "stretches_ns" in r:
+                spans = [(e - b, c) for b, e, c in r["stretches_ns"]]
+            else:
+                spans = [(e - b, c) for (b, e), c in zip(r["epoch_times_ns"], r["epoch_compute_ns"])]
+            epochs = [d / 1e9 for d, _ in spans]
             return {
                 "span_s": (r["checkpoint_times_ns"][-1][1] - r["epoch_times_ns"][0][0]) / 1e9,
                 "epochs_s": epochs,
                 # The job's own AU: its compute (its record) over its epoch time.
-                "au_percent": [100 * min(1.0, c / 1e9 / e) for c, e in zip(r["epoch_compute_ns"], epochs)],
+                "au_percent": [100 * min(1.0, c / d) for d, c in spans],
                 "checkpoints_s": [(b - e) / 1e9 for e, b in r["checkpoint_times_ns"]],
             }
 
         trace = os.path.join(s, "trace")
         # The trace: the job at R on the storage as it is, as captured in production.
-        drop_caches()
+        evict(s)
         traced = bench(a.traced, "traced", None, [a.collect, "--out", trace, "--path-prefix", s, "--"])
-        out = {"job": kind.name, "traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib}
+        out = {"job": kind.name, "batch": a.batch, "traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib}
         for storage, n in [("same_scale", a.traced), ("fast", a.ranks), ("throttled", a.ranks)]:
             cgroup = throttle if storage == "throttled" else None
-            drop_caches()
+            evict(s)
             truth = traced if storage == "same_scale" else bench(n, f"job-{storage}", cgroup)
             again = None
             if a.job_again and storage != "same_scale":
-                drop_caches()
+                evict(s)
                 again = bench(n, f"job-{storage}-again", cgroup)
             target = os.path.join(s, f"target-{storage}")
             run([a.replay, trace, "--target", target, "--ranks", str(n), "--prepare", "only"])
-            drop_caches()
+            evict(s)
             cmd = [a.replay, trace, "--target", target, "--ranks", str(n), "--timing", "original",
-                   "--direct=reads", "--prepare", "skip", "--json"]
+                   "--direct=reads", "--prepare", "skip", "--json", "--batch", a.batch]
             started = time.time()
             rep = json.loads(run(cgroup.wrap(cmd) if cgroup else cmd))
             t = rep["training"]
@@ -222,7 +249,7 @@ def main():
             side = {"job": truth, "replay": replay}
             if cgroup:
                 plan = json.loads(run([a.replay, trace, "--ranks", str(n), "--plan-only", "--json",
-                                       "--bandwidth", f"{a.throttle_mib}MiB/s"]))
+                                       "--batch", a.batch, "--bandwidth", f"{a.throttle_mib}MiB/s"]))
                 side["plan"] = {
                     "epochs_s": [e["seconds"] for e in plan["epochs_at_bandwidth"]],
                     "au_percent": [e["au_percent"] for e in plan["epochs_at_bandwidth"]],

@@ -7,10 +7,15 @@
 //! the job at 2's, and answer "stalled" where the job at 4 stalls.
 //!
 //! The bounds here are looser than the figures the bench gives on a quiet
-//! machine (span within 1-3 %, epochs within 2-9 %): CI runs other test
+//! machine (span within 1-5 %, epochs within 2-9 %): CI runs other test
 //! binaries' builds and this one's sleeps beside them.
+//!
+//! With `--batch global` the benchmark holds its global batch (8 samples a
+//! step, a save every 2 steps), and the replay at 4 must make every save
+//! the job at 4 makes.
 
 use std::process::Command;
+use std::sync::Mutex;
 
 use iorepro_tests::bins::{bin, scratch, workspace_root};
 use iorepro_tests::skip::cannot_run;
@@ -29,8 +34,12 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-#[test]
-fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
+/// The driver's JSON document, or `None` where this machine cannot run it
+/// (said through [`cannot_run`]).
+fn drive(name: &str, args: &[&str]) -> Option<Value> {
+    // One at a time: each times jobs and replays against the same disk.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new("python3")
         .arg(workspace_root().join("tests/jobs/time_fidelity.py"))
         .arg("--collect")
@@ -38,16 +47,26 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
         .arg("--replay")
         .arg(bin("iorepro-replay"))
         .arg("--scratch")
-        .arg(scratch("time-fidelity"))
+        .arg(scratch(name))
+        .args(args)
         .output()
         .expect("python3 runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(3) {
-        return cannot_run(stderr.trim());
+        cannot_run(stderr.trim());
+        return None;
     }
     assert!(out.status.success(), "time_fidelity.py failed:\n{stderr}");
     let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     eprintln!("{r:#}");
+    Some(r)
+}
+
+#[test]
+fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
+    let Some(r) = drive("time-fidelity", &[]) else {
+        return;
+    };
     for storage in ["same_scale", "fast", "throttled"] {
         let s = &r[storage];
         let e = &s["errors"];
@@ -58,14 +77,16 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
             "{storage}: {}",
             s["replay"]["errors"]
         );
+        // The span holds three 64 MiB saves, whose buffered writes take
+        // 0.04 s or 0.25 s here from one run to the next (the job's own
+        // and the replay's alike): up to 0.6 s of a 3.5 to 6.5 s span.
         assert!(
-            f(&e["span"]).abs() <= 0.10,
+            f(&e["span"]).abs() <= 0.20,
             "{storage}: span error {}",
             e["span"]
         );
-        // The first epoch holds the start-up the job's own clock leaves out.
-        for (i, err) in list(&e["epochs"]).iter().enumerate().skip(1) {
-            assert!(err.abs() <= 0.12, "{storage}: epoch {} error {err}", i + 1);
+        for (i, err) in list(&e["epochs"]).iter().enumerate() {
+            assert!(err.abs() <= 0.15, "{storage}: epoch {} error {err}", i + 1);
         }
         for (i, pts) in list(&e["au_points"]).iter().enumerate() {
             assert!(
@@ -90,4 +111,40 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
     for err in list(&r["throttled"]["errors"]["plan_epochs"]) {
         assert!(err.abs() <= 0.2, "the plan's epoch error {err}");
     }
+}
+
+/// A job that holds its global batch fixed makes the same steps and saves
+/// at any size: at 4 each rank reads half of what a traced rank read a
+/// step. `--batch global` replays every traced save, in the job at 4's time.
+#[test]
+fn with_the_global_batch_held_every_save_is_made_at_twice_the_ranks() {
+    let Some(r) = drive(
+        "time-fidelity-global",
+        &["--batch", "global", "--epochs", "2"],
+    ) else {
+        return;
+    };
+    for storage in ["same_scale", "fast", "throttled"] {
+        let s = &r[storage];
+        let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
+        assert_eq!(saves("job"), 4, "{storage}: 2 saves an epoch");
+        assert_eq!(saves("replay"), saves("job"), "{storage}: {}", s["errors"]);
+        assert!(
+            s["replay"]["errors"]
+                .as_array()
+                .is_some_and(|a| a.is_empty()),
+            "{storage}: {}",
+            s["replay"]["errors"]
+        );
+        // Loose: four fsync'd saves of 64 MiB vary from 0.04 to 0.4 s
+        // each here, run to run; the job at 2 takes 80 % longer than at 4.
+        assert!(
+            f(&s["errors"]["span"]).abs() <= 0.25,
+            "{storage}: span error {}",
+            s["errors"]["span"]
+        );
+    }
+    let au = |storage: &str, side: &str| mean(&list(&r[storage][side]["au_percent"]));
+    assert!(au("fast", "replay") >= 85.0, "{r}");
+    assert!(au("throttled", "replay") < 75.0, "{r}");
 }

@@ -96,20 +96,23 @@ impl Training {
                     .iter()
                     .map(|r| secs(sum(r, span, &|p| p.compute_ns)))
                     .collect();
-                let au = (!afap && !results.is_empty()).then(|| {
-                    let per_rank: Vec<f64> = results
-                        .iter()
-                        .map(|r| {
-                            let d = duration_ns(r);
-                            if d == 0 {
-                                0.0
-                            } else {
-                                sum(r, span, &|p| p.compute_ns) as f64 / d as f64
-                            }
-                        })
-                        .collect();
-                    100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64
-                });
+                // A rank with no steps in the stretch (its share read
+                // before it, as a rank that does not wait for another's
+                // save does) has no AU there.
+                let per_rank: Vec<f64> = results
+                    .iter()
+                    .filter(|r| sum(r, span, &|p| p.compute_ns) > 0)
+                    .map(|r| {
+                        let d = duration_ns(r);
+                        if d == 0 {
+                            0.0
+                        } else {
+                            sum(r, span, &|p| p.compute_ns) as f64 / d as f64
+                        }
+                    })
+                    .collect();
+                let au = (!afap && !per_rank.is_empty())
+                    .then(|| 100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64);
                 let stall_s = results
                     .iter()
                     .map(|r| secs(duration_ns(r).saturating_sub(sum(r, span, &|p| p.ideal_ns))))
@@ -204,6 +207,23 @@ mod tests {
         let mut some = all.clone();
         some[4] = false;
         assert_eq!(stretches(&phases, &some), vec![(1, 2), (6, 6)]);
+    }
+
+    #[test]
+    fn a_rank_with_no_steps_in_a_stretch_has_no_au_there() {
+        use crate::report::stats::PhaseStats;
+        let phases = vec![phase(PhaseKind::Read)];
+        let rank = |compute_ns| RankResult {
+            phases: vec![PhaseStats {
+                duration_ns: 1_000_000_000,
+                compute_ns,
+                ideal_ns: compute_ns,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let t = Training::build(&phases, &[true], &[rank(900_000_000), rank(0)], false);
+        assert!((t.epochs[0].au_percent.unwrap() - 90.0).abs() < 1e-9);
     }
 
     #[test]

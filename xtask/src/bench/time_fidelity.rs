@@ -5,8 +5,9 @@
 //! v1 blkio throttle), replays the trace at 4 on each, and predicts the
 //! throttled run with `--plan-only --bandwidth`; the trace is also replayed
 //! at R against the captured run (same scale). The jobs: the DLIO-like
-//! benchmark and the PyTorch DDP job (DataLoader workers), the latter only
-//! where PyTorch is installed. One line per job, scale and storage: the
+//! benchmark, holding each rank's batch and (replayed with `--batch
+//! global`) its global batch fixed, and the PyTorch DDP job (DataLoader
+//! workers), the latter only where PyTorch is installed. One line per job, scale and storage: the
 //! errors in span, per epoch, in AU (points) and per checkpoint, with both
 //! sides' figures; the throttled line also gives the plan's error per
 //! epoch; a line `job again` gives the job's own run-to-run variation at N
@@ -42,25 +43,27 @@ fn secs(v: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The jobs and traced scales measured, each replayed at 4.
-const CASES: &[(&str, u32)] = &[
-    ("bench_like", 2),
-    ("bench_like", 1),
-    ("train_ddp", 2),
-    ("train_ddp", 1),
+/// The jobs, the batch they hold fixed and the traced scales measured,
+/// each replayed at 4.
+const CASES: &[(&str, &str, u32)] = &[
+    ("bench_like", "per-rank", 2),
+    ("bench_like", "per-rank", 1),
+    ("bench_like", "global", 2),
+    ("train_ddp", "per-rank", 2),
+    ("train_ddp", "per-rank", 1),
 ];
 
 pub fn run(ctx: &Ctx) -> Result<()> {
-    for &(job, traced) in CASES {
+    for &(job, batch, traced) in CASES {
         if ctx.quick && traced == 1 {
             continue;
         }
-        one_case(ctx, job, traced)?;
+        one_case(ctx, job, batch, traced)?;
     }
     Ok(())
 }
 
-fn one_case(ctx: &Ctx, job: &str, traced: u32) -> Result<()> {
+fn one_case(ctx: &Ctx, job: &str, batch: &str, traced: u32) -> Result<()> {
     let scratch = ctx.dir("time-fidelity")?;
     let mut cmd = Command::new("python3");
     cmd.arg(ctx.root.join("tests/jobs/time_fidelity.py"))
@@ -70,7 +73,15 @@ fn one_case(ctx: &Ctx, job: &str, traced: u32) -> Result<()> {
         .arg(ctx.bin("iorepro-replay"))
         .arg("--scratch")
         .arg(&scratch)
-        .args(["--job", job, "--traced", &traced.to_string(), "--job-again"]);
+        .args([
+            "--job",
+            job,
+            "--batch",
+            batch,
+            "--traced",
+            &traced.to_string(),
+        ])
+        .arg("--job-again");
     if ctx.quick {
         cmd.args(["--epochs", "2", "--files", "16"]);
     }
@@ -91,6 +102,7 @@ fn one_case(ctx: &Ctx, job: &str, traced: u32) -> Result<()> {
     }
     let r: Value = serde_json::from_slice(&out.stdout).context("time_fidelity.py's JSON")?;
     let (from, to) = (&r["traced_ranks"], &r["ranks"]);
+    let job = format!("{job} (batch {batch})");
     for storage in ["same_scale", "fast", "throttled"] {
         let s = &r[storage];
         let scale = if storage == "same_scale" {
