@@ -13,7 +13,7 @@ use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
 use core::ptr::read_volatile;
 use iorepro_common::{FILE_WINDOW, INODE_WINDOW, SCRATCH_WORDS};
 
-use crate::work;
+use crate::work::{self, Looked};
 use crate::{CGROUP, TRACED};
 
 macro_rules! globals {
@@ -297,12 +297,6 @@ pub fn io_worker() -> bool {
 /// once rather than at every place it is used. `file` 0 means "the file at
 /// descriptor `fd` of the current task". The result is left in the work
 /// area `area` (see `work`).
-#[repr(C)]
-pub struct Looked {
-    pub ino: u64,
-    pub dev: u32,
-    pub mode: u32,
-}
 
 #[unsafe(no_mangle)]
 #[inline(never)]

@@ -15,7 +15,7 @@ use iorepro_common::{IoEvent, PathEvent, PATH_EVENT_SIZE, PATH_MAX, PATH_RECORD_
 
 use crate::kernel::dir_of;
 use crate::records;
-use crate::work;
+use crate::work::{self, ReadOut};
 use crate::PATH_BUF;
 
 /// How a path argument is to be read.
@@ -77,17 +77,6 @@ pub fn send(first: Name, second: Option<Name>, mode: u32, area: u64) {
 /// A `dirfd` no call uses: the name is a verbatim string.
 const VERBATIM: i64 = i64::MIN;
 
-/// The arguments of [`path_record`], left in the caller's work area.
-#[repr(C)]
-pub struct PathArgs {
-    io: IoEvent,
-    /// (dirfd or VERBATIM, user pointer; 0 for none).
-    first: (i64, u64),
-    second: (i64, u64),
-    mode: u64,
-    /// Bit 0: `first` is a kernel string; bit 1: `second` is.
-    kernel: u64,
-}
 
 /// [`send`] as a global function: the verifier checks it once, on its
 /// own, instead of once for every call that makes a path record. The
@@ -184,15 +173,6 @@ const READ_KERNEL: u64 = 1;
 const TRUNCATED: u64 = 1;
 const RELATIVE: u64 = 2;
 
-/// What [`read_name`] leaves in the work area.
-#[repr(C)]
-pub struct ReadOut {
-    len: u64,
-    flags: u64,
-    dir_ino: u64,
-    dir_dev: u32,
-    _pad: u32,
-}
 
 /// The reading of one path argument into `PATH_BUF` at `at`, as a global
 /// function: checked once by the verifier, not once per path a record has.

@@ -11,10 +11,8 @@
 //! program it interrupted. Nothing else on a CPU runs while a program uses
 //! its area (programs do not migrate, and each area has one kind of user).
 
-use iorepro_common::Scratch;
+use iorepro_common::{IoEvent, Scratch};
 
-use crate::kernel::Looked;
-use crate::paths::{PathArgs, ReadOut};
 use crate::WORK;
 
 /// The area of the syscall and process-tree programs.
@@ -41,4 +39,34 @@ pub struct Work {
 #[inline(always)]
 pub fn area(which: u64) -> Option<*mut Work> {
     WORK.get_ptr_mut(which as u32 & (AREAS - 1))
+}
+
+/// `kernel::look_up_file`'s result: a file's identity (and whether it is one).
+#[repr(C)]
+pub struct Looked {
+    pub ino: u64,
+    pub dev: u32,
+    pub mode: u32,
+}
+
+/// The arguments of `paths::path_record`, left in the caller's work area.
+#[repr(C)]
+pub struct PathArgs {
+    pub io: IoEvent,
+    /// (dirfd or VERBATIM, user pointer; 0 for none).
+    pub first: (i64, u64),
+    pub second: (i64, u64),
+    pub mode: u64,
+    /// Bit 0: `first` is a kernel string; bit 1: `second` is.
+    pub kernel: u64,
+}
+
+/// What `paths::read_name` leaves in the work area.
+#[repr(C)]
+pub struct ReadOut {
+    pub len: u64,
+    pub flags: u64,
+    pub dir_ino: u64,
+    pub dir_dev: u32,
+    pub _pad: u32,
 }

@@ -131,20 +131,23 @@ impl Worker<'_> {
         }
         self.live
             .record(op.op, bytes, latency.as_nanos() as u64, succeeded, differed);
-        let sample = op.op == Op::Open
-            && succeeded
-            && self
-                .shared
-                .survey
-                .paths
-                .get(op.path as usize)
-                .and_then(|p| p.role)
-                == Some(Role::Dataset);
+        let role = self
+            .shared
+            .survey
+            .paths
+            .get(op.path as usize)
+            .and_then(|p| p.role);
+        let sample = op.op == Op::Open && succeeded && role == Some(Role::Dataset);
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
         ph.samples += u64::from(sample);
         match op.op {
-            Op::Read => ph.read_bytes += bytes,
+            Op::Read => {
+                ph.read_bytes += bytes;
+                if role == Some(Role::Checkpoint) {
+                    ph.checkpoint_read_bytes += bytes;
+                }
+            }
             Op::Write => ph.write_bytes += bytes,
             _ => {}
         }

@@ -84,6 +84,9 @@ pub struct PhaseStats {
     /// Dataset files opened (samples, for a loader reading one a file).
     #[serde(default)]
     pub samples: u64,
+    /// Bytes read from checkpoint files (a job loading its state).
+    #[serde(default)]
+    pub checkpoint_read_bytes: u64,
 }
 
 /// When a rank reached a barrier and when it left it (Unix ns).

@@ -51,12 +51,24 @@ pub struct CheckpointFigures {
     pub gib_s: f64,
 }
 
+/// A phase that reads a checkpoint back (a job resuming): the phase's
+/// time, the slowest rank's, and what it read of checkpoint files.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadFigures {
+    pub phase: usize,
+    pub duration_s: f64,
+    pub read_bytes: u64,
+    pub gib_s: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Training {
     pub epochs: Vec<EpochFigures>,
     pub au_mean_percent: Option<f64>,
     pub au_stdev_percent: Option<f64>,
     pub checkpoints: Vec<CheckpointFigures>,
+    /// Phases in which checkpoint files give most of the bytes read.
+    pub loads: Vec<LoadFigures>,
 }
 
 /// The mean and (population) standard deviation of `v`.
@@ -171,8 +183,35 @@ impl Training {
             au_mean_percent: (!aus.is_empty()).then_some(au_mean),
             au_stdev_percent: (!aus.is_empty()).then_some(au_sd),
             checkpoints,
+            loads: loads(phases.len(), replayed, results),
         }
     }
+}
+
+/// The phases replayed whose reads are mostly of checkpoint files.
+fn loads(phases: usize, replayed: &[bool], results: &[RankResult]) -> Vec<LoadFigures> {
+    (0..phases)
+        .filter(|&i| replayed.get(i).copied().unwrap_or(true))
+        .filter_map(|i| {
+            let of = |f: &dyn Fn(&super::stats::PhaseStats) -> u64| -> u64 {
+                results.iter().filter_map(|r| r.phases.get(i)).map(f).sum()
+            };
+            let (from_checkpoints, all) = (of(&|p| p.checkpoint_read_bytes), of(&|p| p.read_bytes));
+            (from_checkpoints > 0 && 2 * from_checkpoints >= all).then(|| {
+                let duration_s = results
+                    .iter()
+                    .filter_map(|r| r.phases.get(i))
+                    .map(|p| p.duration_ns as f64 / 1e9)
+                    .fold(0.0, f64::max);
+                LoadFigures {
+                    phase: i,
+                    duration_s,
+                    read_bytes: from_checkpoints,
+                    gib_s: per_s(from_checkpoints as f64 / GIB, duration_s),
+                }
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -207,6 +246,34 @@ mod tests {
         let mut some = all.clone();
         some[4] = false;
         assert_eq!(stretches(&phases, &some), vec![(1, 2), (6, 6)]);
+    }
+
+    #[test]
+    fn a_phase_reading_mostly_checkpoints_is_a_load() {
+        use crate::report::stats::PhaseStats;
+        let phases = vec![phase(PhaseKind::Load), phase(PhaseKind::Read)];
+        let rank = RankResult {
+            phases: vec![
+                PhaseStats {
+                    duration_ns: 2_000_000_000,
+                    read_bytes: 3 << 30,
+                    checkpoint_read_bytes: 2 << 30,
+                    ..Default::default()
+                },
+                PhaseStats {
+                    duration_ns: 1_000_000_000,
+                    read_bytes: 4 << 30,
+                    checkpoint_read_bytes: 1 << 30,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let t = Training::build(&phases, &[true, true], &[rank.clone(), rank], false);
+        assert_eq!(t.loads.len(), 1, "{:?}", t.loads);
+        let l = &t.loads[0];
+        assert_eq!((l.phase, l.read_bytes), (0, 4 << 30));
+        assert!((l.gib_s - 2.0).abs() < 1e-9);
     }
 
     #[test]

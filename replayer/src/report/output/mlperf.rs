@@ -3,7 +3,8 @@
 //! utilisation per epoch (`train_au_percentage`, the share of time a GPU
 //! would have been computing, with `--timing original` or a scale),
 //! samples and bytes read per second of the epochs, and checkpoint time and
-//! bandwidth (`save_checkpoint_*`, GiB/s as DLIO computes it), all from the
+//! bandwidth (`save_checkpoint_*`, GiB/s as DLIO computes it; and
+//! `load_checkpoint_*` for the phases that read a checkpoint back), all from the
 //! replay's own clock ([`crate::report::training`]: an epoch is the
 //! reading between two checkpoints).
 //!
@@ -84,6 +85,22 @@ impl Exporter for Mlperf {
                 json!(dur_sd),
             );
             metric.insert("checkpoint_size_GB".into(), json!(mean_stdev(&sizes).0));
+        }
+        if !t.loads.is_empty() {
+            let rates: Vec<f64> = t.loads.iter().map(|l| l.gib_s).collect();
+            let durations: Vec<f64> = t.loads.iter().map(|l| l.duration_s).collect();
+            let (rate, rate_sd) = mean_stdev(&rates);
+            let (dur, dur_sd) = mean_stdev(&durations);
+            metric.insert("load_checkpoint_io_mean_GB_per_second".into(), json!(rate));
+            metric.insert(
+                "load_checkpoint_io_stdev_GB_per_second".into(),
+                json!(rate_sd),
+            );
+            metric.insert("load_checkpoint_duration_mean_seconds".into(), json!(dur));
+            metric.insert(
+                "load_checkpoint_duration_stdev_seconds".into(),
+                json!(dur_sd),
+            );
         }
         let hostname = report
             .per_rank

@@ -239,7 +239,7 @@ fn requests(r: &RequestsReport) -> String {
 /// reports them.
 fn training(t: &crate::report::training::Training) -> String {
     let mut s = String::new();
-    if t.epochs.is_empty() && t.checkpoints.is_empty() {
+    if t.epochs.is_empty() && t.checkpoints.is_empty() && t.loads.is_empty() {
         return s;
     }
     let _ = writeln!(
@@ -268,6 +268,13 @@ fn training(t: &crate::report::training::Training) -> String {
             s,
             "checkpoint (phase {}): the ranks stopped {:.3} s, {:.3} GiB/s",
             c.phase, c.duration_s, c.gib_s
+        );
+    }
+    for l in &t.loads {
+        let _ = writeln!(
+            s,
+            "checkpoint load (phase {}): {:.3} s, {:.3} GiB/s",
+            l.phase, l.duration_s, l.gib_s
         );
     }
     s
