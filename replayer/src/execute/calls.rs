@@ -80,7 +80,11 @@ impl Worker<'_> {
     }
 
     fn execute_with_engine(&mut self, op: &PlannedOp) -> ReplayResult<()> {
-        let intended = self.sched.start(op.ts, op.dur);
+        let intended = if self.processes.insert(op.pid) {
+            self.sched.start_of_process(op.ts, op.dur)
+        } else {
+            self.sched.start(op.ts, op.dur)
+        };
         // Latency counts from the intended start (no coordinated omission);
         // the recorded trace says what the replay did: when it issued the call
         // and how long the call took.

@@ -139,6 +139,8 @@ pub struct Worker<'s> {
     listing: Vec<std::mem::MaybeUninit<u8>>,
     paths: HashMap<u32, PathBuf>,
     dirs: HashSet<PathBuf>,
+    /// Traced processes this rank has made an op of.
+    processes: HashSet<i32>,
     /// The rank's own stamps for buffered writes from [`Shared::data`].
     stamped: StampedWrite,
     write_tag: u64,
@@ -191,6 +193,7 @@ impl<'s> Worker<'s> {
             listing: Vec::new(),
             paths: HashMap::new(),
             dirs: HashSet::new(),
+            processes: HashSet::new(),
             stamped: StampedWrite::default(),
             write_tag: (rank as u64) << 40,
             live,

@@ -138,6 +138,17 @@ impl Schedule {
         intended
     }
 
+    /// As [`Schedule::start`], for the first op of a process this rank has
+    /// not made one for: the gap before it is the process's start-up (a
+    /// DataLoader worker forked, an interpreter importing), as long at any
+    /// N, so it keeps the traced pace instead of shrinking with the steps.
+    pub fn start_of_process(&mut self, ts: i64, dur: i64) -> Instant {
+        let k = std::mem::replace(&mut self.speedup, 1.0);
+        let intended = self.start(ts, dur);
+        self.speedup = k;
+        intended
+    }
+
     /// Waits, as the rank's compute, until trace time `ts` (at once when
     /// the rank is already there or the timing keeps no gaps).
     pub fn wait_for(&mut self, ts: i64) {
@@ -214,6 +225,20 @@ mod tests {
         assert!(intended.duration_since(t0) >= Duration::from_millis(20));
         assert!(Instant::now() >= intended);
         assert_eq!(s.compute_ns, 20_000_000);
+    }
+
+    #[test]
+    fn a_new_processs_start_up_keeps_the_traced_pace() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        s.set_speedup(4.0);
+        let first = s.start_of_process(8_000_000, 0);
+        assert!(first.duration_since(t0) >= Duration::from_millis(8));
+        s.finished(first, first, first);
+        // Its steps then run 4 times as fast.
+        let next = s.start(16_000_000, 0);
+        assert_eq!(next.duration_since(first), Duration::from_millis(2));
+        assert_eq!(s.compute_ns, 10_000_000);
     }
 
     #[test]
