@@ -62,6 +62,14 @@ fn drive(name: &str, args: &[&str]) -> Option<Value> {
     Some(r)
 }
 
+fn assert_replayed_without_errors(side: &Value, storage: &str) {
+    let errors = &side["replay"]["errors"];
+    assert!(
+        errors.as_array().is_some_and(|a| a.is_empty()),
+        "{storage}: {errors}"
+    );
+}
+
 #[test]
 fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
     let Some(r) = drive("time-fidelity", &[]) else {
@@ -70,13 +78,7 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
     for storage in ["same_scale", "fast", "throttled"] {
         let s = &r[storage];
         let e = &s["errors"];
-        assert!(
-            s["replay"]["errors"]
-                .as_array()
-                .is_some_and(|a| a.is_empty()),
-            "{storage}: {}",
-            s["replay"]["errors"]
-        );
+        assert_replayed_without_errors(s, storage);
         // The span holds three 64 MiB saves, whose buffered writes take
         // 0.04 s or 0.25 s here from one run to the next (the job's own
         // and the replay's alike): up to 0.6 s of a 3.5 to 6.5 s span.
@@ -129,13 +131,7 @@ fn with_the_global_batch_held_every_save_is_made_at_twice_the_ranks() {
         let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
         assert_eq!(saves("job"), 4, "{storage}: 2 saves an epoch");
         assert_eq!(saves("replay"), saves("job"), "{storage}: {}", s["errors"]);
-        assert!(
-            s["replay"]["errors"]
-                .as_array()
-                .is_some_and(|a| a.is_empty()),
-            "{storage}: {}",
-            s["replay"]["errors"]
-        );
+        assert_replayed_without_errors(s, storage);
         // Loose: four fsync'd saves of 64 MiB vary from 0.04 to 0.4 s
         // each here, run to run; the job at 2 takes 80 % longer than at 4.
         assert!(

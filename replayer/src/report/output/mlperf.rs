@@ -65,42 +65,22 @@ impl Exporter for Mlperf {
         metric.insert("train_io_mean_MB_per_second".into(), json!(io_mean));
         metric.insert("train_io_stdev_MB_per_second".into(), json!(io_sd));
         if !t.checkpoints.is_empty() {
-            let rates: Vec<f64> = t.checkpoints.iter().map(|c| c.gib_s).collect();
-            let durations: Vec<f64> = t.checkpoints.iter().map(|c| c.duration_s).collect();
+            let saves: Vec<(f64, f64)> = t
+                .checkpoints
+                .iter()
+                .map(|c| (c.gib_s, c.duration_s))
+                .collect();
+            checkpoint_figures(&mut metric, "save", &saves);
             let sizes: Vec<f64> = t
                 .checkpoints
                 .iter()
                 .map(|c| c.write_bytes as f64 / GIB)
                 .collect();
-            let (rate, rate_sd) = mean_stdev(&rates);
-            let (dur, dur_sd) = mean_stdev(&durations);
-            metric.insert("save_checkpoint_io_mean_GB_per_second".into(), json!(rate));
-            metric.insert(
-                "save_checkpoint_io_stdev_GB_per_second".into(),
-                json!(rate_sd),
-            );
-            metric.insert("save_checkpoint_duration_mean_seconds".into(), json!(dur));
-            metric.insert(
-                "save_checkpoint_duration_stdev_seconds".into(),
-                json!(dur_sd),
-            );
             metric.insert("checkpoint_size_GB".into(), json!(mean_stdev(&sizes).0));
         }
         if !t.loads.is_empty() {
-            let rates: Vec<f64> = t.loads.iter().map(|l| l.gib_s).collect();
-            let durations: Vec<f64> = t.loads.iter().map(|l| l.duration_s).collect();
-            let (rate, rate_sd) = mean_stdev(&rates);
-            let (dur, dur_sd) = mean_stdev(&durations);
-            metric.insert("load_checkpoint_io_mean_GB_per_second".into(), json!(rate));
-            metric.insert(
-                "load_checkpoint_io_stdev_GB_per_second".into(),
-                json!(rate_sd),
-            );
-            metric.insert("load_checkpoint_duration_mean_seconds".into(), json!(dur));
-            metric.insert(
-                "load_checkpoint_duration_stdev_seconds".into(),
-                json!(dur_sd),
-            );
+            let loads: Vec<(f64, f64)> = t.loads.iter().map(|l| (l.gib_s, l.duration_s)).collect();
+            checkpoint_figures(&mut metric, "load", &loads);
         }
         let hostname = report
             .per_rank
@@ -115,5 +95,26 @@ impl Exporter for Mlperf {
             "errors": report.errors,
         });
         serde_json::to_string_pretty(&doc).expect("summary serialises") + "\n"
+    }
+}
+
+/// `{kind}_checkpoint_io_*_GB_per_second` and `{kind}_checkpoint_duration_*`
+/// (mean and stdev) of checkpoints given as (GiB/s, seconds).
+fn checkpoint_figures(
+    metric: &mut serde_json::Map<String, Value>,
+    kind: &str,
+    figures: &[(f64, f64)],
+) {
+    let rates: Vec<f64> = figures.iter().map(|f| f.0).collect();
+    let durations: Vec<f64> = figures.iter().map(|f| f.1).collect();
+    let (rate, rate_sd) = mean_stdev(&rates);
+    let (dur, dur_sd) = mean_stdev(&durations);
+    for (name, value) in [
+        ("io_mean_GB_per_second", rate),
+        ("io_stdev_GB_per_second", rate_sd),
+        ("duration_mean_seconds", dur),
+        ("duration_stdev_seconds", dur_sd),
+    ] {
+        metric.insert(format!("{kind}_checkpoint_{name}"), json!(value));
     }
 }
