@@ -11,6 +11,7 @@
 //! the phases and roles found here.
 
 pub mod access;
+mod by_op;
 pub mod activity;
 pub mod compare;
 pub mod filter;

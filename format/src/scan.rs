@@ -9,8 +9,10 @@
 //! remains the path for a consumer that needs every row in one time order.
 //! Columns come in their canonical types as in the reader, with one
 //! exception that saves most of the decoding time of a busy trace: `path`
-//! stays a dictionary (one string per distinct file, keys per row) when the
-//! segment stored it that way, which our writer always does.
+//! is a dictionary (one string per distinct file, keys per row), as the
+//! segment stored it (which our writer always does) or made one per batch
+//! (a foreign segment that stored paths plainly), so that consumers count
+//! per distinct file and look a name up once.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,9 +21,8 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{
-    Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray,
-};
+use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_cast::cast;
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
@@ -47,13 +48,6 @@ struct SegmentMeta {
     meta: ArrowReaderMetadata,
     /// Position of each canonical column in the file's schema.
     positions: Vec<Option<usize>>,
-}
-
-/// The `path` column of a batch: keys into one string per distinct file, or
-/// one string per row (foreign segments that stored paths plainly).
-pub enum PathColumn<'a> {
-    Dict(&'a DictionaryArray<Int32Type>),
-    Plain(&'a StringArray),
 }
 
 /// The requested columns of one batch, in their canonical types. Asking for
@@ -157,12 +151,9 @@ impl ScanBatch {
             .collect()
     }
 
-    pub fn path(&self) -> PathColumn<'_> {
-        let col = self.col(idx::PATH);
-        match col.data_type() {
-            DataType::Dictionary(..) => PathColumn::Dict(col.as_dictionary()),
-            _ => PathColumn::Plain(col.as_string()),
-        }
+    /// Keys into one string per distinct file (null: no path).
+    pub fn path(&self) -> &DictionaryArray<Int32Type> {
+        self.col(idx::PATH).as_dictionary()
     }
 }
 
@@ -250,18 +241,18 @@ fn read_unit(
         for &i in wanted {
             let field = canon.field(i);
             let Some(src) = batch.column_by_name(field.name()) else {
-                let arr = absent_column(path, field, batch.num_rows())?;
+                let arr = path_as_keys(path, i, absent_column(path, field, batch.num_rows())?)?;
                 at[i] = cols.len();
                 fields.push(Field::new(field.name(), arr.data_type().clone(), true));
                 cols.push(arr);
                 continue;
             };
-            let keep_dictionary = i == idx::PATH && src.data_type() == &dict_type();
-            let arr = if keep_dictionary {
+            let arr = if i == idx::PATH && src.data_type() == &dict_type() {
                 src.clone()
             } else {
                 normalise_column(path, field, src)?
             };
+            let arr = path_as_keys(path, i, arr)?;
             at[i] = cols.len();
             fields.push(Field::new(field.name(), arr.data_type().clone(), true));
             cols.push(arr);
@@ -270,6 +261,16 @@ fn read_unit(
             .map_err(|e| TraceError::invalid(path, e.to_string()))?;
         visit(&ScanBatch { batch, at });
     }
+}
+
+/// Column `i` as it is handed over: the `path` column made a dictionary
+/// when the segment stored it plainly (or not at all), other columns as
+/// they are.
+fn path_as_keys(path: &Path, i: usize, arr: ArrayRef) -> TraceResult<ArrayRef> {
+    if i != idx::PATH || arr.data_type() == &dict_type() {
+        return Ok(arr);
+    }
+    cast(&arr, &dict_type()).map_err(|e| TraceError::column(path, COL_PATH, e.to_string()))
 }
 
 /// A partial result of a scan: what one unit's batches fold into.
