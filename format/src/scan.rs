@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{new_null_array, Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_cast::cast;
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::{
@@ -213,9 +213,26 @@ fn read_unit(
 ) -> TraceResult<()> {
     let path = seg.path.as_path();
     let file = SegmentFile::open(path)?;
+    let canon = trace_schema();
+    // Optional columns the row group holds no value of (a trace without
+    // runs has no `span_ns`, most have no `path2`) are not decoded: their
+    // nulls cost as much to decode as values.
+    let group = seg.meta.metadata().row_group(row_group);
+    let all_null = |i: usize| {
+        canon.field(i).is_nullable()
+            && seg.positions[i].is_some_and(|at| {
+                let nulls = group.column(at).statistics().and_then(|s| s.null_count_opt());
+                nulls == Some(group.num_rows() as u64)
+            })
+    };
+    let empty: Vec<usize> = wanted.iter().copied().filter(|&i| all_null(i)).collect();
     let mut reader = guard(path, || {
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, seg.meta.clone());
-        let roots: Vec<usize> = wanted.iter().filter_map(|&i| seg.positions[i]).collect();
+        let roots: Vec<usize> = wanted
+            .iter()
+            .filter(|i| !empty.contains(i))
+            .filter_map(|&i| seg.positions[i])
+            .collect();
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
         builder
             .with_row_groups(vec![row_group])
@@ -224,7 +241,6 @@ fn read_unit(
             .build()
             .map_err(|e| TraceError::parquet(path, e))
     })?;
-    let canon = trace_schema();
     loop {
         let Some(batch) = guard(path, || {
             reader
@@ -240,17 +256,12 @@ fn read_unit(
         let mut fields: Vec<Field> = Vec::with_capacity(wanted.len());
         for &i in wanted {
             let field = canon.field(i);
-            let Some(src) = batch.column_by_name(field.name()) else {
-                let arr = path_as_keys(path, i, absent_column(path, field, batch.num_rows())?)?;
-                at[i] = cols.len();
-                fields.push(Field::new(field.name(), arr.data_type().clone(), true));
-                cols.push(arr);
-                continue;
-            };
-            let arr = if i == idx::PATH && src.data_type() == &dict_type() {
-                src.clone()
-            } else {
-                normalise_column(path, field, src)?
+            let rows = batch.num_rows();
+            let arr = match batch.column_by_name(field.name()) {
+                _ if empty.contains(&i) => new_null_array(field.data_type(), rows),
+                None => absent_column(path, field, rows)?,
+                Some(src) if i == idx::PATH && src.data_type() == &dict_type() => src.clone(),
+                Some(src) => normalise_column(path, field, src)?,
             };
             let arr = path_as_keys(path, i, arr)?;
             at[i] = cols.len();
