@@ -11,8 +11,8 @@
 //! the phases and roles found here.
 
 pub mod access;
-mod by_op;
 pub mod activity;
+mod by_op;
 pub mod compare;
 pub mod filter;
 pub mod histogram;

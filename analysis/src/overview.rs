@@ -15,8 +15,8 @@ use crate::roles::{FileRoles, RolesBuilder, ROLE_COLUMNS};
 use crate::tally::{Depth, Tally};
 use crate::timeline::{Timeline, BASE_WINDOW_NS};
 use iorepro_format::error::TraceResult;
-use iorepro_format::runs::calls_in;
 use iorepro_format::reader::TraceReader;
+use iorepro_format::runs::calls_in;
 use iorepro_format::scan::{scan, Fold, ScanBatch};
 use iorepro_format::schema::{Op, COL_RANK, COL_TS};
 

@@ -12,8 +12,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::access::AccessTracker;
-use crate::by_op::by_op;
 use crate::activity::{writer_of, Activity};
+use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
 use crate::timeline::Timeline;
 use iorepro_format::runs::{calls_in, span_in};
@@ -128,8 +128,8 @@ impl Ranks {
 }
 
 /// Files seen, by id; a part's ids are its own, mapped by path when merged.
-/// The counters a row bumps sit apart from the names, one array each, so the
-/// busy loop's random increments stay within a few tens of KiB.
+/// Rows are counted per key of their dictionary first ([`ByKey`]), and
+/// reach these counters once per row group.
 #[derive(Debug, Clone, Default)]
 struct Files {
     ids: FxHashMap<String, u32>,

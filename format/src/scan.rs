@@ -21,7 +21,10 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{new_null_array, Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{
+    new_null_array, Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch,
+    StringArray,
+};
 use arrow_cast::cast;
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::{
@@ -227,7 +230,10 @@ fn read_unit(
     let all_null = |i: usize| {
         canon.field(i).is_nullable()
             && seg.positions[i].is_some_and(|at| {
-                let nulls = group.column(at).statistics().and_then(|s| s.null_count_opt());
+                let nulls = group
+                    .column(at)
+                    .statistics()
+                    .and_then(|s| s.null_count_opt());
                 nulls == Some(group.num_rows() as u64)
             })
     };

@@ -1,9 +1,10 @@
 //! What the job did with every path, counted per row at the cost of an
-//! index: a row's path is looked up once per distinct spelling (through
-//! the `path` column's dictionary when the batch has one, else by reusing
-//! the previous row's slot when the spelling repeats, and a hash lookup
-//! only when it changes), never canonicalised or copied per row. Spellings
-//! become paths once, in [`RolesBuilder::finish`](super::RolesBuilder::finish).
+//! index: a row's path is looked up once per distinct spelling (a scan's
+//! rows through the `path` column's dictionary, the busiest counters kept
+//! per key of it; the reader's rows by reusing the previous row's slot
+//! when the spelling repeats, and a hash lookup only when it changes),
+//! never canonicalised or copied per row. Spellings become paths once, in
+//! [`RolesBuilder::finish`](super::RolesBuilder::finish).
 //!
 //! A builder takes rows either from the reader's time-ordered stream
 //! ([`RolesBuilder::observe`]) or, as a [`Fold`] of
