@@ -12,6 +12,7 @@
 
 pub mod access;
 pub mod activity;
+mod by_op;
 pub mod compare;
 pub mod filter;
 pub mod histogram;

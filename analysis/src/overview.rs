@@ -9,12 +9,14 @@
 use serde::Serialize;
 
 use crate::activity::Activity;
+use crate::by_op::by_op;
 use crate::phases::{self, Phase};
 use crate::roles::{FileRoles, RolesBuilder, ROLE_COLUMNS};
 use crate::tally::{Depth, Tally};
 use crate::timeline::{Timeline, BASE_WINDOW_NS};
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
+use iorepro_format::runs::calls_in;
 use iorepro_format::scan::{scan, Fold, ScanBatch};
 use iorepro_format::schema::{Op, COL_RANK, COL_TS};
 
@@ -207,9 +209,25 @@ impl Fold for WithRoles {
         self.tally.reserve(rows);
     }
 
+    /// One loop over the rows for both: the op and calls of a row are
+    /// read once, and the row goes through one branch on its op (see
+    /// [`by_op!`]).
     fn add(&mut self, b: &ScanBatch) {
-        self.tally.add(b);
-        self.roles.add(b);
+        if b.is_empty() {
+            return;
+        }
+        let (tally, roles) = (self.tally.begin(b), self.roles.begin(b));
+        let (keys, table) = b.ops();
+        let calls = b.calls();
+        for i in 0..b.len() {
+            let op = table[keys[i] as usize];
+            // A run of calls counts as its calls (see format::runs).
+            let n = calls_in(calls, i) as u64;
+            by_op!(op, |o| {
+                self.tally.row(&tally, i, o, n);
+                self.roles.row_at(&roles, i, o, n);
+            });
+        }
     }
 
     fn seal(&mut self) {

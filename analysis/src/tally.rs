@@ -7,16 +7,17 @@
 //! with rows.
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, StringArray};
+use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, StringArray};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::access::AccessTracker;
 use crate::activity::{writer_of, Activity};
+use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
 use crate::timeline::Timeline;
 use iorepro_format::runs::{calls_in, span_in};
-use iorepro_format::scan::{Fold, PathColumn, ScanBatch};
+use iorepro_format::scan::{Fold, ScanBatch};
 use iorepro_format::schema::{
     Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
     COL_SIZE, COL_SPAN_NS, COL_TS,
@@ -127,8 +128,8 @@ impl Ranks {
 }
 
 /// Files seen, by id; a part's ids are its own, mapped by path when merged.
-/// The counters a row bumps sit apart from the names, one array each, so the
-/// busy loop's random increments stay within a few tens of KiB.
+/// Rows are counted per key of their dictionary first ([`ByKey`]), and
+/// reach these counters once per row group.
 #[derive(Debug, Clone, Default)]
 struct Files {
     ids: FxHashMap<String, u32>,
@@ -164,6 +165,50 @@ impl Files {
     }
 }
 
+/// No file (a row without a path).
+const NO_FILE: u32 = u32::MAX;
+
+/// What the rows of one file add up to.
+#[derive(Debug, Clone, Copy, Default)]
+struct FileCounts {
+    events: u64,
+    read: u64,
+    write: u64,
+}
+
+/// The rows of a row group counted per key of its `path` dictionary (one
+/// dictionary serves all its batches) and handed to the files by id when
+/// the dictionary changes or the part is sealed: a row costs one increment
+/// in a small array indexed by its key, not a look-up of its file.
+#[derive(Debug, Clone, Default)]
+struct ByKey {
+    /// The dictionary's values, and the file id of each (the last entry,
+    /// [`NO_FILE`], stands for rows without a path).
+    dictionary: Option<ArrayRef>,
+    ids: Vec<u32>,
+    counts: Vec<FileCounts>,
+}
+
+/// What only a full tally reads of a batch.
+struct FullColumns<'a> {
+    offset: &'a Int64Array,
+    size: &'a Int64Array,
+    /// Keys into the `path` dictionary, and the index that stands for a null key.
+    keys: &'a Int32Array,
+    no_key: usize,
+}
+
+/// The columns of one batch a tally reads (see [`Tally::begin`]).
+pub(crate) struct TallyBatch<'a> {
+    ts: &'a [i64],
+    dur: &'a [i64],
+    pid: &'a [i32],
+    ret: &'a [i64],
+    rank: &'a Int32Array,
+    span: &'a Int64Array,
+    full: Option<FullColumns<'a>>,
+}
+
 impl Fold for Tally {
     fn reserve(&mut self, rows: usize) {
         if self.depth == Depth::Full {
@@ -176,6 +221,7 @@ impl Fold for Tally {
     }
 
     fn seal(&mut self) {
+        self.flush_files();
         self.access.seal();
     }
 }
@@ -193,9 +239,8 @@ pub struct Tally {
     pub access: AccessTracker,
     pub timeline: Timeline,
     pub activity: Activity,
-    /// The dictionary of paths last seen and its file ids: row groups share
-    /// one dictionary across their batches, so ids are looked up once.
-    path_ids: Option<(ArrayRef, Vec<u32>)>,
+    /// This part's rows per path, not yet in `files`.
+    by_key: ByKey,
 }
 
 impl Tally {
@@ -212,7 +257,7 @@ impl Tally {
             access: AccessTracker::default(),
             timeline: Timeline::new(origin_ns, window_ns),
             activity: Activity::default(),
-            path_ids: None,
+            by_key: ByKey::default(),
         }
     }
 
@@ -221,168 +266,188 @@ impl Tally {
         if b.is_empty() {
             return;
         }
-        match self.depth {
-            Depth::Overview => self.add_overview(b),
-            Depth::Full => self.add_full(b),
-        }
-    }
-
-    fn add_overview(&mut self, b: &ScanBatch) {
-        let (ts, dur, pid, ret) = (b.ts(), b.dur_ns(), b.pid(), b.ret());
-        let rank = b.rank();
+        let cols = self.begin(b);
         let (keys, table) = b.ops();
-        let (calls, span) = (b.calls(), b.span_ns());
+        let calls = b.calls();
         for i in 0..b.len() {
             let op = table[keys[i] as usize];
-            let r = rank.is_valid(i).then(|| rank.value(i));
-            let writer = writer_of(r, pid[i]);
+            // A run of calls counts as its calls (see format::runs).
             let n = calls_in(calls, i) as u64;
-            self.events += n;
-            self.activity
-                .observe_row(ts[i], span_in(span, dur, i), op, ret[i], writer, n);
-            let st = &mut self.ops[op as usize];
-            st.count += n;
-            if ret[i] > 0 {
-                if op.is_read_data() {
-                    st.bytes += ret[i] as u64;
-                    self.timeline.add_read(ts[i], ret[i] as u64);
-                } else if op.is_write_data() {
-                    st.bytes += ret[i] as u64;
-                    self.timeline.add_write(ts[i], ret[i] as u64);
-                }
-            }
+            by_op!(op, |o| self.row(&cols, i, o, n));
         }
     }
 
-    /// File id of each dictionary key of this batch's paths.
-    fn dictionary_ids(&mut self, values: &ArrayRef) -> Vec<u32> {
-        if let Some((known, ids)) = &self.path_ids {
+    /// The columns of a batch this tally reads, looked up once (and the
+    /// batch's hosts and file ids taken in) before its rows are counted
+    /// with [`Tally::row`].
+    pub(crate) fn begin<'a>(&mut self, b: &'a ScanBatch) -> TallyBatch<'a> {
+        let full = (self.depth == Depth::Full).then(|| {
+            for h in b.hosts() {
+                if !self.hosts.iter().any(|x| x == h) {
+                    self.hosts.push(h.to_string());
+                }
+            }
+            let path = b.path();
+            self.use_dictionary(path.values());
+            FullColumns {
+                offset: b.offset(),
+                size: b.size(),
+                keys: path.keys(),
+                no_key: self.by_key.ids.len() - 1,
+            }
+        });
+        TallyBatch {
+            ts: b.ts(),
+            dur: b.dur_ns(),
+            pid: b.pid(),
+            ret: b.ret(),
+            rank: b.rank(),
+            span: b.span_ns(),
+            full,
+        }
+    }
+
+    /// Counts rows per key of `values` from now on, after handing the
+    /// counts of the dictionary before to the files. Row groups share one
+    /// dictionary across their batches, so this is once per row group.
+    fn use_dictionary(&mut self, values: &ArrayRef) {
+        if let Some(known) = &self.by_key.dictionary {
             if std::sync::Arc::ptr_eq(known, values) {
-                return ids.clone();
+                return;
             }
         }
+        self.flush_files();
         let names: &StringArray = values.as_string();
-        let ids: Vec<u32> = (0..names.len())
+        let mut ids: Vec<u32> = (0..names.len())
             .map(|i| {
                 if names.is_valid(i) {
                     self.files.id(names.value(i))
                 } else {
-                    u32::MAX
+                    NO_FILE
                 }
             })
             .collect();
-        self.path_ids = Some((values.clone(), ids.clone()));
-        ids
+        ids.push(NO_FILE);
+        self.by_key.counts = vec![FileCounts::default(); ids.len()];
+        self.by_key.ids = ids;
+        self.by_key.dictionary = Some(values.clone());
     }
 
-    fn add_full(&mut self, b: &ScanBatch) {
-        for h in b.hosts() {
-            if !self.hosts.iter().any(|x| x == h) {
-                self.hosts.push(h.to_string());
+    /// Hands the counts per key to the files.
+    fn flush_files(&mut self) {
+        let ByKey { ids, counts, .. } = &mut self.by_key;
+        for (&id, c) in ids.iter().zip(counts.iter_mut()) {
+            let c = std::mem::take(c);
+            if id != NO_FILE {
+                let id = id as usize;
+                self.files.events[id] += c.events;
+                self.files.read[id] += c.read;
+                self.files.write[id] += c.write;
             }
         }
-        let (ts, dur, pid, ret) = (b.ts(), b.dur_ns(), b.pid(), b.ret());
-        let (rank, offset, size) = (b.rank(), b.offset(), b.size());
-        let (keys, table) = b.ops();
-        let (calls, span) = (b.calls(), b.span_ns());
-        // A file id per row (u32::MAX: no path).
-        let file_of: Vec<u32> = match b.path() {
-            PathColumn::Dict(d) => {
-                let ids = self.dictionary_ids(d.values());
-                let k = d.keys();
-                if k.null_count() == 0 {
-                    // Every row has a path: a plain gather, no per-row checks.
-                    k.values().iter().map(|&key| ids[key as usize]).collect()
-                } else {
-                    (0..b.len())
-                        .map(|i| {
-                            if k.is_valid(i) {
-                                ids[k.value(i) as usize]
-                            } else {
-                                u32::MAX
-                            }
-                        })
-                        .collect()
-                }
+    }
+
+    /// Counts row `i` of a batch begun with [`Tally::begin`]: its op `op`,
+    /// standing for `n` calls. Inlined into the caller's [`by_op!`] arms.
+    #[inline(always)]
+    pub(crate) fn row(&mut self, c: &TallyBatch, i: usize, op: Op, n: u64) {
+        match &c.full {
+            Some(full) => self.row_full(c, full, i, op, n),
+            None => self.row_overview(c, i, op, n),
+        }
+    }
+
+    #[inline(always)]
+    fn row_overview(&mut self, c: &TallyBatch, i: usize, op: Op, n: u64) {
+        let (ts, ret) = (c.ts[i], c.ret[i]);
+        let r = c.rank.is_valid(i).then(|| c.rank.value(i));
+        let writer = writer_of(r, c.pid[i]);
+        self.events += n;
+        self.activity
+            .observe_row(ts, span_in(c.span, c.dur, i), op, ret, writer, n);
+        let st = &mut self.ops[op as usize];
+        st.count += n;
+        if ret > 0 {
+            if op.is_read_data() {
+                st.bytes += ret as u64;
+                self.timeline.add_read(ts, ret as u64);
+            } else if op.is_write_data() {
+                st.bytes += ret as u64;
+                self.timeline.add_write(ts, ret as u64);
             }
-            PathColumn::Plain(p) => (0..b.len())
-                .map(|i| {
-                    if p.is_valid(i) {
-                        self.files.id(p.value(i))
-                    } else {
-                        u32::MAX
-                    }
-                })
-                .collect(),
-        };
-        for i in 0..b.len() {
-            let op = table[keys[i] as usize];
-            let r = rank.is_valid(i).then(|| rank.value(i));
-            let owner = writer_of(r, pid[i]);
-            // A run of calls counts as its calls (see format::runs).
-            let n = calls_in(calls, i) as u64;
-            self.events += n;
-            self.activity
-                .observe_row(ts[i], span_in(span, dur, i), op, ret[i], owner, n);
-            let write = op.is_write_data();
-            let data = write || op.is_read_data();
-            let moved = if data && ret[i] > 0 { ret[i] as u64 } else { 0 };
-            let st = &mut self.ops[op as usize];
-            st.count += n;
-            st.bytes += moved;
-            match r {
-                Some(rk) => {
-                    let slot = self.ranks.slot(rk);
-                    let rs = &mut self.ranks.stats[slot];
-                    rs.events += n;
-                    if write {
-                        rs.write_bytes += moved;
-                    } else {
-                        rs.read_bytes += moved;
-                    }
-                }
-                None => self.ranks.unranked += n,
-            }
-            let file = file_of[i];
-            if file != u32::MAX {
-                self.files.events[file as usize] += n;
-                if moved > 0 {
-                    let bytes = if write {
-                        &mut self.files.write
-                    } else {
-                        &mut self.files.read
-                    };
-                    bytes[file as usize] += moved;
-                }
-            }
-            if !data {
-                continue;
-            }
-            if size.is_valid(i) {
-                // A run's calls are equal parts of its size.
-                let size = size.value(i).max(0) as u64;
-                if n == 1 {
-                    self.hist[op as usize].add(size);
-                } else {
-                    self.hist[op as usize].add_calls(size / n, n);
-                }
-            }
-            if file != u32::MAX && offset.is_valid(i) && ret[i] >= 0 {
-                self.access
-                    .record(file, owner, offset.value(i), ret[i], write, n);
-            }
-            if moved > 0 {
+        }
+    }
+
+    #[inline(always)]
+    fn row_full(&mut self, c: &TallyBatch, full: &FullColumns, i: usize, op: Op, n: u64) {
+        let (ts, ret) = (c.ts[i], c.ret[i]);
+        let r = c.rank.is_valid(i).then(|| c.rank.value(i));
+        let owner = writer_of(r, c.pid[i]);
+        self.events += n;
+        self.activity
+            .observe_row(ts, span_in(c.span, c.dur, i), op, ret, owner, n);
+        let write = op.is_write_data();
+        let data = write || op.is_read_data();
+        let moved = if data && ret > 0 { ret as u64 } else { 0 };
+        let st = &mut self.ops[op as usize];
+        st.count += n;
+        st.bytes += moved;
+        match r {
+            Some(rk) => {
+                let slot = self.ranks.slot(rk);
+                let rs = &mut self.ranks.stats[slot];
+                rs.events += n;
                 if write {
-                    self.timeline.add_write(ts[i], moved);
+                    rs.write_bytes += moved;
                 } else {
-                    self.timeline.add_read(ts[i], moved);
+                    rs.read_bytes += moved;
                 }
+            }
+            None => self.ranks.unranked += n,
+        }
+        let key = if full.keys.is_valid(i) {
+            full.keys.value(i) as usize
+        } else {
+            full.no_key
+        };
+        let per_file = &mut self.by_key.counts[key];
+        per_file.events += n;
+        if write {
+            per_file.write += moved;
+        } else {
+            per_file.read += moved;
+        }
+        if !data {
+            return;
+        }
+        let file = self.by_key.ids[key];
+        let (size, offset) = (full.size, full.offset);
+        if size.is_valid(i) {
+            // A run's calls are equal parts of its size.
+            let size = size.value(i).max(0) as u64;
+            if n == 1 {
+                self.hist[op as usize].add(size);
+            } else {
+                self.hist[op as usize].add_calls(size / n, n);
+            }
+        }
+        if file != NO_FILE && offset.is_valid(i) && ret >= 0 {
+            self.access
+                .record(file, owner, offset.value(i), ret, write, n);
+        }
+        if moved > 0 {
+            if write {
+                self.timeline.add_write(ts, moved);
+            } else {
+                self.timeline.add_read(ts, moved);
             }
         }
     }
 
     /// Takes in the tally of the part of the trace that follows this one.
-    pub fn merge(&mut self, other: Tally) {
+    pub fn merge(&mut self, mut other: Tally) {
+        other.flush_files();
+        self.flush_files();
         self.events += other.events;
         for h in other.hosts {
             if !self.hosts.contains(&h) {

@@ -1,9 +1,10 @@
 //! What the job did with every path, counted per row at the cost of an
-//! index: a row's path is looked up once per distinct spelling (through
-//! the `path` column's dictionary when the batch has one, else by reusing
-//! the previous row's slot when the spelling repeats, and a hash lookup
-//! only when it changes), never canonicalised or copied per row. Spellings
-//! become paths once, in [`RolesBuilder::finish`](super::RolesBuilder::finish).
+//! index: a row's path is looked up once per distinct spelling (a scan's
+//! rows through the `path` column's dictionary, the busiest counters kept
+//! per key of it; the reader's rows by reusing the previous row's slot
+//! when the spelling repeats, and a hash lookup only when it changes),
+//! never canonicalised or copied per row. Spellings become paths once, in
+//! [`RolesBuilder::finish`](super::RolesBuilder::finish).
 //!
 //! A builder takes rows either from the reader's time-ordered stream
 //! ([`RolesBuilder::observe`]) or, as a [`Fold`] of
@@ -11,12 +12,13 @@
 //! in time order ([`RolesBuilder::merge`]).
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, StringArray};
+use arrow_array::{Array, ArrayRef, Int32Array, StringArray};
 use rustc_hash::FxHashMap;
 
+use crate::by_op::by_op;
 use iorepro_format::columns::Events;
 use iorepro_format::runs::calls_in;
-use iorepro_format::scan::{Fold, PathColumn, ScanBatch};
+use iorepro_format::scan::{Fold, ScanBatch};
 use iorepro_format::schema::Op;
 
 const O_CREAT: i32 = libc::O_CREAT;
@@ -137,6 +139,27 @@ impl Default for Hot {
     }
 }
 
+impl Hot {
+    /// A quiet row (see [`quiet`]).
+    #[inline(always)]
+    fn count(&mut self, op: Op, ret: i64, calls: u64, ts: i64) {
+        self.calls += calls;
+        self.found |= ret >= 0;
+        if ret > 0 && matches!(op, Op::Read | Op::Fault) {
+            self.read_bytes += ret as u64;
+            self.first_read_ns = self.first_read_ns.min(ts);
+        }
+    }
+
+    /// Takes in the counters of more rows of the same path.
+    fn absorb(&mut self, other: Hot) {
+        self.calls += other.calls;
+        self.read_bytes += other.read_bytes;
+        self.first_read_ns = self.first_read_ns.min(other.first_read_ns);
+        self.found |= other.found;
+    }
+}
+
 impl Stats {
     /// Takes in the counters of the busy loop.
     fn settle(&mut self, h: Hot) {
@@ -165,6 +188,18 @@ struct Row {
 /// The slot of no path (a null, or the empty path of a call on a descriptor).
 const NO_SLOT: u32 = u32::MAX;
 
+/// The columns of one batch the roles read (see [`RolesBuilder::begin`]).
+pub(crate) struct RolesBatch<'a> {
+    ts: &'a [i64],
+    ret: &'a [i64],
+    flags: &'a Int32Array,
+    path2: &'a StringArray,
+    has_path2: bool,
+    /// Keys into the `path` dictionary, and the index that stands for a null key.
+    keys: &'a Int32Array,
+    no_key: usize,
+}
+
 /// Feeds rows (one at a time, or a scan's batches); [`finish`](Self::finish) judges.
 #[derive(Debug, Default)]
 pub struct RolesBuilder {
@@ -181,8 +216,13 @@ pub struct RolesBuilder {
     /// The slot of the previous row's path (a run of rows on one file is
     /// the common case).
     last: u32,
-    /// The `path` dictionary last seen and the slot of each of its values.
+    /// The `path` dictionary last seen and the slot of each of its values
+    /// (the last entry, [`NO_SLOT`], stands for rows without a path) ...
     dictionary: Option<(ArrayRef, Vec<u32>)>,
+    /// ... and the busy loop's counters per key of it, handed to `hot` when
+    /// the dictionary changes or the builder settles: a quiet row costs an
+    /// increment in a small array indexed by its key, not a look-up of its slot.
+    hot_by_key: Vec<Hot>,
     /// The `op` dictionary last seen (of [`Events`]) and its ops.
     op_table: Option<(ArrayRef, Vec<Op>)>,
 }
@@ -254,15 +294,18 @@ impl RolesBuilder {
         self.row(r, slot, second);
     }
 
-    /// Slots of the values of a `path` dictionary, found once per dictionary.
-    fn dictionary_slots(&mut self, values: &ArrayRef) -> Vec<u32> {
-        if let Some((known, slots)) = &self.dictionary {
+    /// Counts quiet rows per key of `values` from now on, after handing
+    /// the counts of the dictionary before to their slots. Row groups share
+    /// one dictionary across their batches, so this is once per row group.
+    fn use_dictionary(&mut self, values: &ArrayRef) {
+        if let Some((known, _)) = &self.dictionary {
             if std::sync::Arc::ptr_eq(known, values) {
-                return slots.clone();
+                return;
             }
         }
+        self.flush_hot();
         let names: &StringArray = values.as_string();
-        let slots: Vec<u32> = (0..names.len())
+        let mut slots: Vec<u32> = (0..names.len())
             .map(|i| {
                 if names.is_valid(i) {
                     self.slot(names.value(i))
@@ -271,8 +314,22 @@ impl RolesBuilder {
                 }
             })
             .collect();
-        self.dictionary = Some((values.clone(), slots.clone()));
-        slots
+        slots.push(NO_SLOT);
+        self.hot_by_key = vec![Hot::default(); slots.len()];
+        self.dictionary = Some((values.clone(), slots));
+    }
+
+    /// Hands the busy loop's counters per key to their slots.
+    fn flush_hot(&mut self) {
+        let Some((_, slots)) = &self.dictionary else {
+            return;
+        };
+        for (&slot, h) in slots.iter().zip(self.hot_by_key.iter_mut()) {
+            let h = std::mem::take(h);
+            if let Some(to) = self.hot.get_mut(slot as usize) {
+                to.absorb(h);
+            }
+        }
     }
 
     /// One batch of a scan (the columns of [`super::ROLE_COLUMNS`]).
@@ -280,80 +337,86 @@ impl RolesBuilder {
         if b.is_empty() {
             return;
         }
+        let cols = self.begin(b);
         let (keys, table) = b.ops();
-        let (ts, ret) = (b.ts(), b.ret());
-        let (calls, flags, path2): (&Int64Array, &Int32Array, &StringArray) =
-            (b.calls(), b.flags(), b.path2());
+        let calls = b.calls();
+        for i in 0..b.len() {
+            let op = table[keys[i] as usize];
+            let n = calls_in(calls, i) as u64;
+            by_op!(op, |o| self.row_at(&cols, i, o, n));
+        }
+    }
+
+    /// The columns of a batch the roles read, looked up once (and the
+    /// batch's span and path slots taken in) before its rows are counted
+    /// with [`RolesBuilder::row_at`]. Needs the columns of
+    /// [`super::ROLE_COLUMNS`].
+    pub(crate) fn begin<'a>(&mut self, b: &'a ScanBatch) -> RolesBatch<'a> {
+        let ts = b.ts();
         let (first, last) = ts
             .iter()
             .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         self.span(first);
         self.span(last);
-        let has_path2 = path2.null_count() < path2.len();
-        let slots: Vec<u32> = match b.path() {
-            PathColumn::Dict(d) => {
-                let of_key = self.dictionary_slots(d.values());
-                let k = d.keys();
-                if k.null_count() == 0 {
-                    // Every row has a path: a plain gather, no per-row checks.
-                    k.values().iter().map(|&key| of_key[key as usize]).collect()
-                } else {
-                    (0..b.len())
-                        .map(|i| {
-                            if k.is_valid(i) {
-                                of_key[k.value(i) as usize]
-                            } else {
-                                NO_SLOT
-                            }
-                        })
-                        .collect()
-                }
-            }
-            PathColumn::Plain(p) => (0..b.len())
-                .map(|i| {
-                    if p.is_valid(i) {
-                        self.slot(p.value(i))
-                    } else {
-                        NO_SLOT
-                    }
-                })
-                .collect(),
-        };
-        for (i, &slot) in slots.iter().enumerate() {
-            let op = table[keys[i] as usize];
-            let n = calls_in(calls, i) as u64;
-            let second = (has_path2 && path2.is_valid(i)).then(|| path2.value(i));
-            let flags = || if flags.is_valid(i) { flags.value(i) } else { 0 };
-            if second.is_none() && quiet(op, flags) {
-                self.count_hot(op, slot, ret[i], n, ts[i]);
-                continue;
-            }
-            let r = Row {
-                op,
-                ts: ts[i],
-                ret: ret[i],
-                calls: n,
-                flags: flags(),
-            };
-            self.row(r, slot, second);
+        let path2 = b.path2();
+        let path = b.path();
+        self.use_dictionary(path.values());
+        let no_key = self.hot_by_key.len() - 1;
+        RolesBatch {
+            ts,
+            ret: b.ret(),
+            flags: b.flags(),
+            has_path2: path2.null_count() < path2.len(),
+            path2,
+            keys: path.keys(),
+            no_key,
         }
+    }
+
+    /// Counts row `i` of a batch begun with [`RolesBuilder::begin`]: its
+    /// op `op`, standing for `n` calls. Inlined into the caller's
+    /// [`by_op!`] arms.
+    #[inline(always)]
+    pub(crate) fn row_at(&mut self, c: &RolesBatch, i: usize, op: Op, n: u64) {
+        let key = if c.keys.is_valid(i) {
+            c.keys.value(i) as usize
+        } else {
+            c.no_key
+        };
+        let second = (c.has_path2 && c.path2.is_valid(i)).then(|| c.path2.value(i));
+        let flags = || {
+            if c.flags.is_valid(i) {
+                c.flags.value(i)
+            } else {
+                0
+            }
+        };
+        if second.is_none() && quiet(op, flags) {
+            self.hot_by_key[key].count(op, c.ret[i], n, c.ts[i]);
+            return;
+        }
+        let r = Row {
+            op,
+            ts: c.ts[i],
+            ret: c.ret[i],
+            calls: n,
+            flags: flags(),
+        };
+        let slot = self.dictionary.as_ref().map_or(NO_SLOT, |(_, s)| s[key]);
+        self.row(r, slot, second);
     }
 
     /// Counts a row that only bumps the busy loop's counters (see [`quiet`]).
     #[inline(always)]
     fn count_hot(&mut self, op: Op, slot: u32, ret: i64, calls: u64, ts: i64) {
         if let Some(h) = self.hot.get_mut(slot as usize) {
-            h.calls += calls;
-            h.found |= ret >= 0;
-            if ret > 0 && matches!(op, Op::Read | Op::Fault) {
-                h.read_bytes += ret as u64;
-                h.first_read_ns = h.first_read_ns.min(ts);
-            }
+            h.count(op, ret, calls, ts);
         }
     }
 
     /// Moves the busy loop's counters into the stats.
     fn settle(&mut self) {
+        self.flush_hot();
         for (s, h) in self.stats.iter_mut().zip(&mut self.hot) {
             s.settle(std::mem::take(h));
         }
