@@ -115,8 +115,7 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
     if std::env::var_os(GUEST).is_some() {
         return; // inside a VM: `guest_checks` is this run's work
     }
-    // SAFETY: no arguments.
-    if unsafe { libc::geteuid() } != 0 {
+    if !iorepro_format::host::is_root() {
         return unavailable("not root");
     }
     for tool in ["vng", "qemu-system-x86_64", "busybox"] {

@@ -11,8 +11,7 @@ use iorepro_traces::Manifest;
 /// The tests load eBPF programs: root and a kernel with BTF are required. On
 /// a machine without them a test says so and returns (under CI, it fails).
 pub fn can_trace() -> bool {
-    // SAFETY: no arguments.
-    if unsafe { libc::geteuid() } != 0 {
+    if !iorepro_format::host::is_root() {
         iorepro_tests::skip::cannot_run("the collector tests need root (CAP_BPF + CAP_PERFMON)");
         return false;
     }
