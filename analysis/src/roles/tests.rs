@@ -169,7 +169,8 @@ fn roles_read_as_lowercase_names() {
     assert_eq!(Role::parse("nope"), None);
 }
 
-const MIB: i64 = 1 << 20;
+// Sizes in rows are signed (the `ret` column).
+const MIB: i64 = iorepro_format::units::MIB_BYTES as i64;
 const SEC: i64 = 1_000_000_000;
 const WC: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
 const WA: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND;

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use iorepro_analysis::phases::PhaseKind;
-use iorepro_format::units::{fmt_bytes, GIB};
+use iorepro_format::units::{fmt_bytes, GIB, MIB};
 use iorepro_format::Op;
 use serde::Serialize;
 
@@ -419,7 +419,7 @@ impl Forecast {
                 s,
                 "  AU stays at {:.0} % or more down to {need:.3} GiB/s ({:.1} MiB/s) of read bandwidth",
                 self.au_threshold_percent,
-                need * 1024.0
+                need * GIB / MIB
             );
         }
         let _ = writeln!(s, "  checkpoint timing: {}", self.checkpoint_timing);
