@@ -626,3 +626,20 @@ fn every_role_reads_back_from_its_name() {
     }
     assert!(Role::names().contains("launcher"));
 }
+
+#[test]
+fn a_role_list_reads_once_for_every_command() {
+    let list =
+        |names: &[&str]| Role::parse_list(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        list(&["checkpoint", " dataset", "checkpoint"]).unwrap(),
+        vec![Role::Checkpoint, Role::Dataset]
+    );
+    assert_eq!(list(&["log", "all"]).unwrap(), Role::ALL.to_vec());
+    assert_eq!(list(&[]).unwrap(), Vec::<Role>::new());
+    let e = list(&["data"]).unwrap_err();
+    assert!(
+        e.contains("`data` is not a role") && e.contains("all"),
+        "{e}"
+    );
+}
