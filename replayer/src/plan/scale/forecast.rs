@@ -144,7 +144,7 @@ impl Forecast {
         let mut routed = Vec::new();
         for_each_op(trace, survey, phase_selected, |source, op| {
             let dataset = model.role(op.path) == PathRole::Dataset;
-            let data = matches!(op.op, Op::Read | Op::Fault);
+            let data = op.op.reads_file();
             if dataset && data {
                 traced_data += op.bytes as u64;
             }
@@ -163,7 +163,7 @@ impl Forecast {
                 let t = *t as usize;
                 ops[t] += 1;
                 match call.op {
-                    Op::Read | Op::Fault => {
+                    _ if call.op.reads_file() => {
                         read[t] += call.bytes as u64;
                         if dataset {
                             data_at_n += call.bytes as u64;
