@@ -29,6 +29,19 @@ pub fn probe_support(scratch: &Path) -> Result<(), String> {
     }
 }
 
+/// Whether the calling test can capture here: `true`, or, when it cannot
+/// ([`probe_support`]'s reason), `false` after [`crate::skip::cannot_run`]
+/// (a failure under CI). The test returns when this is `false`.
+pub fn can_capture(scratch: &Path) -> bool {
+    match probe_support(scratch) {
+        Ok(()) => true,
+        Err(why) => {
+            crate::skip::cannot_run(why);
+            false
+        }
+    }
+}
+
 /// Runs `command` under `iorepro-collect --out trace --path-prefix ...`.
 pub fn capture(trace: &Path, prefixes: &[&Path], command: &[String]) -> Output {
     let mut cmd = Command::new(bin("iorepro-collect"));

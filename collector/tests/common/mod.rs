@@ -58,6 +58,24 @@ pub fn read_rows(trace: &Path) -> (Manifest, Vec<Row>) {
     iorepro_tests::rows::load_with_manifest(trace)
 }
 
+/// Set inside a kernel-matrix VM (`kernel_matrix.rs`) to the directory the
+/// guest's results go to.
+pub const KERNEL_MATRIX_GUEST: &str = "IOREPRO_KERNEL_MATRIX_GUEST";
+
+/// A capture left io_uring out (`why`, its manifest's reason), so a test
+/// could not check io_uring requests. In a kernel-matrix VM that is what the
+/// kernel allows (an old kernel, recorded by the matrix); on the host it is
+/// [`iorepro_tests::skip::cannot_run`]: a failure under CI.
+pub fn io_uring_not_captured(why: &str) {
+    if std::env::var_os(KERNEL_MATRIX_GUEST).is_some() {
+        eprintln!("io_uring requests not checked: this kernel's capture leaves them out: {why}");
+    } else {
+        iorepro_tests::skip::cannot_run(format!(
+            "io_uring requests not checked: this capture leaves them out: {why}"
+        ));
+    }
+}
+
 /// Why the capture that wrote `manifest` left `what` out (`io_uring`,
 /// `page_faults`: see the manifest's `capabilities`), or `None` if it
 /// captured it.
