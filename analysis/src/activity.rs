@@ -322,7 +322,7 @@ impl Activity {
         self.first_ns = self.first_ns.min(ts);
         self.end_ns = self.end_ns.max(end);
         match op {
-            Op::Read | Op::Fault if ret > 0 => self.reads.add(ts, end, ret as u64, None),
+            _ if op.reads_file() && ret > 0 => self.reads.add(ts, end, ret as u64, None),
             Op::Write if ret > 0 => self.writes.add(ts, end, ret as u64, Some(writer)),
             Op::Fsync | Op::Fdatasync | Op::Close => self.syncs.add(ts, end, 0, None),
             Op::Rename => {

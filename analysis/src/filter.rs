@@ -9,7 +9,7 @@
 //! - `--from` / `--to`: its `ts` lies in `[from, to)` after the trace's start;
 //! - `--rank`: its rank is one of those named (rows without a rank go);
 //! - `--exclude`: its path is not at or beneath any of those prefixes;
-//! - `--role` / `--include`: its path has one of the roles, or lies beneath
+//! - `--roles` / `--include`: its path has one of the roles, or lies beneath
 //!   one of the include prefixes (either suffices, as in a replay's scope);
 //!   rows that name no path go.
 //!
@@ -22,7 +22,7 @@ use std::path::Path;
 use arrow_array::BooleanArray;
 use serde::Serialize;
 
-use crate::roles::forms::canonical;
+use crate::roles::forms::{beneath, canonical};
 use crate::roles::{FileRoles, Role};
 use iorepro_format::columns::Events;
 use iorepro_format::error::{TraceError, TraceResult};
@@ -177,10 +177,4 @@ impl RowJudge<'_> {
                 .roles
                 .is_some_and(|r| self.f.roles.contains(&r.role(path)))
     }
-}
-
-/// Whether `path` lies at or beneath `prefix`, component by component.
-fn beneath(path: &str, prefix: &str) -> bool {
-    let prefix = canonical(prefix).map_or_else(|| prefix.to_string(), |c| c.path);
-    prefix == "/" || Path::new(path).starts_with(&prefix)
 }

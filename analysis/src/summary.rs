@@ -8,8 +8,9 @@
 //! first event; the 100 ms peaks are in `peak_read_gib_s_100ms` /
 //! `peak_write_gib_s_100ms`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
+use arrow_array::Array;
 use serde::Serialize;
 
 use crate::access::AccessCounts;
@@ -21,6 +22,7 @@ pub use crate::tally::{FileStats, OpStats, RankStats};
 use crate::timeline::BASE_WINDOW_NS;
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
+use iorepro_format::schema::{COL_HOST, COL_PID};
 
 /// How many files the summary lists, busiest first.
 pub const TOP_FILES: usize = 10;
@@ -49,6 +51,11 @@ pub struct Summary {
     /// Every rank that appears, in rank order (rows without a rank are in `unranked_events`).
     pub per_rank: Vec<RankStats>,
     pub unranked_events: u64,
+    /// Distinct processes (host and pid) of a trace in which no row has a
+    /// rank (a job started without a launcher): what stands for the rank
+    /// count there. Absent when rows have ranks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
     pub top_files: Vec<FileStats>,
     /// Files, calls and bytes per role of the files (see [`crate::roles`]).
     pub roles: BTreeMap<Role, RoleTotals>,
@@ -73,6 +80,11 @@ impl Summary {
         });
         top_files.truncate(TOP_FILES);
         let (read, write) = t.access.counts();
+        let processes = if per_rank.is_empty() {
+            Some(processes(reader)?)
+        } else {
+            None
+        };
         Ok(Summary {
             dropped_events: reader.manifest().dropped_events,
             hosts,
@@ -96,6 +108,7 @@ impl Summary {
             },
             per_rank,
             unranked_events,
+            processes,
             top_files,
             roles: roles.totals().clone(),
             mounts: roles.per_mount(),
@@ -104,7 +117,41 @@ impl Summary {
     }
 }
 
+/// Distinct (host, pid) pairs of the trace's rows. A second pass, over two
+/// columns, made only for a trace without ranks: the tally keeps no
+/// processes, and a trace with ranks has its count there.
+fn processes(reader: &TraceReader) -> TraceResult<u64> {
+    let pids = TraceReader::open(reader.root())?.with_columns(&[COL_HOST, COL_PID]);
+    let mut seen: HashMap<String, HashSet<i32>> = HashMap::new();
+    for ev in pids.events()? {
+        let ev = ev?;
+        let pid = ev.pid();
+        for row in (0..ev.len()).filter(|&row| pid.is_valid(row)) {
+            let host = if ev.host().is_valid(row) {
+                ev.host_at(row)
+            } else {
+                ""
+            };
+            if !seen.contains_key(host) {
+                seen.insert(host.to_string(), HashSet::new());
+            }
+            seen.get_mut(host).unwrap().insert(pid.value(row));
+        }
+    }
+    Ok(seen.values().map(|p| p.len() as u64).sum())
+}
+
 impl Summary {
+    /// The ranks in the header: their count, or, without ranks, why and
+    /// how many processes there are instead.
+    fn ranks_line(&self) -> String {
+        match self.processes {
+            None => self.ranks.len().to_string(),
+            Some(0) => "none".to_string(),
+            Some(n) => format!("none (no launcher rank variables; {n} processes)"),
+        }
+    }
+
     /// The human-readable report.
     pub fn render(&self) -> String {
         use iorepro_format::units::fmt_bytes;
@@ -117,7 +164,7 @@ impl Summary {
             self.dropped_events,
             self.overview.duration_s,
             self.hosts.len(),
-            self.ranks.len(),
+            self.ranks_line(),
             self.files
         );
         let _ = writeln!(
@@ -167,11 +214,14 @@ impl Summary {
                 );
             }
         }
-        let _ = writeln!(
-            s,
-            "\n{:<8} {:>12} {:>14} {:>14}",
-            "rank", "events", "read", "write"
-        );
+        // No table of ranks when there are none (the header says why).
+        if !self.per_rank.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:<8} {:>12} {:>14} {:>14}",
+                "rank", "events", "read", "write"
+            );
+        }
         let mut busiest: Vec<&RankStats> = self.per_rank.iter().collect();
         busiest.sort_by_key(|r| std::cmp::Reverse(r.read_bytes + r.write_bytes));
         for r in busiest.iter().take(TOP_FILES) {

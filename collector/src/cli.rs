@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use iorepro_format::host::is_root;
 use iorepro_telemetry::{parse_duration, parse_interval, LiveOptions};
 
 use crate::error::{CollectError, CollectResult};
@@ -165,9 +166,4 @@ impl Opts {
             },
         })
     }
-}
-
-fn is_root() -> bool {
-    // SAFETY: no arguments, cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }

@@ -20,9 +20,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use iorepro_traces::{Manifest, Op};
 
-/// Set inside a VM to the directory the guest's results go to.
-const GUEST: &str = "IOREPRO_KERNEL_MATRIX_GUEST";
-
 /// The kernels, by Debian suite (see xtask's `kernels`).
 const SUITES: &[&str] = &["bullseye", "bookworm", "bookworm-backports"];
 
@@ -112,11 +109,10 @@ struct Report {
 
 #[test]
 fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
-    if std::env::var_os(GUEST).is_some() {
+    if std::env::var_os(KERNEL_MATRIX_GUEST).is_some() {
         return; // inside a VM: `guest_checks` is this run's work
     }
-    // SAFETY: no arguments.
-    if unsafe { libc::geteuid() } != 0 {
+    if !iorepro_format::host::is_root() {
         return unavailable("not root");
     }
     for tool in ["vng", "qemu-system-x86_64", "busybox"] {
@@ -243,7 +239,7 @@ fn boot(suite: &str, kernel: &Path, bins: &[(String, PathBuf)]) -> Report {
     // (CARGO_TARGET_TMPDIR) becomes a tmpfs of the guest, and the results
     // directory is the one place it writes to the host.
     let mut script = format!(
-        "#!/bin/sh\nexec >{out}/guest.log 2>&1\nexport PATH='{path}'\nexport {GUEST}='{out}'\n\
+        "#!/bin/sh\nexec >{out}/guest.log 2>&1\nexport PATH='{path}'\nexport {KERNEL_MATRIX_GUEST}='{out}'\n\
          export CARGO_TARGET_DIR='{target}'\n\
          mount -t tmpfs -o size=1200m tmpfs '{tmp}'\nuname -r >{out}/kernel\n",
         out = out.display(),
@@ -328,7 +324,7 @@ fn boot(suite: &str, kernel: &Path, bins: &[(String, PathBuf)]) -> Report {
 /// lets the collector capture is recorded; the results go to `guest.json`.
 #[test]
 fn guest_checks() {
-    let Some(out) = std::env::var_os(GUEST).map(PathBuf::from) else {
+    let Some(out) = std::env::var_os(KERNEL_MATRIX_GUEST).map(PathBuf::from) else {
         return; // on the host: the matrix boots the VMs that run this
     };
     let dir = scratch();

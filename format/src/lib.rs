@@ -13,12 +13,14 @@
 //! trace is made of with owner-and-group permissions. [`launchers`] says which
 //! environment variables give the `rank` column. [`validate`] checks a
 //! trace and repairs a damaged one (the collector salvages its own with it),
-//! [`error`] is the one error type and [`units`] the byte and time units.
+//! [`error`] is the one error type, [`units`] the byte and time units and
+//! [`host`] the one question iorepro asks of the machine (is it root).
 
 pub mod batches;
 pub mod columns;
 pub mod error;
 pub mod event;
+pub mod host;
 pub mod launchers;
 pub mod manifest;
 pub mod mounts;

@@ -260,6 +260,60 @@ impl Op {
         matches!(self, Op::Write)
     }
 
+    /// Ops whose positive `ret` is bytes read from a file: reads and faults
+    /// (a fault fills the page cache from the file as a read does). What a
+    /// plan counts as a file's reading, its extent and its readers.
+    pub fn reads_file(self) -> bool {
+        matches!(self, Op::Read | Op::Fault)
+    }
+
+    /// Ops that always name a path, never a descriptor alone: the replay
+    /// makes them again even when they failed, since a probe for a missing
+    /// file is load on the name space all the same.
+    pub fn always_names_path(self) -> bool {
+        matches!(
+            self,
+            Op::Open
+                | Op::Unlink
+                | Op::Rename
+                | Op::Access
+                | Op::Mkdir
+                | Op::Rmdir
+                | Op::Link
+                | Op::Symlink
+        )
+    }
+
+    /// Ops that can act on an open descriptor with no path (`fstat`, a
+    /// listing of an open directory, data calls, syncs, `ftruncate`,
+    /// `close`, `lseek`, `mmap`). Every op but [`Op::Other`] either always
+    /// names a path or is one of these.
+    pub fn acts_on_descriptor(self) -> bool {
+        matches!(
+            self,
+            Op::Stat
+                | Op::Getdents
+                | Op::Read
+                | Op::Write
+                | Op::Fault
+                | Op::Fsync
+                | Op::Fdatasync
+                | Op::Truncate
+                | Op::Close
+                | Op::Lseek
+                | Op::Mmap
+        )
+    }
+
+    /// Ops that fail on a directory (`EISDIR`): one that succeeds shows its
+    /// path is a file.
+    pub fn fails_on_directory(self) -> bool {
+        matches!(
+            self,
+            Op::Read | Op::Write | Op::Fault | Op::Truncate | Op::Unlink
+        )
+    }
+
     /// Calls that work on the name space rather than on data: what a file
     /// system's metadata server serves. Not `close`, which every data file
     /// pays and which the server of most file systems does not see. What the
@@ -284,5 +338,25 @@ impl Op {
 impl std::fmt::Display for Op {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod op_tests {
+    use super::*;
+
+    /// A new op must be placed: it names a path, or acts on a descriptor,
+    /// never both (the replay decides by these which failed calls to make).
+    #[test]
+    fn every_known_op_names_a_path_or_acts_on_a_descriptor() {
+        for op in Op::ALL {
+            let known = op != Op::Other;
+            assert_eq!(
+                op.always_names_path() ^ op.acts_on_descriptor(),
+                known,
+                "{op}"
+            );
+            assert!(!op.reads_file() || op.moves_data(), "{op}");
+        }
     }
 }

@@ -1,10 +1,16 @@
 //! Human-readable sizes and durations ("64MiB", "50ms") for workload files and CLIs.
 
+/// Bytes in a MiB, as an integer, for sizes counted in whole bytes.
+pub const MIB_BYTES: u64 = 1 << 20;
+
+/// Bytes in a GiB, as an integer, for sizes counted in whole bytes.
+pub const GIB_BYTES: u64 = 1 << 30;
+
 /// Bytes in a GiB, as a float for rates: every GiB/s iorepro prints is this many bytes a second.
-pub const GIB: f64 = (1u64 << 30) as f64;
+pub const GIB: f64 = GIB_BYTES as f64;
 
 /// Bytes in a MiB, as a float, for the sizes reports print in MiB.
-pub const MIB: f64 = (1u64 << 20) as f64;
+pub const MIB: f64 = MIB_BYTES as f64;
 
 /// Parses "4096", "4k", "4KiB", "1.5GiB", "2MB" into bytes (KB/MB are decimal, K/KiB binary).
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -13,8 +19,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let mult: f64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "m" | "mib" => MIB,
+        "g" | "gib" => GIB,
         "t" | "tib" => 1024.0f64.powi(4),
         "kb" => 1e3,
         "mb" => 1e6,
@@ -82,7 +88,6 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
     Some((num.parse().ok()?, unit.trim()))
 }
 
-/// Formats bytes with a binary unit, three significant digits.
 /// `x` per second of `secs`; 0 for no time (a rate over nothing is none).
 pub fn per_s(x: f64, secs: f64) -> f64 {
     if secs > 0.0 {
@@ -92,6 +97,7 @@ pub fn per_s(x: f64, secs: f64) -> f64 {
     }
 }
 
+/// Formats bytes with a binary unit, three significant digits.
 pub fn fmt_bytes(b: f64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = b;

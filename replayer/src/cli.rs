@@ -17,6 +17,7 @@ use crate::plan::scale::{BatchMode, CheckpointMode, DataMode, ScaleOptions};
 use crate::plan::timing::Timing;
 use crate::report::output::OutputFormat;
 use iorepro_analysis::phases::PhaseKind;
+use iorepro_analysis::roles::Role;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -177,7 +178,8 @@ pub struct Cli {
     /// The roles of the files whose calls are replayed (dataset, checkpoint,
     /// code, scratch, system, log, output, launcher, other, or all); default
     /// dataset,checkpoint,scratch,log,output.
-    #[arg(long, value_delimiter = ',')]
+    // `--role` too, as `iorepro-trace filter` once spelled it.
+    #[arg(long, alias = "role", value_delimiter = ',')]
     pub roles: Option<Vec<String>>,
     /// Also replay the calls on paths beneath PREFIX, whatever their role (repeatable).
     #[arg(long, value_name = "PREFIX")]
@@ -406,7 +408,7 @@ impl Cli {
             scope: Scope {
                 roles: match &self.roles {
                     Some(list) => {
-                        Scope::parse_roles(list).map_err(|e| usage(format!("--roles: {e}")))?
+                        Role::parse_list(list).map_err(|e| usage(format!("--roles: {e}")))?
                     }
                     None => Scope::default().roles,
                 },
@@ -530,6 +532,11 @@ mod tests {
         );
         assert_eq!(plan.scale.bandwidth, Some(50.0 * (1u64 << 30) as f64));
         assert_eq!(plan.scale.checkpoint_bytes, Some(1 << 30));
+        // `--role`, as `iorepro-trace filter` spells it, is `--roles`.
+        for flag in ["--roles", "--role"] {
+            let o = Cli::parse_from(["x", "t", "--plan-only", flag, "code,all"]);
+            assert_eq!(o.into_options().unwrap().scope.roles, Role::ALL.to_vec());
+        }
         assert!(
             Cli::try_parse_from(["x", "t"]).is_err(),
             "--target is needed to replay"

@@ -25,7 +25,7 @@ use crate::plan::stream::{dispatch, Chunk, CHANNEL_CHUNKS};
 use crate::plan::survey::Survey;
 use crate::plan::timing::Timing;
 use crate::ranks::launcher::{self, LaunchedRank};
-use crate::ranks::layout::Layout;
+use crate::ranks::layout::{world_size, Layout};
 use crate::ranks::rendezvous::{self, Gathered, Rendezvous};
 use crate::report::record;
 use crate::report::requests::RequestsReport;
@@ -104,11 +104,20 @@ fn selected_phases(opts: &Options, survey: &Survey) -> Vec<bool> {
         .collect()
 }
 
-/// The scaling model of `opts`' replay, without replaying (`--plan-only`):
-/// the world is `--ranks`, or the trace's rank count.
-pub fn plan_only(opts: &Options) -> ReplayResult<Forecast> {
+/// The scaling model of `opts`' replay, without replaying (`--plan-only`),
+/// for the world the replay would have ([`world_size`]: under a launcher,
+/// its world). `None` on the other ranks of a launched run: rank 0 plans
+/// and prints, as it reports a replay.
+pub fn plan_only(opts: &Options) -> ReplayResult<Option<Forecast>> {
+    let launched = launcher::detect()?;
+    if launched.as_ref().is_some_and(|l| l.rank != 0) {
+        // The world is still checked, so every rank fails alike on a
+        // contradicting `--ranks`.
+        world_size(launched.as_ref(), opts.ranks, 1)?;
+        return Ok(None);
+    }
     let survey = scoped_survey(opts)?;
-    let world = opts.ranks.unwrap_or(survey.sources.len() as u32);
+    let world = world_size(launched.as_ref(), opts.ranks, survey.sources.len() as u32)?;
     let model = Model::build(&opts.trace, &survey, world, &opts.scale)?;
     Forecast::count(
         &opts.trace,
@@ -116,6 +125,7 @@ pub fn plan_only(opts: &Options) -> ReplayResult<Forecast> {
         &model,
         &selected_phases(opts, &survey),
     )
+    .map(Some)
 }
 
 pub fn run(opts: &Options) -> ReplayResult<Outcome> {

@@ -13,8 +13,7 @@ use common::*;
 const NOBODY: u32 = 65534;
 
 fn is_root() -> bool {
-    // SAFETY: no arguments.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = iorepro_format::host::is_root();
     if !root {
         iorepro_tests::skip::cannot_run("switching to an unprivileged user needs root");
     }

@@ -63,15 +63,44 @@ pub fn run_json(cmd: &mut Command) -> serde_json::Value {
     })
 }
 
-/// A clean scratch directory for one test under the system temp dir (kept
-/// after the run, so a failure can be inspected; cleared by the next run).
+/// A clean scratch directory for one test under the system temp dir:
+/// `iorepro-tests/NAME.PID`, this test process's own, so two runs of a test
+/// on one machine (two checkouts, two users) never share or clear each
+/// other's. Kept after the run, so a failure can be inspected; cleared by
+/// the next run of the test, with those of other runs whose process is
+/// gone.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join("iorepro-tests").join(name);
+    let base = std::env::temp_dir().join("iorepro-tests");
+    clear_finished(&base, name);
+    let d = base.join(format!("{name}.{}", std::process::id()));
     if d.exists() {
         std::fs::remove_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
     }
     std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
     d
+}
+
+/// Removes `base/NAME.PID` of every process that has ended: what earlier
+/// runs of the test kept. A directory of a live process is another run's
+/// at work, and stays. Best effort: one that cannot be removed is left.
+fn clear_finished(base: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(name))
+            .and_then(|n| n.strip_prefix('.'))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Polls `ready` every 100 ms until it holds (true) or `limit` passes (false).
@@ -84,4 +113,29 @@ pub fn wait_for(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_is_this_process_own_and_clears_only_ended_runs() {
+        let name = "scratch-self-check";
+        let base = std::env::temp_dir().join("iorepro-tests");
+        // An ended run's (no process has this id) and a live one's (init).
+        let ended = base.join(format!("{name}.4000000000"));
+        let live = base.join(format!("{name}.1"));
+        for d in [&ended, &live] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let d = scratch(name);
+        assert_eq!(d, base.join(format!("{name}.{}", std::process::id())));
+        assert!(d.is_dir());
+        assert!(!ended.exists(), "an ended run's directory is cleared");
+        assert!(live.exists(), "a live run's directory stays");
+        for d in [&d, &live] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
+    }
 }

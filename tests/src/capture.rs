@@ -9,8 +9,7 @@ use crate::bins::bin;
 /// no BTF, a kernel that refuses the programs...). Found by capturing `true`,
 /// so whatever stops the collector is reported in its own words.
 pub fn probe_support(scratch: &Path) -> Result<(), String> {
-    // SAFETY: no arguments, cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !iorepro_traces::format::host::is_root() {
         return Err("not root: capturing needs root (or CAP_BPF + CAP_PERFMON)".into());
     }
     let out = Command::new(bin("iorepro-collect"))
@@ -27,6 +26,19 @@ pub fn probe_support(scratch: &Path) -> Result<(), String> {
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         ))
+    }
+}
+
+/// Whether the calling test can capture here: `true`, or, when it cannot
+/// ([`probe_support`]'s reason), `false` after [`crate::skip::cannot_run`]
+/// (a failure under CI). The test returns when this is `false`.
+pub fn can_capture(scratch: &Path) -> bool {
+    match probe_support(scratch) {
+        Ok(()) => true,
+        Err(why) => {
+            crate::skip::cannot_run(why);
+            false
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use iorepro_tests::bins::{bin, run_json, run_ok, scratch, workspace_root};
-use iorepro_tests::capture::{capture, probe_support};
+use iorepro_tests::capture::{can_capture, capture};
 use iorepro_tests::rows::{load, Row};
 use iorepro_traces::Op;
 
@@ -41,16 +41,6 @@ fn tally(rows: &[Row], dir: &Path, strictly: bool) -> BTreeMap<(Op, bool), u64> 
         }
     }
     m
-}
-
-fn skip_unless_capturing(root: &Path) -> bool {
-    match probe_support(root) {
-        Ok(()) => true,
-        Err(why) => {
-            iorepro_tests::skip::cannot_run(why);
-            false
-        }
-    }
 }
 
 fn replay(trace: &Path, target: &Path, extra: &[&str]) -> Vec<String> {
@@ -81,7 +71,7 @@ fn captured(trace: &Path, under: &Path, command: &[String]) -> Vec<Row> {
 #[test]
 fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() {
     let root = scratch("metadata-replay");
-    if !skip_unless_capturing(&root) {
+    if !can_capture(&root) {
         return;
     }
     let job = root.join("job");
@@ -232,7 +222,7 @@ fn four_times_the_ranks_make_four_times_each_metadata_call_beneath_the_target() 
 #[test]
 fn io_uring_requests_replay_as_io_uring_requests() {
     let root = scratch("uring-replay");
-    if !skip_unless_capturing(&root) {
+    if !can_capture(&root) {
         return;
     }
     let data: PathBuf = root.join("data");

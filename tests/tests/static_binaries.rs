@@ -75,8 +75,7 @@ fn in_own_mounts(script: &str) -> std::process::Output {
 #[test]
 fn capture_summary_and_replay_run_in_a_root_without_a_c_library() {
     let Some(dir) = dist_dir() else { return };
-    // SAFETY: no arguments, cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !iorepro_traces::format::host::is_root() {
         iorepro_tests::skip::cannot_run("not root: a chroot and a capture need root");
         return;
     }

@@ -11,20 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use iorepro_tests::bins::{bin, run_json, run_ok, scratch, workspace_root};
-use iorepro_tests::capture::{capture, probe_support};
+use iorepro_tests::capture::{can_capture, capture};
 use iorepro_tests::s3::{files_as_keys, S3Server};
 
 const SLACK: u64 = 64 << 20;
-
-fn skip_unless_capturing(root: &Path) -> bool {
-    match probe_support(root) {
-        Ok(()) => false,
-        Err(why) => {
-            iorepro_tests::skip::cannot_run(why);
-            true
-        }
-    }
-}
 
 fn capture_whole(trace: &Path, command: &[String]) {
     let out = capture(trace, &[], command);
@@ -94,7 +84,7 @@ fn python() -> String {
 #[test]
 fn the_one_line_job_replays_at_two_ranks() {
     let root = scratch("whole-one-line");
-    if skip_unless_capturing(&root) {
+    if !can_capture(&root) {
         return;
     }
     let d = root.join("D");
@@ -233,7 +223,7 @@ fn launcher(path: &str) -> bool {
 #[test]
 fn a_python_job_with_worker_processes_and_checkpoints_replays_at_twice_its_ranks() {
     let root = scratch("whole-loader");
-    if skip_unless_capturing(&root) {
+    if !can_capture(&root) {
         return;
     }
     let (total, job) = loader_job(&root, 48, 200_000);
@@ -305,7 +295,7 @@ fn assert_loader_roles(root: &Path, trace: &Path, name: &str) {
 #[test]
 fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
     let root = scratch("whole-mpirun");
-    if skip_unless_capturing(&root) {
+    if !can_capture(&root) {
         return;
     }
     let have = Command::new("mpirun")
@@ -341,7 +331,7 @@ fn a_python_job_under_mpirun_replays_at_twice_its_ranks() {
 #[test]
 fn a_shell_pipeline_replays_at_twice_its_ranks() {
     let root = scratch("whole-pipeline");
-    if skip_unless_capturing(&root) {
+    if !can_capture(&root) {
         return;
     }
     let d = root.join("in");
@@ -363,7 +353,7 @@ fn a_shell_pipeline_replays_at_twice_its_ranks() {
 #[test]
 fn a_torchrun_ddp_job_captured_whole_replays_at_twice_its_ranks() {
     let root = scratch("whole-ddp");
-    if skip_unless_capturing(&root) {
+    if !can_capture(&root) {
         return;
     }
     let python = match iorepro_tests::job::torch_python() {

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use analysis_util::*;
+use iorepro_tests::skip::cannot_run;
 
 fn have_fio() -> bool {
     Command::new("fio")
@@ -35,8 +36,7 @@ fn fio_bytes(report: &Path) -> (u64, u64) {
 #[test]
 fn fio_replays_the_export_moving_the_same_bytes() {
     if !have_fio() {
-        eprintln!("fio is not installed: cannot check the export against it; skipping");
-        return;
+        return cannot_run("fio is not installed: cannot check the export against it");
     }
     let tmp = tempfile::tempdir().unwrap();
     let toml = workload(2, 1, 6, "random")
@@ -120,8 +120,7 @@ fn fio_replays_the_export_moving_the_same_bytes() {
 #[test]
 fn import_of_fio_own_iolog_has_fio_bytes() {
     if !have_fio() {
-        eprintln!("fio is not installed: cannot produce an iolog; skipping");
-        return;
+        return cannot_run("fio is not installed: cannot produce an iolog");
     }
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

@@ -130,3 +130,73 @@ fn summary_table_is_readable() {
         assert!(text.contains(needle), "table lacks `{needle}`:\n{text}");
     }
 }
+
+/// A job started without a launcher has no rank in any row: the summary
+/// says so, with the processes that stand for ranks there, and prints no
+/// empty table of ranks.
+#[test]
+fn a_trace_without_ranks_says_so_and_counts_its_processes() {
+    use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t");
+    let mut w = TraceWriter::create(&trace, WriterOptions::new(Source::Synth)).unwrap();
+    // Three processes: pids 10 and 11 on one host, pid 10 again on another.
+    for (i, (host, pid)) in [("a", 10), ("a", 11), ("b", 10), ("a", 10)]
+        .into_iter()
+        .enumerate()
+    {
+        let i = i as i64;
+        w.push(&EventRow {
+            ts_ns: 1_000 + i,
+            dur_ns: 10,
+            host,
+            pid,
+            tid: pid,
+            rank: None,
+            comm: "python",
+            op: Op::Read,
+            path: Some("/d/a"),
+            fd: Some(3),
+            offset: Some(i * 10),
+            size: Some(10),
+            ret: 10,
+            flags: None,
+            calls: 1,
+            span_ns: None,
+            path2: None,
+            via: None,
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+
+    let out = trace_cmd()
+        .args(["summary", trace.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("ranks none (no launcher rank variables; 3 processes)"),
+        "{text}"
+    );
+    assert!(!text.contains("ranks 0"), "{text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("rank ")),
+        "an empty table of ranks:\n{text}"
+    );
+    let v = json(&["summary", trace.to_str().unwrap(), "--json"]);
+    assert_eq!(v["processes"], 3);
+    assert_eq!(v["ranks"], serde_json::json!([]));
+
+    // With ranks, the count and the table, and no `processes`.
+    let ranked = synth(tmp.path(), "r", &workload(2, 1, 10, "sequential"));
+    let v = json(&["summary", ranked.to_str().unwrap(), "--json"]);
+    assert!(v.get("processes").is_none(), "{v}");
+    let out = trace_cmd()
+        .args(["summary", ranked.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("ranks 2 "), "{text}");
+}

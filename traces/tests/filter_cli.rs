@@ -77,7 +77,7 @@ fn each_criterion_on_a_synthetic_trace_matches_duckdb() {
         ),
         (
             "roles",
-            &["--role", "dataset,checkpoint", "--exclude", "/models"],
+            &["--roles", "dataset,checkpoint", "--exclude", "/models"],
             "path like '/checkpoints/%' or path like '/data/%'",
         ),
         ("rank", &["--rank", "1", "--rank", "2"], "rank in (1, 2)"),

@@ -11,8 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::host::is_root;
 
-use crate::{cargo, setup};
+use crate::cargo;
 
 pub fn run(root: &Path) -> Result<()> {
     let started = Instant::now();
@@ -133,7 +134,7 @@ fn cmd(program: &Path, args: &[&OsStr]) -> Command {
 /// Captures `xtask/demo/job.py` under the collector; fails (and the demo falls
 /// back to a sample) when not root or the probes cannot be loaded here.
 fn capture(root: &Path, bin: &Path, out: &Path, steps: &mut Steps) -> Result<PathBuf> {
-    if !setup::is_root() {
+    if !is_root() {
         bail!("capturing needs root (or CAP_BPF+CAP_PERFMON)");
     }
     let collect = bin.join("iorepro-collect");

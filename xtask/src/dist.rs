@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::units::MIB;
 
 /// The Rust target of the static build.
 pub const STATIC_TARGET: &str = "x86_64-unknown-linux-musl";
@@ -66,12 +67,12 @@ pub fn build(root: &Path) -> Result<PathBuf> {
     )?;
     for bin in &names {
         let size = std::fs::metadata(dir.join(bin))?.len();
-        println!("dist: {bin} {:.1} MiB", size as f64 / (1 << 20) as f64);
+        println!("dist: {bin} {:.1} MiB", size as f64 / MIB);
     }
     println!(
         "dist: {} ({:.1} MiB) in {:.0} s",
         tarball.display(),
-        std::fs::metadata(&tarball)?.len() as f64 / (1 << 20) as f64,
+        std::fs::metadata(&tarball)?.len() as f64 / MIB,
         started.elapsed().as_secs_f64()
     );
     Ok(tarball)

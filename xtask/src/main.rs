@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::host::is_root;
 
 use args::Cmd;
 
@@ -124,7 +125,7 @@ fn test(root: &Path, do_setup: bool, fuzz: Option<u64>) -> Result<()> {
     if do_setup {
         setup::run(root)?;
     }
-    if !setup::is_root() {
+    if !is_root() {
         eprintln!("note: not root: the eBPF capture tests will say so and skip; run as root for the full suite");
     }
     // The collector embeds the committed object; it must be what its sources

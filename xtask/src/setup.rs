@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::host::is_root;
 
 /// Debian packages: LLVM for bpf-linker (the `BPF_LINKER_LLVM` version), fio / strace / Open MPI as test and
 /// benchmark partners, compression libraries for the linker build, liburing for
@@ -71,11 +72,6 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 const BPF_LINKER_LLVM: &str = "22";
 /// cargo-fuzz, exactly, for `cargo xtask test --fuzz`.
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
-
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// PATH with cargo's bin dir and bpf-linker's LLVM first, for bpf-linker and
 /// its build.

@@ -5,6 +5,7 @@
 
 mod detect;
 
+use iorepro_format::units::GIB;
 use serde::{Deserialize, Serialize};
 
 pub use detect::{
@@ -92,7 +93,7 @@ impl Phase {
         if d <= 0.0 {
             0.0
         } else {
-            (self.read_bytes + self.write_bytes) as f64 / (1u64 << 30) as f64 / d
+            (self.read_bytes + self.write_bytes) as f64 / GIB / d
         }
     }
 

@@ -5,8 +5,11 @@
 //! and names an interpreter makes up that were never files
 //! (`<frozen importlib._bootstrap>`). Analysis and replay agree on one
 //! spelling through [`canonical`], on what a name is through [`form_of`],
-//! and on which files belong to a launcher or runtime rather than to the
-//! job through [`is_launcher_file`].
+//! on which files an `--include` or `--exclude` prefix selects through
+//! [`beneath`], and on which files belong to a launcher or runtime rather
+//! than to the job through [`is_launcher_file`].
+
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -54,6 +57,15 @@ pub fn canonical(path: &str) -> Option<Canonical> {
     };
     let names_dir = names_dir && path != "/";
     Some(Canonical { path, names_dir })
+}
+
+/// Whether `path` (in its [`canonical`] spelling) lies at or beneath
+/// `prefix`, component by component: `/data/val` holds `/data/val/1.jpg`
+/// but not `/data/validation`. The prefix is taken in its canonical
+/// spelling too, so `/data/val/` and `/data/./val` select the same files.
+pub fn beneath(path: &str, prefix: &str) -> bool {
+    let prefix = canonical(prefix).map_or_else(|| prefix.to_string(), |c| c.path);
+    prefix == "/" || Path::new(path).starts_with(&prefix)
 }
 
 /// What a name stands for.
@@ -235,6 +247,16 @@ mod tests {
         assert_eq!(c("a/../../b"), ("../b".into(), false));
         assert!(canonical("").is_none());
         assert!(canonical("pipe:[123]").is_none());
+    }
+
+    #[test]
+    fn beneath_goes_by_components_and_spelling() {
+        assert!(beneath("/data/val/1.jpg", "/data/val"));
+        assert!(beneath("/data/val/1.jpg", "/data/./val/"));
+        assert!(beneath("/data/val", "/data/val"));
+        assert!(!beneath("/data/validation/1.jpg", "/data/val"));
+        assert!(beneath("/anything", "/"));
+        assert!(beneath("/anything", "/x/.."));
     }
 
     #[test]

@@ -143,6 +143,26 @@ impl Role {
     pub fn names() -> String {
         Self::ALL.map(Role::as_str).join(", ")
     }
+
+    /// A `--roles` list as given (each name once, in the order given;
+    /// `all` for every role), or what is wrong with a name. The one reading
+    /// of the flag, so that `iorepro-trace filter` and `iorepro-replay`
+    /// select the same files for the same words.
+    pub fn parse_list(list: &[String]) -> Result<Vec<Role>, String> {
+        let mut out = Vec::new();
+        for name in list {
+            let name = name.trim();
+            if name == "all" {
+                return Ok(Self::ALL.to_vec());
+            }
+            let r = Self::parse(name)
+                .ok_or_else(|| format!("`{name}` is not a role ({}, all)", Self::names()))?;
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl fmt::Display for Role {

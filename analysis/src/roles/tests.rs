@@ -169,7 +169,8 @@ fn roles_read_as_lowercase_names() {
     assert_eq!(Role::parse("nope"), None);
 }
 
-const MIB: i64 = 1 << 20;
+// Sizes in rows are signed (the `ret` column).
+const MIB: i64 = iorepro_format::units::MIB_BYTES as i64;
 const SEC: i64 = 1_000_000_000;
 const WC: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
 const WA: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND;
@@ -624,4 +625,21 @@ fn every_role_reads_back_from_its_name() {
         assert!(Role::REPLAYED_BY_DEFAULT.contains(&r));
     }
     assert!(Role::names().contains("launcher"));
+}
+
+#[test]
+fn a_role_list_reads_once_for_every_command() {
+    let list =
+        |names: &[&str]| Role::parse_list(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        list(&["checkpoint", " dataset", "checkpoint"]).unwrap(),
+        vec![Role::Checkpoint, Role::Dataset]
+    );
+    assert_eq!(list(&["log", "all"]).unwrap(), Role::ALL.to_vec());
+    assert_eq!(list(&[]).unwrap(), Vec::<Role>::new());
+    let e = list(&["data"]).unwrap_err();
+    assert!(
+        e.contains("`data` is not a role") && e.contains("all"),
+        "{e}"
+    );
 }

@@ -11,8 +11,7 @@ use iorepro_traces::Manifest;
 /// The tests load eBPF programs: root and a kernel with BTF are required. On
 /// a machine without them a test says so and returns (under CI, it fails).
 pub fn can_trace() -> bool {
-    // SAFETY: no arguments.
-    if unsafe { libc::geteuid() } != 0 {
+    if !iorepro_format::host::is_root() {
         iorepro_tests::skip::cannot_run("the collector tests need root (CAP_BPF + CAP_PERFMON)");
         return false;
     }
@@ -57,6 +56,24 @@ pub use iorepro_tests::rows::Row;
 /// The manifest of `trace` and every row of it, in time order.
 pub fn read_rows(trace: &Path) -> (Manifest, Vec<Row>) {
     iorepro_tests::rows::load_with_manifest(trace)
+}
+
+/// Set inside a kernel-matrix VM (`kernel_matrix.rs`) to the directory the
+/// guest's results go to.
+pub const KERNEL_MATRIX_GUEST: &str = "IOREPRO_KERNEL_MATRIX_GUEST";
+
+/// A capture left io_uring out (`why`, its manifest's reason), so a test
+/// could not check io_uring requests. In a kernel-matrix VM that is what the
+/// kernel allows (an old kernel, recorded by the matrix); on the host it is
+/// [`iorepro_tests::skip::cannot_run`]: a failure under CI.
+pub fn io_uring_not_captured(why: &str) {
+    if std::env::var_os(KERNEL_MATRIX_GUEST).is_some() {
+        eprintln!("io_uring requests not checked: this kernel's capture leaves them out: {why}");
+    } else {
+        iorepro_tests::skip::cannot_run(format!(
+            "io_uring requests not checked: this capture leaves them out: {why}"
+        ));
+    }
 }
 
 /// Why the capture that wrote `manifest` left `what` out (`io_uring`,

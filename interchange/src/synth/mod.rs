@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use iorepro_format::error::{one_line, TraceError, TraceResult};
 use iorepro_format::manifest::{Manifest, Source};
-use iorepro_format::units::{parse_duration_ns, parse_size};
+use iorepro_format::units::{parse_duration_ns, parse_size, GIB};
 use iorepro_format::writer::{TraceWriter, WriterOptions};
 
 mod generate;
@@ -247,8 +247,8 @@ impl Workload {
                     dir: c.dir,
                 }),
             },
-            read_bps: f.storage.read_gib_s * (1u64 << 30) as f64,
-            write_bps: f.storage.write_gib_s * (1u64 << 30) as f64,
+            read_bps: f.storage.read_gib_s * GIB,
+            write_bps: f.storage.write_gib_s * GIB,
             latency_ns: dur("storage.latency", &f.storage.latency)?,
         };
         w.check()?;

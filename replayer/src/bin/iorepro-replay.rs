@@ -19,7 +19,8 @@ fn main() -> ExitCode {
     };
     if opts.plan_only {
         return match iorepro_replayer::run::plan_only(&opts) {
-            Ok(plan) => {
+            Ok(None) => ExitCode::SUCCESS,
+            Ok(Some(plan)) => {
                 if opts.output.is_machine_readable() {
                     println!(
                         "{}",

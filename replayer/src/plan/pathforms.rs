@@ -26,22 +26,7 @@ pub fn spelling(path: &str) -> (Cow<'_, str>, bool) {
 /// empty path with a descriptor (`fstat`, `AT_EMPTY_PATH`, a listing of
 /// an open directory, data calls). It is made on the replay's open file.
 pub fn on_descriptor(path: &str, op: Op, fd: Option<i32>) -> bool {
-    path.is_empty()
-        && fd.is_some_and(|fd| fd >= 0)
-        && matches!(
-            op,
-            Op::Stat
-                | Op::Getdents
-                | Op::Read
-                | Op::Write
-                | Op::Fault
-                | Op::Fsync
-                | Op::Fdatasync
-                | Op::Truncate
-                | Op::Close
-                | Op::Lseek
-                | Op::Mmap
-        )
+    path.is_empty() && fd.is_some_and(|fd| fd >= 0) && op.acts_on_descriptor()
 }
 
 /// What one call found its path to be: `Some(true)` a directory,
@@ -58,7 +43,7 @@ pub fn form_shown(op: Op, ret: i64, flags: Option<i32>, names_dir: bool) -> Opti
     match op {
         Op::Getdents | Op::Mkdir | Op::Rmdir => Some(true),
         _ if wants_dir => Some(true),
-        Op::Read | Op::Write | Op::Fault | Op::Truncate | Op::Unlink => Some(false),
+        _ if op.fails_on_directory() => Some(false),
         Op::Open if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 => Some(false),
         Op::Open if flags & libc::O_ACCMODE != libc::O_RDONLY => Some(false),
         _ => None,

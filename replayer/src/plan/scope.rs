@@ -9,11 +9,10 @@
 //! role and by reason, and shown before the replay starts and in its report.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Serialize;
 
-use iorepro_analysis::roles::forms::{canonical, form_of, Form};
+use iorepro_analysis::roles::forms::{beneath, form_of, Form};
 use iorepro_analysis::roles::Role;
 
 /// Which files' calls a replay makes.
@@ -64,29 +63,7 @@ impl Skip {
     }
 }
 
-/// Whether `path` lies at or beneath `prefix`, component by component.
-fn beneath(path: &str, prefix: &str) -> bool {
-    let prefix = canonical(prefix).map_or_else(|| prefix.to_string(), |c| c.path);
-    prefix == "/" || Path::new(path).starts_with(&prefix)
-}
-
 impl Scope {
-    /// `--roles`: role names, or `all`.
-    pub fn parse_roles(list: &[String]) -> Result<Vec<Role>, String> {
-        let mut out = Vec::new();
-        for name in list {
-            if name == "all" {
-                return Ok(Role::ALL.to_vec());
-            }
-            let r = Role::parse(name)
-                .ok_or_else(|| format!("`{name}` is not a role ({}, all)", Role::names()))?;
-            if !out.contains(&r) {
-                out.push(r);
-            }
-        }
-        Ok(out)
-    }
-
     /// Why the calls naming `path` (whose role is `role`) are left out, if they are.
     pub fn decide(&self, path: &str, role: Role) -> Option<Skip> {
         match form_of(path) {
@@ -219,10 +196,5 @@ mod tests {
             Some(Skip::Role(Role::Code))
         );
         assert_eq!(s.decide("/dev/shm/x", Role::Scratch), None);
-        assert_eq!(
-            Scope::parse_roles(&["all".into()]).unwrap(),
-            Role::ALL.to_vec()
-        );
-        assert!(Scope::parse_roles(&["data".into()]).is_err());
     }
 }

@@ -72,24 +72,11 @@ pub struct PlannedOp {
 /// failed call on a descriptor is not.
 pub fn replayed(op: Op, failed: bool, named: bool) -> bool {
     match op {
-        Op::Open
-        | Op::Unlink
-        | Op::Rename
-        | Op::Access
-        | Op::Mkdir
-        | Op::Rmdir
-        | Op::Link
-        | Op::Symlink => true,
+        _ if op.always_names_path() => true,
         Op::Stat => named || !failed,
-        Op::Close
-        | Op::Read
-        | Op::Write
-        | Op::Fault
-        | Op::Fsync
-        | Op::Fdatasync
-        | Op::Truncate
-        | Op::Getdents => !failed,
         Op::Lseek | Op::Mmap | Op::Other => false,
+        // The other calls on a descriptor (`Op::acts_on_descriptor`).
+        _ => !failed,
     }
 }
 

@@ -276,7 +276,7 @@ impl Survey {
                         Some((_, n)) => *n += calls,
                         None => info.calls.push((rank, calls)),
                     }
-                    if r >= 0 && matches!(op, Op::Read | Op::Fault) {
+                    if r >= 0 && op.reads_file() {
                         let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
                         info.read_extent = info.read_extent.max(off + bytes);
                         add_rank(&mut info.readers, rank);

@@ -16,9 +16,30 @@ pub struct Layout {
     pub nodes: u32,
 }
 
+/// How many ranks a replay has: the launcher's world size under a launcher
+/// (`--ranks`, if given, must agree), else `--ranks`, else the trace's
+/// `sources` ranks. The one decision, so that `--plan-only` plans for the
+/// world the replay would run.
+pub fn world_size(
+    launched: Option<&LaunchedRank>,
+    ranks: Option<u32>,
+    sources: u32,
+) -> ReplayResult<u32> {
+    match launched {
+        Some(l) => match ranks.filter(|&n| n != l.size) {
+            Some(n) => Err(ReplayError::Usage(format!(
+                "--ranks {n} contradicts the {} launcher's world size {}; under a launcher each process is one rank",
+                l.launcher, l.size
+            ))),
+            None => Ok(l.size),
+        },
+        None => Ok(ranks.unwrap_or(sources)),
+    }
+}
+
 impl Layout {
     /// The layout `--ranks`, `--nodes` and `--ranks-per-node` ask for (the
-    /// world defaults to the trace's `sources` ranks), or the launcher's.
+    /// world is [`world_size`]), or the launcher's.
     pub fn of(
         launched: Option<&LaunchedRank>,
         ranks: Option<u32>,
@@ -26,22 +47,16 @@ impl Layout {
         ranks_per_node: Option<u32>,
         sources: u32,
     ) -> ReplayResult<Layout> {
+        let world = world_size(launched, ranks, sources)?;
         if let Some(l) = launched {
-            if let Some(n) = ranks.filter(|&n| n != l.size) {
-                return Err(ReplayError::Usage(format!(
-                    "--ranks {n} contradicts the {} launcher's world size {}; under a launcher each process is one rank",
-                    l.launcher, l.size
-                )));
-            }
             let node = l.node.unwrap_or(0);
             // 0 = count the distinct hosts the gathered results come from.
             return Ok(Layout {
-                world: l.size,
+                world,
                 local: vec![(l.rank, node)],
                 nodes: nodes.unwrap_or(0),
             });
         }
-        let world = ranks.unwrap_or(sources);
         let (nodes, per_node) = match (nodes, ranks_per_node) {
             (Some(m), Some(k)) => {
                 if m * k < world {
@@ -79,5 +94,25 @@ mod tests {
         assert_eq!(l.local, vec![(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]);
         assert_eq!(Layout::of(None, None, None, None, 3).unwrap().world, 3);
         assert!(Layout::of(None, Some(5), Some(2), Some(2), 2).is_err());
+    }
+
+    #[test]
+    fn the_launcher_decides_the_world_and_ranks_must_agree() {
+        let launched = crate::ranks::launcher::detect_with(|k| match k {
+            "OMPI_COMM_WORLD_RANK" => Some("1".into()),
+            "OMPI_COMM_WORLD_SIZE" => Some("4".into()),
+            _ => None,
+        })
+        .unwrap()
+        .unwrap();
+        let l = Some(&launched);
+        assert_eq!(world_size(l, None, 2).unwrap(), 4);
+        assert_eq!(world_size(l, Some(4), 2).unwrap(), 4);
+        let e = world_size(l, Some(8), 2).unwrap_err().to_string();
+        assert!(e.contains("contradicts"), "{e}");
+        assert_eq!(world_size(None, None, 2).unwrap(), 2);
+        assert_eq!(world_size(None, Some(8), 2).unwrap(), 8);
+        let lay = Layout::of(l, None, None, None, 2).unwrap();
+        assert_eq!((lay.world, lay.local.clone()), (4, vec![(1, 0)]));
     }
 }

@@ -29,18 +29,12 @@ impl FilterArgs {
     fn into_filter(self, trace: &Path) -> Result<Filter, TraceError> {
         let bad = |m: String| TraceError::invalid(trace, m);
         let mut f = Filter {
+            roles: Role::parse_list(&self.roles).map_err(|e| bad(format!("--roles {e}")))?,
             include: self.include,
             exclude: self.exclude,
             ranks: self.ranks,
             ..Default::default()
         };
-        for name in &self.roles {
-            let r = Role::parse(name.trim())
-                .ok_or_else(|| bad(format!("--role `{name}` is not a role ({})", Role::names())))?;
-            if !f.roles.contains(&r) {
-                f.roles.push(r);
-            }
-        }
         let dur = |flag: &str, s: &Option<String>| -> Result<Option<u64>, TraceError> {
             s.as_deref()
                 .map(|s| crate::units::parse_duration_ns(s).map_err(|e| bad(format!("{flag} {e}"))))

@@ -46,8 +46,15 @@ pub enum Cmd {
         out: PathBuf,
         /// Keep the files of these roles (repeatable, or a comma list):
         /// dataset, checkpoint, log, output, code, scratch, launcher, system,
-        /// other.
-        #[arg(long = "role", value_delimiter = ',', value_name = "ROLE")]
+        /// other, or all.
+        // `--role` too, the name this flag had before it was spelled as
+        // `iorepro-replay`'s.
+        #[arg(
+            long = "roles",
+            alias = "role",
+            value_delimiter = ',',
+            value_name = "ROLE"
+        )]
         roles: Vec<String>,
         /// Keep the paths at or beneath PREFIX whatever their role (repeatable).
         #[arg(long, value_name = "PREFIX")]

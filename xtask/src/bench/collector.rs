@@ -16,12 +16,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::host::is_root;
 
 use super::collector_jobs::{collect_cmd, Jobs, Manifest};
 use super::{dir_size, Ctx};
 
 pub fn run(ctx: &Ctx) -> Result<()> {
-    if !crate::setup::is_root() {
+    if !is_root() {
         ctx.line("collector", "skipped: loading eBPF programs needs root");
         return Ok(());
     }

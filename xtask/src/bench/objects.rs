@@ -10,11 +10,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::units::{MIB, MIB_BYTES};
 
 use super::replayer::{alternate, read_trace};
 use super::Ctx;
 
-const MIB: u64 = 1 << 20;
 const BUCKET: &str = "bench";
 const STREAMS: usize = 4;
 
@@ -158,10 +158,14 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let server = start_server(ctx)?;
     let endpoint = server.endpoint.clone();
     let rounds = if ctx.quick { 1 } else { 3 };
-    let size = if ctx.quick { 16 * MIB } else { 64 * MIB };
+    let size = if ctx.quick {
+        16 * MIB_BYTES
+    } else {
+        64 * MIB_BYTES
+    };
 
     // GET throughput: each stream reads its object in 8 MiB ranged GETs.
-    let bs = 8 * MIB;
+    let bs = 8 * MIB_BYTES;
     let trace = read_trace(
         ctx,
         &ctx.dir("objects-get")?,
@@ -196,10 +200,10 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             "GET throughput {:.2}x boto3 ({:.1} vs {:.1} MiB/s; {STREAMS} streams of {} MiB ranged GETs; \
              {:.0} us per MiB; first byte p50 {first_byte:.0} us)",
             ours / theirs,
-            ours / MIB as f64,
-            theirs / MIB as f64,
-            bs / MIB,
-            1e6 * MIB as f64 / ours
+            ours / MIB,
+            theirs / MIB,
+            bs / MIB_BYTES,
+            1e6 * MIB / ours
         ),
     );
 
@@ -209,7 +213,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         ctx,
         &ctx.dir("objects-small")?,
         STREAMS as i32,
-        MIB,
+        MIB_BYTES,
         4096,
         small_ops,
         "seq",
@@ -217,7 +221,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     replay(ctx, &server, &small, &["--prepare", "only"])?;
     let small_spec = serde_json::json!({
         "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
-        "size": MIB, "bs": 4096, "ops": small_ops,
+        "size": MIB_BYTES, "bs": 4096, "ops": small_ops,
     });
     let (mut our_cpu, mut their_cpu) = (Vec::new(), Vec::new());
     let (ours, theirs) = alternate(
@@ -259,8 +263,8 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         &ctx.dir("objects-put")?,
         STREAMS as i32,
         size,
-        MIB,
-        size / MIB,
+        MIB_BYTES,
+        size / MIB_BYTES,
         "write",
     )?;
     let put_keys: Vec<String> = (0..STREAMS)
@@ -268,7 +272,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         .collect();
     let put_spec = serde_json::json!({
         "endpoint": endpoint, "bucket": BUCKET, "mode": "put", "keys": put_keys,
-        "size": size, "part": 8 * MIB, "threshold": 8 * MIB,
+        "size": size, "part": 8 * MIB_BYTES, "threshold": 8 * MIB_BYTES,
     });
     let mut peak = 0u64;
     let (ours, theirs) = alternate(
@@ -301,12 +305,12 @@ pub fn run(ctx: &Ctx) -> Result<()> {
              in 8 MiB parts; {:.0} us per MiB); replay peak RSS {:.1} MiB for {STREAMS} ranks \
              ({:.1} MiB per rank, the process's whole)",
             ours / theirs,
-            ours / MIB as f64,
-            theirs / MIB as f64,
-            size / MIB,
-            1e6 * MIB as f64 / ours,
-            peak as f64 / MIB as f64,
-            peak as f64 / MIB as f64 / STREAMS as f64
+            ours / MIB,
+            theirs / MIB,
+            size / MIB_BYTES,
+            1e6 * MIB / ours,
+            peak as f64 / MIB,
+            peak as f64 / MIB / STREAMS as f64
         ),
     );
     ctx.line(

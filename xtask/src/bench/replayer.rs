@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::units::{GIB, MIB, MIB_BYTES};
 
 use super::Ctx;
-
-const MIB: u64 = 1 << 20;
 
 /// A trace of `ranks` ranks, each reading its own file `/bench/r{rank}.bin`
 /// of `file_size` bytes with `ops` reads of `bs` bytes, `seq` or `random`,
@@ -143,14 +142,18 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let files = [data(0), data(1)];
 
     // Sequential 1 MiB O_DIRECT reads, 2 ranks vs fio psync numjobs=2.
-    let size = if ctx.quick { 128 * MIB } else { 1024 * MIB };
+    let size = if ctx.quick {
+        128 * MIB_BYTES
+    } else {
+        1024 * MIB_BYTES
+    };
     let seq = read_trace(
         ctx,
         &ctx.dir("replayer-seq")?,
         2,
         size,
-        MIB,
-        size / MIB,
+        MIB_BYTES,
+        size / MIB_BYTES,
         "seq",
     )?;
     replay_json(ctx, &seq, &target, &["--prepare", "only"]).ok();
@@ -163,7 +166,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                     .unwrap_or(0.0),
             )
         },
-        || Ok(fio(&files, "read", "1m", "psync", true, size, None)?.0 / (1u64 << 30) as f64),
+        || Ok(fio(&files, "read", "1m", "psync", true, size, None)?.0 / GIB),
     )?;
     ctx.line(
         "replayer-seq-1MiB-direct-2ranks",
@@ -214,7 +217,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         ctx,
         &ctx.dir("replayer-small")?,
         1,
-        64 * MIB,
+        64 * MIB_BYTES,
         4096,
         cached,
         "random",
@@ -240,7 +243,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 "--invalidate=0",
             ])
             .arg(format!("--filename={}", cached_file.display()))
-            .arg(format!("--size={}", 64 * MIB))
+            .arg(format!("--size={}", 64 * MIB_BYTES))
             .arg(format!("--number_ios={cached}"))
             .output()?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("fio JSON")?;
@@ -289,7 +292,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         "replayer-rss",
         format!(
             "{n} events, {ranks} ranks: peak RSS {:.0} MiB (limit 1024 MiB for 100 M events), replay {:.1} s ({:.2} M events/s), trace synthesis {synth_s:.1} s",
-            peak as f64 / MIB as f64,
+            peak as f64 / MIB,
             took.as_secs_f64(),
             n as f64 / took.as_secs_f64() / 1e6
         ),

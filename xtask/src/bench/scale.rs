@@ -14,13 +14,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+use iorepro_format::units::MIB;
 use serde_json::Value;
 
 use super::Ctx;
 
 /// The bundled sample (see its NOTE.md): 2 ranks, 3 checkpoints.
 const SAMPLE: &str = "traces/samples/torch-ddp-dcp";
-const MIB: f64 = (1u64 << 20) as f64;
 
 /// What the trace holds, from `iorepro-trace summary --json`.
 struct TraceTotals {

@@ -3,7 +3,8 @@ use crate::activity::writer_of;
 use iorepro_format::schema::Op;
 
 const MS: i64 = 1_000_000;
-const MIB: i64 = 1 << 20;
+// Sizes in rows are signed (the `ret` column).
+const MIB: i64 = iorepro_format::units::MIB_BYTES as i64;
 
 fn kinds(p: &[Phase]) -> Vec<&'static str> {
     p.iter().map(|p| p.kind.as_str()).collect()

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use iorepro_analysis::phases::PhaseKind;
-use iorepro_format::units::{fmt_bytes, GIB};
+use iorepro_format::units::{fmt_bytes, GIB, MIB};
 use iorepro_format::Op;
 use serde::Serialize;
 
@@ -144,7 +144,7 @@ impl Forecast {
         let mut routed = Vec::new();
         for_each_op(trace, survey, phase_selected, |source, op| {
             let dataset = model.role(op.path) == PathRole::Dataset;
-            let data = matches!(op.op, Op::Read | Op::Fault);
+            let data = op.op.reads_file();
             if dataset && data {
                 traced_data += op.bytes as u64;
             }
@@ -163,7 +163,7 @@ impl Forecast {
                 let t = *t as usize;
                 ops[t] += 1;
                 match call.op {
-                    Op::Read | Op::Fault => {
+                    _ if call.op.reads_file() => {
                         read[t] += call.bytes as u64;
                         if dataset {
                             data_at_n += call.bytes as u64;
@@ -419,7 +419,7 @@ impl Forecast {
                 s,
                 "  AU stays at {:.0} % or more down to {need:.3} GiB/s ({:.1} MiB/s) of read bandwidth",
                 self.au_threshold_percent,
-                need * 1024.0
+                need * GIB / MIB
             );
         }
         let _ = writeln!(s, "  checkpoint timing: {}", self.checkpoint_timing);

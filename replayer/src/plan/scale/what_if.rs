@@ -124,7 +124,7 @@ mod tests {
             phase(PhaseKind::Checkpoint, 2.0, 2.1),
             phase(PhaseKind::Read, 2.1, 4.1),
         ];
-        let mib = 1u64 << 20;
+        let mib = iorepro_format::units::MIB_BYTES;
         let read = [128 * mib, 0, 128 * mib];
         // At twice the traced ranks, 1 s of compute per epoch; 128 MiB at
         // 80 MiB/s takes 1.6 s.
