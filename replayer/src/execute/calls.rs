@@ -15,7 +15,8 @@ use super::Worker;
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::buffers::STAMPED_MAX;
 use crate::io::engine::{new_engine, EngineKind};
-use crate::plan::stream::{PlannedOp, NO_PATH};
+use crate::plan::ops::PlannedOp;
+use crate::plan::survey::NO_PATH;
 use crate::report::record::Made;
 use crate::report::stats::unix_ns;
 

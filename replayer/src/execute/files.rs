@@ -11,7 +11,8 @@ use super::{OpenFile, Worker};
 use crate::error::{ReplayError, ReplayResult, CREATING_DIRECTORY};
 use crate::io::buffers::ALIGN;
 use crate::io::paths::{resolve, Place};
-use crate::plan::stream::{PlannedOp, NO_PATH};
+use crate::plan::ops::PlannedOp;
+use crate::plan::survey::NO_PATH;
 
 /// The flags a replayed open uses: the trace's access mode and creation
 /// flags for files the rank owns; read-only for shared data, which is never

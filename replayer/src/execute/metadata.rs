@@ -25,7 +25,8 @@ use iorepro_format::Op;
 use super::{OpenFile, Worker};
 use crate::error::ReplayResult;
 use crate::io::confine::{cstr, Confined};
-use crate::plan::stream::{PlannedOp, NO_PATH};
+use crate::plan::ops::PlannedOp;
+use crate::plan::survey::NO_PATH;
 
 /// Directories held open at most; past it they are all let go.
 const HELD_DIRECTORIES: usize = 4096;

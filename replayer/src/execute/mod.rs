@@ -111,7 +111,7 @@ impl Shared {
 }
 
 struct OpenFile {
-    /// The trace path it was opened for ([`crate::plan::stream::NO_PATH`] if unknown).
+    /// The trace path it was opened for ([`crate::plan::survey::NO_PATH`] if unknown).
     id: u32,
     fd: OwnedFd,
     direct: Option<OwnedFd>,

@@ -31,7 +31,8 @@ use super::calls::CallOutcome;
 use super::Worker;
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError};
-use crate::plan::stream::{PlannedOp, NO_PATH};
+use crate::plan::ops::PlannedOp;
+use crate::plan::survey::NO_PATH;
 use crate::report::stats::RequestStats;
 
 /// What every rank of the process shares about an object target.

@@ -8,18 +8,15 @@
 //! source rank each target rank replays and which replica of the read-only
 //! data it reads; [`scale`] models what N ranks of the job do and routes
 //! each traced call to the ranks that make it; [`timing`] is each rank's
-//! clock against the trace; [`stream`] reads the trace a second time into
-//! bounded per-rank channels.
-//!
-//! `scale` lives here rather than in a room of its own: the stream routes
-//! every call through its `Router`, and it counts what the ranks will do
-//! through the stream's `for_each_op`, so as two rooms they would import
-//! each other.
+//! clock against the trace; [`ops`] turns the trace's rows into the calls
+//! the replay makes, which [`scale`] counts and [`stream`] reads a second
+//! time into bounded per-rank channels, routed by `scale`'s `Router`.
 //!
 //! Hands on the [`survey::Survey`] and the [`rank_map::RankMap`] (to `io`,
 //! which prepares the target and resolves paths), and to each rank of
-//! `execute` its [`stream::Chunk`]s of [`stream::PlannedOp`]s, made on a
+//! `execute` its [`stream::Chunk`]s of [`ops::PlannedOp`]s, made on a
 //! [`timing::Schedule`]. It imports from no other room.
+pub mod ops;
 pub mod pathforms;
 pub mod presence;
 pub mod rank_map;

@@ -1,6 +1,7 @@
 //! The second pass over the trace: each row becomes a compact [`PlannedOp`]
-//! tagged with its phase and sent to the local target ranks the scaling
-//! model ([`crate::plan::scale`]) gives it, through bounded channels.
+//! tagged with its phase ([`crate::plan::ops`]) and is sent to the local
+//! target ranks the scaling model ([`crate::plan::scale`]) gives it,
+//! through bounded channels.
 //!
 //! One reader feeds all local ranks, in `ts` order, in chunks. Ranks meet at
 //! phase barriers, and the scaling model gives them different streams (one
@@ -19,17 +20,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::SyncSender;
 
-use iorepro_format::{Events, Op, Run};
-
 use crate::error::ReplayResult;
+use crate::plan::ops::{for_each_op, PlannedOp};
 use crate::plan::scale::Router;
-use crate::plan::survey::{open_reader, rank_or_zero, Survey};
+use crate::plan::survey::Survey;
 
 /// Ops per message.
 pub const CHUNK: usize = 1024;
 /// Messages a rank's channel holds before the reader waits for it.
 pub const CHANNEL_CHUNKS: usize = 4;
-pub use crate::plan::survey::NO_PATH;
 
 /// What the reader sends a rank: its next ops in `ts` order, after which
 /// the stream is at phase `then_phase` (a rank moves on to it, through its
@@ -38,121 +37,6 @@ pub use crate::plan::survey::NO_PATH;
 pub struct Chunk {
     pub ops: Vec<PlannedOp>,
     pub then_phase: u16,
-}
-
-/// One operation to replay, as small as a row can be made.
-#[derive(Debug, Clone, Copy)]
-pub struct PlannedOp {
-    pub ts: i64,
-    pub dur: i64,
-    /// File offset of a data op, or -1 to use the descriptor's position.
-    pub offset: i64,
-    /// Bytes to move (data ops) or the new length (truncate).
-    pub bytes: i64,
-    pub pid: i32,
-    /// Trace descriptor (for open: the one it returned), -1 when absent.
-    pub fd: i32,
-    pub path: u32,
-    /// The second path of a rename, link or symlink ([`NO_PATH`] if none).
-    pub path2: u32,
-    pub flags: Option<i32>,
-    pub op: Op,
-    pub phase: u16,
-    /// The traced call failed: the replay makes it again, expecting it to fail.
-    pub failed: bool,
-    /// The traced call was an io_uring request.
-    pub uring: bool,
-}
-
-/// Whether the replay makes a traced call: calls that move data, sync,
-/// open or close, and the metadata calls (lseek and mmap do neither; an op
-/// this version does not know cannot be made). A call that failed is made
-/// too when it named a path, since a probe for a missing file, a mkdir of
-/// one that exists or a rmdir of a full directory is load all the same; a
-/// failed call on a descriptor is not.
-pub fn replayed(op: Op, failed: bool, named: bool) -> bool {
-    match op {
-        _ if op.always_names_path() => true,
-        Op::Stat => named || !failed,
-        Op::Lseek | Op::Mmap | Op::Other => false,
-        // The other calls on a descriptor (`Op::acts_on_descriptor`).
-        _ => !failed,
-    }
-}
-
-/// Every op the replay makes of the trace, in `ts` order, with the source
-/// rank whose row it came from: the one place rows become [`PlannedOp`]s,
-/// for the replay and for the scaling model's count of what it will do.
-pub fn for_each_op(
-    trace: &Path,
-    survey: &Survey,
-    phase_selected: &[bool],
-    mut f: impl FnMut(i32, PlannedOp),
-) -> ReplayResult<()> {
-    let reader = open_reader(trace)?;
-    let mut phase = 0usize;
-    let phases = &survey.phases;
-    for ev in reader.events()? {
-        let ev = ev?;
-        let ops = ev.ops();
-        let (ts, ret, pid) = (ev.ts(), ev.ret(), ev.pid());
-        for (row, &op) in ops.iter().enumerate() {
-            let t = ts.value(row);
-            while phase + 1 < phases.len() && phases[phase + 1].start_unix_ns <= t {
-                phase += 1;
-            }
-            let r = ret.value(row);
-            let fd = Events::opt_i32(ev.fd(), row);
-            if !replayed(op, r < 0, fd.is_none()) || !phase_selected[phase] {
-                continue;
-            }
-            let source = rank_or_zero(&ev, row);
-            // Rows on paths the replay leaves out (crate::plan::scope) are not sent.
-            let Some((path, path2)) =
-                crate::plan::survey::row_paths(survey, op, fd, ev.path_at(row), ev.path2_at(row))
-            else {
-                continue;
-            };
-            let uring = ev.via_io_uring(row);
-            // A row that stands for a run of calls is replayed call by call.
-            for call in Run::of(&ev, row).calls() {
-                let (bytes, fd) = match op {
-                    _ if op.moves_data() => (call.ret, fd),
-                    Op::Truncate => (call.size.or(call.offset).unwrap_or(0), fd),
-                    // A getdents asks for a buffer of `size` bytes.
-                    Op::Getdents => (call.size.unwrap_or(0), fd),
-                    Op::Open if r >= 0 => (0, Some(call.ret as i32)),
-                    _ => (0, fd),
-                };
-                if op.moves_data() && bytes == 0 {
-                    continue;
-                }
-                f(
-                    source,
-                    PlannedOp {
-                        ts: call.ts_ns,
-                        dur: call.dur_ns.max(0),
-                        offset: if matches!(op, Op::Truncate) {
-                            -1
-                        } else {
-                            call.offset.unwrap_or(-1)
-                        },
-                        bytes,
-                        pid: pid.value(row),
-                        fd: fd.unwrap_or(-1),
-                        path,
-                        path2,
-                        flags: Events::opt_i32(ev.flags(), row),
-                        op,
-                        phase: phase as u16,
-                        failed: r < 0,
-                        uring,
-                    },
-                );
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Streams the trace to the local target ranks, each op to the ranks the

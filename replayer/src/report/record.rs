@@ -16,7 +16,7 @@ use iorepro_format::{
     EventBatchBuilder, EventRow, Manifest, Op, Source, TraceResult, TraceWriter, WriterOptions,
 };
 
-use crate::plan::stream::PlannedOp;
+use crate::plan::ops::PlannedOp;
 use crate::report::record_merge::RankMerge;
 
 const RECORD_BATCH_ROWS: usize = 16 * 1024;

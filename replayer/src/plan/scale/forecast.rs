@@ -17,7 +17,7 @@ use super::model::{Family, Layout, Model, PathRole};
 use super::route::Router;
 use super::{BatchMode, CheckpointMode, DataMode};
 use crate::error::ReplayResult;
-use crate::plan::stream::for_each_op;
+use crate::plan::ops::for_each_op;
 use crate::plan::survey::Survey;
 
 /// Smallest, mean and largest of a per-rank figure.

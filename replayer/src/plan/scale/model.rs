@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::roles::{file_role, names_a_shard, rank_template, FileRole};
 use super::{BatchMode, CheckpointMode, DataMode, ScaleOptions};
 use crate::error::ReplayResult;
-use crate::plan::stream::for_each_op;
+use crate::plan::ops::for_each_op;
 use crate::plan::survey::Survey;
 
 /// How a checkpoint family's files are written at N.
@@ -229,7 +229,7 @@ impl TracedWrites {
                     in_phase.entry(who).or_insert_with(|| vec![0; phases])[op.phase as usize] += 1;
                 }
             }
-            if op.op == Op::Write && op.path != crate::plan::stream::NO_PATH && op.bytes > 0 {
+            if op.op == Op::Write && op.path != crate::plan::survey::NO_PATH && op.bytes > 0 {
                 let w = written.entry(op.path).or_insert_with(|| Written {
                     phase: op.phase as usize,
                     ..Default::default()

@@ -21,7 +21,8 @@ use iorepro_format::Op;
 
 use super::model::{Layout, Model, PathRole};
 use super::DataMode;
-use crate::plan::stream::{PlannedOp, NO_PATH};
+use crate::plan::ops::PlannedOp;
+use crate::plan::survey::NO_PATH;
 
 /// Where an open descriptor's calls go.
 #[derive(Debug, Clone, Copy)]
