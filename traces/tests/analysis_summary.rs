@@ -147,24 +147,15 @@ fn a_trace_without_ranks_says_so_and_counts_its_processes() {
     {
         let i = i as i64;
         w.push(&EventRow {
-            ts_ns: 1_000 + i,
             dur_ns: 10,
-            host,
             pid,
             tid: pid,
-            rank: None,
-            comm: "python",
-            op: Op::Read,
             path: Some("/d/a"),
             fd: Some(3),
             offset: Some(i * 10),
             size: Some(10),
             ret: 10,
-            flags: None,
-            calls: 1,
-            span_ns: None,
-            path2: None,
-            via: None,
+            ..EventRow::single(1_000 + i, host, "python", Op::Read)
         })
         .unwrap();
     }
