@@ -1,7 +1,6 @@
 //! The `iorepro-replay` command line: raw arguments (clap), checked into
 //! the [`Options`] of one replay, which [`crate::run`](mod@crate::run) carries out.
 
-use crate::plan::scope::Scope;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,12 +8,18 @@ use clap::Parser;
 use iorepro_telemetry::{parse_duration, parse_interval};
 
 use crate::error::{ReplayError, ReplayResult};
+use crate::execute::CallOptions;
 use crate::io::engine::{DirectIo, EngineKind};
 use crate::io::objects::{self, ObjectTarget, ReadMode};
-use crate::io::prepare::PrepareMode;
+use crate::io::prepare::{PrepareMode, PrepareOptions};
+use crate::io::target::Target;
 use crate::live::watch::LiveOptions;
 use crate::plan::scale::{BatchMode, CheckpointMode, DataMode, ScaleOptions};
+use crate::plan::scope::Scope;
 use crate::plan::timing::Timing;
+use crate::plan::PlanOptions;
+use crate::ranks::layout::Asked;
+use crate::ranks::rendezvous::MeetOptions;
 use crate::report::output::OutputFormat;
 use iorepro_analysis::phases::PhaseKind;
 use iorepro_analysis::roles::Role;
@@ -192,42 +197,30 @@ pub struct Cli {
     pub allow_incomplete: bool,
 }
 
-/// Checked options of one replay.
+/// Checked options of one replay, in the groups the rooms take.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub trace: PathBuf,
-    /// The directory target (empty with an object-storage target).
-    pub target: PathBuf,
-    /// An object-storage target (`s3://`).
-    pub objects: Option<ObjectTarget>,
-    /// How the trace's R ranks become N (see [`crate::plan::scale`]).
-    pub scale: ScaleOptions,
+    /// Where the calls land; `None` only with `--plan-only`.
+    pub target: Option<Target>,
     /// Print the scaling model and stop.
     pub plan_only: bool,
-    pub ranks: Option<u32>,
-    pub nodes: Option<u32>,
-    pub ranks_per_node: Option<u32>,
-    pub timing: Timing,
-    pub direct: DirectIo,
-    pub engine: EngineKind,
-    pub phases: Option<Vec<PhaseKind>>,
-    pub prepare: PrepareMode,
-    pub shared_data: bool,
+    /// What of the trace is replayed and how it scales.
+    pub plan: PlanOptions,
+    /// The ranks and nodes asked for.
+    pub world: Asked,
+    /// How each call is made.
+    pub calls: CallOptions,
+    pub prepare: PrepareOptions,
+    /// Where launched processes meet when not through MPI.
+    pub meeting: MeetOptions,
     pub output: OutputFormat,
+    /// Write what the replay did as a trace into this directory.
     pub record_ops: Option<PathBuf>,
-    pub timeout: Duration,
-    pub run_id: Option<String>,
-    /// Where launched processes meet when not through MPI (default: on the target).
-    pub rendezvous_dir: Option<PathBuf>,
-    pub prepare_threads: usize,
-    pub drop_caches: bool,
+    /// A progress bar on a terminal.
     pub show_progress: bool,
     /// Status lines and the metrics endpoint while the replay runs.
     pub live: LiveOptions,
-    /// Which files' calls are replayed.
-    pub scope: Scope,
-    /// Replay a trace with no calls, or one marked incomplete.
-    pub allow_incomplete: bool,
 }
 
 /// The scheme of a target written as a URL (`s3://bucket/prefix`,
@@ -303,18 +296,110 @@ impl Cli {
         }))
     }
 
+    /// What `--target` names, if given.
+    fn target(&self) -> ReplayResult<Option<Target>> {
+        Ok(match self.object_target()? {
+            Some(bucket) => Some(Target::Bucket(bucket)),
+            None => self.target.clone().map(Target::Dir),
+        })
+    }
+
+    fn phases(&self) -> ReplayResult<Option<Vec<PhaseKind>>> {
+        let Some(list) = &self.phases else {
+            return Ok(None);
+        };
+        list.iter()
+            .map(|p| {
+                PhaseKind::parse(p.trim()).ok_or_else(|| {
+                    ReplayError::Usage(format!(
+                        "--phases: `{p}` is not a phase kind (load, read, checkpoint, metadata, idle)"
+                    ))
+                })
+            })
+            .collect::<ReplayResult<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn scale(&self) -> ReplayResult<ScaleOptions> {
+        let usage = ReplayError::Usage;
+        let size = |flag: &str, v: &Option<String>| {
+            v.as_deref()
+                .map(|v| {
+                    iorepro_format::units::parse_size(v.trim_end_matches("/s"))
+                        .map_err(|e| usage(format!("{flag}: {e}")))
+                })
+                .transpose()
+        };
+        let bandwidth = match size("--bandwidth", &self.bandwidth)? {
+            // A storage that moves nothing has no time to give.
+            Some(0) => {
+                return Err(usage(
+                    "--bandwidth must be above zero (a rate such as 2GiB/s)".into(),
+                ))
+            }
+            b => b.map(|b| b as f64),
+        };
+        if !(self.au > 0.0 && self.au <= 100.0) {
+            return Err(usage(format!(
+                "--au {}: an AU is a percentage above 0 and at most 100",
+                self.au
+            )));
+        }
+        Ok(ScaleOptions {
+            data: self.data,
+            checkpoint: self.checkpoint,
+            batch: self.batch,
+            checkpoint_bytes: size("--checkpoint-bytes", &self.checkpoint_bytes)?,
+            bandwidth,
+            au_threshold: self.au,
+        })
+    }
+
+    fn scope(&self) -> ReplayResult<Scope> {
+        let roles = match &self.roles {
+            Some(list) => {
+                Role::parse_list(list).map_err(|e| ReplayError::Usage(format!("--roles: {e}")))?
+            }
+            None => Scope::default().roles,
+        };
+        Ok(Scope {
+            roles,
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+        })
+    }
+
+    fn output(&self) -> ReplayResult<OutputFormat> {
+        match (self.output_format, self.json) {
+            (None, false) => Ok(OutputFormat::Table),
+            (None, true) => Ok(OutputFormat::Json),
+            (Some(f), true) if f != OutputFormat::Json => Err(ReplayError::Usage(
+                "--json contradicts --output-format; give one of them".into(),
+            )),
+            (Some(f), _) => Ok(f),
+        }
+    }
+
+    fn live(&self) -> ReplayResult<LiveOptions> {
+        let usage = ReplayError::Usage;
+        Ok(LiveOptions {
+            status_interval: self
+                .status_interval
+                .as_deref()
+                .map(parse_interval)
+                .transpose()
+                .map_err(|e| usage(format!("--status-interval: {e}")))?,
+            status_file: self.status_file.clone(),
+            metrics_linger: parse_duration(&self.metrics_linger)
+                .map_err(|e| usage(format!("--metrics-linger: {e}")))?,
+            metrics_addr: self.metrics_addr.clone(),
+        })
+    }
+
     pub fn into_options(self) -> ReplayResult<Options> {
         let usage = ReplayError::Usage;
-        let objects = self.object_target()?;
-        let phases = match self.phases {
-            None => None,
-            Some(v) => Some(
-                v.iter()
-                    .map(|p| PhaseKind::parse(p.trim()).ok_or_else(|| usage(format!("--phases: `{p}` is not a phase kind (load, read, checkpoint, metadata, idle)"))))
-                    .collect::<ReplayResult<Vec<_>>>()?,
-            ),
-        };
-        if objects.is_some()
+        let target = self.target()?;
+        if matches!(target, Some(Target::Bucket(_)))
             && (self.direct != DirectIo::Off
                 || self.drop_caches
                 || self.engine == EngineKind::IoUring)
@@ -330,105 +415,45 @@ impl Cli {
                 "--ranks, --nodes and --ranks-per-node must be positive".into(),
             ));
         }
-        let size = |flag: &str, v: Option<String>| {
-            v.map(|v| {
-                iorepro_format::units::parse_size(v.trim_end_matches("/s"))
-                    .map_err(|e| usage(format!("{flag}: {e}")))
-            })
-            .transpose()
-        };
-        let scale = ScaleOptions {
-            data: self.data,
-            checkpoint: self.checkpoint,
-            batch: self.batch,
-            checkpoint_bytes: size("--checkpoint-bytes", self.checkpoint_bytes)?,
-            bandwidth: match size("--bandwidth", self.bandwidth)? {
-                // A storage that moves nothing has no time to give.
-                Some(0) => {
-                    return Err(usage(
-                        "--bandwidth must be above zero (a rate such as 2GiB/s)".into(),
-                    ))
-                }
-                b => b.map(|b| b as f64),
-            },
-            au_threshold: if self.au > 0.0 && self.au <= 100.0 {
-                self.au
-            } else {
-                return Err(usage(format!(
-                    "--au {}: an AU is a percentage above 0 and at most 100",
-                    self.au
-                )));
-            },
-        };
         Ok(Options {
-            trace: self.trace,
-            target: if objects.is_some() {
-                PathBuf::new()
-            } else {
-                self.target.unwrap_or_default()
-            },
-            objects,
-            scale,
+            target,
             plan_only: self.plan_only,
-            ranks: self.ranks,
-            nodes: self.nodes,
-            ranks_per_node: self.ranks_per_node,
-            timing: self
-                .timing
-                .parse::<Timing>()
-                .map_err(|e| usage(format!("--timing: {e}")))?,
-            direct: self.direct,
-            engine: self.engine,
-            phases,
-            prepare: self.prepare,
-            shared_data: self.shared_data,
-            output: match (self.output_format, self.json) {
-                (None, json) => {
-                    if json {
-                        OutputFormat::Json
-                    } else {
-                        OutputFormat::Table
-                    }
-                }
-                (Some(f), json) => {
-                    if json && f != OutputFormat::Json {
-                        return Err(usage(
-                            "--json contradicts --output-format; give one of them".into(),
-                        ));
-                    }
-                    f
-                }
+            plan: PlanOptions {
+                scope: self.scope()?,
+                phases: self.phases()?,
+                allow_incomplete: self.allow_incomplete,
+                scale: self.scale()?,
+                shared_data: self.shared_data,
             },
+            world: Asked {
+                ranks: self.ranks,
+                nodes: self.nodes,
+                ranks_per_node: self.ranks_per_node,
+            },
+            calls: CallOptions {
+                timing: self
+                    .timing
+                    .parse::<Timing>()
+                    .map_err(|e| usage(format!("--timing: {e}")))?,
+                direct: self.direct,
+                engine: self.engine,
+            },
+            prepare: PrepareOptions {
+                mode: self.prepare,
+                threads: self.prepare_threads.max(1),
+                drop_caches: self.drop_caches,
+            },
+            meeting: MeetOptions {
+                timeout: parse_timeout(&self.timeout)
+                    .map_err(|e| usage(format!("--timeout: {e}")))?,
+                run_id: self.run_id.clone(),
+                dir: self.rendezvous_dir.clone(),
+            },
+            output: self.output()?,
+            live: self.live()?,
             record_ops: self.record_ops,
-            timeout: parse_timeout(&self.timeout).map_err(|e| usage(format!("--timeout: {e}")))?,
-            run_id: self.run_id,
-            rendezvous_dir: self.rendezvous_dir,
-            prepare_threads: self.prepare_threads.max(1),
-            drop_caches: self.drop_caches,
-            scope: Scope {
-                roles: match &self.roles {
-                    Some(list) => {
-                        Role::parse_list(list).map_err(|e| usage(format!("--roles: {e}")))?
-                    }
-                    None => Scope::default().roles,
-                },
-                include: self.include,
-                exclude: self.exclude,
-            },
-            allow_incomplete: self.allow_incomplete,
             show_progress: true,
-            live: LiveOptions {
-                status_interval: self
-                    .status_interval
-                    .as_deref()
-                    .map(parse_interval)
-                    .transpose()
-                    .map_err(|e| usage(format!("--status-interval: {e}")))?,
-                status_file: self.status_file,
-                metrics_linger: parse_duration(&self.metrics_linger)
-                    .map_err(|e| usage(format!("--metrics-linger: {e}")))?,
-                metrics_addr: self.metrics_addr,
-            },
+            trace: self.trace,
         })
     }
 }
@@ -442,7 +467,7 @@ mod tests {
         let direct = |args: &[&str]| {
             let all = [["x", "--target", "d"].as_slice(), args].concat();
             let cli = Cli::parse_from(all);
-            (cli.trace.clone(), cli.into_options().unwrap().direct)
+            (cli.trace.clone(), cli.into_options().unwrap().calls.direct)
         };
         assert_eq!(direct(&["t"]).1, DirectIo::Off);
         // A trace named after `--direct` is the trace, not its value.
@@ -469,10 +494,13 @@ mod tests {
         ])
         .into_options()
         .unwrap();
-        assert_eq!(o.timing, Timing::Scaled(0.5));
-        assert_eq!(o.phases, Some(vec![PhaseKind::Load, PhaseKind::Checkpoint]));
-        assert_eq!(o.engine, EngineKind::IoUring);
-        assert_eq!(o.timeout, Duration::from_secs(120));
+        assert_eq!(o.calls.timing, Timing::Scaled(0.5));
+        assert_eq!(
+            o.plan.phases,
+            Some(vec![PhaseKind::Load, PhaseKind::Checkpoint])
+        );
+        assert_eq!(o.calls.engine, EngineKind::IoUring);
+        assert_eq!(o.meeting.timeout, Duration::from_secs(120));
         assert_eq!(o.output, OutputFormat::Table);
         let fio = Cli::parse_from(["x", "t", "--target", "d", "--output-format", "fio"]);
         assert_eq!(fio.into_options().unwrap().output, OutputFormat::Fio);
@@ -525,17 +553,23 @@ mod tests {
         .into_options()
         .unwrap();
         assert!(plan.plan_only);
-        assert_eq!(plan.scale.data, crate::plan::scale::DataMode::Replicate);
         assert_eq!(
-            plan.scale.checkpoint,
+            plan.plan.scale.data,
+            crate::plan::scale::DataMode::Replicate
+        );
+        assert_eq!(
+            plan.plan.scale.checkpoint,
             crate::plan::scale::CheckpointMode::Rank0
         );
-        assert_eq!(plan.scale.bandwidth, Some(50.0 * (1u64 << 30) as f64));
-        assert_eq!(plan.scale.checkpoint_bytes, Some(1 << 30));
+        assert_eq!(plan.plan.scale.bandwidth, Some(50.0 * (1u64 << 30) as f64));
+        assert_eq!(plan.plan.scale.checkpoint_bytes, Some(1 << 30));
         // `--role`, as `iorepro-trace filter` spells it, is `--roles`.
         for flag in ["--roles", "--role"] {
             let o = Cli::parse_from(["x", "t", "--plan-only", flag, "code,all"]);
-            assert_eq!(o.into_options().unwrap().scope.roles, Role::ALL.to_vec());
+            assert_eq!(
+                o.into_options().unwrap().plan.scope.roles,
+                Role::ALL.to_vec()
+            );
         }
         assert!(
             Cli::try_parse_from(["x", "t"]).is_err(),
@@ -558,8 +592,9 @@ mod tests {
         ])
         .into_options()
         .unwrap();
-        assert!(s3.target.as_os_str().is_empty(), "never a local path");
-        let o = s3.objects.unwrap();
+        let Some(Target::Bucket(o)) = s3.target else {
+            panic!("an s3:// target is a bucket, never a local path")
+        };
         assert_eq!((o.bucket.as_str(), o.prefix.as_str()), ("bench", "run1"));
         assert_eq!((o.read, o.part_size), (ReadMode::Whole, 8 << 20));
         for bad in [

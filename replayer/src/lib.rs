@@ -11,12 +11,15 @@
 //!    rank replays, the scaling model of what N ranks do, each rank's
 //!    schedule, and the stream that reads the trace a second time into
 //!    bounded per-rank channels.
-//! 2. [`io`] is how calls reach the target: each traced path resolved to one
-//!    beneath it in one place, opened confined there, the calls issued as
-//!    syscalls or io_uring requests with the process's buffers, and the
-//!    target prepared as the traced job found it.
+//! 2. [`io`] is how calls reach the target, the one type of which
+//!    ([`io::target`]) is a directory or a bucket: each traced path
+//!    resolved to one beneath it in one place, opened confined there, the
+//!    calls issued as syscalls or io_uring requests with the process's
+//!    buffers, or as requests by the bucket's client (which keeps their
+//!    figures), and the target prepared as the traced job found it.
 //! 3. [`execute`] is each rank's loop: it takes its ops from the stream,
-//!    makes them through `io` on the plan's schedule, and measures them.
+//!    makes them through `io` on the plan's schedule, on whichever kind of
+//!    target the run has, and measures them.
 //! 4. [`ranks`] says who this process is (a launcher's rank, or every rank
 //!    as a thread) and where the ranks meet: barriers, the abort of a
 //!    failed run, and the gathering of their results (threads, files or MPI).
@@ -32,7 +35,7 @@
 //!
 //! No two rooms import each other: `plan` imports no other room, `io` only
 //! `plan`, `report` `plan` and `io`, `ranks` `io` and `report`, `live`
-//! `report`, and `execute` all of them.
+//! `io` and `report`, and `execute` all of them.
 
 pub mod cli;
 pub mod error;

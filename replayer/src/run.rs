@@ -10,23 +10,27 @@ use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
+use std::path::{Path, PathBuf};
+
+use iorepro_analysis::phases::PhaseKind;
+
 use crate::cli::Options;
 use crate::error::{ReplayError, ReplayResult};
-use crate::execute::{ObjectShared, Shared, Worker};
+use crate::execute::{CallOptions, Shared, Worker};
 use crate::io::buffers;
-use crate::io::confine::Confined;
-use crate::io::prepare::{self, PrepareMode, PrepareStats};
-use crate::io::target;
-use crate::live::watch::{Lingering, Watch};
+use crate::io::prepare::{self, file_count, Counters, PrepareMode, PrepareOptions, PrepareStats};
+use crate::io::target::{Opened, Target};
+use crate::live::watch::{Lingering, LiveOptions, Watch};
 use crate::live::LiveRanks;
 use crate::plan::rank_map::RankMap;
 use crate::plan::scale::{DataMode, Forecast, Model, Router};
 use crate::plan::stream::{dispatch, Chunk, CHANNEL_CHUNKS};
 use crate::plan::survey::Survey;
 use crate::plan::timing::Timing;
+use crate::plan::PlanOptions;
 use crate::ranks::launcher::{self, LaunchedRank};
-use crate::ranks::layout::{world_size, Layout};
-use crate::ranks::rendezvous::{self, Gathered, Rendezvous};
+use crate::ranks::layout::{world_size, Asked, Layout};
+use crate::ranks::rendezvous::{self, Gathered, MeetOptions, Rendezvous};
 use crate::report::record;
 use crate::report::requests::RequestsReport;
 use crate::report::stats::{unix_ns, RankResult};
@@ -60,20 +64,10 @@ impl Outcome {
     }
 }
 
-/// Holds the rendezvous (MPI finalised, a rendezvous directory removed on
-/// drop) and, with an object-storage target, the local scratch directory
-/// the ranks' meeting needs no more once they part.
+/// Holds the rendezvous: MPI finalised, a rendezvous directory removed,
+/// when dropped.
 struct Parting {
     _rendezvous: Arc<dyn Rendezvous>,
-    scratch: Option<std::path::PathBuf>,
-}
-
-impl Drop for Parting {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.scratch {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
 }
 
 impl std::fmt::Debug for Parting {
@@ -88,19 +82,19 @@ const PREPARED_BARRIER: u64 = 1 << 40;
 /// The trace's survey with the replay's scope applied (what is left out is
 /// in `left_out`): the one view of the trace that the plan and the replay
 /// both start from.
-fn scoped_survey(opts: &Options) -> ReplayResult<Survey> {
-    let mut survey = Survey::run(&opts.trace)?;
-    crate::plan::survey::check_usable(&opts.trace, &survey, opts.allow_incomplete)?;
+fn scoped_survey(trace: &Path, opts: &PlanOptions) -> ReplayResult<Survey> {
+    let mut survey = Survey::run(trace)?;
+    crate::plan::survey::check_usable(trace, &survey, opts.allow_incomplete)?;
     survey.left_out = crate::plan::survey::apply_scope(&mut survey, &opts.scope);
     Ok(survey)
 }
 
 /// Which of the trace's phases `--phases` keeps.
-fn selected_phases(opts: &Options, survey: &Survey) -> Vec<bool> {
+fn selected_phases(phases: Option<&[PhaseKind]>, survey: &Survey) -> Vec<bool> {
     survey
         .phases
         .iter()
-        .map(|p| opts.phases.as_ref().is_none_or(|sel| sel.contains(&p.kind)))
+        .map(|p| phases.is_none_or(|sel| sel.contains(&p.kind)))
         .collect()
 }
 
@@ -113,30 +107,31 @@ pub fn plan_only(opts: &Options) -> ReplayResult<Option<Forecast>> {
     if launched.as_ref().is_some_and(|l| l.rank != 0) {
         // The world is still checked, so every rank fails alike on a
         // contradicting `--ranks`.
-        world_size(launched.as_ref(), opts.ranks, 1)?;
+        world_size(launched.as_ref(), opts.world.ranks, 1)?;
         return Ok(None);
     }
-    let survey = scoped_survey(opts)?;
-    let world = world_size(launched.as_ref(), opts.ranks, survey.sources.len() as u32)?;
-    let model = Model::build(&opts.trace, &survey, world, &opts.scale)?;
-    Forecast::count(
-        &opts.trace,
-        &survey,
-        &model,
-        &selected_phases(opts, &survey),
-    )
-    .map(Some)
+    let survey = scoped_survey(&opts.trace, &opts.plan)?;
+    let sources = survey.sources.len() as u32;
+    let world = world_size(launched.as_ref(), opts.world.ranks, sources)?;
+    let model = Model::build(&opts.trace, &survey, world, &opts.plan.scale)?;
+    let phases = selected_phases(opts.plan.phases.as_deref(), &survey);
+    Forecast::count(&opts.trace, &survey, &model, &phases).map(Some)
 }
 
 pub fn run(opts: &Options) -> ReplayResult<Outcome> {
+    let target = opts.target.as_ref().ok_or_else(|| {
+        ReplayError::Usage("--target is needed to replay (or --plan-only)".into())
+    })?;
+    let prep = opts.prepare;
     // The one privileged step is checked before any work, so it fails at once.
-    if opts.drop_caches && opts.prepare != PrepareMode::Only {
+    if prep.drop_caches && prep.mode != PrepareMode::Only {
         prepare::check_can_drop_caches()?;
     }
     let mut launched = launcher::detect()?;
     // MPI starts first: a world that disagrees with the launcher fails at once.
-    let mpi = rendezvous::start_mpi(&mut launched, opts.rendezvous_dir.is_some(), opts.timeout)?;
-    let outcome = replay(opts, &launched, mpi.clone());
+    let meeting = &opts.meeting;
+    let mpi = rendezvous::start_mpi(&mut launched, meeting.dir.is_some(), meeting.timeout)?;
+    let outcome = replay(opts, target, &launched, mpi.clone());
     if let (Err(e), Some(m)) = (&outcome, &mpi) {
         m.end_job(e);
     }
@@ -148,27 +143,40 @@ pub fn run(opts: &Options) -> ReplayResult<Outcome> {
 /// feeding them, their results gathered, and the report.
 fn replay(
     opts: &Options,
+    target: &Target,
     launched: &Option<LaunchedRank>,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Outcome> {
-    let objects = opts.objects.as_ref();
-    let meets_on_target = launched.is_some() && mpi.is_none() && opts.rendezvous_dir.is_none();
-    target::check(&opts.target, objects, meets_on_target)?;
-    let plan = plan(opts, launched)?;
-    let (conf, scratch) = target::open(&opts.target, objects)?;
-    let rendezvous = meet(opts, launched, &plan.lay, &conf, mpi)?;
-    let live = watch_live(opts, launched, &plan, &*rendezvous)?;
-    let prepared = prepare_target(opts, launched, &plan, &conf, &*rendezvous)?;
-    if opts.prepare == PrepareMode::Only {
-        return part_after_prepare(&plan.lay, rendezvous, prepared, scratch);
+    let meets_on_target = launched.is_some() && mpi.is_none() && opts.meeting.dir.is_none();
+    target.check(meets_on_target)?;
+    let plan = plan(&opts.trace, &opts.plan, opts.world, launched)?;
+    let opened = target.open()?;
+    let rendezvous = meet(&opts.meeting, launched, &plan.lay, &opened, mpi)?;
+    let paced = opts.calls.timing != Timing::Afap;
+    let live = watch_live(&opts.live, paced, launched, &plan, &*rendezvous)?;
+    let bar = opts.show_progress && plan.reporting && !opts.output.is_machine_readable();
+    let prepared = prepare_target(opts.prepare, bar, launched, &plan, &opened, &*rendezvous)?;
+    if opts.prepare.mode == PrepareMode::Only {
+        return part_after_prepare(&plan.lay, rendezvous, prepared);
     }
-    let ran = run_ranks(opts, launched, &plan, &conf, &rendezvous, &live)?;
+    let bar = bar && !opts.live.lines_on_stderr();
+    let record_ops = opts.record_ops.as_deref();
+    let ran = run_ranks(
+        &plan,
+        opts.calls,
+        record_ops,
+        bar,
+        &opened,
+        &rendezvous,
+        &live,
+    )?;
     let lingering = Some(live.watch.finish());
-    let mut ended = settle(opts, &conf, ran);
+    let mut ended = settle(target, &opened, ran);
     let gathered = gather(launched, &*rendezvous, &mut ended)?;
     let report = build_report(
-        opts,
+        opts.calls,
         &plan,
+        &opened,
         &*rendezvous,
         gathered,
         ended.extra_errors,
@@ -186,7 +194,6 @@ fn replay(
         local_errors: ended.local_errors,
         _parting: Parting {
             _rendezvous: rendezvous,
-            scratch,
         },
         lingering,
     })
@@ -194,9 +201,12 @@ fn replay(
 
 /// What the plan settles before any file is touched.
 struct Planned {
+    trace: PathBuf,
     survey: Arc<Survey>,
     map: RankMap,
     lay: Layout,
+    /// The launcher's rank of this process, if launched.
+    launched_rank: Option<u32>,
     /// Whether this process prints the report (rank 0, or the only one).
     reporting: bool,
     phase_selected: Vec<bool>,
@@ -207,34 +217,35 @@ struct Planned {
 /// The survey, the ranks and the scaling model; the process that reports
 /// says at once what will be left out and what the ranks are meant to do,
 /// so it can be checked against what they did.
-fn plan(opts: &Options, launched: &Option<LaunchedRank>) -> ReplayResult<Planned> {
-    let survey = Arc::new(scoped_survey(opts)?);
+fn plan(
+    trace: &Path,
+    opts: &PlanOptions,
+    asked: Asked,
+    launched: &Option<LaunchedRank>,
+) -> ReplayResult<Planned> {
+    let survey = Arc::new(scoped_survey(trace, opts)?);
     let map = RankMap {
         sources: survey.sources.clone(),
         shared_data: opts.shared_data,
         data_sharded: opts.scale.data == DataMode::Shard,
     };
-    let lay = Layout::of(
-        launched.as_ref(),
-        opts.ranks,
-        opts.nodes,
-        opts.ranks_per_node,
-        map.source_count(),
-    )?;
+    let lay = Layout::of(launched.as_ref(), asked, map.source_count())?;
     let reporting = launched.as_ref().is_none_or(|l| l.rank == 0);
     if reporting {
         eprint!("{}", survey.left_out.render());
     }
-    let phase_selected = selected_phases(opts, &survey);
-    let model = Model::build(&opts.trace, &survey, lay.world, &opts.scale)?;
-    let forecast = Forecast::count(&opts.trace, &survey, &model, &phase_selected)?;
+    let phase_selected = selected_phases(opts.phases.as_deref(), &survey);
+    let model = Model::build(trace, &survey, lay.world, &opts.scale)?;
+    let forecast = Forecast::count(trace, &survey, &model, &phase_selected)?;
     if reporting {
         eprint!("{}", forecast.render());
     }
     Ok(Planned {
+        trace: trace.to_path_buf(),
         survey,
         map,
         lay,
+        launched_rank: launched.as_ref().map(|l| l.rank),
         reporting,
         phase_selected,
         model,
@@ -244,10 +255,10 @@ fn plan(opts: &Options, launched: &Option<LaunchedRank>) -> ReplayResult<Planned
 
 /// Where the ranks meet: MPI when it started, else threads or files.
 fn meet(
-    opts: &Options,
+    opts: &MeetOptions,
     launched: &Option<LaunchedRank>,
     lay: &Layout,
-    conf: &Arc<Confined>,
+    target: &Opened,
     mpi: Option<Arc<dyn Rendezvous>>,
 ) -> ReplayResult<Arc<dyn Rendezvous>> {
     match mpi {
@@ -255,10 +266,8 @@ fn meet(
         None => rendezvous::connect(rendezvous::Setup {
             launched: launched.as_ref(),
             local_ranks: lay.local.iter().map(|l| l.0).collect(),
-            target: conf,
-            dir: opts.rendezvous_dir.as_deref(),
-            run_id: opts.run_id.as_deref(),
-            timeout: opts.timeout,
+            target: target.dir(),
+            options: opts,
         }),
     }
 }
@@ -282,7 +291,8 @@ struct Live {
 /// prepared, so a long preparation shows up in the lines too, and a metrics
 /// address in use fails before any work.
 fn watch_live(
-    opts: &Options,
+    opts: &LiveOptions,
+    paced: bool,
     launched: &Option<LaunchedRank>,
     plan: &Planned,
     rendezvous: &dyn Rendezvous,
@@ -301,13 +311,13 @@ fn watch_live(
         .sum();
     let ranks = Arc::new(LiveRanks::new(
         local.iter().map(|l| l.0),
-        opts.timing != Timing::Afap,
+        paced,
         total,
         progress.clone(),
         launched.as_ref().map(|l| l.rank),
     ));
     let local_rank = launched.as_ref().and_then(|l| l.local_rank);
-    let watch = Watch::start(&opts.live, ranks.clone(), local_rank);
+    let watch = Watch::start(opts, ranks.clone(), local_rank);
     let watch = or_abort(watch, rendezvous, plan.lay.my_rank())?;
     Ok(Live {
         ranks,
@@ -318,38 +328,34 @@ fn watch_live(
 }
 
 /// Puts the target in the state the traced job found (this process's share
-/// of it) and drops the node's caches when asked; under a launcher the
-/// ranks then wait for each other, so none starts on data still being made.
+/// of it, with a progress bar when `bar`) and drops the node's caches when
+/// asked; under a launcher the ranks then wait for each other, so none
+/// starts on data still being made.
 fn prepare_target(
-    opts: &Options,
+    opts: PrepareOptions,
+    bar: bool,
     launched: &Option<LaunchedRank>,
     plan: &Planned,
-    conf: &Confined,
+    target: &Opened,
     rendezvous: &dyn Rendezvous,
 ) -> ReplayResult<Option<PrepareStats>> {
     let my_rank = plan.lay.my_rank();
     let mut prepared = None;
-    if opts.prepare != PrepareMode::Skip {
+    if opts.mode != PrepareMode::Skip {
         let tasks = prepare::tasks(&plan.survey, &plan.map, plan.lay.world);
         let share = launched.as_ref().map_or((0, 1), |l| (l.rank, l.size));
-        let stats = match &opts.objects {
-            Some(target) => crate::io::objects::prepare::prepare(
-                target,
-                &plan.survey,
-                &tasks,
-                share,
-                opts.prepare_threads,
-                opts.show_progress && plan.reporting && !opts.output.is_machine_readable(),
-            ),
-            None => prepare::prepare(conf, &plan.survey, &tasks, share, opts.prepare_threads),
-        };
+        let counters = Counters::default();
+        let files = counters.files.clone();
+        let bar = crate::live::progress::start(file_count(&tasks, share), files, bar, "files");
+        let stats = target.prepare(&plan.survey, &tasks, share, opts.threads, &counters);
+        drop(bar);
         prepared = Some(or_abort(stats, rendezvous, my_rank)?);
     }
-    if opts.drop_caches && opts.prepare != PrepareMode::Only {
+    if opts.drop_caches && opts.mode != PrepareMode::Only {
         // Every process drops its node's caches before any rank starts.
         or_abort(prepare::drop_caches(), rendezvous, my_rank)?;
     }
-    if launched.is_some() && (opts.prepare != PrepareMode::Skip || opts.drop_caches) {
+    if launched.is_some() && (opts.mode != PrepareMode::Skip || opts.drop_caches) {
         rendezvous.barrier(my_rank, PREPARED_BARRIER, "data prepared")?;
     }
     Ok(prepared)
@@ -361,7 +367,6 @@ fn part_after_prepare(
     lay: &Layout,
     rendezvous: Arc<dyn Rendezvous>,
     prepared: Option<PrepareStats>,
-    scratch: Option<std::path::PathBuf>,
 ) -> ReplayResult<Outcome> {
     let _ = rendezvous.gather(vec![RankResult {
         rank: lay.my_rank(),
@@ -375,7 +380,6 @@ fn part_after_prepare(
         local_errors: Vec::new(),
         _parting: Parting {
             _rendezvous: rendezvous,
-            scratch,
         },
         lingering: None,
     })
@@ -391,46 +395,41 @@ struct Ran {
 }
 
 /// Runs the local ranks, each a thread with a [`Worker`], while this
-/// thread streams the trace to them through bounded channels.
+/// thread streams the trace to them through bounded channels; `record_ops`
+/// is where what they do is written as a trace, and `bar` whether a
+/// progress bar shows.
 fn run_ranks(
-    opts: &Options,
-    launched: &Option<LaunchedRank>,
     plan: &Planned,
-    conf: &Arc<Confined>,
+    calls: CallOptions,
+    record_ops: Option<&Path>,
+    bar: bool,
+    target: &Opened,
     rendezvous: &Arc<dyn Rendezvous>,
     live: &Live,
 ) -> ReplayResult<Ran> {
     let host = launcher::hostname();
-    let (recorder, sink) = match &opts.record_ops {
+    let (recorder, sink) = match record_ops {
         Some(dir) => {
-            let dir = record::record_dir(dir, launched.as_ref().map(|l| l.rank));
+            let dir = record::record_dir(dir, plan.launched_rank);
             let (r, s) = record::start(&dir, &host, std::env::args().collect())?;
             (Some(r), Some(s))
         }
         None => (None, None),
     };
-    let bar = crate::live::progress::start(
-        live.total,
-        live.progress.clone(),
-        opts.show_progress
-            && plan.reporting
-            && !opts.output.is_machine_readable()
-            && !opts.live.lines_on_stderr(),
-        "ops",
-    );
+    let bar = crate::live::progress::start(live.total, live.progress.clone(), bar, "ops");
     let survey = &plan.survey;
     let (data, copies) = buffers::for_process(
         plan.lay.local.len(),
         survey.max_io_bytes,
         survey.max_write_bytes,
-        opts.direct.covers(true),
+        calls.direct.covers(true),
     );
     let shared = Shared {
-        conf: conf.clone(),
+        target: target.clone(),
         survey: plan.survey.clone(),
         map: plan.map.clone(),
         phase_selected: plan.phase_selected.clone(),
-        timing: opts.timing,
+        timing: calls.timing,
         read_sharers: plan
             .model
             .shares
@@ -440,8 +439,8 @@ fn run_ranks(
                 DataMode::Replicate => 1,
             })
             .collect(),
-        direct: opts.direct,
-        engine: opts.engine,
+        direct: calls.direct,
+        engine: calls.engine,
         rendezvous: rendezvous.clone(),
         progress: live.progress.clone(),
         live: live.ranks.clone(),
@@ -449,10 +448,6 @@ fn run_ranks(
         host,
         data,
         copies,
-        objects: opts.objects.as_ref().map(|target| ObjectShared {
-            target: target.clone(),
-            data: crate::io::objects::prepare::upload_data(target),
-        }),
     };
     let mut errors = Vec::new();
     let results: Vec<RankResult> = std::thread::scope(|s| {
@@ -466,7 +461,7 @@ fn run_ranks(
         }
         let mut router = Router::new(&plan.model);
         let phases = &plan.phase_selected;
-        if let Err(e) = dispatch(&opts.trace, &plan.survey, &mut router, phases, senders) {
+        if let Err(e) = dispatch(&plan.trace, &plan.survey, &mut router, phases, senders) {
             let msg = format!("reading the trace: {e}");
             shared.rendezvous.abort(plan.lay.my_rank(), &msg);
             errors.push(msg);
@@ -519,7 +514,7 @@ struct Ended {
 
 /// After the ranks: whether the target vanished under them, and the record
 /// finished.
-fn settle(opts: &Options, conf: &Confined, ran: Ran) -> Ended {
+fn settle(target: &Target, opened: &Opened, ran: Ran) -> Ended {
     let Ran {
         results,
         errors: mut extra_errors,
@@ -530,10 +525,10 @@ fn settle(opts: &Options, conf: &Confined, ran: Ran) -> Ended {
     // Calls that failed may be the first sign of a target being removed; a
     // removal under way finishes within moments, so look again briefly.
     let calls_failed = results.iter().any(|r| !r.errors.is_empty());
-    let vanished = conf.vanished_settled(calls_failed).map(|why| {
+    let vanished = opened.vanished(calls_failed).map(|why| {
         format!(
             "target {} vanished during the replay: {why}",
-            opts.target.display()
+            target.display()
         )
     });
     extra_errors.splice(0..0, vanished.clone());
@@ -581,8 +576,9 @@ fn gather(
 
 /// The report, on the process that holds every result (`None` elsewhere).
 fn build_report(
-    opts: &Options,
+    calls: CallOptions,
     plan: &Planned,
+    target: &Opened,
     rendezvous: &dyn Rendezvous,
     gathered: Gathered,
     mut extra_errors: Vec<String>,
@@ -594,19 +590,19 @@ fn build_report(
     let info = RunInfo {
         ranks: plan.lay.world,
         nodes: plan.lay.nodes,
-        timing: opts.timing.label(),
-        afap: opts.timing == Timing::Afap,
-        engine: opts.engine.name().into(),
-        direct: opts.direct,
+        timing: calls.timing.label(),
+        afap: calls.timing == Timing::Afap,
+        engine: calls.engine.name().into(),
+        direct: calls.direct,
         phase_selected: plan.phase_selected.clone(),
         rendezvous: rendezvous.info(),
         gather_done_unix_ns,
     };
     let mut report = Report::build(&info, &plan.survey, &all, prepared.clone(), extra_errors);
     report.epochs = plan.forecast.epochs;
-    report.requests = opts
-        .objects
-        .as_ref()
-        .map(|t| RequestsReport::build(t, &all, report.duration_s));
+    report.requests = match target {
+        Opened::Bucket(b) => Some(RequestsReport::build(&b.target, &all, report.duration_s)),
+        Opened::Dir(_) => None,
+    };
     Some(report)
 }

@@ -1,24 +1,99 @@
 //! One traced call, made and measured: waits for its start on the rank's
-//! schedule, makes it through the engine (io_uring for the trace's io_uring
-//! requests under `--engine auto`), moves its bytes in pieces of the shared
-//! data buffer, and counts it in the rank's figures and its record.
+//! schedule, makes it on the run's kind of target ([`Calls`]: files beneath
+//! a directory, or requests to a bucket), and counts it in the rank's
+//! figures and its record.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use iorepro_analysis::roles::Role;
 use iorepro_format::Op;
 
-use super::Worker;
-use crate::error::{ReplayError, ReplayResult};
-use crate::io::buffers::STAMPED_MAX;
-use crate::io::engine::{new_engine, EngineKind};
+use super::files::FileCalls;
+use super::objects::ObjectCalls;
+use super::{Places, Shared, Worker};
+use crate::error::ReplayResult;
+use crate::io::engine::EngineKind;
+use crate::io::objects::RequestStats;
+use crate::io::target::Opened;
+use crate::live::RankLive;
 use crate::plan::ops::PlannedOp;
-use crate::plan::survey::NO_PATH;
 use crate::report::record::Made;
 use crate::report::stats::unix_ns;
+
+/// A rank's calls on the run's target, with what it holds open there.
+pub(super) enum Calls<'s> {
+    /// Files beneath a directory, through the engine.
+    Files(FileCalls<'s>),
+    /// Requests to a bucket, through the rank's client.
+    Objects(ObjectCalls<'s>),
+}
+
+impl<'s> Calls<'s> {
+    /// The rank's calls on `shared`'s target: its engine, or its client
+    /// (counting into the rank's live request figures).
+    pub fn open(shared: &'s Shared, rank: u32, live: &RankLive) -> ReplayResult<Self> {
+        let places = Places::new(shared, rank);
+        Ok(match &shared.target {
+            Opened::Dir(conf) => Calls::Files(FileCalls::new(shared, conf, rank, places)?),
+            Opened::Bucket(bucket) => Calls::Objects(ObjectCalls::connect(
+                shared,
+                bucket,
+                places,
+                live.requests.clone(),
+            )?),
+        })
+    }
+
+    fn make(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        match self {
+            Calls::Files(f) => f.make(op),
+            Calls::Objects(o) => o.make(op),
+        }
+    }
+
+    fn places(&self) -> &Places<'s> {
+        match self {
+            Calls::Files(f) => &f.places,
+            Calls::Objects(o) => &o.places,
+        }
+    }
+
+    /// The descriptor the replay holds for a traced one (files only).
+    fn fd_of(&self, key: (i32, i32)) -> Option<RawFd> {
+        match self {
+            Calls::Files(f) => f.fd_of(key),
+            Calls::Objects(_) => None,
+        }
+    }
+
+    /// At the rank's end: what is still being written is completed, as a
+    /// closing job's would be (objects: nothing written is left unsent).
+    pub fn finish(&mut self) -> ReplayResult<()> {
+        match self {
+            Calls::Files(_) => Ok(()),
+            Calls::Objects(o) => o.finish(),
+        }
+    }
+
+    /// After the rank failed: what it had under way on the target is
+    /// abandoned (no multipart upload's parts are left on a store).
+    pub fn abandon(&mut self) {
+        if let Calls::Objects(o) = self {
+            o.abort_uploads();
+        }
+    }
+
+    /// The rank's request figures, on a bucket.
+    pub fn request_stats(&self) -> Option<RequestStats> {
+        match self {
+            Calls::Files(_) => None,
+            Calls::Objects(o) => Some(o.request_stats()),
+        }
+    }
+}
 
 /// What a call came to.
 pub(super) struct CallOutcome {
@@ -58,29 +133,9 @@ impl CallOutcome {
 }
 
 impl Worker<'_> {
-    /// Makes `op` through io_uring when the trace made it so and the engine
-    /// is `auto`, else through the rank's engine.
+    /// Makes `op` on the target at its time on the rank's schedule, and
+    /// measures and records it.
     pub(super) fn execute(&mut self, op: &PlannedOp) -> ReplayResult<()> {
-        if !(op.uring && self.shared.engine == EngineKind::Auto) {
-            return self.execute_with_engine(op);
-        }
-        let mut uring = match self.uring.take() {
-            Some(u) => u,
-            None => new_engine(EngineKind::IoUring).map_err(|e| {
-                ReplayError::Usage(format!(
-                    "the trace holds io_uring requests, but io_uring cannot start here \
-                     ({e}); --engine psync replays them as syscalls"
-                ))
-            })?,
-        };
-        std::mem::swap(&mut self.engine, &mut uring);
-        let r = self.execute_with_engine(op);
-        std::mem::swap(&mut self.engine, &mut uring);
-        self.uring = Some(uring);
-        r
-    }
-
-    fn execute_with_engine(&mut self, op: &PlannedOp) -> ReplayResult<()> {
         let intended = if self.processes.insert(op.pid) {
             self.sched.start_of_process(op.ts, op.dur)
         } else {
@@ -98,11 +153,7 @@ impl Worker<'_> {
             }
         }
         let key = (op.pid, op.fd);
-        let outcome = if self.objects.is_some() {
-            self.object_call(op)
-        } else {
-            self.posix_call(op)
-        };
+        let outcome = self.calls.make(op);
         // A call that met another outcome than the traced one is counted,
         // and the first few are described; only the target failing stops.
         let mut difference = None;
@@ -158,9 +209,9 @@ impl Worker<'_> {
         }
         self.shared.progress.fetch_add(1, Ordering::Relaxed);
         if let Some(mut rec) = self.record.take() {
-            let show = |id: u32| self.paths.get(&id).map(|p| self.display(p));
-            let (path, path2) = (show(op.path), show(op.path2));
-            let fd = self.files.get(&key).map(|f| f.fd.as_raw_fd());
+            let places = self.calls.places();
+            let (path, path2) = (places.shown(op.path), places.shown(op.path2));
+            let fd = self.calls.fd_of(key);
             let ret = match (errno, op.op) {
                 (Some(e), _) => -(e as i64),
                 (None, Op::Open) => fd.unwrap_or(0) as i64,
@@ -184,86 +235,9 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// `op` made on a directory target, through the engine.
-    fn posix_call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
-        let key = (op.pid, op.fd);
-        let mut bytes = 0u64;
-        let mut made: Result<bool, ()> = Ok(true);
-        let mut errno = None;
-        match op.op {
-            Op::Open if op.path == NO_PATH => made = Err(()),
-            Op::Open if op.failed => {
-                errno = self.open_expecting_failure(op)?;
-                made = Ok(errno.is_none());
-            }
-            Op::Open => self.open_file(op, op.flags)?,
-            Op::Close => match self.files.remove(&key) {
-                Some(f) => {
-                    drop(f.direct);
-                    if let Err(e) = self.engine.close(f.fd) {
-                        return Err(self.io_err("close", &f.rel, e));
-                    }
-                }
-                None => made = Err(()),
-            },
-            Op::Read | Op::Fault | Op::Write => {
-                if self.ensure_open(op)? {
-                    let f = &self.files[&key];
-                    let offset = if op.offset >= 0 {
-                        op.offset as u64
-                    } else {
-                        f.pos
-                    };
-                    let write = op.op == Op::Write;
-                    self.transfer(key, write, offset, op.bytes as u64)?;
-                    self.files.get_mut(&key).expect("open").pos = offset + op.bytes as u64;
-                    bytes = op.bytes as u64;
-                } else {
-                    made = Err(());
-                }
-            }
-            Op::Fsync | Op::Fdatasync => {
-                if self.ensure_open(op)? {
-                    let fd = self.files[&key].fd.as_raw_fd();
-                    self.engine.sync(fd, op.op == Op::Fdatasync).map_err(|e| {
-                        let rel = self.files[&key].rel.clone();
-                        self.io_err(op.op.as_str(), &rel, e)
-                    })?;
-                } else {
-                    made = Err(());
-                }
-            }
-            Op::Truncate => {
-                if !self.files.contains_key(&key) && op.path != NO_PATH {
-                    self.open_file(op, Some(libc::O_WRONLY | libc::O_CREAT))?;
-                }
-                match self.files.get(&key) {
-                    Some(f) => {
-                        if let Err(e) = rustix::fs::ftruncate(&f.fd, op.bytes.max(0) as u64) {
-                            let (e, rel) = (io::Error::from(e), f.rel.clone());
-                            return Err(self.io_err("truncate", &rel, e));
-                        }
-                    }
-                    None => made = Err(()),
-                }
-            }
-            _ => match self.metadata(op)? {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    errno = e.raw_os_error();
-                    made = Ok(false);
-                }
-                None => made = Err(()),
-            },
-        }
-        Ok(CallOutcome { bytes, made, errno })
-    }
-
-    /// Keeps the first few differences of the rank in words, so the report
-    /// says why calls differed, not only how many.
     /// A call made with another outcome than the traced one, in words.
     fn describe_difference(&self, op: &PlannedOp, errno: Option<i32>) -> String {
-        let path = self.paths.get(&op.path).map(|p| self.display(p));
+        let path = self.calls.places().shown(op.path);
         let path = path.map_or_else(String::new, |p| format!(" {}", p.display()));
         let here = errno.map_or_else(
             || "succeeded".to_string(),
@@ -272,69 +246,10 @@ impl Worker<'_> {
         format!("{}{path}: {here}", op.op.as_str())
     }
 
+    /// Keeps the first few differences of the rank in words, so the report
+    /// says why calls differed, not only how many.
     fn keeps_differences(&self) -> bool {
         const KEPT: usize = 3;
         self.result.differences.len() < KEPT
-    }
-
-    /// One call writing `n` bytes at `at`, every 4 KiB block stamped so that
-    /// storage which deduplicates finds no two alike: gathered from the
-    /// shared data when it can be, else from a private copy.
-    fn write_piece(&mut self, fd: RawFd, direct: bool, n: usize, at: u64) -> io::Result<usize> {
-        self.write_tag += 1;
-        if !direct && n <= STAMPED_MAX {
-            let data = &self.shared.data;
-            return self
-                .stamped
-                .write(&mut *self.engine, fd, data, n, at, self.write_tag);
-        }
-        let copies = &self.shared.copies;
-        let mut buf = copies.take();
-        let n = n.min(buf.len());
-        buf.stamp(n, self.write_tag);
-        let r = self.engine.write_at(fd, &buf.as_slice()[..n], at);
-        copies.give(buf);
-        r
-    }
-
-    /// Moves `len` bytes at `offset`, in pieces the size of the shared data
-    /// buffer at most (so at most [`crate::io::buffers::MAX_IO`]).
-    fn transfer(
-        &mut self,
-        key: (i32, i32),
-        write: bool,
-        offset: u64,
-        len: u64,
-    ) -> ReplayResult<()> {
-        let (fd, direct) = self.data_fd(key, write, offset, len)?;
-        let mut done = 0u64;
-        while done < len {
-            let n = ((len - done) as usize).min(self.shared.data.len());
-            let at = offset + done;
-            let r = if write {
-                self.write_piece(fd, direct, n, at)
-            } else {
-                // SAFETY: the shared buffer holds at least n bytes for the
-                // whole replay; what the kernel puts there is never read.
-                unsafe { self.engine.read_raw(fd, self.shared.data.ptr(), n, at) }
-            };
-            let moved = r.map_err(|e| {
-                let rel = self.files[&key].rel.clone();
-                self.io_err(if write { "write" } else { "read" }, &rel, e)
-            })?;
-            if moved == 0 {
-                let rel = self.files[&key].rel.clone();
-                return Err(self.io_err(
-                    "read",
-                    &rel,
-                    io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("file ends before offset {at} that the trace read"),
-                    ),
-                ));
-            }
-            done += moved as u64;
-        }
-        Ok(())
     }
 }

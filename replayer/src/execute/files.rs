@@ -1,18 +1,62 @@
-//! A rank's files: where each traced path lands for this rank (through
-//! [`crate::io::paths`]), opened beneath the target when the trace opens it
-//! or at its first use, with a second O_DIRECT descriptor for the aligned
-//! calls that want one.
+//! A rank's calls on a directory target: its files opened beneath the
+//! target when the trace opens them or at their first use (with a second
+//! O_DIRECT descriptor for the aligned calls that want one), each call
+//! made through the engine (io_uring for the trace's io_uring requests
+//! under `--engine auto`), its bytes moved in pieces of the shared data
+//! buffer. The metadata calls are in `metadata`.
 
+use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::{OpenFile, Worker};
+use iorepro_format::Op;
+
+use super::calls::CallOutcome;
+use super::{Places, Shared};
 use crate::error::{ReplayError, ReplayResult, CREATING_DIRECTORY};
-use crate::io::buffers::ALIGN;
-use crate::io::paths::{resolve, Place};
+use crate::io::buffers::{StampedWrite, ALIGN, STAMPED_MAX};
+use crate::io::confine::Confined;
+use crate::io::engine::{new_engine, Engine, EngineKind};
 use crate::plan::ops::PlannedOp;
 use crate::plan::survey::NO_PATH;
+
+pub(super) struct OpenFile {
+    /// The trace path it was opened for ([`crate::plan::survey::NO_PATH`] if unknown).
+    pub id: u32,
+    pub fd: OwnedFd,
+    pub direct: Option<OwnedFd>,
+    pub rel: PathBuf,
+    pub flags: i32,
+    /// The traced job opened it with O_DIRECT.
+    pub traced_direct: bool,
+    pub pos: u64,
+}
+
+/// One rank's calls beneath a directory target.
+pub(super) struct FileCalls<'s> {
+    pub shared: &'s Shared,
+    /// The target directory, held open.
+    pub conf: &'s Confined,
+    pub places: Places<'s>,
+    pub engine: Box<dyn Engine>,
+    /// io_uring for the trace's io_uring requests under `--engine auto`
+    /// (made at the first; while one is made it swaps places with `engine`).
+    uring: Option<Box<dyn Engine>>,
+    pub files: HashMap<(i32, i32), OpenFile>,
+    /// Directories that metadata calls name entries in, held open; dropped
+    /// when this rank removes or renames a directory.
+    pub parents: HashMap<PathBuf, Arc<OwnedFd>>,
+    /// Where a directory listing lands (never looked at).
+    pub listing: Vec<MaybeUninit<u8>>,
+    /// Directories this rank made for the files it creates.
+    dirs: HashSet<PathBuf>,
+    /// The rank's own stamps for buffered writes from [`Shared::data`].
+    stamped: StampedWrite,
+    write_tag: u64,
+}
 
 /// The flags a replayed open uses: the trace's access mode and creation
 /// flags for files the rank owns; read-only for shared data, which is never
@@ -26,50 +70,70 @@ fn open_flags(trace: Option<i32>, written: bool) -> i32 {
     }
 }
 
-impl Worker<'_> {
-    /// Where trace path `id` lands for this rank, relative to the target
-    /// (resolved at its first call, then remembered).
-    pub(super) fn rel_path(&mut self, id: u32) -> ReplayResult<PathBuf> {
-        if let Some(p) = self.paths.get(&id) {
-            return Ok(p.clone());
-        }
-        let info = &self.shared.survey.paths[id as usize];
-        let place = Place::of_call(info, self.rank, &self.shared.map);
-        let rel = resolve(&info.path, place).ok_or_else(|| {
-            ReplayError::Usage(format!(
-                "refused trace path {:?}: it names no file under the target",
-                &*info.path
-            ))
+impl<'s> FileCalls<'s> {
+    pub fn new(
+        shared: &'s Shared,
+        conf: &'s Confined,
+        rank: u32,
+        places: Places<'s>,
+    ) -> ReplayResult<Self> {
+        let engine = new_engine(shared.engine).map_err(|e| {
+            ReplayError::Usage(format!("cannot start the {:?} engine: {e}", shared.engine))
         })?;
-        self.paths.insert(id, rel.clone());
-        Ok(rel)
+        Ok(FileCalls {
+            shared,
+            conf,
+            places,
+            engine,
+            uring: None,
+            files: HashMap::new(),
+            parents: HashMap::new(),
+            listing: Vec::new(),
+            dirs: HashSet::new(),
+            stamped: StampedWrite::default(),
+            write_tag: (rank as u64) << 40,
+        })
+    }
+
+    /// The descriptor the replay holds for a traced one.
+    pub fn fd_of(&self, key: (i32, i32)) -> Option<RawFd> {
+        self.files.get(&key).map(|f| f.fd.as_raw_fd())
+    }
+
+    /// Makes `op` through io_uring when the trace made it so and the engine
+    /// is `auto`, else through the rank's engine.
+    pub fn make(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        if !(op.uring && self.shared.engine == EngineKind::Auto) {
+            return self.call(op);
+        }
+        let mut uring = match self.uring.take() {
+            Some(u) => u,
+            None => new_engine(EngineKind::IoUring).map_err(|e| {
+                ReplayError::Usage(format!(
+                    "the trace holds io_uring requests, but io_uring cannot start here \
+                     ({e}); --engine psync replays them as syscalls"
+                ))
+            })?,
+        };
+        std::mem::swap(&mut self.engine, &mut uring);
+        let r = self.call(op);
+        std::mem::swap(&mut self.engine, &mut uring);
+        self.uring = Some(uring);
+        r
     }
 
     pub(super) fn io_err(&self, what: &'static str, rel: &Path, e: io::Error) -> ReplayError {
-        ReplayError::io(what, self.display(rel), e)
+        ReplayError::io(what, self.conf.display(rel), e)
     }
 
-    /// How messages and the record name the rank's copy of a path.
-    pub(super) fn display(&self, rel: &Path) -> PathBuf {
-        match &self.shared.objects {
-            Some(o) => PathBuf::from(o.target.display(rel)),
-            None => self.shared.conf.display(rel),
-        }
-    }
-
-    pub(super) fn open_file(
-        &mut self,
-        op: &PlannedOp,
-        flags_hint: Option<i32>,
-    ) -> ReplayResult<()> {
-        let rel = self.rel_path(op.path)?;
+    fn open_file(&mut self, op: &PlannedOp, flags_hint: Option<i32>) -> ReplayResult<()> {
+        let rel = self.places.rel_path(op.path)?;
         let written = self.shared.survey.paths[op.path as usize].written;
         let flags = open_flags(flags_hint, written);
         if flags & libc::O_CREAT != 0 {
             if let Some(parent) = rel.parent() {
                 if !parent.as_os_str().is_empty() && !self.dirs.contains(parent) {
-                    self.shared
-                        .conf
+                    self.conf
                         .create_dirs(parent)
                         .map_err(|e| self.io_err(CREATING_DIRECTORY, parent, e))?;
                     self.dirs.insert(parent.to_path_buf());
@@ -77,7 +141,6 @@ impl Worker<'_> {
             }
         }
         let fd = self
-            .shared
             .conf
             .open_via(&mut *self.engine, &rel, flags, 0o644)
             .map_err(|e| self.io_err("open", &rel, e))?;
@@ -99,7 +162,7 @@ impl Worker<'_> {
 
     /// The open file a descriptor op refers to, opened lazily from its path
     /// when the trace began after the open (or a phase was skipped).
-    pub(super) fn ensure_open(&mut self, op: &PlannedOp) -> ReplayResult<bool> {
+    fn ensure_open(&mut self, op: &PlannedOp) -> ReplayResult<bool> {
         if let Some(f) = self.files.get(&(op.pid, op.fd)) {
             // A descriptor the trace shows on another file was closed and
             // reused where the trace has no close (an exec closing it, a
@@ -117,7 +180,7 @@ impl Worker<'_> {
     }
 
     /// The descriptor a data op uses, and whether it is the O_DIRECT one.
-    pub(super) fn data_fd(
+    fn data_fd(
         &mut self,
         key: (i32, i32),
         write: bool,
@@ -132,7 +195,6 @@ impl Worker<'_> {
         }
         if f.direct.is_none() {
             let fd = self
-                .shared
                 .conf
                 .open(&f.rel, f.flags | libc::O_DIRECT, 0)
                 .map_err(|e| {
@@ -143,7 +205,7 @@ impl Worker<'_> {
                     };
                     ReplayError::io(
                         "open with O_DIRECT",
-                        self.shared.conf.display(&f.rel),
+                        self.conf.display(&f.rel),
                         io::Error::new(e.kind(), format!("{e}{why}")),
                     )
                 })?;
@@ -155,19 +217,151 @@ impl Worker<'_> {
     /// An open the traced job saw fail (a probe for a file that is not
     /// there): made the same way; if it succeeds here, the file is closed
     /// at once. The error it met, if any.
-    pub(super) fn open_expecting_failure(&mut self, op: &PlannedOp) -> ReplayResult<Option<i32>> {
-        let rel = self.rel_path(op.path)?;
+    fn open_expecting_failure(&mut self, op: &PlannedOp) -> ReplayResult<Option<i32>> {
+        let rel = self.places.rel_path(op.path)?;
         let flags = op.flags.unwrap_or(libc::O_RDONLY) & !libc::O_DIRECT;
-        match self
-            .shared
-            .conf
-            .open_via(&mut *self.engine, &rel, flags, 0o644)
-        {
+        match self.conf.open_via(&mut *self.engine, &rel, flags, 0o644) {
             Ok(fd) => {
                 let _ = self.engine.close(fd);
                 Ok(None)
             }
             Err(e) => Ok(Some(e.raw_os_error().unwrap_or(libc::EIO))),
         }
+    }
+
+    /// `op` made through the engine.
+    fn call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        let key = (op.pid, op.fd);
+        let mut bytes = 0u64;
+        let mut made: Result<bool, ()> = Ok(true);
+        let mut errno = None;
+        match op.op {
+            Op::Open if op.path == NO_PATH => made = Err(()),
+            Op::Open if op.failed => {
+                errno = self.open_expecting_failure(op)?;
+                made = Ok(errno.is_none());
+            }
+            Op::Open => self.open_file(op, op.flags)?,
+            Op::Close => match self.files.remove(&key) {
+                Some(f) => {
+                    drop(f.direct);
+                    if let Err(e) = self.engine.close(f.fd) {
+                        return Err(self.io_err("close", &f.rel, e));
+                    }
+                }
+                None => made = Err(()),
+            },
+            Op::Read | Op::Fault | Op::Write => {
+                if self.ensure_open(op)? {
+                    let f = &self.files[&key];
+                    let offset = if op.offset >= 0 {
+                        op.offset as u64
+                    } else {
+                        f.pos
+                    };
+                    let write = op.op == Op::Write;
+                    self.transfer(key, write, offset, op.bytes as u64)?;
+                    self.files.get_mut(&key).expect("open").pos = offset + op.bytes as u64;
+                    bytes = op.bytes as u64;
+                } else {
+                    made = Err(());
+                }
+            }
+            Op::Fsync | Op::Fdatasync => {
+                if self.ensure_open(op)? {
+                    let fd = self.files[&key].fd.as_raw_fd();
+                    self.engine.sync(fd, op.op == Op::Fdatasync).map_err(|e| {
+                        let rel = self.files[&key].rel.clone();
+                        self.io_err(op.op.as_str(), &rel, e)
+                    })?;
+                } else {
+                    made = Err(());
+                }
+            }
+            Op::Truncate => {
+                if !self.files.contains_key(&key) && op.path != NO_PATH {
+                    self.open_file(op, Some(libc::O_WRONLY | libc::O_CREAT))?;
+                }
+                match self.files.get(&key) {
+                    Some(f) => {
+                        if let Err(e) = rustix::fs::ftruncate(&f.fd, op.bytes.max(0) as u64) {
+                            let (e, rel) = (io::Error::from(e), f.rel.clone());
+                            return Err(self.io_err("truncate", &rel, e));
+                        }
+                    }
+                    None => made = Err(()),
+                }
+            }
+            _ => match self.metadata(op)? {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    errno = e.raw_os_error();
+                    made = Ok(false);
+                }
+                None => made = Err(()),
+            },
+        }
+        Ok(CallOutcome { bytes, made, errno })
+    }
+
+    /// One call writing `n` bytes at `at`, every 4 KiB block stamped so that
+    /// storage which deduplicates finds no two alike: gathered from the
+    /// shared data when it can be, else from a private copy.
+    fn write_piece(&mut self, fd: RawFd, direct: bool, n: usize, at: u64) -> io::Result<usize> {
+        self.write_tag += 1;
+        if !direct && n <= STAMPED_MAX {
+            let data = &self.shared.data;
+            return self
+                .stamped
+                .write(&mut *self.engine, fd, data, n, at, self.write_tag);
+        }
+        let copies = &self.shared.copies;
+        let mut buf = copies.take();
+        let n = n.min(buf.len());
+        buf.stamp(n, self.write_tag);
+        let r = self.engine.write_at(fd, &buf.as_slice()[..n], at);
+        copies.give(buf);
+        r
+    }
+
+    /// Moves `len` bytes at `offset`, in pieces the size of the shared data
+    /// buffer at most (so at most [`crate::io::buffers::MAX_IO`]).
+    fn transfer(
+        &mut self,
+        key: (i32, i32),
+        write: bool,
+        offset: u64,
+        len: u64,
+    ) -> ReplayResult<()> {
+        let (fd, direct) = self.data_fd(key, write, offset, len)?;
+        let mut done = 0u64;
+        while done < len {
+            let n = ((len - done) as usize).min(self.shared.data.len());
+            let at = offset + done;
+            let r = if write {
+                self.write_piece(fd, direct, n, at)
+            } else {
+                // SAFETY: the shared buffer holds at least n bytes for the
+                // whole replay; what the kernel puts there is never read.
+                unsafe { self.engine.read_raw(fd, self.shared.data.ptr(), n, at) }
+            };
+            let moved = r.map_err(|e| {
+                let rel = self.files[&key].rel.clone();
+                self.io_err(if write { "write" } else { "read" }, &rel, e)
+            })?;
+            if moved == 0 {
+                let rel = self.files[&key].rel.clone();
+                return Err(self.io_err(
+                    "read",
+                    &rel,
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("file ends before offset {at} that the trace read"),
+                    ),
+                ));
+            }
+            done += moved as u64;
+        }
+        Ok(())
     }
 }

@@ -22,7 +22,7 @@ use rustix::fs::{AtFlags, Mode};
 
 use iorepro_format::Op;
 
-use super::{OpenFile, Worker};
+use super::files::{FileCalls, OpenFile};
 use crate::error::ReplayResult;
 use crate::io::confine::{cstr, Confined};
 use crate::plan::ops::PlannedOp;
@@ -87,7 +87,7 @@ fn link_text(target: &str, target_rel: &Path, link_rel: &Path) -> PathBuf {
     text
 }
 
-impl Worker<'_> {
+impl FileCalls<'_> {
     /// Makes a metadata call: `None` when it names nothing the replay can
     /// make it on, else the call's own result.
     pub(super) fn metadata(&mut self, op: &PlannedOp) -> ReplayResult<Option<io::Result<()>>> {
@@ -106,10 +106,10 @@ impl Worker<'_> {
         if op.path == NO_PATH {
             return Ok(None);
         }
-        let rel = self.rel_path(op.path)?;
+        let rel = self.places.rel_path(op.path)?;
         if op.failed && matches!(op.op, Op::Stat | Op::Access) {
-            let shared = self.shared;
-            let from_root = cstr(&rel).and_then(|path| self.look(op, shared.conf.root(), &path));
+            let conf = self.conf;
+            let from_root = cstr(&rel).and_then(|path| self.look(op, conf.root(), &path));
             if from_root.is_err() {
                 return Ok(Some(from_root));
             }
@@ -147,7 +147,7 @@ impl Worker<'_> {
                 let rel2 = if op.path2 == NO_PATH {
                     rel.clone()
                 } else {
-                    self.rel_path(op.path2)?
+                    self.places.rel_path(op.path2)?
                 };
                 let r = self.between(&rel, &rel2, |d1, n1, d2, n2| {
                     let r = if op.op == Op::Rename {
@@ -169,7 +169,7 @@ impl Worker<'_> {
                 if op.path2 == NO_PATH {
                     return Ok(None);
                 }
-                let link = self.rel_path(op.path2)?;
+                let link = self.places.rel_path(op.path2)?;
                 let target = self.shared.survey.paths[op.path as usize].path.clone();
                 let text = match cstr(&link_text(&target, &rel, &link)) {
                     Ok(t) => t,
@@ -200,14 +200,13 @@ impl Worker<'_> {
     fn stat(&mut self, rel: &Path, flags: i32) -> io::Result<()> {
         let no_follow = flags & libc::AT_SYMLINK_NOFOLLOW != 0;
         let (dir, name) = self.parent(rel)?;
-        let shared = self.shared;
-        let dir = dir.fd(shared.conf.root()).as_raw_fd();
+        let conf = self.conf;
+        let dir = dir.fd(conf.root()).as_raw_fd();
         let mode = self.engine.stat_at(dir, &name, libc::AT_SYMLINK_NOFOLLOW)?;
         if no_follow || mode & libc::S_IFMT != libc::S_IFLNK {
             return Ok(());
         }
         let fd = self
-            .shared
             .conf
             .open_via(&mut *self.engine, rel, libc::O_PATH, 0)?;
         let r = self
@@ -225,9 +224,9 @@ impl Worker<'_> {
             if op.path == NO_PATH {
                 return Ok(None);
             }
-            let rel = self.rel_path(op.path)?;
+            let rel = self.places.rel_path(op.path)?;
             let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-            let fd = match self.shared.conf.open_via(&mut *self.engine, &rel, flags, 0) {
+            let fd = match self.conf.open_via(&mut *self.engine, &rel, flags, 0) {
                 Ok(fd) => fd,
                 Err(e) => return Ok(Some(Err(e))),
             };
@@ -268,7 +267,7 @@ impl Worker<'_> {
         if let Some(fd) = self.parents.get(dir) {
             return Ok((Dir::Held(fd.clone()), name));
         }
-        let fd = match self.shared.conf.open_dir(dir) {
+        let fd = match self.conf.open_dir(dir) {
             Ok(fd) => Arc::new(fd),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                 return Ok((Dir::Root, cstr(rel)?));
@@ -289,7 +288,7 @@ impl Worker<'_> {
         call: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<()>,
     ) -> io::Result<()> {
         let (dir, name) = self.parent(rel)?;
-        let root = self.shared.conf.root();
+        let root = self.conf.root();
         call(dir.fd(root), &name)
     }
 
@@ -302,7 +301,7 @@ impl Worker<'_> {
     ) -> io::Result<()> {
         let (d1, n1) = self.parent(from)?;
         let (d2, n2) = self.parent(to)?;
-        let root = self.shared.conf.root();
+        let root = self.conf.root();
         call(d1.fd(root), &n1, d2.fd(root), &n2)
     }
 }

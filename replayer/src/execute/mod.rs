@@ -6,30 +6,31 @@
 //! its [`RankResult`], which the ranks gather and [`crate::report`] merges
 //! (and, with `--record-ops`, the calls it made, to the report's record).
 //!
-//! Here the loop and its phases; `files` where a traced path lands for
-//! the rank and how its files are opened; `calls` one call made and
-//! measured; `metadata` the metadata calls; `objects` what the calls
-//! become on an object-storage target.
+//! Here the loop and its phases, and where a traced path lands for the
+//! rank; `calls` one call made and measured, on whichever kind of target
+//! the run has; `files` the calls on files beneath a directory target,
+//! with `metadata` its metadata calls; `objects` what the calls become on
+//! an object-storage target.
 
 mod calls;
 mod files;
 mod metadata;
 mod objects;
 
-pub use objects::ObjectShared;
-
 use std::collections::{HashMap, HashSet};
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
+use calls::Calls;
+
 use crate::error::{ReplayError, ReplayResult};
-use crate::io::buffers::{PrivateCopies, SharedData, StampedWrite};
-use crate::io::confine::Confined;
-use crate::io::engine::{new_engine, DirectIo, Engine, EngineKind};
+use crate::io::buffers::{PrivateCopies, SharedData};
+use crate::io::engine::{DirectIo, EngineKind};
+use crate::io::paths::{resolve, Place};
+use crate::io::target::Opened;
 use crate::live::{LiveRanks, RankLive};
 use crate::plan::rank_map::RankMap;
 use crate::plan::stream::Chunk;
@@ -40,9 +41,18 @@ use crate::report::record::{RankRecorder, Recorder};
 use crate::report::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
 use iorepro_analysis::phases::{Phase, PhaseKind};
 
+/// How each call is made: `--timing`, `--direct` and `--engine`.
+#[derive(Debug, Clone, Copy)]
+pub struct CallOptions {
+    pub timing: Timing,
+    pub direct: DirectIo,
+    pub engine: EngineKind,
+}
+
 /// What all local ranks share.
 pub struct Shared {
-    pub conf: Arc<Confined>,
+    /// Where the calls land: a directory, or a bucket.
+    pub target: Opened,
     pub survey: Arc<Survey>,
     pub map: RankMap,
     pub phase_selected: Vec<bool>,
@@ -62,9 +72,6 @@ pub struct Shared {
     pub data: SharedData,
     /// Private copies for writes too large to gather, and for O_DIRECT.
     pub copies: PrivateCopies,
-    /// Set when the target is object storage: the calls become requests
-    /// there, and `conf` only holds what the ranks meet on.
-    pub objects: Option<ObjectShared>,
 }
 
 impl Shared {
@@ -110,40 +117,54 @@ impl Shared {
     }
 }
 
-struct OpenFile {
-    /// The trace path it was opened for ([`crate::plan::survey::NO_PATH`] if unknown).
-    id: u32,
-    fd: OwnedFd,
-    direct: Option<OwnedFd>,
-    rel: PathBuf,
-    flags: i32,
-    /// The traced job opened it with O_DIRECT.
-    traced_direct: bool,
-    pos: u64,
+/// Where this rank's copy of each traced path lands, relative to the
+/// target: resolved at the path's first call, then remembered.
+struct Places<'s> {
+    shared: &'s Shared,
+    rank: u32,
+    rel: HashMap<u32, PathBuf>,
+}
+
+impl<'s> Places<'s> {
+    fn new(shared: &'s Shared, rank: u32) -> Self {
+        Places {
+            shared,
+            rank,
+            rel: HashMap::new(),
+        }
+    }
+
+    /// Where trace path `id` lands for this rank.
+    fn rel_path(&mut self, id: u32) -> ReplayResult<PathBuf> {
+        if let Some(p) = self.rel.get(&id) {
+            return Ok(p.clone());
+        }
+        let info = &self.shared.survey.paths[id as usize];
+        let place = Place::of_call(info, self.rank, &self.shared.map);
+        let rel = resolve(&info.path, place).ok_or_else(|| {
+            ReplayError::Usage(format!(
+                "refused trace path {:?}: it names no file under the target",
+                &*info.path
+            ))
+        })?;
+        self.rel.insert(id, rel.clone());
+        Ok(rel)
+    }
+
+    /// How messages and the record name the copy of trace path `id`, once
+    /// a call has resolved it.
+    fn shown(&self, id: u32) -> Option<PathBuf> {
+        self.rel.get(&id).map(|rel| self.shared.target.display(rel))
+    }
 }
 
 pub struct Worker<'s> {
     shared: &'s Shared,
     rank: u32,
-    engine: Box<dyn Engine>,
-    /// io_uring for the trace's io_uring requests under `--engine auto`
-    /// (made at the first; while one is made it swaps places with `engine`).
-    uring: Option<Box<dyn Engine>>,
-    files: HashMap<(i32, i32), OpenFile>,
-    /// The rank's client and objects, on an object-storage target.
-    objects: Option<objects::ObjectRank>,
-    /// Directories that metadata calls name entries in, held open; dropped
-    /// when this rank removes or renames a directory.
-    parents: HashMap<PathBuf, Arc<OwnedFd>>,
-    /// Where a directory listing lands (never looked at).
-    listing: Vec<std::mem::MaybeUninit<u8>>,
-    paths: HashMap<u32, PathBuf>,
-    dirs: HashSet<PathBuf>,
+    /// The rank's calls on the target, with what they hold open there.
+    calls: Calls<'s>,
     /// Traced processes this rank has made an op of.
     processes: HashSet<i32>,
-    /// The rank's own stamps for buffered writes from [`Shared::data`].
-    stamped: StampedWrite,
-    write_tag: u64,
     /// The rank's op figures, kept where status lines and metrics read them.
     live: Arc<RankLive>,
     result: RankResult,
@@ -162,17 +183,8 @@ pub struct Worker<'s> {
 
 impl<'s> Worker<'s> {
     pub fn new(shared: &'s Shared, rank: u32, node: u32) -> ReplayResult<Self> {
-        let engine = new_engine(shared.engine).map_err(|e| {
-            ReplayError::Usage(format!("cannot start the {:?} engine: {e}", shared.engine))
-        })?;
         let live = shared.live.rank(rank);
-        let objects = match &shared.objects {
-            Some(o) => Some(
-                objects::ObjectRank::connect(o, live.requests.clone())
-                    .map_err(ReplayError::Usage)?,
-            ),
-            None => None,
-        };
+        let calls = Calls::open(shared, rank, &live)?;
         let now = Instant::now();
         let result = RankResult {
             rank,
@@ -185,17 +197,8 @@ impl<'s> Worker<'s> {
         Ok(Worker {
             shared,
             rank,
-            engine,
-            uring: None,
-            files: HashMap::new(),
-            objects,
-            parents: HashMap::new(),
-            listing: Vec::new(),
-            paths: HashMap::new(),
-            dirs: HashSet::new(),
+            calls,
             processes: HashSet::new(),
-            stamped: StampedWrite::default(),
-            write_tag: (rank as u64) << 40,
             live,
             result,
             sched: Schedule::new(shared.timing, now, shared.origin_ns()),
@@ -212,7 +215,7 @@ impl<'s> Worker<'s> {
     /// Replays every op from `rx`; errors end the rank's replay and are in the result.
     pub fn run(mut self, rx: Receiver<Chunk>) -> RankResult {
         if let Err(e) = self.replay(rx) {
-            self.abort_uploads();
+            self.calls.abandon();
             let msg = format!("rank {}: {e}", self.rank);
             if !matches!(e, ReplayError::Aborted(_)) {
                 self.shared.rendezvous.abort(self.rank, &msg);
@@ -222,7 +225,9 @@ impl<'s> Worker<'s> {
             self.shared
                 .skip_remaining_barriers(self.rank, self.barriers);
         }
-        self.take_request_stats();
+        if let Some(requests) = self.calls.request_stats() {
+            self.result.requests = requests;
+        }
         self.result.ops = self.live.ops();
         self.live.finished(self.result.elapsed_ns);
         self.result.ideal_ns = self.sched.ideal_ns;
@@ -271,7 +276,7 @@ impl<'s> Worker<'s> {
             }
             self.advance_to(chunk.then_phase)?;
         }
-        self.finish_objects()?;
+        self.calls.finish()?;
         self.leave()?;
         while self.phase + 1 < self.shared.phases().len() {
             self.enter(self.phase + 1)?;

@@ -28,37 +28,21 @@ use object_store::multipart::PartId;
 use iorepro_format::Op;
 
 use super::calls::CallOutcome;
-use super::Worker;
+use super::{Places, Shared};
 use crate::error::{ReplayError, ReplayResult};
-use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError};
+use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError, RequestStats};
+use crate::io::target::Bucket;
 use crate::plan::ops::PlannedOp;
 use crate::plan::survey::NO_PATH;
-use crate::report::stats::RequestStats;
 
-/// What every rank of the process shares about an object target.
-pub struct ObjectShared {
-    pub target: ObjectTarget,
-    /// Upload data (see [`crate::io::objects::prepare::upload_data`]).
-    pub data: Bytes,
-}
-
-/// One rank's client and the objects its traced descriptors stand for.
-pub(super) struct ObjectRank {
+/// One rank's calls on a bucket: its client and the objects its traced
+/// descriptors stand for.
+pub(super) struct ObjectCalls<'s> {
+    shared: &'s Shared,
+    bucket: &'s Bucket,
+    pub places: Places<'s>,
     client: ObjectClient,
     files: HashMap<(i32, i32), ObjectFile>,
-}
-
-impl ObjectRank {
-    /// The rank's client, counting into `stats` (its live figures).
-    pub(super) fn connect(
-        shared: &ObjectShared,
-        stats: Arc<Mutex<RequestStats>>,
-    ) -> Result<Self, String> {
-        Ok(ObjectRank {
-            client: ObjectClient::connect(&shared.target, stats)?,
-            files: HashMap::new(),
-        })
-    }
 }
 
 struct ObjectFile {
@@ -95,36 +79,45 @@ fn failed(
     ReplayError::io(what, target.display(rel), io::Error::other(e.to_string()))
 }
 
-impl<'s> Worker<'s> {
-    /// The target (borrowed from what all ranks share, not from the worker).
+impl<'s> ObjectCalls<'s> {
+    /// The rank's client, counting into `stats` (its live figures).
+    pub fn connect(
+        shared: &'s Shared,
+        bucket: &'s Bucket,
+        places: Places<'s>,
+        stats: Arc<Mutex<RequestStats>>,
+    ) -> ReplayResult<Self> {
+        Ok(ObjectCalls {
+            shared,
+            bucket,
+            places,
+            client: ObjectClient::connect(&bucket.target, stats).map_err(ReplayError::Usage)?,
+            files: HashMap::new(),
+        })
+    }
+
+    /// The target (borrowed from what all ranks share, not from the rank).
     fn target(&self) -> &'s ObjectTarget {
-        let shared: &'s super::Shared = self.shared;
-        &shared.objects.as_ref().expect("object target").target
+        let bucket: &'s Bucket = self.bucket;
+        &bucket.target
     }
 
     fn upload_data(&self) -> &'s Bytes {
-        let shared: &'s super::Shared = self.shared;
-        &shared.objects.as_ref().expect("object target").data
+        let bucket: &'s Bucket = self.bucket;
+        &bucket.data
     }
 
-    fn rank_objects(&mut self) -> &mut ObjectRank {
-        self.objects.as_mut().expect("object target")
-    }
-
-    /// `op` made as requests to the object target.
-    pub(super) fn object_call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+    /// `op` made as requests to the bucket.
+    pub fn make(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
         let key = (op.pid, op.fd);
         let none = |this: &mut Self| {
-            this.rank_objects()
-                .client
-                .stats()
-                .no_request(op.op.as_str());
+            this.client.stats().no_request(op.op.as_str());
             Ok(CallOutcome::made(0))
         };
         match op.op {
             Op::Open if op.path == NO_PATH => Ok(CallOutcome::not_made()),
             Op::Open => self.open_object(op),
-            Op::Close => match self.rank_objects().files.remove(&key) {
+            Op::Close => match self.files.remove(&key) {
                 Some(mut f) => {
                     if !self.finish_upload(&mut f)? {
                         none(self)?;
@@ -137,7 +130,7 @@ impl<'s> Worker<'s> {
                 if !self.ensure_object(op)? {
                     return Ok(CallOutcome::not_made());
                 }
-                let f = &self.rank_objects().files[&key];
+                let f = &self.files[&key];
                 let offset = if op.offset >= 0 {
                     op.offset as u64
                 } else {
@@ -149,7 +142,7 @@ impl<'s> Worker<'s> {
                 } else {
                     self.read_object(key, offset, len)?
                 };
-                self.rank_objects().files.get_mut(&key).expect("open").pos = offset + len;
+                self.files.get_mut(&key).expect("open").pos = offset + len;
                 if !requested {
                     none(self)?;
                 }
@@ -159,45 +152,38 @@ impl<'s> Worker<'s> {
                 if !self.ensure_object(op)? {
                     return Ok(CallOutcome::not_made());
                 }
-                let mut f = self.rank_objects().files.remove(&key).expect("open");
+                let mut f = self.files.remove(&key).expect("open");
                 let r = self.finish_upload(&mut f);
-                self.rank_objects().files.insert(key, f);
+                self.files.insert(key, f);
                 if !r? {
                     none(self)?;
                 }
                 Ok(CallOutcome::made(0))
             }
             Op::Truncate => {
-                if let Some(u) = self
-                    .rank_objects()
-                    .files
-                    .get_mut(&key)
-                    .and_then(|f| f.upload.as_mut())
-                {
+                if let Some(u) = self.files.get_mut(&key).and_then(|f| f.upload.as_mut()) {
                     u.end = op.bytes.max(0) as u64;
                     u.sent = u.sent.min(u.end);
                     u.dirty = true;
                 }
                 none(self)
             }
-            Op::Stat if op.fd >= 0 && self.rank_objects().files.contains_key(&key) => none(self),
+            Op::Stat if op.fd >= 0 && self.files.contains_key(&key) => none(self),
             Op::Stat | Op::Access if op.path != NO_PATH => self.exists_object(op),
             Op::Getdents if op.path != NO_PATH => {
-                let rel = self.rel_path(op.path)?;
+                let rel = self.places.rel_path(op.path)?;
                 let prefix = self.target().key(&rel);
                 let target = self.target();
-                self.rank_objects()
-                    .client
+                self.client
                     .list(&prefix)
                     .map_err(|e| failed(target, "listing", &rel, e))?;
                 Ok(CallOutcome::made(0))
             }
             Op::Unlink if op.path != NO_PATH => {
-                let rel = self.rel_path(op.path)?;
+                let rel = self.places.rel_path(op.path)?;
                 let k = self.target().key(&rel);
                 let target = self.target();
-                self.rank_objects()
-                    .client
+                self.client
                     .delete(&k)
                     .map_err(|e| failed(target, "deleting", &rel, e))?;
                 Ok(CallOutcome::made(0))
@@ -209,7 +195,7 @@ impl<'s> Worker<'s> {
     }
 
     fn open_object(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
-        let rel = self.rel_path(op.path)?;
+        let rel = self.places.rel_path(op.path)?;
         let key = self.target().key(&rel);
         let info = &self.shared.survey.paths[op.path as usize];
         let writes = info.written
@@ -218,11 +204,11 @@ impl<'s> Worker<'s> {
                 .is_none_or(|f| f & libc::O_ACCMODE != libc::O_RDONLY);
         if writes && !op.failed {
             // Nothing to ask: the object is made when the writes are sent.
-            self.rank_objects().client.stats().no_request("open");
+            self.client.stats().no_request("open");
             self.add_object(op, rel, key, None, Some(Upload::default()));
             return Ok(CallOutcome::made(0));
         }
-        match self.rank_objects().client.head(&key) {
+        match self.client.head(&key) {
             Ok(size) => {
                 if !op.failed {
                     self.add_object(op, rel, key, Some(size), None);
@@ -251,7 +237,7 @@ impl<'s> Worker<'s> {
             size,
             upload,
         };
-        self.rank_objects().files.insert((op.pid, op.fd), f);
+        self.files.insert((op.pid, op.fd), f);
     }
 
     /// The object a descriptor op refers to, taken from its path when the
@@ -259,18 +245,18 @@ impl<'s> Worker<'s> {
     /// one was not traced).
     fn ensure_object(&mut self, op: &PlannedOp) -> ReplayResult<bool> {
         let key = (op.pid, op.fd);
-        if let Some(f) = self.rank_objects().files.get(&key) {
+        if let Some(f) = self.files.get(&key) {
             if op.path == NO_PATH || f.id == op.path {
                 return Ok(true);
             }
             // The descriptor was reused without a traced close.
-            let mut old = self.rank_objects().files.remove(&key).expect("present");
+            let mut old = self.files.remove(&key).expect("present");
             self.finish_upload(&mut old)?;
         }
         if op.path == NO_PATH {
             return Ok(false);
         }
-        let rel = self.rel_path(op.path)?;
+        let rel = self.places.rel_path(op.path)?;
         let k = self.target().key(&rel);
         let written = self.shared.survey.paths[op.path as usize].written;
         let upload = (written || op.op == Op::Write).then(Upload::default);
@@ -283,8 +269,7 @@ impl<'s> Worker<'s> {
         let mode = self.target().read;
         let span = self.target().coalesce;
         let target = self.target();
-        let objects = self.rank_objects();
-        let f = objects.files.get_mut(&key).expect("open");
+        let f = self.files.get_mut(&key).expect("open");
         if f.upload.as_ref().is_some_and(|u| u.dirty) || len == 0 {
             // Bytes this rank wrote and has not completed: its own buffer.
             return Ok(false);
@@ -302,7 +287,7 @@ impl<'s> Worker<'s> {
             }
             ReadMode::Whole => None,
         };
-        let got = objects
+        let got = self
             .client
             .get(&f.key, range.clone())
             .map_err(|e| failed(target, "read", &f.rel, e))?;
@@ -334,8 +319,7 @@ impl<'s> Worker<'s> {
     fn write_object(&mut self, key: (i32, i32), offset: u64, len: u64) -> ReplayResult<bool> {
         let target = self.target();
         let data = self.upload_data();
-        let objects = self.rank_objects();
-        let f = objects.files.get_mut(&key).expect("open");
+        let f = self.files.get_mut(&key).expect("open");
         let u = f.upload.get_or_insert_with(Upload::default);
         u.end = u.end.max(offset + len);
         u.dirty = true;
@@ -343,12 +327,12 @@ impl<'s> Worker<'s> {
         let fail = |e| failed(target, "write", &f.rel, e);
         while u.end >= target.multipart_threshold && u.end - u.sent >= target.part_size {
             if u.multipart.is_none() {
-                let id = objects.client.create_multipart(&f.key).map_err(fail)?;
+                let id = self.client.create_multipart(&f.key).map_err(fail)?;
                 u.multipart = Some((id, Vec::new()));
             }
             let (id, parts) = u.multipart.as_mut().expect("started");
             let part = data.slice(..target.part_size as usize);
-            let p = objects
+            let p = self
                 .client
                 .put_part(&f.key, id, parts.len(), part)
                 .map_err(fail)?;
@@ -367,7 +351,7 @@ impl<'s> Worker<'s> {
         };
         let target = self.target();
         let data = self.upload_data();
-        let client = &mut self.objects.as_mut().expect("object target").client;
+        let client = &mut self.client;
         let fail = |e| failed(target, "close", &f.rel, e);
         match u.multipart.take() {
             None => client
@@ -398,11 +382,11 @@ impl<'s> Worker<'s> {
     /// A stat or access: HEAD of the key, or for a directory one LIST of
     /// its prefix; missing is the call's ENOENT.
     fn exists_object(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
-        let rel = self.rel_path(op.path)?;
+        let rel = self.places.rel_path(op.path)?;
         let key = self.target().key(&rel);
         let is_dir = self.shared.survey.paths[op.path as usize].is_dir;
         let target = self.target();
-        let client = &mut self.rank_objects().client;
+        let client = &mut self.client;
         let found = if is_dir {
             client.any_beneath(&key)
         } else {
@@ -416,10 +400,13 @@ impl<'s> Worker<'s> {
     }
 
     fn rename_object(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
-        let (from, to) = (self.rel_path(op.path)?, self.rel_path(op.path2)?);
+        let (from, to) = (
+            self.places.rel_path(op.path)?,
+            self.places.rel_path(op.path2)?,
+        );
         let (a, b) = (self.target().key(&from), self.target().key(&to));
         let target = self.target();
-        let client = &mut self.rank_objects().client;
+        let client = &mut self.client;
         match client.copy(&a, &b) {
             Ok(()) => {}
             Err(RequestError::Missing) => return Ok(CallOutcome::failed(libc::ENOENT)),
@@ -433,11 +420,8 @@ impl<'s> Worker<'s> {
 
     /// At the rank's end: every object still being written is completed,
     /// as a closing job's would be (nothing written is left unsent).
-    pub(super) fn finish_objects(&mut self) -> ReplayResult<()> {
-        let Some(objects) = self.objects.as_mut() else {
-            return Ok(());
-        };
-        let open: Vec<_> = objects.files.drain().map(|(_, f)| f).collect();
+    pub fn finish(&mut self) -> ReplayResult<()> {
+        let open: Vec<_> = self.files.drain().map(|(_, f)| f).collect();
         for mut f in open {
             self.finish_upload(&mut f)?;
         }
@@ -446,21 +430,16 @@ impl<'s> Worker<'s> {
 
     /// After the rank failed: the multipart uploads it had under way are
     /// abandoned, so no parts are left on the store.
-    pub(super) fn abort_uploads(&mut self) {
-        let Some(objects) = self.objects.as_mut() else {
-            return;
-        };
-        for f in objects.files.values_mut() {
+    pub fn abort_uploads(&mut self) {
+        for f in self.files.values_mut() {
             if let Some((id, _)) = f.upload.as_mut().and_then(|u| u.multipart.take()) {
-                objects.client.abort(&f.key, &id);
+                self.client.abort(&f.key, &id);
             }
         }
     }
 
-    /// The rank's request figures, handed to its result.
-    pub(super) fn take_request_stats(&mut self) {
-        if let Some(o) = self.objects.as_ref() {
-            self.result.requests = o.client.stats().clone();
-        }
+    /// The rank's request figures, for its result.
+    pub fn request_stats(&self) -> RequestStats {
+        self.client.stats().clone()
     }
 }

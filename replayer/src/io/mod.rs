@@ -7,13 +7,15 @@
 //! (syscalls, or io_uring requests); [`buffers`] holds the bytes they move
 //! (page-aligned, incompressible, stamped per 4 KiB block); [`prepare`]
 //! puts the target in the state the traced job found before the clock
-//! starts; [`target`] checks and opens the target. [`objects`] is the other
-//! kind of target, object storage over the S3 API: its keys, its client and
-//! requests, and its preparation.
+//! starts; [`target`] is the one target type, a directory or a bucket,
+//! checked, opened and prepared. [`objects`] is the bucket's side, object
+//! storage over the S3 API: its keys, its client, the requests' figures,
+//! and its preparation.
 //!
 //! Takes the survey and the rank map from `plan`; hands `execute` the
-//! prepared target ([`confine::Confined`]), the engines and the process's
-//! buffers, and `ranks` the target to meet on when no other place is given.
+//! prepared target ([`target::Opened`]), the engines and the process's
+//! buffers, and `ranks` the directory to meet on when no other place is
+//! given.
 pub mod buffers;
 pub mod confine;
 pub mod engine;

@@ -35,6 +35,17 @@ pub enum PrepareMode {
     Skip,
 }
 
+/// How the target is prepared: `--prepare`, `--prepare-threads` and
+/// `--drop-caches`.
+#[derive(Debug, Clone, Copy)]
+pub struct PrepareOptions {
+    pub mode: PrepareMode,
+    /// Files prepared at a time by each process.
+    pub threads: usize,
+    /// Drop the node's caches before the replay (privileged).
+    pub drop_caches: bool,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PrepareStats {
     pub files_created: u64,
@@ -190,7 +201,7 @@ pub fn drop_caches() -> ReplayResult<()> {
 
 /// What the workers of [`prepare`] count.
 #[derive(Default)]
-pub(crate) struct Counters {
+pub struct Counters {
     pub created: AtomicU64,
     pub present: AtomicU64,
     pub written: AtomicU64,
@@ -275,7 +286,7 @@ pub(crate) fn run_tasks<D: StepDoer>(
 }
 
 /// The files of tasks `all` this process prepares (of its `share`), for progress.
-pub(crate) fn file_count(all: &[PrepareTask], share: (u32, u32)) -> u64 {
+pub fn file_count(all: &[PrepareTask], share: (u32, u32)) -> u64 {
     all.iter()
         .enumerate()
         .filter(|(i, _)| *i as u32 % share.1 == share.0)
@@ -286,14 +297,15 @@ pub(crate) fn file_count(all: &[PrepareTask], share: (u32, u32)) -> u64 {
 
 /// Prepares tasks `i` with `i % share.1 == share.0` beneath a directory
 /// target, `threads` at a time.
-pub fn prepare(
+pub(crate) fn prepare(
     conf: &Confined,
     survey: &Survey,
     all: &[PrepareTask],
     share: (u32, u32),
     threads: usize,
+    counters: &Counters,
 ) -> ReplayResult<PrepareStats> {
-    run_tasks(survey, all, share, threads, &Counters::default(), |t| {
+    run_tasks(survey, all, share, threads, counters, |t| {
         Ok(InDirectory {
             conf,
             rng: SmallRng::seed_from_u64(0x1e0 + t as u64),

@@ -1,63 +1,140 @@
-//! The target, checked before the trace is read and opened before the
-//! plan's work: a directory, made if missing and held open (every path of
-//! the replay is resolved beneath it), or object storage, whose bucket is
-//! checked with one request (a missing bucket or refused credentials stop
-//! the run before any work) and for which a local scratch directory stands
-//! in as what the ranks meet on.
+//! The target, the one place that knows its two kinds: a directory (made
+//! if missing and held open; every path of the replay is resolved beneath
+//! it) or object storage (a bucket and prefix over the S3 API, checked with
+//! one request, so a missing bucket or refused credentials stop the run
+//! before any work). [`Target`] is what `--target` names, checked before
+//! the trace is read; [`Opened`] is the target held for the replay, which
+//! `prepare`, `execute`, `ranks` and `report` take and match on.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::confine::Confined;
 use crate::io::objects::{self, ObjectTarget};
+use crate::io::prepare::{self, Counters, PrepareStats, PrepareTask};
+use crate::plan::survey::Survey;
 
-/// Said before the trace is read, which can take a while. `meets_on_target`:
-/// launched processes would meet through files on the target (no MPI, no
-/// `--rendezvous-dir`).
-pub fn check(
-    dir: &Path,
-    objects: Option<&ObjectTarget>,
-    meets_on_target: bool,
-) -> ReplayResult<()> {
-    if objects.is_some() {
-        // A bucket cannot hold the rendezvous files.
-        if meets_on_target {
-            return Err(ReplayError::Usage(
-                "an s3:// target under a launcher needs --rendezvous-dir (a directory every \
-                 process sees) or a build with MPI, for the processes to meet"
-                    .into(),
-            ));
-        }
-        return Ok(());
-    }
-    if dir.exists() && !dir.is_dir() {
-        return Err(ReplayError::Usage(format!(
-            "--target {} is not a directory",
-            dir.display()
-        )));
-    }
-    Ok(())
+/// Why launched processes cannot meet on a bucket by default.
+pub const NO_MEETING_ON_A_BUCKET: &str =
+    "an s3:// target under a launcher needs --rendezvous-dir (a directory every process \
+     sees) or a build with MPI, for the processes to meet";
+
+/// What `--target` names.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A directory on the storage under test.
+    Dir(PathBuf),
+    /// `s3://BUCKET/PREFIX`.
+    Bucket(ObjectTarget),
 }
 
-/// The directory every rank's paths are resolved beneath, held open, and,
-/// for an object-storage target, the scratch directory standing in for it
-/// (to remove at the end).
-pub fn open(
-    dir: &Path,
-    objects: Option<&ObjectTarget>,
-) -> ReplayResult<(Arc<Confined>, Option<PathBuf>)> {
-    let (root, scratch) = match objects {
-        Some(target) => {
-            objects::check_reachable(target).map_err(ReplayError::Usage)?;
-            let scratch =
-                std::env::temp_dir().join(format!("iorepro-replay-{}", std::process::id()));
-            (scratch.clone(), Some(scratch))
+/// A bucket held for the replay: where it is and how it is used, and the
+/// incompressible bytes every upload of the process slices.
+#[derive(Debug)]
+pub struct Bucket {
+    pub target: ObjectTarget,
+    pub data: Bytes,
+}
+
+/// The target held for the replay.
+#[derive(Debug, Clone)]
+pub enum Opened {
+    Dir(Arc<Confined>),
+    Bucket(Arc<Bucket>),
+}
+
+impl Target {
+    /// Checks what can be checked before the trace is read, which can take
+    /// a while. `meets_on_target`: launched processes would meet through
+    /// files on the target (no MPI, no `--rendezvous-dir`).
+    pub fn check(&self, meets_on_target: bool) -> ReplayResult<()> {
+        match self {
+            Target::Bucket(_) if meets_on_target => {
+                Err(ReplayError::Usage(NO_MEETING_ON_A_BUCKET.into()))
+            }
+            Target::Bucket(_) => Ok(()),
+            Target::Dir(dir) if dir.exists() && !dir.is_dir() => Err(ReplayError::Usage(format!(
+                "--target {} is not a directory",
+                dir.display()
+            ))),
+            Target::Dir(_) => Ok(()),
         }
-        None => (dir.to_path_buf(), None),
-    };
-    std::fs::create_dir_all(&root).map_err(|e| ReplayError::io("creating target", &root, e))?;
-    let conf =
-        Confined::open_root(&root).map_err(|e| ReplayError::io("opening target", &root, e))?;
-    Ok((Arc::new(conf), scratch))
+    }
+
+    /// The directory made and held open, or the bucket reached.
+    pub fn open(&self) -> ReplayResult<Opened> {
+        match self {
+            Target::Dir(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| ReplayError::io("creating target", dir, e))?;
+                let conf = Confined::open_root(dir)
+                    .map_err(|e| ReplayError::io("opening target", dir, e))?;
+                Ok(Opened::Dir(Arc::new(conf)))
+            }
+            Target::Bucket(target) => {
+                objects::check_reachable(target).map_err(ReplayError::Usage)?;
+                Ok(Opened::Bucket(Arc::new(Bucket {
+                    data: objects::prepare::upload_data(target),
+                    target: target.clone(),
+                })))
+            }
+        }
+    }
+
+    /// The target as the user wrote it.
+    pub fn display(&self) -> String {
+        match self {
+            Target::Dir(dir) => dir.display().to_string(),
+            Target::Bucket(t) => t.url(),
+        }
+    }
+}
+
+impl Opened {
+    /// The directory held open, for what needs one (the files rendezvous
+    /// on the target); `None` for a bucket.
+    pub fn dir(&self) -> Option<&Arc<Confined>> {
+        match self {
+            Opened::Dir(conf) => Some(conf),
+            Opened::Bucket(_) => None,
+        }
+    }
+
+    /// How reports and errors name the copy of a path at `rel`.
+    pub fn display(&self, rel: &Path) -> PathBuf {
+        match self {
+            Opened::Dir(conf) => conf.display(rel),
+            Opened::Bucket(b) => PathBuf::from(b.target.display(rel)),
+        }
+    }
+
+    /// Puts the target in the state the traced job found: tasks `i` with
+    /// `i % share.1 == share.0`, `threads` at a time, counted in `counters`.
+    pub fn prepare(
+        &self,
+        survey: &Survey,
+        tasks: &[PrepareTask],
+        share: (u32, u32),
+        threads: usize,
+        counters: &Counters,
+    ) -> ReplayResult<PrepareStats> {
+        match self {
+            Opened::Dir(conf) => prepare::prepare(conf, survey, tasks, share, threads, counters),
+            Opened::Bucket(b) => {
+                objects::prepare::prepare(b, survey, tasks, share, threads, counters)
+            }
+        }
+    }
+
+    /// Why the target is gone, if it vanished under the replay (a directory
+    /// unmounted or removed; a bucket's failures are its requests' own).
+    pub fn vanished(&self, calls_failed: bool) -> Option<String> {
+        match self {
+            Opened::Dir(conf) => conf.vanished_settled(calls_failed),
+            Opened::Bucket(_) => None,
+        }
+    }
 }

@@ -10,7 +10,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::LiveRanks;
-use crate::report::stats::{OpStats, RequestStats};
+use crate::io::objects::RequestStats;
+use crate::report::stats::OpStats;
 
 pub struct ReplayFigures {
     pub live: Arc<LiveRanks>,

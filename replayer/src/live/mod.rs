@@ -24,7 +24,8 @@ use std::time::Instant;
 
 use iorepro_format::Op;
 
-use crate::report::stats::{OpStats, RequestStats};
+use crate::io::objects::RequestStats;
+use crate::report::stats::OpStats;
 
 /// One rank's figures so far.
 pub struct RankLive {

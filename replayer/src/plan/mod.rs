@@ -25,3 +25,21 @@ pub mod scope;
 pub mod stream;
 pub mod survey;
 pub mod timing;
+
+use iorepro_analysis::phases::PhaseKind;
+
+/// What of the trace a replay makes, and how its ranks scale: the plan's
+/// share of the command line.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// Which files' calls are replayed (`--roles`, `--include`, `--exclude`).
+    pub scope: scope::Scope,
+    /// Only the phases of these kinds (`--phases`); all when `None`.
+    pub phases: Option<Vec<PhaseKind>>,
+    /// Replay a trace with no calls, or one marked incomplete.
+    pub allow_incomplete: bool,
+    /// How the trace's R ranks become N (see [`scale`]).
+    pub scale: scale::ScaleOptions,
+    /// All replicas read one copy of the data (`--shared-data`).
+    pub shared_data: bool,
+}

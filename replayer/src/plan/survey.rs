@@ -226,86 +226,99 @@ impl Survey {
         let mut roles = RolesBuilder::default();
         for ev in reader.events()? {
             let ev = ev?;
-            let ops = ev.ops();
-            let (ts, dur, ret) = (ev.ts(), ev.dur_ns(), ev.ret());
-            for (row, &op) in ops.iter().enumerate() {
+            for (row, &op) in ev.ops().iter().enumerate() {
                 roles.observe(&ev, row);
-                let t = ts.value(row);
-                // A run of calls lasts its span; its calls are counted one by one.
-                let end = t + dur.value(row).max(ev.span_at(row)).max(0);
-                let calls = ev.calls_at(row) as u64;
-                s.start_ns = s.start_ns.min(t);
-                s.end_ns = s.end_ns.max(end);
-                s.events += calls;
-                let r = ret.value(row);
-                let rank = rank_or_zero(&ev, row);
-                *s.ops_per_source.entry(rank).or_default() += calls;
-                let bytes = if r > 0 && op.moves_data() {
-                    r as u64
-                } else {
-                    0
-                };
-                let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
-                activity.observe_row(t, end - t, op, r, writer, calls);
-                if r >= 0 {
-                    match op {
-                        Op::Read => s.read_bytes += bytes,
-                        Op::Write => s.write_bytes += bytes,
-                        _ => {}
-                    }
-                    if matches!(op, Op::Read | Op::Write) {
-                        let requested = Events::opt_i64(ev.size(), row).unwrap_or(0).max(0) as u64;
-                        // The buffer a call needs: a run's calls are equal parts.
-                        let call = (bytes / calls).max(requested / calls);
-                        s.max_io_bytes = s.max_io_bytes.max(call);
-                        if op == Op::Write {
-                            s.max_write_bytes = s.max_write_bytes.max(call);
-                        }
-                    }
-                }
-                let flags = Events::opt_i32(ev.flags(), row);
-                let fd = Events::opt_i32(ev.fd(), row);
-                let path = ev
-                    .path_at(row)
-                    .filter(|p| !pathforms::on_descriptor(p, op, fd));
-                if let Some(path) = path {
-                    let (id, names_dir) = s.intern(path);
-                    let info = &mut s.paths[id as usize];
-                    info.observe(op, Role::First, r, flags, rank, names_dir);
-                    match info.calls.iter_mut().find(|(k, _)| *k == rank) {
-                        Some((_, n)) => *n += calls,
-                        None => info.calls.push((rank, calls)),
-                    }
-                    if r >= 0 && op.reads_file() {
-                        let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
-                        info.read_extent = info.read_extent.max(off + bytes);
-                        add_rank(&mut info.readers, rank);
-                    }
-                }
-                if let Some(path2) = ev.path2_at(row) {
-                    let (id, names_dir) = s.intern(path2);
-                    s.paths[id as usize].observe(op, Role::Second, r, flags, rank, names_dir);
-                }
+                s.observe_row(&ev, row, op, &mut activity);
             }
         }
-        s.settle_paths();
         s.roles = roles.finish();
         if let Some(m) = &reader.manifest().mounts {
             s.roles.assign_mounts(&iorepro_format::MountTable::new(m));
         }
-        if s.events == 0 {
-            s.start_ns = 0;
-            s.end_ns = 0;
+        s.settle(activity);
+        Ok(s)
+    }
+
+    /// One row: its time, its bytes, its rank's calls, its path(s), and
+    /// what the phase detector needs of it.
+    fn observe_row(&mut self, ev: &Events, row: usize, op: Op, activity: &mut Activity) {
+        let t = ev.ts().value(row);
+        // A run of calls lasts its span; its calls are counted one by one.
+        let end = t + ev.dur_ns().value(row).max(ev.span_at(row)).max(0);
+        let calls = ev.calls_at(row) as u64;
+        self.start_ns = self.start_ns.min(t);
+        self.end_ns = self.end_ns.max(end);
+        self.events += calls;
+        let r = ev.ret().value(row);
+        let rank = rank_or_zero(ev, row);
+        *self.ops_per_source.entry(rank).or_default() += calls;
+        let bytes = if r > 0 && op.moves_data() {
+            r as u64
+        } else {
+            0
+        };
+        let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
+        activity.observe_row(t, end - t, op, r, writer, calls);
+        if r >= 0 {
+            self.count_bytes(ev, row, op, bytes, calls);
         }
-        s.sources = s.ops_per_source.keys().copied().collect();
-        if s.sources.is_empty() {
-            s.sources.push(0);
+        let flags = Events::opt_i32(ev.flags(), row);
+        let fd = Events::opt_i32(ev.fd(), row);
+        let path = ev
+            .path_at(row)
+            .filter(|p| !pathforms::on_descriptor(p, op, fd));
+        if let Some(path) = path {
+            let (id, names_dir) = self.intern(path);
+            let info = &mut self.paths[id as usize];
+            info.observe(op, Role::First, r, flags, rank, names_dir);
+            match info.calls.iter_mut().find(|(k, _)| *k == rank) {
+                Some((_, n)) => *n += calls,
+                None => info.calls.push((rank, calls)),
+            }
+            if r >= 0 && op.reads_file() {
+                let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
+                info.read_extent = info.read_extent.max(off + bytes);
+                add_rank(&mut info.readers, rank);
+            }
+        }
+        if let Some(path2) = ev.path2_at(row) {
+            let (id, names_dir) = self.intern(path2);
+            self.paths[id as usize].observe(op, Role::Second, r, flags, rank, names_dir);
+        }
+    }
+
+    /// A successful call's bytes, and the largest buffer a call needs.
+    fn count_bytes(&mut self, ev: &Events, row: usize, op: Op, bytes: u64, calls: u64) {
+        match op {
+            Op::Read => self.read_bytes += bytes,
+            Op::Write => self.write_bytes += bytes,
+            _ => return,
+        }
+        let requested = Events::opt_i64(ev.size(), row).unwrap_or(0).max(0) as u64;
+        // The buffer a call needs: a run's calls are equal parts.
+        let call = (bytes / calls).max(requested / calls);
+        self.max_io_bytes = self.max_io_bytes.max(call);
+        if op == Op::Write {
+            self.max_write_bytes = self.max_write_bytes.max(call);
+        }
+    }
+
+    /// After the last row: the paths settled, the source ranks and the
+    /// phases (a trace without calls replays as one idle phase).
+    fn settle(&mut self, mut activity: Activity) {
+        self.settle_paths();
+        if self.events == 0 {
+            self.start_ns = 0;
+            self.end_ns = 0;
+        }
+        self.sources = self.ops_per_source.keys().copied().collect();
+        if self.sources.is_empty() {
+            self.sources.push(0);
         }
         activity.finish();
-        s.phases = phases::fold_startup(phases::detect(&activity), s.roles.first_data_ns());
-        if s.phases.is_empty() {
-            // A trace without calls replays as one idle phase.
-            s.phases.push(Phase {
+        self.phases = phases::fold_startup(phases::detect(&activity), self.roles.first_data_ns());
+        if self.phases.is_empty() {
+            self.phases.push(Phase {
                 kind: PhaseKind::Idle,
                 start_s: 0.0,
                 end_s: 0.0,
@@ -313,11 +326,10 @@ impl Survey {
                 write_bytes: 0,
                 max_writers: 0,
                 metadata_calls: 0,
-                start_unix_ns: s.start_ns,
-                end_unix_ns: s.end_ns.max(s.start_ns + 1),
+                start_unix_ns: self.start_ns,
+                end_unix_ns: self.end_ns.max(self.start_ns + 1),
             });
         }
-        Ok(s)
     }
 }
 

@@ -16,6 +16,15 @@ pub struct Layout {
     pub nodes: u32,
 }
 
+/// The ranks and nodes the command line asks for (`--ranks`, `--nodes`,
+/// `--ranks-per-node`); a launcher's world decides where there is one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asked {
+    pub ranks: Option<u32>,
+    pub nodes: Option<u32>,
+    pub ranks_per_node: Option<u32>,
+}
+
 /// How many ranks a replay has: the launcher's world size under a launcher
 /// (`--ranks`, if given, must agree), else `--ranks`, else the trace's
 /// `sources` ranks. The one decision, so that `--plan-only` plans for the
@@ -40,13 +49,12 @@ pub fn world_size(
 impl Layout {
     /// The layout `--ranks`, `--nodes` and `--ranks-per-node` ask for (the
     /// world is [`world_size`]), or the launcher's.
-    pub fn of(
-        launched: Option<&LaunchedRank>,
-        ranks: Option<u32>,
-        nodes: Option<u32>,
-        ranks_per_node: Option<u32>,
-        sources: u32,
-    ) -> ReplayResult<Layout> {
+    pub fn of(launched: Option<&LaunchedRank>, asked: Asked, sources: u32) -> ReplayResult<Layout> {
+        let Asked {
+            ranks,
+            nodes,
+            ranks_per_node,
+        } = asked;
         let world = world_size(launched, ranks, sources)?;
         if let Some(l) = launched {
             let node = l.node.unwrap_or(0);
@@ -89,11 +97,16 @@ mod tests {
 
     #[test]
     fn threads_are_spread_over_the_nodes_asked_for() {
-        let l = Layout::of(None, Some(5), Some(2), None, 2).unwrap();
+        let asked = |ranks, nodes, ranks_per_node| Asked {
+            ranks,
+            nodes,
+            ranks_per_node,
+        };
+        let l = Layout::of(None, asked(Some(5), Some(2), None), 2).unwrap();
         assert_eq!((l.world, l.nodes), (5, 2));
         assert_eq!(l.local, vec![(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]);
-        assert_eq!(Layout::of(None, None, None, None, 3).unwrap().world, 3);
-        assert!(Layout::of(None, Some(5), Some(2), Some(2), 2).is_err());
+        assert_eq!(Layout::of(None, Asked::default(), 3).unwrap().world, 3);
+        assert!(Layout::of(None, asked(Some(5), Some(2), Some(2)), 2).is_err());
     }
 
     #[test]
@@ -112,7 +125,7 @@ mod tests {
         assert!(e.contains("contradicts"), "{e}");
         assert_eq!(world_size(None, None, 2).unwrap(), 2);
         assert_eq!(world_size(None, Some(8), 2).unwrap(), 8);
-        let lay = Layout::of(l, None, None, None, 2).unwrap();
+        let lay = Layout::of(l, Asked::default(), 2).unwrap();
         assert_eq!((lay.world, lay.local.clone()), (4, vec![(1, 0)]));
     }
 }

@@ -9,8 +9,9 @@ use serde::Serialize;
 use iorepro_format::units::GIB;
 
 use super::latency::{lat, Latency};
-use super::stats::{RankResult, RequestStats};
+use super::stats::RankResult;
 use crate::io::objects::ObjectTarget;
+use crate::io::objects::RequestStats;
 use iorepro_format::units::per_s;
 
 /// One request kind in the report.

@@ -238,6 +238,96 @@ fn checkpoint_skew(survey: &Survey, results: &[RankResult]) -> Option<Spread> {
     Spread::of(spreads)
 }
 
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Each op kind's figures, merged over the ranks, over a replay of
+/// `duration_s`.
+fn op_reports(merged: &BTreeMap<String, OpStats>, duration_s: f64) -> BTreeMap<String, OpReport> {
+    merged
+        .iter()
+        .map(|(k, o)| {
+            let r = OpReport {
+                count: o.count,
+                bytes: o.bytes,
+                failed: o.failed,
+                differed: o.differed,
+                iops: per_s(o.count as f64, duration_s),
+                gib_s: per_s(o.bytes as f64 / GIB, duration_s),
+                lat_us: lat(&o.latency_ns),
+            };
+            (k.clone(), r)
+        })
+        .collect()
+}
+
+/// Each phase of the trace: its time (the slowest rank's) and bytes.
+fn phase_reports(info: &RunInfo, survey: &Survey, results: &[RankResult]) -> Vec<PhaseReport> {
+    survey
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let of = |r: &RankResult| r.phases.get(i).cloned().unwrap_or_default();
+            let slowest = results.iter().max_by_key(|r| of(r).duration_ns);
+            let duration_s = slowest.map_or(0.0, |r| secs(of(r).duration_ns));
+            let read_bytes: u64 = results.iter().map(|r| of(r).read_bytes).sum();
+            let write_bytes: u64 = results.iter().map(|r| of(r).write_bytes).sum();
+            PhaseReport {
+                kind: p.kind,
+                duration_s,
+                trace_duration_s: secs((p.end_unix_ns - p.start_unix_ns).max(0) as u64),
+                read_bytes,
+                write_bytes,
+                gib_s: per_s((read_bytes + write_bytes) as f64 / GIB, duration_s),
+                ops: results.iter().map(|r| of(r).ops).sum(),
+                slowest_rank: slowest.map(|r| r.rank),
+                replayed: info.phase_selected.get(i).copied().unwrap_or(true),
+            }
+        })
+        .collect()
+}
+
+/// Each rank's time, bytes and stall (none with `afap`).
+fn rank_reports(afap: bool, results: &[RankResult]) -> Vec<RankReport> {
+    results
+        .iter()
+        .map(|r| RankReport {
+            rank: r.rank,
+            source_rank: r.source_rank,
+            node: r.node,
+            host: r.host.clone(),
+            duration_s: secs(r.elapsed_ns),
+            read_bytes: r.read_bytes(),
+            write_bytes: r.write_bytes(),
+            gib_s: per_s(
+                (r.read_bytes() + r.write_bytes()) as f64 / GIB,
+                secs(r.elapsed_ns),
+            ),
+            stall_s: if afap { 0.0 } else { secs(r.stall_ns()) },
+        })
+        .collect()
+}
+
+/// Every error once, root causes first: a rank that stopped because
+/// another failed says so, after the failure itself.
+fn root_causes_first(results: &[RankResult], extra_errors: &[String]) -> Vec<String> {
+    let mut all: Vec<&String> = results
+        .iter()
+        .flat_map(|r| &r.errors)
+        .chain(extra_errors)
+        .collect();
+    all.sort_by_key(|e| e.contains("stopped because another rank failed"));
+    let mut errors: Vec<String> = Vec::new();
+    for e in all {
+        if !errors.contains(e) {
+            errors.push(e.clone());
+        }
+    }
+    errors
+}
+
 impl Report {
     pub fn build(
         info: &RunInfo,
@@ -246,7 +336,6 @@ impl Report {
         prepare: Option<PrepareStats>,
         extra_errors: Vec<String>,
     ) -> Report {
-        let secs = |ns: u64| ns as f64 / 1e9;
         let duration_s = results
             .iter()
             .map(|r| secs(r.elapsed_ns))
@@ -257,95 +346,25 @@ impl Report {
                 merged.entry(k.clone()).or_default().merge(o);
             }
         }
-        let ops = merged
-            .iter()
-            .map(|(k, o)| {
-                let r = OpReport {
-                    count: o.count,
-                    bytes: o.bytes,
-                    failed: o.failed,
-                    differed: o.differed,
-                    iops: per_s(o.count as f64, duration_s),
-                    gib_s: per_s(o.bytes as f64 / GIB, duration_s),
-                    lat_us: lat(&o.latency_ns),
-                };
-                (k.clone(), r)
-            })
-            .collect();
+        let ops = op_reports(&merged, duration_s);
         let metadata_ops: u64 = merged
             .iter()
             .filter(|(k, _)| Op::parse(k).is_metadata())
             .map(|(_, o)| o.count)
             .sum();
         let results_differed = merged.values().map(|o| o.differed).sum();
-        let phases = survey
-            .phases
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let of = |r: &RankResult| r.phases.get(i).cloned().unwrap_or_default();
-                let slowest = results.iter().max_by_key(|r| of(r).duration_ns);
-                let duration_s = slowest.map_or(0.0, |r| secs(of(r).duration_ns));
-                let read_bytes: u64 = results.iter().map(|r| of(r).read_bytes).sum();
-                let write_bytes: u64 = results.iter().map(|r| of(r).write_bytes).sum();
-                PhaseReport {
-                    kind: p.kind,
-                    duration_s,
-                    trace_duration_s: secs((p.end_unix_ns - p.start_unix_ns).max(0) as u64),
-                    read_bytes,
-                    write_bytes,
-                    gib_s: per_s((read_bytes + write_bytes) as f64 / GIB, duration_s),
-                    ops: results.iter().map(|r| of(r).ops).sum(),
-                    slowest_rank: slowest.map(|r| r.rank),
-                    replayed: info.phase_selected.get(i).copied().unwrap_or(true),
-                }
-            })
-            .collect();
-        let per_rank: Vec<RankReport> = results
-            .iter()
-            .map(|r| RankReport {
-                rank: r.rank,
-                source_rank: r.source_rank,
-                node: r.node,
-                host: r.host.clone(),
-                duration_s: secs(r.elapsed_ns),
-                read_bytes: r.read_bytes(),
-                write_bytes: r.write_bytes(),
-                gib_s: per_s(
-                    (r.read_bytes() + r.write_bytes()) as f64 / GIB,
-                    secs(r.elapsed_ns),
-                ),
-                stall_s: if info.afap { 0.0 } else { secs(r.stall_ns()) },
-            })
-            .collect();
+        let phases = phase_reports(info, survey, results);
+        let per_rank = rank_reports(info.afap, results);
         let read_bytes: u64 = results.iter().map(|r| r.read_bytes()).sum();
         let write_bytes: u64 = results.iter().map(|r| r.write_bytes()).sum();
         let gpu_busy = (!info.afap && !results.is_empty()).then(|| {
-            results
-                .iter()
-                .map(|r| {
-                    if r.elapsed_ns > 0 {
-                        r.compute_ns as f64 / r.elapsed_ns as f64
-                    } else {
-                        0.0
-                    }
-                })
-                .sum::<f64>()
-                / results.len() as f64
+            let busy = |r: &RankResult| match r.elapsed_ns {
+                0 => 0.0,
+                t => r.compute_ns as f64 / t as f64,
+            };
+            results.iter().map(busy).sum::<f64>() / results.len() as f64
         });
-        let mut errors: Vec<String> = Vec::new();
-        // Root causes first: a rank that stopped because another failed says so.
-        let mut all: Vec<&String> = results
-            .iter()
-            .flat_map(|r| &r.errors)
-            .chain(&extra_errors)
-            .collect();
-        all.sort_by_key(|e| e.contains("stopped because another rank failed"));
-        for e in all {
-            if !errors.contains(e) {
-                errors.push(e.clone());
-            }
-        }
+        let errors = root_causes_first(results, &extra_errors);
         let hosts: BTreeSet<&str> = results.iter().map(|r| r.host.as_str()).collect();
         Report {
             ranks: info.ranks,

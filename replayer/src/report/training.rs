@@ -17,7 +17,7 @@ use serde::Serialize;
 use iorepro_analysis::phases::{Phase, PhaseKind};
 use iorepro_format::units::{per_s, GIB, MIB};
 
-use super::stats::RankResult;
+use super::stats::{PhaseStats, RankResult};
 use crate::plan::scale::what_if::stretches;
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +81,99 @@ pub fn mean_stdev(v: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// A rank's figure `f` summed over phases `a..=b`.
+fn sum(r: &RankResult, (a, b): (usize, usize), f: &dyn Fn(&PhaseStats) -> u64) -> u64 {
+    r.phases
+        .get(a..=b)
+        .map_or(0, |p| p.iter().map(f).sum::<u64>())
+}
+
+/// One epoch (the stretch of phases `span`) over the ranks: its time (the
+/// slowest rank's), compute, stall, AU and rates.
+fn epoch(span: (usize, usize), results: &[RankResult], afap: bool) -> EpochFigures {
+    let duration_ns = |r: &RankResult| sum(r, span, &|p| p.duration_ns);
+    let compute_ns = |r: &RankResult| sum(r, span, &|p| p.compute_ns);
+    let duration_s = results
+        .iter()
+        .map(|r| secs(duration_ns(r)))
+        .fold(0.0, f64::max);
+    let compute: Vec<f64> = results.iter().map(|r| secs(compute_ns(r))).collect();
+    // A rank with no steps in the stretch (its share read before it, as a
+    // rank that does not wait for another's save does) has no AU there.
+    let per_rank: Vec<f64> = results
+        .iter()
+        .filter(|r| compute_ns(r) > 0)
+        .map(|r| match duration_ns(r) {
+            0 => 0.0,
+            d => compute_ns(r) as f64 / d as f64,
+        })
+        .collect();
+    let au = (!afap && !per_rank.is_empty())
+        .then(|| 100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64);
+    let stall_s = results
+        .iter()
+        .map(|r| secs(duration_ns(r).saturating_sub(sum(r, span, &|p| p.ideal_ns))))
+        .fold(0.0, f64::max);
+    let samples: u64 = results.iter().map(|r| sum(r, span, &|p| p.samples)).sum();
+    let read_bytes: u64 = results
+        .iter()
+        .map(|r| sum(r, span, &|p| p.read_bytes))
+        .sum();
+    let per_s = |x: f64| per_s(x, duration_s);
+    EpochFigures {
+        phases: span,
+        duration_s,
+        compute_s: mean_stdev(&compute).0,
+        stall_s: if afap { 0.0 } else { stall_s },
+        au_percent: au,
+        samples,
+        samples_per_s: per_s(samples as f64),
+        read_bytes,
+        read_mib_s: per_s(read_bytes as f64 / MIB),
+    }
+}
+
+/// Each checkpoint phase replayed that wrote: its time (the slowest
+/// rank's) and rate.
+fn checkpoints(
+    phases: &[Phase],
+    replayed: &[bool],
+    results: &[RankResult],
+) -> Vec<CheckpointFigures> {
+    phases
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| {
+            p.kind == PhaseKind::Checkpoint && replayed.get(*i).copied().unwrap_or(true)
+        })
+        .filter_map(|(i, _)| {
+            let write_bytes: u64 = results
+                .iter()
+                .filter_map(|r| r.phases.get(i))
+                .map(|p| p.write_bytes)
+                .sum();
+            // A save the job at N does not make leaves a phase without writes.
+            (write_bytes > 0).then(|| {
+                let duration_s = results
+                    .iter()
+                    .filter_map(|r| r.phases.get(i))
+                    .map(|p| secs(p.duration_ns))
+                    .fold(0.0, f64::max);
+                CheckpointFigures {
+                    phase: i,
+                    duration_s,
+                    write_bytes,
+                    gib_s: per_s(write_bytes as f64 / GIB, duration_s),
+                }
+            })
+        })
+        .collect()
+}
+
 impl Training {
     pub fn build(
         phases: &[Phase],
@@ -88,101 +181,17 @@ impl Training {
         results: &[RankResult],
         afap: bool,
     ) -> Training {
-        let secs = |ns: u64| ns as f64 / 1e9;
-        let sum = |r: &RankResult,
-                   (a, b): (usize, usize),
-                   f: &dyn Fn(&super::stats::PhaseStats) -> u64| {
-            r.phases
-                .get(a..=b)
-                .map_or(0, |p| p.iter().map(f).sum::<u64>())
-        };
         let epochs: Vec<EpochFigures> = stretches(phases, replayed)
             .into_iter()
-            .map(|span| {
-                let duration_ns = |r: &RankResult| sum(r, span, &|p| p.duration_ns);
-                let duration_s = results
-                    .iter()
-                    .map(|r| secs(duration_ns(r)))
-                    .fold(0.0, f64::max);
-                let compute: Vec<f64> = results
-                    .iter()
-                    .map(|r| secs(sum(r, span, &|p| p.compute_ns)))
-                    .collect();
-                // A rank with no steps in the stretch (its share read
-                // before it, as a rank that does not wait for another's
-                // save does) has no AU there.
-                let per_rank: Vec<f64> = results
-                    .iter()
-                    .filter(|r| sum(r, span, &|p| p.compute_ns) > 0)
-                    .map(|r| {
-                        let d = duration_ns(r);
-                        if d == 0 {
-                            0.0
-                        } else {
-                            sum(r, span, &|p| p.compute_ns) as f64 / d as f64
-                        }
-                    })
-                    .collect();
-                let au = (!afap && !per_rank.is_empty())
-                    .then(|| 100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64);
-                let stall_s = results
-                    .iter()
-                    .map(|r| secs(duration_ns(r).saturating_sub(sum(r, span, &|p| p.ideal_ns))))
-                    .fold(0.0, f64::max);
-                let samples: u64 = results.iter().map(|r| sum(r, span, &|p| p.samples)).sum();
-                let read_bytes: u64 = results
-                    .iter()
-                    .map(|r| sum(r, span, &|p| p.read_bytes))
-                    .sum();
-                let per_s = |x: f64| per_s(x, duration_s);
-                EpochFigures {
-                    phases: span,
-                    duration_s,
-                    compute_s: mean_stdev(&compute).0,
-                    stall_s: if afap { 0.0 } else { stall_s },
-                    au_percent: au,
-                    samples,
-                    samples_per_s: per_s(samples as f64),
-                    read_bytes,
-                    read_mib_s: per_s(read_bytes as f64 / MIB),
-                }
-            })
+            .map(|span| epoch(span, results, afap))
             .collect();
         let aus: Vec<f64> = epochs.iter().filter_map(|e| e.au_percent).collect();
         let (au_mean, au_sd) = mean_stdev(&aus);
-        let checkpoints = phases
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| {
-                p.kind == PhaseKind::Checkpoint && replayed.get(*i).copied().unwrap_or(true)
-            })
-            .filter_map(|(i, _)| {
-                let write_bytes: u64 = results
-                    .iter()
-                    .filter_map(|r| r.phases.get(i))
-                    .map(|p| p.write_bytes)
-                    .sum();
-                // A save the job at N does not make leaves a phase without writes.
-                (write_bytes > 0).then(|| {
-                    let duration_s = results
-                        .iter()
-                        .filter_map(|r| r.phases.get(i))
-                        .map(|p| secs(p.duration_ns))
-                        .fold(0.0, f64::max);
-                    CheckpointFigures {
-                        phase: i,
-                        duration_s,
-                        write_bytes,
-                        gib_s: per_s(write_bytes as f64 / GIB, duration_s),
-                    }
-                })
-            })
-            .collect();
         Training {
             epochs,
             au_mean_percent: (!aus.is_empty()).then_some(au_mean),
             au_stdev_percent: (!aus.is_empty()).then_some(au_sd),
-            checkpoints,
+            checkpoints: checkpoints(phases, replayed, results),
             loads: loads(phases.len(), replayed, results),
         }
     }
@@ -193,7 +202,7 @@ fn loads(phases: usize, replayed: &[bool], results: &[RankResult]) -> Vec<LoadFi
     (0..phases)
         .filter(|&i| replayed.get(i).copied().unwrap_or(true))
         .filter_map(|i| {
-            let of = |f: &dyn Fn(&super::stats::PhaseStats) -> u64| -> u64 {
+            let of = |f: &dyn Fn(&PhaseStats) -> u64| -> u64 {
                 results.iter().filter_map(|r| r.phases.get(i)).map(f).sum()
             };
             let (from_checkpoints, all) = (of(&|p| p.checkpoint_read_bytes), of(&|p| p.read_bytes));

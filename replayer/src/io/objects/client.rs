@@ -26,8 +26,8 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
+use super::RequestStats;
 use super::{settings, ObjectTarget};
-use crate::report::stats::RequestStats;
 
 /// What a request is, as the report counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,13 @@
 
 mod client;
 pub mod prepare;
+mod requests;
 mod settings;
 
 use std::path::Path;
 
 pub use client::{ObjectClient, RequestError, RequestKind};
+pub use requests::RequestStats;
 
 /// `--s3-read`: how the replay's ranks read an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

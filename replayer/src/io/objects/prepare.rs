@@ -18,9 +18,8 @@ use rand::{RngCore, SeedableRng};
 use super::client::RequestError;
 use super::{ObjectClient, ObjectTarget};
 use crate::error::{ReplayError, ReplayResult};
-use crate::io::prepare::{
-    file_count, run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer,
-};
+use crate::io::prepare::{run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer};
+use crate::io::target::Bucket;
 use crate::plan::survey::{PathInfo, Survey};
 
 /// Upload data: one incompressible buffer as large as the largest single
@@ -54,33 +53,23 @@ pub fn upload(
     client.complete(key, &id, parts)
 }
 
-/// Prepares tasks `i` with `i % share.1 == share.0` on `target`.
-pub fn prepare(
-    target: &ObjectTarget,
+/// Prepares tasks `i` with `i % share.1 == share.0` in `bucket`.
+pub(crate) fn prepare(
+    bucket: &Bucket,
     survey: &Survey,
     all: &[PrepareTask],
     share: (u32, u32),
     threads: usize,
-    show_progress: bool,
+    counters: &Counters,
 ) -> ReplayResult<PrepareStats> {
-    let data = upload_data(target);
-    let counters = Counters::default();
-    let bar = crate::live::progress::start(
-        file_count(all, share),
-        counters.files.clone(),
-        show_progress,
-        "objects",
-    );
-    let stats = run_tasks(survey, all, share, threads, &counters, |_| {
+    run_tasks(survey, all, share, threads, counters, |_| {
         Ok(ObjectDoer {
-            client: ObjectClient::connect(target, Default::default())
+            client: ObjectClient::connect(&bucket.target, Default::default())
                 .map_err(ReplayError::Usage)?,
-            target,
-            data: data.clone(),
+            target: &bucket.target,
+            data: bucket.data.clone(),
         })
-    });
-    drop(bar);
-    stats
+    })
 }
 
 struct ObjectDoer<'a> {

@@ -17,7 +17,7 @@ use super::model::{Family, Layout, Model, PathRole};
 use super::route::Router;
 use super::{BatchMode, CheckpointMode, DataMode};
 use crate::error::ReplayResult;
-use crate::plan::ops::for_each_op;
+use crate::plan::ops::{for_each_op, PlannedOp};
 use crate::plan::survey::Survey;
 
 /// Smallest, mean and largest of a per-rank figure.
@@ -124,68 +124,101 @@ struct PhaseCount {
     files: HashSet<(u32, u32)>,
 }
 
-impl Forecast {
-    pub fn count(
+/// What routing every traced call through the replay's router counts: per
+/// target rank, per phase (as traced and at N), and of the dataset.
+struct Counts {
+    ops: Vec<u64>,
+    read: Vec<u64>,
+    write: Vec<u64>,
+    traced_phase: Vec<PhaseCount>,
+    at_n: Vec<PhaseCount>,
+    traced_data: u64,
+    data_at_n: u64,
+    traced_visits: u64,
+    visits: u64,
+}
+
+impl Counts {
+    fn of(
         trace: &Path,
         survey: &Survey,
         model: &Model,
         phase_selected: &[bool],
-    ) -> ReplayResult<Forecast> {
+    ) -> ReplayResult<Counts> {
         let n = model.world as usize;
-        let mut ops = vec![0u64; n];
-        let mut read = vec![0u64; n];
-        let mut write = vec![0u64; n];
-        let mut traced_phase: Vec<PhaseCount> = Vec::new();
-        let mut at_n: Vec<PhaseCount> = Vec::new();
-        traced_phase.resize_with(survey.phases.len(), Default::default);
-        at_n.resize_with(survey.phases.len(), Default::default);
-        let (mut traced_data, mut data_at_n, mut traced_visits, mut visits) = (0, 0, 0, 0);
+        let phases = || {
+            let mut v: Vec<PhaseCount> = Vec::new();
+            v.resize_with(survey.phases.len(), Default::default);
+            v
+        };
+        let mut c = Counts {
+            ops: vec![0; n],
+            read: vec![0; n],
+            write: vec![0; n],
+            traced_phase: phases(),
+            at_n: phases(),
+            traced_data: 0,
+            data_at_n: 0,
+            traced_visits: 0,
+            visits: 0,
+        };
         let mut router = Router::new(model);
         let mut routed = Vec::new();
         for_each_op(trace, survey, phase_selected, |source, op| {
             let dataset = model.role(op.path) == PathRole::Dataset;
-            let data = op.op.reads_file();
-            if dataset && data {
-                traced_data += op.bytes as u64;
-            }
-            if dataset && op.op == Op::Open && !op.failed {
-                traced_visits += 1;
-            }
-            if op.op == Op::Write {
-                let p = &mut traced_phase[op.phase as usize];
-                p.bytes += op.bytes as u64;
-                *p.writers.entry(source as u32).or_default() += op.bytes as u64;
-                p.files.insert((0, op.path));
-            }
+            c.traced(source, &op, dataset);
             routed.clear();
             router.route(source, &op, &mut routed);
             for (t, call) in &routed {
-                let t = *t as usize;
-                ops[t] += 1;
-                match call.op {
-                    _ if call.op.reads_file() => {
-                        read[t] += call.bytes as u64;
-                        if dataset {
-                            data_at_n += call.bytes as u64;
-                            at_n[call.phase as usize].read += call.bytes as u64;
-                        }
-                    }
-                    Op::Write => {
-                        write[t] += call.bytes as u64;
-                        let p = &mut at_n[call.phase as usize];
-                        p.bytes += call.bytes as u64;
-                        *p.writers.entry(t as u32).or_default() += call.bytes as u64;
-                        p.files.insert((t as u32, call.path));
-                    }
-                    Op::Open if dataset && !call.failed => visits += 1,
-                    _ => {}
-                }
+                c.at_n(*t as usize, call, dataset);
             }
         })?;
+        Ok(c)
+    }
 
-        let bandwidth = model.options.bandwidth;
+    /// A call as traced, by source rank `source`.
+    fn traced(&mut self, source: i32, op: &PlannedOp, dataset: bool) {
+        if dataset && op.op.reads_file() {
+            self.traced_data += op.bytes as u64;
+        }
+        if dataset && op.op == Op::Open && !op.failed {
+            self.traced_visits += 1;
+        }
+        if op.op == Op::Write {
+            let p = &mut self.traced_phase[op.phase as usize];
+            p.bytes += op.bytes as u64;
+            *p.writers.entry(source as u32).or_default() += op.bytes as u64;
+            p.files.insert((0, op.path));
+        }
+    }
+
+    /// A call made at N by target rank `t`.
+    fn at_n(&mut self, t: usize, call: &PlannedOp, dataset: bool) {
+        self.ops[t] += 1;
+        match call.op {
+            _ if call.op.reads_file() => {
+                self.read[t] += call.bytes as u64;
+                if dataset {
+                    self.data_at_n += call.bytes as u64;
+                    self.at_n[call.phase as usize].read += call.bytes as u64;
+                }
+            }
+            Op::Write => {
+                self.write[t] += call.bytes as u64;
+                let p = &mut self.at_n[call.phase as usize];
+                p.bytes += call.bytes as u64;
+                *p.writers.entry(t as u32).or_default() += call.bytes as u64;
+                p.files.insert((t as u32, call.path));
+            }
+            Op::Open if dataset && !call.failed => self.visits += 1,
+            _ => {}
+        }
+    }
+
+    /// Each phase that writes, as traced and at N.
+    fn checkpoints(&self, survey: &Survey, bandwidth: Option<f64>) -> Vec<CheckpointPlan> {
         let mut checkpoints = Vec::new();
-        for (i, (traced, scaled)) in traced_phase.iter().zip(&at_n).enumerate() {
+        for (i, (traced, scaled)) in self.traced_phase.iter().zip(&self.at_n).enumerate() {
             if traced.bytes == 0 && scaled.bytes == 0 {
                 continue;
             }
@@ -204,6 +237,52 @@ impl Forecast {
                 seconds_at_bandwidth: bandwidth.map(|b| scaled.bytes as f64 / b),
             });
         }
+        checkpoints
+    }
+}
+
+/// The trace's read rate per rank in its load and read phases (GiB/s).
+fn traced_read_rate_per_rank(survey: &Survey, ranks: usize) -> f64 {
+    let (bytes, secs) = survey
+        .phases
+        .iter()
+        .filter(|p| matches!(p.kind, PhaseKind::Load | PhaseKind::Read))
+        .fold((0u64, 0f64), |(b, d), p| {
+            (b + p.read_bytes, d + (p.end_s - p.start_s).max(0.0))
+        });
+    if secs > 0.0 {
+        bytes as f64 / secs / ranks as f64 / GIB
+    } else {
+        0.0
+    }
+}
+
+/// What the model took from names where the trace could not show it, and
+/// the flag that says otherwise.
+fn assumptions(model: &Model) -> Vec<String> {
+    let mut assumptions = Vec::new();
+    for f in model.families.iter().filter(|f| f.by_name) {
+        let (what, other) = match f.layout {
+            Layout::Sharded => ("one shard per rank", "--checkpoint rank0"),
+            _ => ("written by one rank", "--checkpoint sharded"),
+        };
+        assumptions.push(format!(
+            "{}/{}: a trace of one rank cannot show the layout; by its name, {what} ({other} says otherwise)",
+            f.dir, f.name
+        ));
+    }
+    assumptions
+}
+
+impl Forecast {
+    pub fn count(
+        trace: &Path,
+        survey: &Survey,
+        model: &Model,
+        phase_selected: &[bool],
+    ) -> ReplayResult<Forecast> {
+        let c = Counts::of(trace, survey, model, phase_selected)?;
+        let bandwidth = model.options.bandwidth;
         let dataset_ids: Vec<usize> = (0..survey.paths.len())
             .filter(|&i| model.roles[i] == PathRole::Dataset)
             .collect();
@@ -215,13 +294,6 @@ impl Forecast {
             DataMode::Shard => 1,
             DataMode::Replicate => model.clones.iter().map(Vec::len).max().unwrap_or(1) as u32,
         };
-        let (rb, rd) = survey
-            .phases
-            .iter()
-            .filter(|p| matches!(p.kind, PhaseKind::Load | PhaseKind::Read))
-            .fold((0u64, 0f64), |(b, d), p| {
-                (b + p.read_bytes, d + (p.end_s - p.start_s).max(0.0))
-            });
         let r = model.sources.len();
         // A rank's clock in read phases runs as many times as fast as there
         // are ranks sharing its traced rank's reads.
@@ -230,71 +302,50 @@ impl Forecast {
             DataMode::Replicate => 1.0,
         };
         let epochs_at_bandwidth = bandwidth.map_or_else(Vec::new, |b| {
-            let reads: Vec<u64> = at_n.iter().map(|p| p.read).collect();
-            super::what_if::epochs(
-                &survey.phases,
-                &reads,
-                speedup,
-                b,
-                model.options.au_threshold,
-            )
+            let reads: Vec<u64> = c.at_n.iter().map(|p| p.read).collect();
+            let au = model.options.au_threshold;
+            super::what_if::epochs(&survey.phases, &reads, speedup, b, au)
         });
-        let per_rank = if rd > 0.0 {
-            rb as f64 / rd / r as f64 / GIB
-        } else {
-            0.0
-        };
-        let mut assumptions = Vec::new();
-        for f in &model.families {
-            if f.by_name {
-                let (what, other) = match f.layout {
-                    Layout::Sharded => ("one shard per rank", "--checkpoint rank0"),
-                    _ => ("written by one rank", "--checkpoint sharded"),
-                };
-                assumptions.push(format!(
-                    "{}/{}: a trace of one rank cannot show the layout; by its name, {what} ({other} says otherwise)",
-                    f.dir, f.name
-                ));
-            }
-        }
+        let per_rank = traced_read_rate_per_rank(survey, r);
         Ok(Forecast {
             trace_ranks: r,
             ranks: model.world,
             data: model.options.data,
             checkpoint: model.options.checkpoint,
             batch: model.options.batch,
-            read_bytes: read.iter().sum(),
-            write_bytes: write.iter().sum(),
-            per_rank_read_bytes: Range::of(&read),
-            per_rank_write_bytes: Range::of(&write),
+            read_bytes: c.read.iter().sum(),
+            write_bytes: c.write.iter().sum(),
+            per_rank_read_bytes: Range::of(&c.read),
+            per_rank_write_bytes: Range::of(&c.write),
             dataset: DatasetPlan {
                 files: dataset_ids.len(),
                 footprint_bytes: footprint,
                 copies,
-                traced_read_bytes: traced_data,
-                read_bytes: data_at_n,
-                traced_visits,
-                visits,
+                traced_read_bytes: c.traced_data,
+                read_bytes: c.data_at_n,
+                traced_visits: c.traced_visits,
+                visits: c.visits,
             },
-            checkpoints,
+            checkpoints: c.checkpoints(survey, bandwidth),
             families: model.families.clone(),
             demand: Demand {
                 per_rank_read_gib_s: per_rank,
                 read_gib_s: per_rank * model.world as f64,
             },
             bandwidth_gib_s: bandwidth.map(|b| b / GIB),
-            epochs_at_bandwidth: epochs_at_bandwidth.clone(),
-            au_threshold_percent: model.options.au_threshold,
             bandwidth_for_au_gib_s: epochs_at_bandwidth
                 .iter()
                 .map(|e| e.au_threshold_gib_s)
                 .reduce(f64::max),
+            epochs_at_bandwidth,
+            au_threshold_percent: model.options.au_threshold,
             checkpoint_timing: timing_note(model),
             saves: model.saves.clone(),
-            assumptions,
-            epochs: (traced_visits > 0 && !dataset_ids.is_empty())
-                .then(|| ((traced_visits as f64 / dataset_ids.len() as f64).round() as u32).max(1)),
-            ops_per_rank: ops,
+            assumptions: assumptions(model),
+            epochs: (c.traced_visits > 0 && !dataset_ids.is_empty()).then(|| {
+                ((c.traced_visits as f64 / dataset_ids.len() as f64).round() as u32).max(1)
+            }),
+            ops_per_rank: c.ops,
         })
     }
 
@@ -342,48 +393,69 @@ impl Forecast {
             self.demand.per_rank_read_gib_s, self.demand.read_gib_s, self.ranks
         );
         for c in &self.checkpoints {
-            if self.saves.dropped.contains(&c.phase) {
-                let _ = writeln!(
-                    s,
-                    "  {} at {:.1}s: traced {}; not made at N (see checkpoint timing)",
-                    c.kind.as_str(),
-                    c.start_s,
-                    g(c.traced_bytes)
-                );
-                continue;
-            }
-            let _ = write!(
+            s.push_str(&self.render_checkpoint(c));
+        }
+        s.push_str(&self.render_families());
+        s.push_str(&self.render_epochs());
+        let _ = writeln!(s, "  checkpoint timing: {}", self.checkpoint_timing);
+        for a in &self.assumptions {
+            let _ = writeln!(s, "  assumed: {a}");
+        }
+        s
+    }
+
+    /// One phase that writes: as traced, at N, and the files of its save.
+    fn render_checkpoint(&self, c: &CheckpointPlan) -> String {
+        let mut s = String::new();
+        let g = |b: u64| fmt_bytes(b as f64);
+        if self.saves.dropped.contains(&c.phase) {
+            let _ = writeln!(
                 s,
-                "  {} at {:.1}s: traced {} by {} writer(s) in {} file(s) -> {} by {} writer(s) in {} file(s), {} per writer (max {})",
+                "  {} at {:.1}s: traced {}; not made at N (see checkpoint timing)",
                 c.kind.as_str(),
                 c.start_s,
-                g(c.traced_bytes),
-                c.traced_writers,
-                c.traced_files,
-                g(c.bytes),
-                c.writers,
-                c.files,
-                g(c.bytes_per_writer.mean as u64),
-                g(c.bytes_per_writer.max)
+                g(c.traced_bytes)
             );
-            if let (Some(t), Some(b)) = (c.seconds_at_bandwidth, self.bandwidth_gib_s) {
-                let _ = write!(s, "; {t:.2} s at {b:.1} GiB/s");
-            }
-            // The files counted as this save, so a user sees what was taken
-            // for the job's state.
-            let files: Vec<String> = self
-                .families
-                .iter()
-                .filter(|f| f.phase == c.phase)
-                .map(|f| format!("{}/{}", f.dir, f.name))
-                .collect();
-            const NAMED: usize = 3;
-            let _ = write!(s, "; saves {}", files[..files.len().min(NAMED)].join(", "));
-            if files.len() > NAMED {
-                let _ = write!(s, " and {} more", files.len() - NAMED);
-            }
-            s.push('\n');
+            return s;
         }
+        let _ = write!(
+            s,
+            "  {} at {:.1}s: traced {} by {} writer(s) in {} file(s) -> {} by {} writer(s) in {} file(s), {} per writer (max {})",
+            c.kind.as_str(),
+            c.start_s,
+            g(c.traced_bytes),
+            c.traced_writers,
+            c.traced_files,
+            g(c.bytes),
+            c.writers,
+            c.files,
+            g(c.bytes_per_writer.mean as u64),
+            g(c.bytes_per_writer.max)
+        );
+        if let (Some(t), Some(b)) = (c.seconds_at_bandwidth, self.bandwidth_gib_s) {
+            let _ = write!(s, "; {t:.2} s at {b:.1} GiB/s");
+        }
+        // The files counted as this save, so a user sees what was taken
+        // for the job's state.
+        let files: Vec<String> = self
+            .families
+            .iter()
+            .filter(|f| f.phase == c.phase)
+            .map(|f| format!("{}/{}", f.dir, f.name))
+            .collect();
+        const NAMED: usize = 3;
+        let _ = write!(s, "; saves {}", files[..files.len().min(NAMED)].join(", "));
+        if files.len() > NAMED {
+            let _ = write!(s, " and {} more", files.len() - NAMED);
+        }
+        s.push('\n');
+        s
+    }
+
+    /// Each checkpoint family's layout at N.
+    fn render_families(&self) -> String {
+        let mut s = String::new();
+        let g = |b: u64| fmt_bytes(b as f64);
         for f in &self.families {
             if f.dropped {
                 let _ = writeln!(s, "  files {}/{}: not written at N", f.dir, f.name);
@@ -400,6 +472,13 @@ impl Forecast {
                 g(f.bytes)
             );
         }
+        s
+    }
+
+    /// With `--bandwidth`: each epoch's time and AU, and the bandwidth the
+    /// AU asked for needs.
+    fn render_epochs(&self) -> String {
+        let mut s = String::new();
         if let Some(b) = self.bandwidth_gib_s {
             for (i, e) in self.epochs_at_bandwidth.iter().enumerate() {
                 let _ = writeln!(
@@ -409,7 +488,7 @@ impl Forecast {
                     e.seconds,
                     e.traced_s,
                     e.compute_s,
-                    g(e.read_bytes),
+                    fmt_bytes(e.read_bytes as f64),
                     e.au_percent
                 );
             }
@@ -421,10 +500,6 @@ impl Forecast {
                 self.au_threshold_percent,
                 need * GIB / MIB
             );
-        }
-        let _ = writeln!(s, "  checkpoint timing: {}", self.checkpoint_timing);
-        for a in &self.assumptions {
-            let _ = writeln!(s, "  assumed: {a}");
         }
         s
     }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::confine::Confined;
+use crate::io::target::NO_MEETING_ON_A_BUCKET;
 use crate::ranks::launcher::LaunchedRank;
 use crate::report::stats::RankResult;
 use crate::report::summary::RendezvousInfo;
@@ -114,46 +115,58 @@ pub fn start_mpi(
     }
 }
 
+/// Where and how long launched processes meet when not through MPI.
+#[derive(Debug, Clone)]
+pub struct MeetOptions {
+    /// `--rendezvous-dir`: a shared directory off the target.
+    pub dir: Option<PathBuf>,
+    /// `--run-id`: names the rendezvous when the launcher gives no job id.
+    pub run_id: Option<String>,
+    /// `--timeout`: the longest any rank waits for the others.
+    pub timeout: Duration,
+}
+
 /// What the files and threads mechanisms need to start.
 pub struct Setup<'a> {
     pub launched: Option<&'a LaunchedRank>,
     /// The ranks this process runs (threads: all of them).
     pub local_ranks: Vec<u32>,
-    pub target: &'a Arc<Confined>,
-    /// `--rendezvous-dir`: a shared directory off the target.
-    pub dir: Option<&'a std::path::Path>,
-    pub run_id: Option<&'a str>,
-    pub timeout: Duration,
+    /// The target directory, where the ranks meet by default; `None` on a
+    /// bucket, which cannot hold the rendezvous files.
+    pub target: Option<&'a Arc<Confined>>,
+    pub options: &'a MeetOptions,
 }
 
 /// The threads or files mechanism for this process (MPI is started earlier
 /// by [`start_mpi`]).
 pub fn connect(s: Setup<'_>) -> ReplayResult<Arc<dyn Rendezvous>> {
+    let timeout = s.options.timeout;
     let Some(l) = s.launched else {
-        return Ok(Arc::new(ThreadRendezvous::new(s.local_ranks, s.timeout)));
+        return Ok(Arc::new(ThreadRendezvous::new(s.local_ranks, timeout)));
     };
     let id = l
         .job_id
         .clone()
-        .or_else(|| s.run_id.map(str::to_string))
+        .or_else(|| s.options.run_id.clone())
         .unwrap_or_else(|| "default".into());
     let job = PathBuf::from(safe_id(&id));
-    let (conf, rel) = match s.dir {
-        Some(dir) => {
+    let (conf, rel) = match (s.options.dir.as_deref(), s.target) {
+        (Some(dir), _) => {
             std::fs::create_dir_all(dir)
                 .map_err(|e| ReplayError::io("creating rendezvous directory", dir, e))?;
             let conf = Confined::open_root(dir)
                 .map_err(|e| ReplayError::io("opening rendezvous directory", dir, e))?;
             (Arc::new(conf), job)
         }
-        None => {
+        (None, None) => return Err(ReplayError::Usage(NO_MEETING_ON_A_BUCKET.into())),
+        (None, Some(target)) => {
             let rel = PathBuf::from(ON_TARGET_DIR).join(job);
             if l.rank == 0 {
                 eprintln!(
                     "note: the ranks meet through files in {}, on the storage under test, and \
                      their polling adds to the measured metadata load; pass --rendezvous-dir DIR \
                      (a shared path off the target){}",
-                    s.target.display(&rel).display(),
+                    target.display(&rel).display(),
                     if cfg!(feature = "mpi") {
                         ""
                     } else {
@@ -161,10 +174,10 @@ pub fn connect(s: Setup<'_>) -> ReplayResult<Arc<dyn Rendezvous>> {
                     }
                 );
             }
-            (s.target.clone(), rel)
+            (target.clone(), rel)
         }
     };
-    let f = FileRendezvous::new(conf, rel, l.rank, l.size, s.timeout)?;
+    let f = FileRendezvous::new(conf, rel, l.rank, l.size, timeout)?;
     f.announce()?;
     Ok(Arc::new(f))
 }

@@ -8,8 +8,26 @@ use crate::report::summary::Report;
 use iorepro_format::units::GIB;
 
 pub fn render(report: &Report) -> String {
+    let mut s = header(report);
+    s.push_str(&phases(report));
+    s.push_str(&training(&report.training));
+    s.push_str(&ops(report));
+    if let Some(r) = &report.requests {
+        s.push_str(&requests(r));
+    }
+    s.push_str(&ranks(report));
+    s.push_str(&differences_and_errors(report));
+    s
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / GIB
+}
+
+/// What ran, how long it took and what it moved; the stall, the metadata
+/// rate, the preparation and how the ranks met.
+fn header(report: &Report) -> String {
     let mut s = String::new();
-    let gib = |b: u64| b as f64 / GIB;
     let _ = writeln!(
         s,
         "replay: {} ranks on {} node(s) from {} trace ranks, timing {}, engine {}{}",
@@ -49,24 +67,38 @@ pub fn render(report: &Report) -> String {
             report.metadata_ops, report.metadata_ops_per_s
         );
     }
-    if let Some(p) = &report.prepare {
+    s.push_str(&prepared(report));
+    s.push_str(&meeting(report));
+    s
+}
+
+fn prepared(report: &Report) -> String {
+    let mut s = String::new();
+    let Some(p) = &report.prepare else {
+        return s;
+    };
+    let _ = write!(
+        s,
+        "prepared {} file(s) ({:.3} GiB) in {:.2} s, {} already present",
+        p.files_created,
+        gib(p.bytes_written),
+        p.duration_s,
+        p.files_present
+    );
+    if p.dirs_made + p.paths_cleared > 0 {
         let _ = write!(
             s,
-            "prepared {} file(s) ({:.3} GiB) in {:.2} s, {} already present",
-            p.files_created,
-            gib(p.bytes_written),
-            p.duration_s,
-            p.files_present
+            "; {} directories made, {} paths an earlier replay left cleared",
+            p.dirs_made, p.paths_cleared
         );
-        if p.dirs_made + p.paths_cleared > 0 {
-            let _ = write!(
-                s,
-                "; {} directories made, {} paths an earlier replay left cleared",
-                p.dirs_made, p.paths_cleared
-            );
-        }
-        let _ = writeln!(s);
     }
+    let _ = writeln!(s);
+    s
+}
+
+/// How the ranks met, and how far apart they began their checkpoints.
+fn meeting(report: &Report) -> String {
+    let mut s = String::new();
     let rv = &report.rendezvous;
     if let (Some(wait), Some(release)) = (rv.barrier_wait_s, rv.barrier_release_ms) {
         let _ = write!(
@@ -87,6 +119,12 @@ pub fn render(report: &Report) -> String {
             skew.p50, skew.max
         );
     }
+    s
+}
+
+/// One line per phase of the trace, replayed or not.
+fn phases(report: &Report) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\n{:<4} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
@@ -117,7 +155,12 @@ pub fn render(report: &Report) -> String {
             p.slowest_rank.map_or("-".into(), |r| r.to_string())
         );
     }
-    s.push_str(&training(&report.training));
+    s
+}
+
+/// One line per op kind: count, rate and latency percentiles.
+fn ops(report: &Report) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\n{:<10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -140,9 +183,12 @@ pub fn render(report: &Report) -> String {
             k, o.count, o.failed, o.iops, o.gib_s, l.p50, l.p90, l.p99, l.p999, l.max
         );
     }
-    if let Some(r) = &report.requests {
-        s.push_str(&requests(r));
-    }
+    s
+}
+
+/// One line per rank (the first 32, then the spread of the rest).
+fn ranks(report: &Report) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\n{:<6} {:>6} {:>5} {:>10} {:>10} {:>10}",
@@ -168,6 +214,13 @@ pub fn render(report: &Report) -> String {
             v[v.len() - 1]
         );
     }
+    s
+}
+
+/// Calls whose outcome was not the traced one, what was left out, what
+/// could not be replayed, and the errors.
+fn differences_and_errors(report: &Report) -> String {
+    let mut s = String::new();
     if report.results_differed > 0 {
         let _ = writeln!(
             s,
