@@ -91,7 +91,11 @@ class BenchLike:
 class TrainDdp:
     """The PyTorch DDP job: DataLoader worker processes read ahead
     (`prefetch_factor`), the training loop computes a batch a step, and
-    every rank saves its shard of a DCP checkpoint after each epoch."""
+    every rank saves its shard of a DCP checkpoint after each epoch. Its
+    model is small and each process keeps to one CPU thread, so that its
+    step is the emulated accelerator compute, as a GPU job's is, and not
+    ranks taking CPU from each other on a machine with fewer cores than
+    ranks (a cost the job at N would not pay with a GPU each)."""
 
     name = "train_ddp"
     batch = 2
@@ -104,7 +108,7 @@ class TrainDdp:
         return mpirun(n, "train_ddp.py", [
             "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
             "--compute-s", str(a.compute_s), "--batch", str(self.batch), "--ckpt-every", "0",
-            "--prefetch", "2", "--evict"])
+            "--prefetch", "2", "--evict", "--hidden", "64", "--cpu-threads", "1"])
 
 
 JOB_KINDS = {"bench_like": BenchLike, "train_ddp": TrainDdp}

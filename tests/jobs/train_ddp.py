@@ -80,6 +80,9 @@ def main():
     p.add_argument("--ckpt-every", type=int, default=10, help="steps between saves; 0: at each epoch's end")
     p.add_argument("--compute-s", type=float, default=0.15)
     p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--cpu-threads", type=int, default=0,
+                   help="torch's threads a process (0: its default); 1 keeps several ranks on a "
+                        "few cores from taking each other's, as ranks with a GPU each do not")
     p.add_argument("--evict", action="store_true", help="drop each file from the page cache after reading it")
     p.add_argument("--resume", action="store_true", help="first load the newest checkpoint in --ckpt")
     p.add_argument("--rank0-save", action="store_true", help="rank 0 also torch.saves the model at each checkpoint")
@@ -88,6 +91,8 @@ def main():
     args = p.parse_args()
 
     as_torchrun()
+    if args.cpu_threads:
+        torch.set_num_threads(args.cpu_threads)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     record = RunRecord(args.out, rank, vars(args))
