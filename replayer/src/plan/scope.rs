@@ -93,16 +93,18 @@ impl Scope {
     }
 }
 
+/// Files, calls and bytes left out of a replay (in all, or of one role,
+/// reason or mount).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
-pub struct Tally {
+pub struct LeftOutCount {
     pub files: u64,
     pub calls: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
 }
 
-impl Tally {
-    pub(crate) fn add(&mut self, other: &Tally) {
+impl LeftOutCount {
+    pub(crate) fn add(&mut self, other: &LeftOutCount) {
         self.files += other.files;
         self.calls += other.calls;
         self.read_bytes += other.read_bytes;
@@ -117,12 +119,12 @@ pub struct LeftOut {
     /// The roles (and prefixes) replayed.
     pub scope: String,
     #[serde(flatten)]
-    pub total: Tally,
-    pub roles: BTreeMap<String, Tally>,
-    pub reasons: BTreeMap<String, Tally>,
+    pub total: LeftOutCount,
+    pub roles: BTreeMap<String, LeftOutCount>,
+    pub reasons: BTreeMap<String, LeftOutCount>,
     /// By the mount (file system) the files were on; `unknown` for a
     /// trace without a mount table.
-    pub mounts: BTreeMap<String, Tally>,
+    pub mounts: BTreeMap<String, LeftOutCount>,
 }
 
 impl LeftOut {

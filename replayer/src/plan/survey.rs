@@ -20,7 +20,7 @@ use iorepro_format::{Events, Op, TraceReader};
 use crate::error::ReplayResult;
 use crate::plan::pathforms;
 use crate::plan::presence::{self, Presence, Role};
-use crate::plan::scope::{LeftOut, Scope, Skip, Tally};
+use crate::plan::scope::{LeftOut, LeftOutCount, Scope, Skip};
 
 /// The columns the replayer reads (the rest are never decoded).
 pub const REPLAY_COLUMNS: [&str; 15] = [
@@ -354,7 +354,7 @@ pub fn apply_scope(survey: &mut Survey, scope: &Scope) -> LeftOut {
         info.skip = skip;
         let Some(skip) = skip else { continue };
         let own_calls: u64 = info.calls.iter().map(|(_, n)| n).sum();
-        let t = Tally {
+        let t = LeftOutCount {
             files: 1,
             calls: own_calls,
             read_bytes,

@@ -13,7 +13,7 @@ use iorepro_format::units::{fmt_bytes, GIB, MIB};
 use iorepro_format::Op;
 use serde::Serialize;
 
-use super::model::{Family, Layout, Model, PathRole};
+use super::model::{CheckpointLayout, Family, Model, PathRole};
 use super::route::Router;
 use super::{BatchMode, CheckpointMode, DataMode};
 use crate::error::ReplayResult;
@@ -263,7 +263,7 @@ fn assumptions(model: &Model) -> Vec<String> {
     let mut assumptions = Vec::new();
     for f in model.families.iter().filter(|f| f.by_name) {
         let (what, other) = match f.layout {
-            Layout::Sharded => ("one shard per rank", "--checkpoint rank0"),
+            CheckpointLayout::Sharded => ("one shard per rank", "--checkpoint rank0"),
             _ => ("written by one rank", "--checkpoint sharded"),
         };
         assumptions.push(format!(
@@ -548,10 +548,10 @@ fn mode<T: Serialize>(m: &T) -> String {
         .unwrap_or_default()
 }
 
-fn layout_name(l: Layout) -> &'static str {
+fn layout_name(l: CheckpointLayout) -> &'static str {
     match l {
-        Layout::Sharded => "sharded over all ranks",
-        Layout::RankZero => "one writer",
-        Layout::Replicated => "each rank its own copy",
+        CheckpointLayout::Sharded => "sharded over all ranks",
+        CheckpointLayout::RankZero => "one writer",
+        CheckpointLayout::Replicated => "each rank its own copy",
     }
 }

@@ -18,7 +18,7 @@ use crate::plan::survey::Survey;
 /// How a checkpoint family's files are written at N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Layout {
+pub enum CheckpointLayout {
     /// The state once, split over all N ranks, each with the traced
     /// per-writer pattern.
     Sharded,
@@ -34,7 +34,7 @@ pub enum Layout {
 pub struct Family {
     pub dir: String,
     pub name: String,
-    pub layout: Layout,
+    pub layout: CheckpointLayout,
     /// The layout was taken from the file names (a trace of one rank).
     pub by_name: bool,
     /// Bytes each source rank wrote.
@@ -309,19 +309,19 @@ fn families_of(
         }
         let by_name = r == 1 && options.checkpoint == CheckpointMode::Auto;
         let layout = match options.checkpoint {
-            CheckpointMode::Replicate => Layout::Replicated,
-            CheckpointMode::Sharded => Layout::Sharded,
-            CheckpointMode::Rank0 => Layout::RankZero,
-            CheckpointMode::Auto if traced_writers.len() > 1 => Layout::Sharded,
+            CheckpointMode::Replicate => CheckpointLayout::Replicated,
+            CheckpointMode::Sharded => CheckpointLayout::Sharded,
+            CheckpointMode::Rank0 => CheckpointLayout::RankZero,
+            CheckpointMode::Auto if traced_writers.len() > 1 => CheckpointLayout::Sharded,
             CheckpointMode::Auto
                 if by_name
                     && ids
                         .iter()
                         .any(|id| names_a_shard(&survey.paths[*id as usize].path)) =>
             {
-                Layout::Sharded
+                CheckpointLayout::Sharded
             }
-            CheckpointMode::Auto => Layout::RankZero,
+            CheckpointMode::Auto => CheckpointLayout::RankZero,
         };
         let traced_bytes = traced_writers.values().sum();
         families.push(Family {
@@ -351,7 +351,7 @@ fn families_of(
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            layout: Layout::Replicated,
+            layout: CheckpointLayout::Replicated,
             by_name: false,
             traced_writers: w.by.clone(),
             traced_bytes: w.by.values().sum(),
@@ -393,7 +393,7 @@ fn assign_writers(
     let mut map: HashMap<i32, Vec<(u32, u64)>> = HashMap::new();
     let writers: Vec<i32> = f.traced_writers.keys().copied().collect();
     match f.layout {
-        Layout::Sharded => {
+        CheckpointLayout::Sharded => {
             for t in 0..world {
                 let own = sources[(t % r) as usize];
                 let pattern = if f.traced_writers.contains_key(&own) {
@@ -406,13 +406,13 @@ fn assign_writers(
                 map.entry(pattern).or_default().push((t, budget));
             }
         }
-        Layout::RankZero => {
+        CheckpointLayout::RankZero => {
             let w = writers[0];
             let t = shares[source_index[&w]][0];
             f.writers.push((t, w, f.bytes));
             map.entry(w).or_default().push((t, f.bytes));
         }
-        Layout::Replicated => {
+        CheckpointLayout::Replicated => {
             let mut total = 0;
             for (s, b) in &f.traced_writers {
                 let b = (*b as u128 * f.bytes as u128 / f.traced_bytes.max(1) as u128) as u64;

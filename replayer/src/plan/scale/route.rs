@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use iorepro_format::Op;
 
-use super::model::{Layout, Model, PathRole};
+use super::model::{CheckpointLayout, Model, PathRole};
 use super::DataMode;
 use crate::plan::ops::PlannedOp;
 use crate::plan::survey::NO_PATH;
@@ -100,7 +100,7 @@ impl<'m> Router<'m> {
                 out.push((t, *op));
             }
             PathRole::Family(f)
-                if self.model.families[f as usize].layout != Layout::Replicated
+                if self.model.families[f as usize].layout != CheckpointLayout::Replicated
                     || self.model.options.checkpoint_bytes.is_some() =>
             {
                 self.for_writers(f, source, op, out)
