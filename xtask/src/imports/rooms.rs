@@ -1,7 +1,9 @@
 //! The rule of which room may import which, as a crate's `lib.rs` states
 //! it, and the references that break it. A room is a top-level module of
 //! the crate (`src/plan/`, `src/io.rs`); the rule is the list that follows
-//! a doc line saying "Which room may import which", one room an item:
+//! a doc line saying "Which room may import which", in one of two forms.
+//! One room an item, the first name in backticks the room and the others
+//! the rooms it may import:
 //!
 //! ```text
 //! //! Which room may import which:
@@ -10,9 +12,17 @@
 //! //! - `execute`: every room
 //! ```
 //!
-//! The first name in backticks is the room, the others the rooms it may
-//! import. Modules the list does not name (`error`, `cli`) are free to
-//! import and to be imported.
+//! Or in layers, one layer an item, each room importing only rooms of the
+//! layers above its own:
+//!
+//! ```text
+//! //! Which room may import which: each only those of the lines above its own.
+//! //! - `error`, `schema`
+//! //! - `reader`, `writer`
+//! ```
+//!
+//! Modules the list does not name (`error`, `cli`) are free to import and
+//! to be imported.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -33,23 +43,33 @@ pub fn rule(lib_rs: &str) -> Option<Rule> {
         .collect();
     let start = doc.iter().position(|l| l.contains(HEADING))?;
     let mut rule = Rule::new();
+    let mut above: Vec<String> = Vec::new();
     // The heading may run on over a line or two before the list.
     for line in doc[start..]
         .iter()
         .skip_while(|l| !l.starts_with("- "))
         .take_while(|l| l.starts_with("- "))
     {
-        let names: Vec<String> = line
-            .split('`')
+        let parts: Vec<&str> = line.split('`').collect();
+        let names: Vec<String> = parts
+            .iter()
             .skip(1)
             .step_by(2)
-            .map(str::to_string)
+            .map(|s| s.to_string())
             .collect();
         let Some((room, allowed)) = names.split_first() else {
             continue;
         };
-        let allowed = (!line.contains("every room")).then(|| allowed.to_vec());
-        rule.insert(room.clone(), allowed);
+        let one_room = parts.get(2).is_some_and(|after| after.starts_with(':'));
+        if one_room {
+            let allowed = (!line.contains("every room")).then(|| allowed.to_vec());
+            rule.insert(room.clone(), allowed);
+        } else {
+            for name in &names {
+                rule.insert(name.clone(), Some(above.clone()));
+            }
+            above.extend(names);
+        }
     }
     (!rule.is_empty()).then_some(rule)
 }
@@ -103,6 +123,25 @@ mod tests {
         assert_eq!(r["io"], Some(vec!["plan".to_string()]));
         assert_eq!(r["execute"], None);
         assert!(rule("//! No rule here.\n").is_none());
+    }
+
+    #[test]
+    fn a_rule_in_layers() {
+        let lib = "//! Which room may import which: each only those of the lines\n//! above its own.\n//! - `error`, `schema`\n//! - `reader`, `writer`\n//! - `scan`\n";
+        let r = rule(lib).unwrap();
+        assert_eq!(r["schema"], Some(vec![]));
+        assert_eq!(
+            r["writer"],
+            Some(vec!["error".to_string(), "schema".to_string()])
+        );
+        assert_eq!(r["scan"].as_ref().unwrap().len(), 4);
+        let src = Path::new("f/src");
+        let edges = [
+            edge("f/src/writer.rs", "f/src/schema.rs"),
+            edge("f/src/writer.rs", "f/src/reader.rs"),
+            edge("f/src/schema.rs", "f/src/scan.rs"),
+        ];
+        assert_eq!(breaks(&r, src, &edges), vec![&edges[1], &edges[2]]);
     }
 
     #[test]
