@@ -22,11 +22,12 @@ use std::path::Path;
 use arrow_array::BooleanArray;
 use serde::Serialize;
 
-use crate::roles::forms::{beneath, canonical};
+use crate::roles::forms::beneath;
 use crate::roles::{FileRoles, Role};
 use iorepro_format::columns::Events;
 use iorepro_format::error::{TraceError, TraceResult};
 use iorepro_format::manifest::Manifest;
+use iorepro_format::paths::spelling;
 use iorepro_format::reader::TraceReader;
 use iorepro_format::writer::{TraceWriter, WriterOptions};
 
@@ -165,7 +166,7 @@ impl RowJudge<'_> {
     }
 
     fn judge_path(&self, path: &str) -> bool {
-        let key = canonical(path).map_or_else(|| path.to_string(), |c| c.path);
+        let key = spelling(path);
         if self.f.exclude.iter().any(|p| beneath(&key, p)) {
             return false;
         }

@@ -9,6 +9,14 @@
 //! by side, and [`filter`] cuts a trace by role, path, rank and time. The
 //! figures are drawn from an overview by `iorepro-plot`; the replayer reads
 //! the phases and roles found here.
+//!
+//! Which room may import which (`cargo xtask imports --rooms` checks it):
+//! each only rooms of the lines above its own, and no two files of the
+//! crate import each other (`cargo xtask imports`).
+//! - `by_op`, `access`, `histogram`, `timeline`, `activity`
+//! - `phases`, `roles`, `tally`
+//! - `overview`, `filter`
+//! - `compare`, `summary`
 
 pub mod access;
 pub mod activity;

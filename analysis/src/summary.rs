@@ -9,6 +9,7 @@
 //! `peak_write_gib_s_100ms`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write;
 
 use arrow_array::Array;
 use serde::Serialize;
@@ -23,6 +24,7 @@ use crate::timeline::BASE_WINDOW_NS;
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
 use iorepro_format::schema::{COL_HOST, COL_PID};
+use iorepro_format::units::fmt_bytes;
 
 /// How many files the summary lists, busiest first.
 pub const TOP_FILES: usize = 10;
@@ -152,11 +154,22 @@ impl Summary {
         }
     }
 
-    /// The human-readable report.
+    /// The human-readable report: the totals, the op mix and request
+    /// sizes, the busiest ranks and files, the roles and mounts, the phases.
     pub fn render(&self) -> String {
-        use iorepro_format::units::fmt_bytes;
-        use std::fmt::Write;
         let mut s = String::new();
+        self.render_totals(&mut s);
+        self.render_ops(&mut s);
+        self.render_ranks(&mut s);
+        self.render_files(&mut s);
+        self.render_roles_and_mounts(&mut s);
+        s.push('\n');
+        s.push_str(&crate::phases::render(&self.overview.phases));
+        s
+    }
+
+    /// Events, bytes, peaks, metadata calls and how sequential the I/O is.
+    fn render_totals(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "events {}  dropped {}  duration {:.3} s  hosts {}  ranks {}  files {}",
@@ -191,6 +204,10 @@ impl Summary {
             self.access.read_sequential_share * 100.0,
             self.access.write_sequential_share * 100.0
         );
+    }
+
+    /// Calls and bytes per op, and each op's histogram of request sizes.
+    fn render_ops(&self, s: &mut String) {
         let _ = writeln!(s, "\n{:<10} {:>12} {:>14}", "op", "count", "bytes");
         for (op, st) in &self.ops {
             let _ = writeln!(
@@ -214,6 +231,10 @@ impl Summary {
                 );
             }
         }
+    }
+
+    /// The ranks that moved the most bytes.
+    fn render_ranks(&self, s: &mut String) {
         // No table of ranks when there are none (the header says why).
         if !self.per_rank.is_empty() {
             let _ = writeln!(
@@ -241,6 +262,10 @@ impl Summary {
                 self.per_rank.len() - TOP_FILES
             );
         }
+    }
+
+    /// The files that moved the most bytes.
+    fn render_files(&self, s: &mut String) {
         let _ = writeln!(s, "\n{:>14} {:>14} {:>10}  file", "read", "write", "events");
         for f in &self.top_files {
             let _ = writeln!(
@@ -252,6 +277,10 @@ impl Summary {
                 f.path
             );
         }
+    }
+
+    /// Files, calls and bytes per role and per mount.
+    fn render_roles_and_mounts(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "\n{:<11} {:>8} {:>12} {:>14} {:>14}",
@@ -285,8 +314,5 @@ impl Summary {
                 fmt_bytes(m.write_bytes as f64)
             );
         }
-        s.push('\n');
-        s.push_str(&crate::phases::render(&self.overview.phases));
-        s
     }
 }

@@ -235,7 +235,7 @@ impl<'a> Capture<'a> {
             }
             let drained = self.session.drain(probes)?;
             if let Some(l) = self.live.as_mut() {
-                l.after_drain(drained, &self.session.tally, probes);
+                l.after_drain(drained, &self.session.written, probes);
             }
             if let Some(j) = self.job.as_mut() {
                 if let Some(status) = j.try_wait() {
@@ -386,7 +386,7 @@ impl<'a> Capture<'a> {
             );
         }
         if let Some(l) = self.live {
-            l.finish(&self.session.tally, (dropped_io, dropped_proc));
+            l.finish(&self.session.written, (dropped_io, dropped_proc));
         }
         Ok(Outcome {
             exit_code: self.exit_code,

@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::CollectResult;
 use crate::files::{user_dev, FileTable};
-use crate::live::tally::Tally;
+use crate::live::written::Written;
 use crate::probes::Probes;
 use crate::procs::{self, ProcTable};
 use crate::rows::{op_of, row_from_event, Reorder};
@@ -40,7 +40,7 @@ pub struct Decoder {
     /// result, by request (see the kernel side's `uring`).
     pending: FxHashMap<i64, (PathEvent, Rc<str>)>,
     /// What has been written so far, for status lines and metrics.
-    pub tally: Tally,
+    pub written: Written,
 }
 
 /// A path record: its header and its two path strings.
@@ -82,7 +82,7 @@ impl Decoder {
             all_files,
             wall_offset_ns,
             pending: FxHashMap::default(),
-            tally: Tally::default(),
+            written: Written::default(),
         }
     }
 
@@ -94,7 +94,8 @@ impl Decoder {
     ) -> Result<usize, TraceError> {
         let names = &self.names;
         let comm = |tid: i32| names.get(&(tid as u32)).copied().unwrap_or([0; COMM_LEN]);
-        self.rows.release(watermark, comm, &mut self.tally, writer)
+        self.rows
+            .release(watermark, comm, &mut self.written, writer)
     }
 
     /// A process found already running (in an attached tree or cgroup).

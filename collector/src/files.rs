@@ -9,7 +9,9 @@
 //! before tracing began, from `/proc/PID/fd`, `/proc/PID/maps` and `/proc/PID/cwd`.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use iorepro_format::paths::spelling;
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
@@ -59,8 +61,10 @@ impl FileTable {
 
     /// Joins a path argument to the directory it is relative to.
     pub fn resolve(&mut self, raw: &str, dir: FileKey, tgid: u32) -> String {
+        // The kernel already found the real file; the trace only needs the
+        // format's one spelling of its name.
         if raw.starts_with('/') {
-            return normalize(Path::new(raw));
+            return spelling(raw);
         }
         let base = self.paths.get(&dir).map(|p| p.to_string()).or_else(|| {
             // The working directory is the usual start; check it is the same inode.
@@ -70,7 +74,7 @@ impl FileTable {
             Some(p)
         });
         match base {
-            Some(b) => normalize(&Path::new(&b).join(raw)),
+            Some(b) => spelling(&format!("{b}/{raw}")),
             // Unknown start directory: kept as given, visibly relative.
             None => raw.to_string(),
         }
@@ -148,29 +152,17 @@ fn verified_link(link: &Path, key: FileKey) -> Option<String> {
         .then(|| target.to_string_lossy().into_owned())
 }
 
-/// Removes `.` and `..` lexically (the kernel already resolved the real file).
-pub fn normalize(p: &Path) -> String {
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out.to_string_lossy().into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn normalize_removes_dots() {
-        assert_eq!(normalize(Path::new("/a/./b/../c//d")), "/a/c/d");
-        assert_eq!(normalize(Path::new("/../x")), "/x");
+    fn paths_are_joined_to_their_directory_in_one_spelling() {
+        let mut t = FileTable::default();
+        t.learn((1, 9), "/data/run");
+        assert_eq!(t.resolve("/a/./b/../c//d", (1, 9), 0), "/a/c/d");
+        assert_eq!(t.resolve("../x/./y", (1, 9), 0), "/data/x/y");
+        assert_eq!(t.resolve("../../../z", (1, 9), 0), "/z");
     }
 
     #[test]

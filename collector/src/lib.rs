@@ -12,6 +12,17 @@
 //! job runs on untraced. [`live`] counts what is written for the
 //! `--status-interval` lines and the `--metrics-addr` endpoint.
 //!
+//! Which room may import which (`cargo xtask imports --rooms` checks it):
+//! each only rooms of the lines above its own, and no two files of the
+//! crate import each other (`cargo xtask imports`).
+//! - `error`, `files`, `mounts`, `procs`, `salvage`, `signals`
+//! - `btf`, `cgroup`, `cli`, `ring`, `spawn`
+//! - `probes`
+//! - `live`
+//! - `rows`
+//! - `decode`
+//! - `capture`
+//!
 //! # Why these hooks, and what each call costs
 //!
 //! - **The raw `sys_enter`/`sys_exit` tracepoints, as BTF tracepoints**: one

@@ -12,7 +12,7 @@ use iorepro_format::event::OwnedRow;
 use iorepro_format::schema;
 use iorepro_format::{Op, TraceResult, TraceWriter};
 
-use crate::live::tally::Tally;
+use crate::live::written::Written;
 
 /// One row, owned until the reorder window lets it go.
 pub type Row = OwnedRow<Rc<str>>;
@@ -171,7 +171,7 @@ impl Reorder {
         &mut self,
         watermark_ns: Option<i64>,
         comm: impl Fn(i32) -> [u8; COMM_LEN],
-        tally: &mut Tally,
+        written: &mut Written,
         out: &mut TraceWriter,
     ) -> TraceResult<usize> {
         let mut n = 0;
@@ -186,7 +186,7 @@ impl Reorder {
                 let name = comm(row.tid);
                 let event = row.as_event(&self.host, c_str(&name));
                 out.push(&event)?;
-                tally.add(&event);
+                written.add(&event);
                 n += 1;
             }
             self.spare.push(bucket);

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 /// Where cgroup v2 is mounted, mounting it if it is not; None (and why) if
 /// it cannot be here.

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use iorepro_traces::validate::{repair, validate};
-use iorepro_traces::TraceReader;
+use iorepro_format::validate::{repair, validate};
+use iorepro_format::TraceReader;
 
 /// A tmpfs mounted for one test, unmounted when dropped (also on a failed assert).
 struct Tmpfs(PathBuf);

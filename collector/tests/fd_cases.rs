@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 const SCRIPT: &str = r#"
 import os, sys

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 const FILE_SIZE: usize = 1 << 20;
 

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use iorepro_traces::{Manifest, Op};
+use iorepro_format::{Manifest, Op};
 
 /// The kernels, by Debian suite (see xtask's `kernels`).
 const SUITES: &[&str] = &["bullseye", "bookworm", "bookworm-backports"];

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
-use iorepro_traces::{Op, TraceReader};
+use iorepro_format::{Op, TraceReader};
 
 #[test]
 fn a_failing_job_keeps_its_exit_status_and_a_complete_trace() {

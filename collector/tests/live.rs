@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use iorepro_format::Op;
 use iorepro_tests::http::{free_port, get};
-use iorepro_traces::Op;
 
 /// The value of `name` (with its labels, as written) in a scrape.
 fn sample(scrape: &str, name: &str) -> Option<f64> {

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::*;
-use iorepro_traces::interchange::import_strace::{import, StraceOptions};
-use iorepro_traces::Op;
+use iorepro_format::Op;
+use iorepro_interchange::import_strace::{import, StraceOptions};
 
 const JOB: &str = include_str!("../../tests/jobs/metadata_storm.py");
 

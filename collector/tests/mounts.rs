@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use iorepro_traces::{FileRoles, TraceReader};
+use iorepro_analysis::roles::FileRoles;
+use iorepro_format::TraceReader;
 
 /// A tmpfs mounted at a directory for the test's length, unmounted on drop
 /// (also when an assertion fails).

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 const NOBODY: u32 = 65534;
 

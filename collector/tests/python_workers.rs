@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashSet;
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 const WORKER_SCRIPT: &str = r#"
 import multiprocessing as mp, sys

@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use iorepro_traces::{Op, TraceReader};
+use iorepro_format::{Op, TraceReader};
 
 const JOB: &str = r#"
 import os, random, sys

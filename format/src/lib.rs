@@ -13,8 +13,20 @@
 //! trace is made of with owner-and-group permissions. [`launchers`] says which
 //! environment variables give the `rank` column. [`validate`] checks a
 //! trace and repairs a damaged one (the collector salvages its own with it),
-//! [`error`] is the one error type, [`units`] the byte and time units and
-//! [`host`] the one question iorepro asks of the machine (is it root).
+//! [`error`] is the one error type, [`units`] the byte and time units,
+//! [`paths`] the one spelling of a path, and [`host`] the one question
+//! iorepro asks of the machine (is it root).
+//!
+//! Which room may import which (`cargo xtask imports --rooms` checks it):
+//! each only rooms of the lines above its own, and no two files of the
+//! crate import each other (`cargo xtask imports`).
+//! - `error`, `schema`, `units`, `host`, `launchers`, `mounts`, `runs`, `paths`
+//! - `event`, `columns`, `normalise`, `segment_file`, `private_file`
+//! - `manifest`, `batches`
+//! - `partitions`, `writer`
+//! - `reader`
+//! - `scan`, `repair`
+//! - `validate`
 
 pub mod batches;
 pub mod columns;
@@ -26,6 +38,7 @@ pub mod manifest;
 pub mod mounts;
 pub(crate) mod normalise;
 pub mod partitions;
+pub mod paths;
 pub mod private_file;
 pub mod reader;
 pub mod repair;

@@ -97,44 +97,11 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
         ));
     }
     let old = load_old_manifest(dir)?;
-    let old_listed: Vec<String> = match &old {
-        OldManifest::Valid(m) | OldManifest::Salvaged(m, _) => m.segments.clone(),
-        _ => Vec::new(),
-    };
-
-    // Check every candidate before touching anything.
-    let mut keep: Vec<(String, SegmentCheck)> = Vec::new();
-    let mut adopt_partial: Vec<(String, String)> = Vec::new();
-    let mut set_aside: Vec<(String, String)> = Vec::new();
     let names = file_names(dir)?;
-    for name in &names {
-        let is_partial = name.ends_with(PARTIAL_SUFFIX);
-        if !is_partial && !name.ends_with(SEGMENT_SUFFIX) {
-            continue;
-        }
-        match check_segment(&dir.join(name))? {
-            Ok(check) if is_partial => {
-                let finished = name.trim_end_matches(".partial").to_string();
-                if names.contains(&finished) {
-                    set_aside.push((
-                        name.clone(),
-                        format!("unfinished copy of {finished}, which exists"),
-                    ));
-                } else {
-                    adopt_partial.push((name.clone(), finished.clone()));
-                    keep.push((finished, check));
-                }
-            }
-            Ok(check) => keep.push((name.clone(), check)),
-            Err(reason) if is_partial => set_aside.push((
-                name.clone(),
-                format!("unfinished segment (its writer was stopped before the footer): {reason}"),
-            )),
-            Err(reason) => set_aside.push((name.clone(), reason)),
-        }
-    }
-    keep.sort_by(|a, b| a.0.cmp(&b.0));
-    let kept_names: Vec<String> = keep.iter().map(|(n, _)| n.clone()).collect();
+    // Check every candidate before touching anything.
+    let found = check_segments(dir, &names)?;
+    let kept_names: Vec<String> = found.keep.iter().map(|(n, _)| n.clone()).collect();
+    let old_listed = old.segments();
     let missing: Vec<String> = old_listed
         .iter()
         .filter(|s| !names.contains(s) && !kept_names.contains(s))
@@ -145,55 +112,21 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
         .filter(|n| !old_listed.contains(n))
         .cloned()
         .collect();
-
-    let events: u64 = keep.iter().map(|(_, c)| c.rows).sum();
-    let (start, end) = if events == 0 {
-        (0, 0)
-    } else {
-        let with_rows = keep.iter().filter(|(_, c)| c.rows > 0);
-        (
-            with_rows
-                .clone()
-                .map(|(_, c)| c.first_ts)
-                .min()
-                .unwrap_or(0),
-            with_rows.map(|(_, c)| c.last_ts).max().unwrap_or(0),
-        )
-    };
-    let mut hosts: Vec<String> = Vec::new();
-    for h in keep.iter().flat_map(|(_, c)| c.hosts.iter()) {
-        if !hosts.contains(h) {
-            hosts.push(h.clone());
-        }
-    }
-
-    let (mut m, old_state, old_complete) = match &old {
-        OldManifest::Valid(m) => (m.clone(), "kept".to_string(), m.complete),
-        OldManifest::Salvaged(m, why) => (m.clone(), format!("salvaged ({why})"), m.complete),
-        OldManifest::Unreadable(why) => (
-            Manifest::new(Source::Unknown),
-            format!("unreadable ({why}); set aside"),
-            false,
-        ),
-        OldManifest::Missing => (Manifest::new(Source::Unknown), "missing".into(), false),
-    };
+    let totals = Totals::of(&found.keep);
+    let (m, old_state, old_complete) = old.starting_point();
     let consistent = matches!(old, OldManifest::Valid(_))
-        && set_aside.is_empty()
+        && found.set_aside.is_empty()
         && adopted.is_empty()
         && missing.is_empty()
-        && m.events == events
-        && m.calls
-            .is_none_or(|c| c == keep.iter().map(|(_, k)| k.calls).sum::<u64>())
-        && (events == 0 || (m.start_unix_ns == start && m.end_unix_ns == end))
-        && hosts.iter().all(|h| m.hosts.contains(h));
-    let complete = old_complete && set_aside.is_empty() && missing.is_empty();
+        && totals.agree_with(&m);
+    let complete = old_complete && found.set_aside.is_empty() && missing.is_empty();
     let mut report = Repair {
         dir: dir.to_path_buf(),
         changed: !consistent,
         segments: kept_names.clone(),
-        events,
-        start_unix_ns: start,
-        end_unix_ns: end,
+        events: totals.events,
+        start_unix_ns: totals.start,
+        end_unix_ns: totals.end,
         complete: if consistent { m.complete } else { complete },
         adopted,
         set_aside: Vec::new(),
@@ -203,8 +136,123 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
     if consistent {
         return Ok(report);
     }
+    move_files(dir, found, &old, &mut report)?;
+    rewrite_manifest(dir, m, kept_names, totals, complete, &report)?;
+    Ok(report)
+}
 
-    for (name, reason) in set_aside {
+/// What the segment files of a trace directory turned out to be.
+#[derive(Default)]
+struct Found {
+    /// Readable segments, by the name they will have, sorted.
+    keep: Vec<(String, SegmentCheck)>,
+    /// `.partial` segments whose footer was written: (name, finished name).
+    adopt_partial: Vec<(String, String)>,
+    /// Files to move out of the trace, with why.
+    set_aside: Vec<(String, String)>,
+}
+
+/// Reads every segment file (finished or `.partial`) among `names`.
+fn check_segments(dir: &Path, names: &[String]) -> TraceResult<Found> {
+    let mut found = Found::default();
+    for name in names {
+        let is_partial = name.ends_with(PARTIAL_SUFFIX);
+        if !is_partial && !name.ends_with(SEGMENT_SUFFIX) {
+            continue;
+        }
+        match check_segment(&dir.join(name))? {
+            Ok(check) if is_partial => {
+                let finished = name.trim_end_matches(".partial").to_string();
+                if names.contains(&finished) {
+                    found.set_aside.push((
+                        name.clone(),
+                        format!("unfinished copy of {finished}, which exists"),
+                    ));
+                } else {
+                    found.adopt_partial.push((name.clone(), finished.clone()));
+                    found.keep.push((finished, check));
+                }
+            }
+            Ok(check) => found.keep.push((name.clone(), check)),
+            Err(reason) if is_partial => found.set_aside.push((
+                name.clone(),
+                format!("unfinished segment (its writer was stopped before the footer): {reason}"),
+            )),
+            Err(reason) => found.set_aside.push((name.clone(), reason)),
+        }
+    }
+    found.keep.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
+}
+
+/// What the kept segments hold together: the manifest's figures.
+struct Totals {
+    events: u64,
+    calls: u64,
+    /// First and last `ts` (0 and 0 without rows).
+    start: i64,
+    end: i64,
+    /// In the order the segments first name them.
+    hosts: Vec<String>,
+}
+
+impl Totals {
+    fn of(keep: &[(String, SegmentCheck)]) -> Totals {
+        let with_rows = || keep.iter().map(|(_, c)| c).filter(|c| c.rows > 0);
+        let mut hosts: Vec<String> = Vec::new();
+        for h in keep.iter().flat_map(|(_, c)| c.hosts.iter()) {
+            if !hosts.contains(h) {
+                hosts.push(h.clone());
+            }
+        }
+        Totals {
+            events: keep.iter().map(|(_, c)| c.rows).sum(),
+            calls: keep.iter().map(|(_, c)| c.calls).sum(),
+            start: with_rows().map(|c| c.first_ts).min().unwrap_or(0),
+            end: with_rows().map(|c| c.last_ts).max().unwrap_or(0),
+            hosts,
+        }
+    }
+
+    /// Whether manifest `m` already says what the segments hold.
+    fn agree_with(&self, m: &Manifest) -> bool {
+        m.events == self.events
+            && m.calls.is_none_or(|c| c == self.calls)
+            && (self.events == 0 || (m.start_unix_ns == self.start && m.end_unix_ns == self.end))
+            && self.hosts.iter().all(|h| m.hosts.contains(h))
+    }
+}
+
+impl OldManifest {
+    /// The segments it lists (none when it cannot be read).
+    fn segments(&self) -> Vec<String> {
+        match self {
+            OldManifest::Valid(m) | OldManifest::Salvaged(m, _) => m.segments.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The manifest a rewrite starts from, what became of this one (for the
+    /// report), and whether it said the trace was complete.
+    fn starting_point(&self) -> (Manifest, String, bool) {
+        match self {
+            OldManifest::Valid(m) => (m.clone(), "kept".to_string(), m.complete),
+            OldManifest::Salvaged(m, why) => (m.clone(), format!("salvaged ({why})"), m.complete),
+            OldManifest::Unreadable(why) => (
+                Manifest::new(Source::Unknown),
+                format!("unreadable ({why}); set aside"),
+                false,
+            ),
+            OldManifest::Missing => (Manifest::new(Source::Unknown), "missing".into(), false),
+        }
+    }
+}
+
+/// Sets aside the unusable files (an unreadable manifest too), gives
+/// adopted `.partial` segments their finished names, and keeps a copy of a
+/// manifest about to be rewritten.
+fn move_files(dir: &Path, found: Found, old: &OldManifest, report: &mut Repair) -> TraceResult<()> {
+    for (name, reason) in found.set_aside {
         let to = set_aside_file(dir, &name)?;
         report.set_aside.push(SetAside {
             file: name,
@@ -212,11 +260,11 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
             reason,
         });
     }
-    for (partial, finished) in adopt_partial {
+    for (partial, finished) in found.adopt_partial {
         let to = dir.join(&finished);
         std::fs::rename(dir.join(&partial), &to).map_err(|e| TraceError::io(&to, e))?;
     }
-    if let OldManifest::Unreadable(why) = &old {
+    if let OldManifest::Unreadable(why) = old {
         let to = set_aside_file(dir, MANIFEST_FILE)?;
         report.set_aside.push(SetAside {
             file: MANIFEST_FILE.into(),
@@ -230,15 +278,28 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
         std::fs::copy(dir.join(MANIFEST_FILE), &bak).map_err(|e| TraceError::io(&bak, e))?;
         report.old_manifest = format!("{} as {MANIFEST_BACKUP}", report.old_manifest);
     }
+    Ok(())
+}
+
+/// Writes manifest `m` anew with what the kept segments hold, and a note of
+/// the repair.
+fn rewrite_manifest(
+    dir: &Path,
+    mut m: Manifest,
+    segments: Vec<String>,
+    totals: Totals,
+    complete: bool,
+    report: &Repair,
+) -> TraceResult<()> {
     m.format = crate::schema::FORMAT_NAME.to_string();
     m.schema_version = SCHEMA_VERSION as u64;
-    m.segments = kept_names;
-    m.events = events;
-    m.calls = Some(keep.iter().map(|(_, c)| c.calls).sum());
-    m.start_unix_ns = start;
-    m.end_unix_ns = end;
-    m.hosts.retain(|h| hosts.contains(h));
-    for h in hosts {
+    m.segments = segments;
+    m.events = totals.events;
+    m.calls = Some(totals.calls);
+    m.start_unix_ns = totals.start;
+    m.end_unix_ns = totals.end;
+    m.hosts.retain(|h| totals.hosts.contains(h));
+    for h in totals.hosts {
         if !m.hosts.contains(&h) {
             m.hosts.push(h);
         }
@@ -252,8 +313,7 @@ pub fn repair(dir: &Path) -> TraceResult<Repair> {
             "missing": &report.missing,
         }),
     );
-    m.store(dir)?;
-    Ok(report)
+    m.store(dir)
 }
 
 /// Renames `dir/name` to the first free `name.corrupt[.N]`; returns the new name.

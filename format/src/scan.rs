@@ -320,7 +320,7 @@ pub fn scan<P: Fold>(
     reader: &TraceReader,
     columns: &[&str],
     init: impl Fn() -> P + Sync,
-    mut merge: impl FnMut(P),
+    merge: impl FnMut(P),
 ) -> TraceResult<()> {
     let mut wanted: Vec<usize> = columns
         .iter()
@@ -328,7 +328,32 @@ pub fn scan<P: Fold>(
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
-    // Segments in time order, then their row groups.
+    let (metas, units) = units_in_time_order(reader)?;
+    let threads = workers().min(units.len()).max(1);
+    let shared = Shared {
+        units: &units,
+        metas: &metas,
+        wanted: &wanted,
+        window: 2 * threads,
+        next: AtomicUsize::new(0),
+        failed: AtomicBool::new(false),
+        merged: (Mutex::new(0), Condvar::new()),
+    };
+    let (tx, rx) = mpsc::channel::<(usize, TraceResult<P>)>();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (shared, init) = (&shared, &init);
+            s.spawn(move || shared.work(init, tx));
+        }
+        drop(tx);
+        shared.merge_in_order(rx, merge)
+    })
+}
+
+/// The row groups of the trace's segments, segments in time order, with
+/// each segment's metadata.
+fn units_in_time_order(reader: &TraceReader) -> TraceResult<(Vec<SegmentMeta>, Vec<Unit>)> {
     let mut order: Vec<usize> = (0..reader.segments().len()).collect();
     order.sort_by_key(|&i| reader.segments()[i].ts_ns_range.map_or(i64::MIN, |r| r.0));
     let mut metas: Vec<SegmentMeta> = Vec::new();
@@ -343,58 +368,81 @@ pub fn scan<P: Fold>(
         }
         metas.push(meta);
     }
-    let threads = workers().min(units.len()).max(1);
-    // Workers take units in order but never run further ahead of the merge
-    // than `window` units, which bounds the partials held.
-    let window = 2 * threads;
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let merged = (Mutex::new(0usize), Condvar::new());
-    let (tx, rx) = mpsc::channel::<(usize, TraceResult<P>)>();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let (next, failed, merged, units, metas) = (&next, &failed, &merged, &units, &metas);
-            let (init, wanted) = (&init, &wanted);
-            s.spawn(move || loop {
-                let u = next.fetch_add(1, Ordering::SeqCst);
-                if u >= units.len() || failed.load(Ordering::SeqCst) {
-                    return;
-                }
-                {
-                    let (done, cv) = merged;
-                    let mut done = done.lock().unwrap();
-                    while u >= *done + window && !failed.load(Ordering::SeqCst) {
-                        done = cv.wait(done).unwrap();
-                    }
-                }
-                if failed.load(Ordering::SeqCst) {
-                    return;
-                }
-                let unit = &units[u];
-                let mut part = init();
-                let rows = metas[unit.segment]
-                    .meta
-                    .metadata()
-                    .row_group(unit.row_group)
-                    .num_rows();
-                part.reserve(rows.max(0) as usize);
-                let result = read_unit(&metas[unit.segment], unit.row_group, wanted, &mut |b| {
-                    part.add(b)
-                })
-                .map(|()| {
-                    part.seal();
-                    part
-                });
-                if result.is_err() {
-                    failed.store(true, Ordering::SeqCst);
-                }
-                if tx.send((u, result)).is_err() {
-                    return;
-                }
-            });
+    Ok((metas, units))
+}
+
+/// What a scan's workers and its merge share.
+struct Shared<'a> {
+    units: &'a [Unit],
+    metas: &'a [SegmentMeta],
+    wanted: &'a [usize],
+    /// Workers take units in order but never run further ahead of the
+    /// merge than this many units, which bounds the partials held.
+    window: usize,
+    /// The next unit to take.
+    next: AtomicUsize,
+    failed: AtomicBool,
+    /// Units merged so far, and the signal that it moved.
+    merged: (Mutex<usize>, Condvar),
+}
+
+impl Shared<'_> {
+    /// A worker: folds units until none is left or one has failed, sending
+    /// each unit's partial (or error) to the merge.
+    fn work<P: Fold>(
+        &self,
+        init: &(impl Fn() -> P + Sync),
+        tx: mpsc::Sender<(usize, TraceResult<P>)>,
+    ) {
+        loop {
+            let u = self.next.fetch_add(1, Ordering::SeqCst);
+            if u >= self.units.len() || self.failed.load(Ordering::SeqCst) {
+                return;
+            }
+            self.wait_for_merge(u);
+            if self.failed.load(Ordering::SeqCst) {
+                return;
+            }
+            let result = self.fold(u, init);
+            if result.is_err() {
+                self.failed.store(true, Ordering::SeqCst);
+            }
+            if tx.send((u, result)).is_err() {
+                return;
+            }
         }
-        drop(tx);
+    }
+
+    /// Waits until unit `u` is within the window of the merge (or the scan
+    /// has failed).
+    fn wait_for_merge(&self, u: usize) {
+        let (done, cv) = &self.merged;
+        let mut done = done.lock().unwrap();
+        while u >= *done + self.window && !self.failed.load(Ordering::SeqCst) {
+            done = cv.wait(done).unwrap();
+        }
+    }
+
+    /// Unit `u` folded into a fresh partial.
+    fn fold<P: Fold>(&self, u: usize, init: &impl Fn() -> P) -> TraceResult<P> {
+        let unit = &self.units[u];
+        let meta = &self.metas[unit.segment];
+        let mut part = init();
+        let rows = meta.meta.metadata().row_group(unit.row_group).num_rows();
+        part.reserve(rows.max(0) as usize);
+        read_unit(meta, unit.row_group, self.wanted, &mut |b| part.add(b))?;
+        part.seal();
+        Ok(part)
+    }
+
+    /// Hands the partials to `merge` in unit order as they arrive, moving
+    /// the window on; after an error nothing more is merged and the
+    /// workers stop.
+    fn merge_in_order<P>(
+        &self,
+        rx: mpsc::Receiver<(usize, TraceResult<P>)>,
+        mut merge: impl FnMut(P),
+    ) -> TraceResult<()> {
         let mut pending: BTreeMap<usize, P> = BTreeMap::new();
         let mut next_merge = 0usize;
         let mut error: Option<TraceError> = None;
@@ -413,11 +461,11 @@ pub fn scan<P: Fold>(
                 }
                 next_merge += 1;
             }
-            let (done, cv) = &merged;
+            let (done, cv) = &self.merged;
             *done.lock().unwrap() = next_merge;
             cv.notify_all();
             if error.is_some() {
-                failed.store(true, Ordering::SeqCst);
+                self.failed.store(true, Ordering::SeqCst);
                 cv.notify_all();
             }
         }
@@ -425,5 +473,5 @@ pub fn scan<P: Fold>(
             Some(e) => Err(e),
             None => Ok(()),
         }
-    })
+    }
 }

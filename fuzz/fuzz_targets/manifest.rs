@@ -3,7 +3,7 @@
 //! must then fail cleanly on the missing segments (or succeed when it lists none).
 #![no_main]
 
-use iorepro_traces::{Manifest, TraceReader};
+use iorepro_format::{Manifest, TraceReader};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use iorepro_traces::{Manifest, Source, TraceReader};
+use iorepro_format::{Manifest, Source, TraceReader};
 use libfuzzer_sys::fuzz_target;
 
 /// Reads every batch; returns the rows read, or None at the first error.

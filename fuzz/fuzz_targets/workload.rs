@@ -2,8 +2,8 @@
 //! and a small checked workload must synthesize exactly the events it promises.
 #![no_main]
 
-use iorepro_traces::synth::Workload;
-use iorepro_traces::{Source, WriterOptions};
+use iorepro_format::{Source, WriterOptions};
+use iorepro_interchange::synth::Workload;
 use libfuzzer_sys::fuzz_target;
 
 /// Larger workloads are only parsed: writing them would slow the search down.

@@ -9,15 +9,18 @@
 //! offset cannot be replayed by fio and are counted in `skipped`. Rows without
 //! a rank go to `unranked.iolog`.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use arrow_array::Array;
 use serde::Serialize;
 
+use iorepro_format::columns::Events;
 use iorepro_format::error::{TraceError, TraceResult};
+use iorepro_format::paths::{beneath_root, spelling};
 use iorepro_format::reader::TraceReader;
 use iorepro_format::runs::Run;
 use iorepro_format::schema::{
@@ -70,6 +73,76 @@ impl RankLog {
             .map_err(|e| TraceError::io(&self.path, e))
     }
 
+    /// An open of `file`: fio opens a file once, on its first descriptor.
+    fn open_file(&mut self, us: u64, file: String) -> TraceResult<()> {
+        let opened = self.open.get(&file).copied().unwrap_or(0);
+        if opened == 0 {
+            self.ensure_open(us, &file)
+        } else {
+            self.open.insert(file, opened + 1);
+            Ok(())
+        }
+    }
+
+    /// A close of `file`: fio closes it with its last descriptor.
+    fn close_file(&mut self, us: u64, file: String) -> TraceResult<()> {
+        match self.open.get(&file).copied() {
+            Some(1) => {
+                self.line(format_args!("{us} {file} close\n"))?;
+                self.open.insert(file, 0);
+            }
+            Some(n) if n > 1 => {
+                self.open.insert(file, n - 1);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Row `i`, a read or a write that moved bytes, call by call (fio
+    /// replays calls, so a run of calls is written one line a call).
+    fn data(
+        &mut self,
+        ev: &Events,
+        i: usize,
+        op: Op,
+        t0: i64,
+        file: &str,
+        report: &mut ExportReport,
+    ) -> TraceResult<()> {
+        if ev.ret().value(i) == 0 {
+            return Ok(());
+        }
+        if !ev.offset().is_valid(i) {
+            report.skipped += ev.calls_at(i) as u64;
+            return Ok(());
+        }
+        self.ensure_open(self.last_us, file)?;
+        let verb = if op == Op::Read { "read" } else { "write" };
+        for call in Run::of(ev, i).calls() {
+            let (Some(at), moved) = (call.offset, call.ret) else {
+                continue;
+            };
+            let us = ((call.ts_ns - t0).max(0) / 1000) as u64;
+            self.last_us = us;
+            if op == Op::Read {
+                report.read_bytes += moved as u64;
+            } else {
+                report.write_bytes += moved as u64;
+            }
+            report.ios += 1;
+            self.line(format_args!("{us} {file} {verb} {at} {moved}\n"))?;
+        }
+        Ok(())
+    }
+
+    /// An fsync or fdatasync of `file`.
+    fn sync(&mut self, us: u64, file: &str, op: Op) -> TraceResult<()> {
+        self.ensure_open(us, file)?;
+        let verb = if op == Op::Fsync { "sync" } else { "datasync" };
+        self.line(format_args!("{us} {file} {verb} 0 0\n"))
+    }
+
     fn ensure_open(&mut self, us: u64, file: &str) -> TraceResult<()> {
         if !self.added.contains(file) {
             self.added.insert(file.to_string());
@@ -84,23 +157,17 @@ impl RankLog {
     }
 }
 
-/// Maps a trace path to where fio should do the I/O: under `target` when given.
+/// Maps a trace path to where fio should do the I/O, in the format's one
+/// spelling (fio knows a file by its name, so `d/./f` and `d/f` must be
+/// one): beneath `target` when given, which `..` cannot climb out of.
 fn remap(target: Option<&Path>, path: &str) -> Option<String> {
-    let p = Path::new(path);
-    if p.components().any(|c| matches!(c, Component::ParentDir))
-        || path.contains(char::is_whitespace)
-    {
-        return None; // fio's log format is whitespace-separated; `..` could escape the target
+    // fio's log format is whitespace-separated: such a name cannot be written.
+    if path.contains(char::is_whitespace) {
+        return None;
     }
     match target {
-        None => Some(path.to_string()),
-        Some(t) => {
-            let rel: PathBuf = p
-                .components()
-                .filter(|c| matches!(c, Component::Normal(_)))
-                .collect();
-            Some(t.join(rel).to_string_lossy().into_owned())
-        }
+        None => Some(spelling(path)),
+        Some(t) => Some(t.join(beneath_root(path)?).to_string_lossy().into_owned()),
     }
 }
 
@@ -125,7 +192,7 @@ pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResul
     for ev in reader.events()? {
         let ev = ev?;
         let ts = ev.ts().values();
-        let (rank, path, offset, ret) = (ev.rank(), ev.path(), ev.offset(), ev.ret().values());
+        let (rank, path, ret) = (ev.rank(), ev.path(), ev.ret().values());
         let ops = ev.ops();
         for i in 0..ev.len() {
             let t0 = *origin_seen.get_or_insert(if origin > 0 { origin.min(ts[i]) } else { ts[i] });
@@ -145,72 +212,44 @@ pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResul
                 report.skipped += data as u64;
                 continue;
             };
-            let r = rank.is_valid(i).then(|| rank.value(i));
-            let log = match logs.entry(r) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let name = match r {
-                        Some(r) => format!("rank-{r:05}.iolog"),
-                        None => "unranked.iolog".to_string(),
-                    };
-                    e.insert(RankLog::create(out_dir, name)?)
-                }
-            };
+            let log = log_of(&mut logs, out_dir, rank.is_valid(i).then(|| rank.value(i)))?;
             let us = ((ts[i] - t0).max(0) / 1000) as u64;
             log.last_us = us;
             match op {
-                Op::Open => {
-                    let opened = log.open.get(&file).copied().unwrap_or(0);
-                    if opened == 0 {
-                        log.ensure_open(us, &file)?;
-                    } else {
-                        log.open.insert(file, opened + 1);
-                    }
-                }
-                Op::Close => match log.open.get(&file).copied() {
-                    Some(1) => {
-                        log.open.insert(file.clone(), 0);
-                        log.line(format_args!("{us} {file} close\n"))?;
-                    }
-                    Some(n) if n > 1 => {
-                        log.open.insert(file, n - 1);
-                    }
-                    _ => {}
-                },
-                Op::Read | Op::Write => {
-                    if ret[i] == 0 {
-                        continue;
-                    }
-                    if !offset.is_valid(i) {
-                        report.skipped += ev.calls_at(i) as u64;
-                        continue;
-                    }
-                    log.ensure_open(us, &file)?;
-                    let verb = if op == Op::Read { "read" } else { "write" };
-                    // fio replays calls: a run of calls is written call by call.
-                    for call in Run::of(&ev, i).calls() {
-                        let (Some(at), moved) = (call.offset, call.ret) else {
-                            continue;
-                        };
-                        let us = ((call.ts_ns - t0).max(0) / 1000) as u64;
-                        log.last_us = us;
-                        if op == Op::Read {
-                            report.read_bytes += moved as u64;
-                        } else {
-                            report.write_bytes += moved as u64;
-                        }
-                        report.ios += 1;
-                        log.line(format_args!("{us} {file} {verb} {at} {moved}\n"))?;
-                    }
-                }
-                _ => {
-                    log.ensure_open(us, &file)?;
-                    let verb = if op == Op::Fsync { "sync" } else { "datasync" };
-                    log.line(format_args!("{us} {file} {verb} 0 0\n"))?;
-                }
+                Op::Open => log.open_file(us, file)?,
+                Op::Close => log.close_file(us, file)?,
+                Op::Read | Op::Write => log.data(&ev, i, op, t0, &file, &mut report)?,
+                _ => log.sync(us, &file, op)?,
             }
         }
     }
+    let names = close_logs(logs)?;
+    write_job(out_dir, &names)?;
+    report.logs = names;
+    Ok(report)
+}
+
+/// The log of `rank`, created on its first row.
+fn log_of<'l>(
+    logs: &'l mut HashMap<Option<i32>, RankLog>,
+    out_dir: &Path,
+    rank: Option<i32>,
+) -> TraceResult<&'l mut RankLog> {
+    Ok(match logs.entry(rank) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => {
+            let name = match rank {
+                Some(r) => format!("rank-{r:05}.iolog"),
+                None => "unranked.iolog".to_string(),
+            };
+            e.insert(RankLog::create(out_dir, name)?)
+        }
+    })
+}
+
+/// Closes what each log left open and flushes it; returns the logs' names
+/// in rank order (the unranked one first).
+fn close_logs(logs: HashMap<Option<i32>, RankLog>) -> TraceResult<Vec<String>> {
     let mut names: Vec<(Option<i32>, String)> = Vec::new();
     for (rank, mut log) in logs {
         let end: Vec<String> = log
@@ -227,13 +266,16 @@ pub fn export(trace: &Path, out_dir: &Path, target: Option<&Path>) -> TraceResul
         names.push((rank, log.name));
     }
     names.sort();
+    Ok(names.into_iter().map(|(_, n)| n).collect())
+}
+
+/// `job.fio`: one job per log, all at once.
+fn write_job(out_dir: &Path, logs: &[String]) -> TraceResult<()> {
     let job_path = out_dir.join(JOB_FILE);
     let mut job = String::from("# Replays every rank of the trace at once; run from this directory: fio job.fio\n[global]\nioengine=psync\n\n");
-    for (_, name) in &names {
+    for name in logs {
         let section = name.trim_end_matches(".iolog");
         job.push_str(&format!("[{section}]\nread_iolog={name}\n\n"));
     }
-    std::fs::write(&job_path, job).map_err(|e| TraceError::io(&job_path, e))?;
-    report.logs = names.into_iter().map(|(_, n)| n).collect();
-    Ok(report)
+    std::fs::write(&job_path, job).map_err(|e| TraceError::io(&job_path, e))
 }

@@ -5,6 +5,12 @@
 //! `import_common` to find log files and write the result), [`merge`] joins
 //! per-node captures into one single-directory trace, and [`synth`] makes a
 //! trace from a workload description (TOML).
+//!
+//! Which room may import which (`cargo xtask imports --rooms` checks it):
+//! each only rooms of the lines above its own, and no two files of the
+//! crate import each other (`cargo xtask imports`).
+//! - `import_common`, `export_fio`, `export_perfetto`, `merge`, `synth`
+//! - `import_fio`, `import_strace`
 
 pub mod export_fio;
 pub mod export_perfetto;

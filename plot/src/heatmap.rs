@@ -192,34 +192,9 @@ impl Figure for HeatmapFigure<'_> {
         let (main, side) = root.split_horizontally(WIDTH - legend::WIDTH);
         let main = main.titled(&self.title, (FONT, 20))?;
         let rows = rows(self.data);
-        let max = rows
-            .iter()
-            .flat_map(|r| r.read.iter().chain(&r.write))
-            .copied()
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let min = rows
-            .iter()
-            .flat_map(|r| r.read.iter().chain(&r.write))
-            .copied()
-            .filter(|&b| b > 0)
-            .min()
-            .unwrap_or(1);
-        let (lo, hi) = ((min as f64).log10(), (max as f64).log10());
-        let color = |b: u64| {
-            ramp(if hi > lo {
-                ((b as f64).log10() - lo) / (hi - lo)
-            } else {
-                1.0
-            })
-        };
+        let scale = Scale::of(&rows);
         let secs = self.data.window_ns as f64 / 1e9;
-        let span = secs * COLUMNS as f64;
         let mut top = None;
-        let rank_font = FontDesc::new(FontFamily::Name(FONT), 11.0, FontStyle::Normal)
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Right, VPos::Center));
         for (area, (caption, pick)) in main.split_evenly((2, 1)).iter().zip([
             (
                 "bytes read per rank",
@@ -227,46 +202,60 @@ impl Figure for HeatmapFigure<'_> {
             ),
             ("bytes written per rank", |r: &Row| &r.write),
         ]) {
-            let n = rows.len();
-            let mut chart = ChartBuilder::on(area)
-                .caption(caption, (FONT, 15))
-                .margin(8)
-                .x_label_area_size(40)
-                .y_label_area_size(70)
-                .build_cartesian_2d(0f64..span, 0f64..n as f64)?;
-            chart
-                .configure_mesh()
-                .disable_mesh()
-                .x_desc("time since first event (s)")
-                .y_desc("rank")
-                .y_labels(0)
-                .label_style((FONT, 12))
-                .axis_desc_style((FONT, 13))
-                .draw()?;
-            // Rank names at their rows' middles (the first rank on top),
-            // every k-th when there are many.
-            let every = n.div_ceil(16).max(1);
-            for (i, row) in rows.iter().enumerate().step_by(every) {
-                let (x, y) = chart.backend_coord(&(0.0, (n - 1 - i) as f64 + 0.5));
-                root.draw(&Text::new(row.label.clone(), (x - 6, y), rank_font.clone()))?;
-            }
-            chart.draw_series(rows.iter().enumerate().flat_map(|(i, row)| {
-                let y = (n - 1 - i) as f64;
-                pick(row)
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &b)| b > 0)
-                    .map(move |(w, &b)| {
-                        Rectangle::new(
-                            [(w as f64 * secs, y), ((w + 1) as f64 * secs, y + 1.0)],
-                            color(b).filled(),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            }))?;
-            top.get_or_insert(chart.backend_coord(&(0.0, n as f64)).1);
+            let panel = Panel {
+                caption,
+                pick,
+                rows: &rows,
+                scale: &scale,
+                secs,
+            };
+            let panel_top = panel.draw(root, area)?;
+            top.get_or_insert(panel_top);
         }
-        // The colour scale, in the legend strip.
+        scale.draw(&side, top, secs)
+    }
+}
+
+/// How bytes map to colours: a log scale from the fewest bytes of a cell
+/// that has any to the most.
+struct Scale {
+    min: u64,
+    max: u64,
+}
+
+impl Scale {
+    fn of(rows: &[Row]) -> Scale {
+        let cells = || {
+            rows.iter()
+                .flat_map(|r| r.read.iter().chain(&r.write))
+                .copied()
+        };
+        Scale {
+            max: cells().max().unwrap_or(0).max(1),
+            min: cells().filter(|&b| b > 0).min().unwrap_or(1),
+        }
+    }
+
+    fn color(&self, b: u64) -> RGBColor {
+        let (lo, hi) = ((self.min as f64).log10(), (self.max as f64).log10());
+        ramp(if hi > lo {
+            ((b as f64).log10() - lo) / (hi - lo)
+        } else {
+            1.0
+        })
+    }
+
+    /// The colour scale in the legend strip, its top level with the
+    /// panels' (at pixel row `top`).
+    fn draw<DB: DrawingBackend>(
+        &self,
+        side: &DrawingArea<DB, Shift>,
+        top: Option<i32>,
+        secs: f64,
+    ) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
         let (_, side_top) = side.get_base_pixel();
         let y0 = top.unwrap_or(side_top) - side_top;
         let font = FontDesc::new(FontFamily::Name(FONT), 12.0, FontStyle::Normal)
@@ -284,8 +273,79 @@ impl Figure for HeatmapFigure<'_> {
             side.draw(&Rectangle::new([(10, y), (32, y + 6)], ramp(t).filled()))?;
         }
         let fmt = |b: u64| iorepro_format::units::fmt_bytes(b as f64);
-        side.draw(&Text::new(fmt(max), (40, y0 + 19), font.clone()))?;
-        side.draw(&Text::new(fmt(min), (40, y0 + 16 + steps * 6 - 3), font))?;
+        side.draw(&Text::new(fmt(self.max), (40, y0 + 19), font.clone()))?;
+        side.draw(&Text::new(
+            fmt(self.min),
+            (40, y0 + 16 + steps * 6 - 3),
+            font,
+        ))?;
         Ok(())
+    }
+}
+
+/// One panel: the bytes `pick` takes of each row, ranks down, time across.
+struct Panel<'a> {
+    caption: &'a str,
+    pick: fn(&Row) -> &Vec<u64>,
+    rows: &'a [Row],
+    scale: &'a Scale,
+    /// Seconds a window spans.
+    secs: f64,
+}
+
+impl Panel<'_> {
+    /// Draws the panel in `area` (rank names on `root`); returns the pixel
+    /// row of its top.
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<i32, Box<dyn std::error::Error>>
+    where
+        DB::ErrorType: 'static,
+    {
+        let n = self.rows.len();
+        let span = self.secs * COLUMNS as f64;
+        let mut chart = ChartBuilder::on(area)
+            .caption(self.caption, (FONT, 15))
+            .margin(8)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..span, 0f64..n as f64)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("time since first event (s)")
+            .y_desc("rank")
+            .y_labels(0)
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13))
+            .draw()?;
+        // Rank names at their rows' middles (the first rank on top),
+        // every k-th when there are many.
+        let rank_font = FontDesc::new(FontFamily::Name(FONT), 11.0, FontStyle::Normal)
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        let every = n.div_ceil(16).max(1);
+        for (i, row) in self.rows.iter().enumerate().step_by(every) {
+            let (x, y) = chart.backend_coord(&(0.0, (n - 1 - i) as f64 + 0.5));
+            root.draw(&Text::new(row.label.clone(), (x - 6, y), rank_font.clone()))?;
+        }
+        let (secs, pick, scale) = (self.secs, self.pick, self.scale);
+        chart.draw_series(self.rows.iter().enumerate().flat_map(|(i, row)| {
+            let y = (n - 1 - i) as f64;
+            pick(row)
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| b > 0)
+                .map(move |(w, &b)| {
+                    Rectangle::new(
+                        [(w as f64 * secs, y), ((w + 1) as f64 * secs, y + 1.0)],
+                        scale.color(b).filled(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }))?;
+        Ok(chart.backend_coord(&(0.0, n as f64)).1)
     }
 }

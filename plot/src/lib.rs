@@ -3,6 +3,13 @@
 //! axis), and the per-rank [`heatmap`]. Phase names are laid out by
 //! [`labels`] so they never overlap, and the [`legend`] sits beside the data,
 //! never on it.
+//!
+//! Which room may import which (`cargo xtask imports --rooms` checks it):
+//! each only rooms of the lines above its own, and no two files of the
+//! crate import each other (`cargo xtask imports`).
+//! - `canvas`, `labels`
+//! - `legend`
+//! - `heatmap`, `timeline`
 
 pub mod canvas;
 pub mod heatmap;

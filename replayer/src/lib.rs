@@ -33,9 +33,15 @@
 //! into [`Options`], [`run`](mod@run) goes through the rooms in order, and [`error`]
 //! is shared by all.
 //!
-//! No two rooms import each other: `plan` imports no other room, `io` only
-//! `plan`, `report` `plan` and `io`, `ranks` `io` and `report`, `live`
-//! `io` and `report`, and `execute` all of them.
+//! No two rooms import each other, and no two files anywhere in the crate
+//! (`cargo xtask imports`). Which room may import which (`cargo xtask
+//! imports --rooms` checks it):
+//! - `plan`: no other room
+//! - `io`: `plan`
+//! - `report`: `plan`, `io`
+//! - `ranks`: `io`, `report`
+//! - `live`: `io`, `report`
+//! - `execute`: every room
 
 pub mod cli;
 pub mod error;

@@ -7,7 +7,7 @@ mod common;
 use std::os::unix::fs::symlink;
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 #[test]
 fn hostile_paths_stay_under_the_target() {

@@ -12,7 +12,7 @@ use std::process::Command as Std;
 use std::time::{Duration, Instant};
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 /// A small tmpfs, unmounted when dropped.
 struct Tmpfs(PathBuf);

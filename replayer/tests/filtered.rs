@@ -6,8 +6,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use iorepro_traces::filter::{filter, Filter};
-use iorepro_traces::{EventRow, Mount, Op, Role, Source, TraceWriter, WriterOptions};
+use iorepro_analysis::filter::{filter, Filter};
+use iorepro_analysis::roles::Role;
+use iorepro_format::{EventRow, Mount, Op, Source, TraceWriter, WriterOptions};
 
 /// (rank, op, path, fd, offset, bytes or result, flags)
 type R<'a> = (i32, Op, &'a str, i32, Option<i64>, i64, Option<i32>);

@@ -16,7 +16,7 @@ use common::*;
 
 /// Bytes the trace reads and writes, from its rows.
 fn trace_bytes(trace: &Path) -> (u64, u64) {
-    let reader = iorepro_traces::TraceReader::open(trace).unwrap();
+    let reader = iorepro_format::TraceReader::open(trace).unwrap();
     let (mut read, mut write) = (0u64, 0u64);
     for ev in reader.events().unwrap() {
         let ev = ev.unwrap();

@@ -13,11 +13,11 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{json, json_ok, replay_bin, replay_ok, write_rows, Row, O_WRITE_CREATE};
+use iorepro_format::Op;
 use iorepro_tests::bins::scratch;
 use iorepro_tests::s3::{files_as_keys, S3Server};
 use iorepro_tests::samples::{sample, ALL, TORCH_DDP, TORCH_DDP_SHARDS};
 use iorepro_tests::skip::cannot_run;
-use iorepro_traces::Op;
 
 const BUCKET: &str = "bench";
 

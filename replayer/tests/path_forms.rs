@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
 
 /// (op, path, fd, offset, bytes or result, flags, path2)
 type R<'a> = (

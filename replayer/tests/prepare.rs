@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use iorepro_traces::Op;
+use iorepro_format::Op;
 
 #[test]
 fn files_read_and_written_are_prepared_per_rank() {

@@ -10,7 +10,7 @@ mod common;
 use common::*;
 
 fn trace_bytes(trace: &std::path::Path) -> (u64, u64) {
-    let r = iorepro_traces::TraceReader::open(trace).unwrap();
+    let r = iorepro_format::TraceReader::open(trace).unwrap();
     let mut read = 0;
     let mut write = 0;
     for ev in r.events().unwrap() {
@@ -312,8 +312,8 @@ fn record_ops_writes_a_replay_trace() {
         .output()
         .unwrap();
     let r = json_ok(&out);
-    let reader = iorepro_traces::TraceReader::open(&rec).unwrap();
-    assert_eq!(reader.manifest().source, iorepro_traces::Source::Replay);
+    let reader = iorepro_format::TraceReader::open(&rec).unwrap();
+    assert_eq!(reader.manifest().source, iorepro_format::Source::Replay);
     let replayed: u64 = r["ops"]
         .as_object()
         .unwrap()
@@ -341,7 +341,7 @@ fn record_ops_writes_a_replay_trace() {
         "{:?}",
         reader.manifest().extra
     );
-    let v = iorepro_traces::validate::validate(&rec).unwrap();
+    let v = iorepro_format::validate::validate(&rec).unwrap();
     assert!(v.warnings.is_empty(), "{:?}", v.warnings);
 }
 

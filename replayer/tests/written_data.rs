@@ -68,7 +68,7 @@ fn buffered_and_direct_writes_are_unique_per_block() {
 
 /// One 9 MiB write and one of 1 MiB, as a job saving a large tensor does.
 fn big_and_small_writes(dir: &Path) -> std::path::PathBuf {
-    use iorepro_traces::Op;
+    use iorepro_format::Op;
     let rows: Vec<Row<'_>> = vec![
         (0, Op::Open, "/ckpt/w.pt", 5, None, 0, Some(O_WRITE_CREATE)),
         (0, Op::Write, "/ckpt/w.pt", 5, Some(0), 9 << 20, None),

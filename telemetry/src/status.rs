@@ -39,46 +39,6 @@ pub fn round(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
 }
 
-/// The histogram every per-op latency is kept in, by the collector and the
-/// replayer alike: nanoseconds, 1 ns to 1 hour, 2 significant digits (1 %),
-/// small enough to keep one per op kind per rank for thousands of ranks.
-pub fn latency_histogram() -> hdrhistogram::Histogram<u64> {
-    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 2)
-        .expect("valid histogram bounds")
-}
-
-/// One op kind's entry of a status line: totals so far, calls per second
-/// over the interval, and the p99 latency of the interval's calls (null
-/// with no calls). `then` is the op's count and cumulative histogram at the
-/// interval's start (none if the op had not been seen).
-pub fn op_entry(
-    count: u64,
-    bytes: u64,
-    latency_ns: &hdrhistogram::Histogram<u64>,
-    then: Option<(u64, &hdrhistogram::Histogram<u64>)>,
-    interval_s: f64,
-) -> serde_json::Value {
-    let mut recent = latency_ns.clone();
-    if let Some((_, before)) = then {
-        // Cumulative histograms only grow, so this cannot fail; a failure
-        // would only cost this line its p99.
-        let _ = recent.subtract(before);
-    }
-    let count_then = then.map_or(0, |(c, _)| c);
-    let per_s = if interval_s > 0.0 {
-        count.saturating_sub(count_then) as f64 / interval_s
-    } else {
-        0.0
-    };
-    let p99_us = (!recent.is_empty()).then(|| round(recent.value_at_quantile(0.99) as f64 / 1e3));
-    serde_json::json!({
-        "count": count,
-        "bytes": bytes,
-        "ops_s": round(per_s),
-        "p99_us": p99_us,
-    })
-}
-
 /// Where status lines go.
 pub struct StatusSink {
     file: Option<File>,

@@ -9,7 +9,7 @@ use crate::bins::bin;
 /// no BTF, a kernel that refuses the programs...). Found by capturing `true`,
 /// so whatever stops the collector is reported in its own words.
 pub fn probe_support(scratch: &Path) -> Result<(), String> {
-    if !iorepro_traces::format::host::is_root() {
+    if !iorepro_format::host::is_root() {
         return Err("not root: capturing needs root (or CAP_BPF + CAP_PERFMON)".into());
     }
     let out = Command::new(bin("iorepro-collect"))

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use iorepro_traces::Op;
-use iorepro_traces::{Events, Manifest, Run, TraceReader};
+use iorepro_format::Op;
+use iorepro_format::{Events, Manifest, Run, TraceReader};
 
 /// One trace row, owned.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,7 +22,7 @@ pub struct Cluster {
 
 /// Why a Slurm test cannot run here, or `None`.
 fn missing() -> Option<String> {
-    if !iorepro_traces::format::host::is_root() {
+    if !iorepro_format::host::is_root() {
         return Some("not root: slurmd runs jobs as their users only as root".into());
     }
     for tool in ["slurmctld", "slurmd", "srun", "sbatch", "munged", "munge"] {

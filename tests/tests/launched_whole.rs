@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use iorepro_format::Op;
 use iorepro_tests::bins::{bin, run_json, scratch, wait_for, workspace_root};
 use iorepro_tests::capture::probe_support;
 use iorepro_tests::http::free_port;
@@ -29,7 +30,6 @@ use iorepro_tests::job::{files_under, make_dataset, torch_python};
 use iorepro_tests::rows::load;
 use iorepro_tests::skip::cannot_run;
 use iorepro_tests::slurm::{install_recipe, Cluster};
-use iorepro_traces::Op;
 
 const FILES: usize = 32;
 const FILE_BYTES: usize = 1 << 20;

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use iorepro_format::Op;
 use iorepro_tests::bins::{bin, run_json, run_ok, scratch, workspace_root};
 use iorepro_tests::capture::{can_capture, capture};
 use iorepro_tests::rows::{load, Row};
-use iorepro_traces::Op;
 
 /// The calls a metadata server serves (stat, open, mkdir, rename...).
 fn metadata_ops() -> impl Iterator<Item = Op> {

@@ -18,11 +18,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use iorepro_format::Op;
 use iorepro_tests::bins::{bin, run_ok, scratch};
 use iorepro_tests::capture::{capture, probe_support};
 use iorepro_tests::job::{make_dataset, torch_python};
 use iorepro_tests::rows::{load, Row};
-use iorepro_traces::Op;
 
 const FILES: usize = 64;
 const TYPICAL_FILE: usize = 64 << 10;

@@ -7,12 +7,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use iorepro_format::Op;
 use iorepro_tests::bins::{bin, scratch, wait_for};
 use iorepro_tests::capture::probe_support;
 use iorepro_tests::rows::load_with_manifest;
 use iorepro_tests::samples::{sample, TORCH_DDP};
 use iorepro_tests::slurm::{install_recipe, Cluster};
-use iorepro_traces::Op;
 
 /// `srun -n 4 [srun_args] iorepro-replay SAMPLE --json [replay_args]`:
 /// rank 0's report, checked to be the only output and to hold exactly

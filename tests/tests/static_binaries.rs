@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use iorepro_format::Op;
 use iorepro_tests::bins::{run_ok, scratch, static_dir};
 use iorepro_tests::rows;
-use iorepro_traces::Op;
 
 const BINARIES: [&str; 3] = ["iorepro-collect", "iorepro-trace", "iorepro-replay"];
 
@@ -75,7 +75,7 @@ fn in_own_mounts(script: &str) -> std::process::Output {
 #[test]
 fn capture_summary_and_replay_run_in_a_root_without_a_c_library() {
     let Some(dir) = dist_dir() else { return };
-    if !iorepro_traces::format::host::is_root() {
+    if !iorepro_format::host::is_root() {
         iorepro_tests::skip::cannot_run("not root: a chroot and a capture need root");
         return;
     }

@@ -11,11 +11,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use iorepro_format::Op;
 use iorepro_tests::bins::{bin, run_json, run_ok, scratch};
 use iorepro_tests::capture::{capture, probe_support};
 use iorepro_tests::job::{files_under, make_dataset, torch_python, TrainJob};
 use iorepro_tests::rows::{bytes_under, load, Row};
-use iorepro_traces::Op;
 
 const FILES: usize = 64;
 const TYPICAL_FILE: usize = 256 << 10;

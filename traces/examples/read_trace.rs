@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use flate2::write::GzEncoder;
-use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -4,7 +4,7 @@
 mod analysis_util;
 
 use analysis_util::*;
-use iorepro_traces::{Source, TraceReader, TraceWriter, WriterOptions};
+use iorepro_format::{Source, TraceReader, TraceWriter, WriterOptions};
 
 /// A copy of `src` that claims `dropped` events were lost at capture.
 fn with_drops(src: &std::path::Path, dst: &std::path::Path, dropped: u64) {

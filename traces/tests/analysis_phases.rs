@@ -8,7 +8,7 @@ mod analysis_util;
 use std::path::Path;
 
 use analysis_util::*;
-use iorepro_traces::{EventRow, Op, Source, TraceReader, TraceWriter, WriterOptions};
+use iorepro_format::{EventRow, Op, Source, TraceReader, TraceWriter, WriterOptions};
 
 fn phases(trace: &Path) -> serde_json::Value {
     json(&["phases", trace.to_str().unwrap(), "--json"])

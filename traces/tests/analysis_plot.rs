@@ -10,8 +10,8 @@ mod analysis_util;
 use std::path::Path;
 
 use analysis_util::*;
-use iorepro_traces::plot::canvas::text_size;
-use iorepro_traces::plot::timeline::LABEL_PT;
+use iorepro_plot::canvas::text_size;
+use iorepro_plot::timeline::LABEL_PT;
 
 const INSPECT_SVG: &str = r#"
 import json, sys, xml.etree.ElementTree as ET

@@ -136,7 +136,7 @@ fn summary_table_is_readable() {
 /// empty table of ranks.
 #[test]
 fn a_trace_without_ranks_says_so_and_counts_its_processes() {
-    use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+    use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("t");
     let mut w = TraceWriter::create(&trace, WriterOptions::new(Source::Synth)).unwrap();

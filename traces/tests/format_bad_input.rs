@@ -1,12 +1,11 @@
 //! Bad input gets a one-line error naming the file and the problem, exit
 //! status 2, and no panic.
 
-mod common;
-
 use std::path::Path;
 
 use assert_cmd::Command;
-use iorepro_traces::{EventRow, Op, Source, TraceWriter, WriterOptions};
+use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
+use iorepro_tests::python::require_python;
 
 fn good_trace(dir: &Path) {
     let mut w = TraceWriter::create(dir, WriterOptions::new(Source::Synth)).unwrap();
@@ -153,7 +152,7 @@ pq.write_table(pa.table(t), {mistyped:?})
         missing = missing.to_str().unwrap(),
         mistyped = mistyped.to_str().unwrap()
     );
-    if common::require_python(&script, &["pyarrow"]).is_none() {
+    if require_python(&script, &["pyarrow"]).is_none() {
         return;
     }
     fails(

@@ -1,9 +1,8 @@
 //! DuckDB reads our segments directly and agrees with `summary --json` on
 //! events, bytes per op and bytes per rank.
 
-mod common;
-
 use assert_cmd::Command;
+use iorepro_tests::python::require_python;
 
 #[test]
 fn duckdb_agrees_with_summary() {
@@ -43,7 +42,7 @@ print(json.dumps(dict(events=q("SELECT count(*) FROM @T@")[0][0], ops=ops, read_
 "#,
         trace.display()
     );
-    let Some(text) = common::require_python(&script, &["duckdb"]) else {
+    let Some(text) = require_python(&script, &["duckdb"]) else {
         return;
     };
     let duck: serde_json::Value = serde_json::from_str(&text).unwrap();

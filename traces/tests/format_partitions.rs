@@ -3,11 +3,10 @@
 //! the directory, and DuckDB reads it with `hive_partitioning` and agrees
 //! with `summary --json`.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use iorepro_tests::python::require_python;
 
 /// One node of a two-node job: 3 ranks from `first_rank`, its own seed.
 fn node_workload(host: &str, first_rank: u32, seed: u64) -> String {
@@ -96,7 +95,7 @@ fn duckdb_reads_a_partitioned_trace_as_summary_does() {
     let trace = partitioned(tmp.path());
     let ours = json(&["summary", trace.to_str().unwrap(), "--json"]);
     let script = DUCKDB_TOTALS.replace("@DIR@", trace.to_str().unwrap());
-    let Some(text) = common::require_python(&script, &["duckdb"]) else {
+    let Some(text) = require_python(&script, &["duckdb"]) else {
         return;
     };
     let duck: serde_json::Value = serde_json::from_str(&text).unwrap();

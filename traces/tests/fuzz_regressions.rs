@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use iorepro_traces::synth::{Workload, MAX_SYNTH_EVENTS};
-use iorepro_traces::{Manifest, Source, TraceError, TraceReader, WriterOptions};
+use iorepro_format::{Manifest, Source, TraceError, TraceReader, WriterOptions};
+use iorepro_interchange::synth::{Workload, MAX_SYNTH_EVENTS};
 
 fn inputs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_inputs")

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
-use iorepro_traces::{EventRow, Manifest, Op, Source, TraceReader, TraceWriter, WriterOptions};
+use iorepro_format::{EventRow, Manifest, Op, Source, TraceReader, TraceWriter, WriterOptions};
 
 const SEGMENT_ROWS: usize = 100;
 

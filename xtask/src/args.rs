@@ -15,6 +15,10 @@ pub enum Cmd {
         /// Seconds per fuzz target, when fuzzing is asked for.
         fuzz: Option<u64>,
     },
+    /// `--rooms`: the rooms rule of each crate's `lib.rs` too.
+    Imports {
+        rooms: bool,
+    },
     BuildEbpf,
     Demo,
     Dist,
@@ -45,13 +49,14 @@ pub const USAGE_EXIT: i32 = 2;
 type Flag = (&'static str, Option<&'static str>);
 
 const TEST_FLAGS: &[Flag] = &[("--no-setup", None), ("--fuzz", Some("SECONDS"))];
+const IMPORTS_FLAGS: &[Flag] = &[("--rooms", None)];
 const BENCH_FLAGS: &[Flag] = &[
     ("--quick", None),
     ("--only", Some("NAME,...")),
     ("--analysis-rows", Some("N")),
 ];
 
-const COMMANDS: &str = "setup, test, build-ebpf, demo, dist, bench";
+const COMMANDS: &str = "setup, test, imports, build-ebpf, demo, dist, bench";
 
 /// Reads `cargo xtask`'s arguments (without the program name). Benchmark
 /// names given to `--only` are checked with `check_bench`.
@@ -92,6 +97,10 @@ pub fn parse(
                 }
             }
             Ok(Cmd::Test { setup, fuzz })
+        }
+        "imports" => {
+            let rooms = !flags(cmd, IMPORTS_FLAGS, rest)?.is_empty();
+            Ok(Cmd::Imports { rooms })
         }
         "bench" => {
             let mut quick = false;
@@ -214,6 +223,11 @@ mod tests {
         assert_eq!(parse_args(&["build-ebpf"]), Ok(Cmd::BuildEbpf));
         assert_eq!(parse_args(&["demo"]), Ok(Cmd::Demo));
         assert_eq!(parse_args(&["dist"]), Ok(Cmd::Dist));
+        assert_eq!(parse_args(&["imports"]), Ok(Cmd::Imports { rooms: false }));
+        assert_eq!(
+            parse_args(&["imports", "--rooms"]),
+            Ok(Cmd::Imports { rooms: true })
+        );
         assert_eq!(
             parse_args(&["test"]),
             Ok(Cmd::Test {
@@ -269,8 +283,8 @@ mod tests {
         }
         assert_eq!(
             error(&["tset"]),
-            "unknown command `tset` (commands: setup, test, build-ebpf, demo, dist, bench; \
-             --help for more)"
+            "unknown command `tset` (commands: setup, test, imports, build-ebpf, demo, dist, \
+             bench; --help for more)"
         );
     }
 

@@ -1,9 +1,10 @@
-//! Project automation: `cargo xtask setup | test | build-ebpf | demo | dist | bench`.
+//! Project automation: `cargo xtask setup | test | imports | build-ebpf | demo | dist | bench`.
 //!
 //! `setup` installs, idempotently, what a fresh machine lacks (the eBPF
 //! toolchain, fio, Open MPI, Slurm, munge, Prometheus, the Python test
 //! partners, QEMU and virtme-ng and the kernels of the collector's matrix); `test` runs setup and then every test, the root-only eBPF and
-//! Slurm ones included; `bench` prints the side-by-side benchmark lines;
+//! Slurm ones included; `imports` checks that no two files of a crate import
+//! each other, round about or directly; `bench` prints the side-by-side benchmark lines;
 //! `demo` is the README's tour in one command; `dist` builds the static
 //! binaries a node without Rust runs.
 
@@ -12,6 +13,7 @@ mod bench;
 mod demo;
 mod dist;
 mod ebpf;
+mod imports;
 mod kernels;
 mod setup;
 
@@ -28,7 +30,10 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   setup              install what the project needs on this machine (idempotent)
   test [--no-setup] [--fuzz SECONDS]
-                     run setup, format and lint checks, and every test
+                     run setup, format, import and lint checks, and every test
+  imports [--rooms]  fail on an import circle between the files of a crate (through
+                     use, pub use or an inline crate::/super::/self:: path); with
+                     --rooms, also on an import a crate's lib.rs rule of rooms forbids
   build-ebpf         rebuild the kernel-side object (pinned nightly + bpf-linker) into
                      collector/bpf/iorepro.bpf.o, which the collector embeds
   demo               capture (or take a sample), analyze, replay at 8 ranks, plot
@@ -61,6 +66,7 @@ fn run(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Setup => setup::run(&root),
         Cmd::Test { setup, fuzz } => test(&root, setup, fuzz),
+        Cmd::Imports { rooms } => imports::check(&root, rooms),
         Cmd::BuildEbpf => ebpf::build(&root),
         Cmd::Demo => demo::run(&root),
         Cmd::Dist => {
@@ -131,6 +137,8 @@ fn test(root: &Path, do_setup: bool, fuzz: Option<u64>) -> Result<()> {
     // The collector embeds the committed object; it must be what its sources
     // build to with the pinned toolchain.
     ebpf::check(root)?;
+    // Reads the sources only: a second, before anything is built.
+    imports::check(root, false)?;
     cargo(&["fmt", "--all", "--check"])?;
     // Lint both builds of the replayer: with and without MPI.
     for features in [&[][..], &["--features", MPI_FEATURE][..]] {

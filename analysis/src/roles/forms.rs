@@ -4,67 +4,22 @@
 //! files that stand for the kernel rather than storage (/proc, /sys, /dev),
 //! and names an interpreter makes up that were never files
 //! (`<frozen importlib._bootstrap>`). Analysis and replay agree on one
-//! spelling through [`canonical`], on what a name is through [`form_of`],
+//! spelling through the format's [`canonical`], on what a name is through [`form_of`],
 //! on which files an `--include` or `--exclude` prefix selects through
 //! [`beneath`], and on which files belong to a launcher or runtime rather
 //! than to the job through [`is_launcher_file`].
 
 use std::path::Path;
 
+use iorepro_format::paths::{canonical, spelling};
 use serde::Serialize;
-
-/// A path reduced to one spelling: `.` dropped, `..` taken back lexically
-/// (never above the root), repeated and trailing slashes gone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Canonical {
-    pub path: String,
-    /// The spelling ended in `/`, `/.` or `/..`: it can only name a directory.
-    pub names_dir: bool,
-}
-
-/// The one spelling of `path`; `None` for the empty path (a call on a
-/// descriptor: `AT_EMPTY_PATH`, `fstat`) and for names that are no path
-/// (`pipe:[12]`), which are returned as they are by [`form_of`].
-pub fn canonical(path: &str) -> Option<Canonical> {
-    if path.is_empty() || !path.starts_with('/') && path.contains(":[") {
-        return None;
-    }
-    let absolute = path.starts_with('/');
-    let mut parts: Vec<&str> = Vec::new();
-    let mut names_dir = false;
-    for comp in path.split('/') {
-        names_dir = false;
-        match comp {
-            "" | "." => names_dir = true,
-            ".." => {
-                names_dir = true;
-                if parts.last().is_some_and(|p| *p != "..") {
-                    parts.pop();
-                } else if !absolute {
-                    parts.push("..");
-                }
-            }
-            c => parts.push(c),
-        }
-    }
-    let joined = parts.join("/");
-    let path = if absolute {
-        format!("/{joined}")
-    } else if joined.is_empty() {
-        ".".to_string()
-    } else {
-        joined
-    };
-    let names_dir = names_dir && path != "/";
-    Some(Canonical { path, names_dir })
-}
 
 /// Whether `path` (in its [`canonical`] spelling) lies at or beneath
 /// `prefix`, component by component: `/data/val` holds `/data/val/1.jpg`
 /// but not `/data/validation`. The prefix is taken in its canonical
 /// spelling too, so `/data/val/` and `/data/./val` select the same files.
 pub fn beneath(path: &str, prefix: &str) -> bool {
-    let prefix = canonical(prefix).map_or_else(|| prefix.to_string(), |c| c.path);
+    let prefix = spelling(prefix);
     prefix == "/" || Path::new(path).starts_with(&prefix)
 }
 
@@ -229,25 +184,6 @@ pub fn is_launcher_file(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn c(p: &str) -> (String, bool) {
-        let c = canonical(p).unwrap();
-        (c.path, c.names_dir)
-    }
-
-    #[test]
-    fn one_spelling_per_path() {
-        assert_eq!(c("/d/./f"), ("/d/f".into(), false));
-        assert_eq!(c("/d/."), ("/d".into(), true));
-        assert_eq!(c("/d/x/.."), ("/d".into(), true));
-        assert_eq!(c("/d//f/"), ("/d/f".into(), true));
-        assert_eq!(c("/../../etc/x"), ("/etc/x".into(), false));
-        assert_eq!(c("/"), ("/".into(), false));
-        assert_eq!(c("/."), ("/".into(), false));
-        assert_eq!(c("a/../../b"), ("../b".into(), false));
-        assert!(canonical("").is_none());
-        assert!(canonical("pipe:[123]").is_none());
-    }
 
     #[test]
     fn beneath_goes_by_components_and_spelling() {

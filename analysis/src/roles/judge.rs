@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use super::forms::{canonical, form_of, is_launcher_file, Form};
+use super::forms::{form_of, is_launcher_file, Form};
 use super::names::{
     family_of, log_name, looks_like_checkpoint, looks_like_code, record_format, record_name,
     text_name, under, written_like_checkpoint,
@@ -14,6 +14,7 @@ use super::names::{
 use super::observe::{RolesBuilder, Stats};
 use super::{FileRole, FileRoles, Role, RoleTotals};
 use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
+use iorepro_format::paths::{canonical, spelling};
 
 /// A log's writes are small: at most this on average.
 const LOG_WRITE_MAX: u64 = 64 << 10;
@@ -46,11 +47,6 @@ impl Run {
     fn record_max(&self) -> u64 {
         (self.largest_written / RECORD_SHARE).clamp(RECORD_FLOOR, RECORD_MAX)
     }
-}
-
-/// The one spelling a path is kept under; names that are no path as they are.
-pub(super) fn key_of(path: &str) -> String {
-    canonical(path).map_or_else(|| path.to_string(), |c| c.path)
 }
 
 pub(super) fn parent_of(p: &str) -> Option<&str> {
@@ -160,7 +156,7 @@ fn paths(names: &[Box<str>], stats: Vec<Stats>) -> BTreeMap<String, Stats> {
         };
         s.directory |= names_dir && s.found;
         if let Some((ts, to)) = s.renamed_to.take() {
-            s.renamed_to = Some((ts, key_of(&to).into()));
+            s.renamed_to = Some((ts, spelling(&to).into()));
         }
         match out.get_mut(&key) {
             Some(known) => known.merge(&s),
@@ -190,8 +186,7 @@ fn run_of(stats: &BTreeMap<String, Stats>, duration_ns: i64) -> Run {
 pub(super) fn finish(b: RolesBuilder) -> FileRoles {
     let (names, stats, start_ns, end_ns) = b.into_parts();
     let stats = paths(&names, stats);
-    let duration_ns = (end_ns - start_ns).max(0);
-    let run = run_of(&stats, duration_ns);
+    let run = run_of(&stats, (end_ns - start_ns).max(0));
     // Paths that hold another path are directories.
     let mut parents: FxHashMap<&str, ()> = FxHashMap::default();
     for p in stats.keys() {
@@ -209,39 +204,8 @@ pub(super) fn finish(b: RolesBuilder) -> FileRoles {
         };
         roles.insert(p, role);
     }
-    // A file renamed into place is what its final name is.
-    for (p, s) in &stats {
-        if let Some((_, to)) = &s.renamed_to {
-            if let Some(Some(r)) = roles.get(&**to).copied() {
-                let own = roles.get(p.as_str()).copied().flatten();
-                if s.made && !matches!(own, Some(Role::System | Role::Launcher | Role::Other)) {
-                    roles.insert(p, Some(r));
-                }
-            }
-        }
-    }
-    // Votes of the files judged, counted for every directory above them.
-    let mut ballots: FxHashMap<&str, [u64; Role::ALL.len()]> = FxHashMap::default();
-    for (p, r) in &roles {
-        let Some(r) = r else { continue };
-        if !votes(p) {
-            continue;
-        }
-        let mut at = parent_of(p);
-        while let Some(d) = at {
-            ballots.entry(d).or_default()[*r as usize] += 1;
-            at = parent_of(d);
-        }
-    }
-    let winner = |d: &str| {
-        ballots.get(d).and_then(|v| {
-            let (i, n) = v
-                .iter()
-                .enumerate()
-                .max_by_key(|(i, n)| (**n, Role::ALL.len() - *i))?;
-            (*n > 0).then_some(Role::ALL[i])
-        })
-    };
+    follow_renames(&stats, &mut roles);
+    let ballots = Ballots::count(&roles);
     let mut files = BTreeMap::new();
     let mut totals: BTreeMap<Role, RoleTotals> = Role::ALL
         .iter()
@@ -249,19 +213,7 @@ pub(super) fn finish(b: RolesBuilder) -> FileRoles {
         .collect();
     for (p, s) in &stats {
         let dir = is_dir(p, s);
-        let role = roles[p.as_str()]
-            .or_else(|| if dir && p != "/" { winner(p) } else { None })
-            .or_else(|| {
-                let mut at = parent_of(p);
-                while let Some(d) = at.filter(|d| *d != "/") {
-                    if let Some(r) = winner(d) {
-                        return Some(r);
-                    }
-                    at = parent_of(d);
-                }
-                None
-            })
-            .unwrap_or(if p == "/" { Role::System } else { Role::Other });
+        let role = roles[p.as_str()].unwrap_or_else(|| ballots.role_of(p, dir));
         let t = totals.entry(role).or_default();
         if dir {
             t.directories += 1;
@@ -271,24 +223,98 @@ pub(super) fn finish(b: RolesBuilder) -> FileRoles {
         t.calls += s.calls;
         t.read_bytes += s.read_bytes;
         t.write_bytes += s.write_bytes;
-        files.insert(
-            p.clone(),
-            FileRole {
-                path: p.clone(),
-                role,
-                calls: s.calls,
-                read_bytes: s.read_bytes,
-                write_bytes: s.write_bytes,
-                directory: dir,
-                mount: UNKNOWN_MOUNT.to_string(),
-                fs_type: UNKNOWN_MOUNT.to_string(),
-                first_data_ns: s.first_data_ns,
-            },
-        );
+        files.insert(p.clone(), file_role(p, s, role, dir));
     }
     FileRoles {
         files,
         totals,
         mounts: MountTable::default(),
+    }
+}
+
+/// A file renamed into place is what its final name is (unless it is a
+/// file of the system, a launcher, or no file at all).
+fn follow_renames(stats: &BTreeMap<String, Stats>, roles: &mut FxHashMap<&str, Option<Role>>) {
+    for (p, s) in stats {
+        if let Some((_, to)) = &s.renamed_to {
+            if let Some(Some(r)) = roles.get(&**to).copied() {
+                let own = roles.get(p.as_str()).copied().flatten();
+                if s.made && !matches!(own, Some(Role::System | Role::Launcher | Role::Other)) {
+                    if let Some(slot) = roles.get_mut(p.as_str()) {
+                        *slot = Some(r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The votes of the files judged, counted for every directory above them:
+/// a path no rule judged takes the role most of its neighbours have.
+struct Ballots<'p>(FxHashMap<&'p str, [u64; Role::ALL.len()]>);
+
+impl<'p> Ballots<'p> {
+    fn count(roles: &FxHashMap<&'p str, Option<Role>>) -> Ballots<'p> {
+        let mut ballots: FxHashMap<&str, [u64; Role::ALL.len()]> = FxHashMap::default();
+        for (p, r) in roles {
+            let Some(r) = r else { continue };
+            if !votes(p) {
+                continue;
+            }
+            let mut at = parent_of(p);
+            while let Some(d) = at {
+                ballots.entry(d).or_default()[*r as usize] += 1;
+                at = parent_of(d);
+            }
+        }
+        Ballots(ballots)
+    }
+
+    /// The role most votes beneath directory `d` are for (ties go to the
+    /// role listed first).
+    fn winner(&self, d: &str) -> Option<Role> {
+        self.0.get(d).and_then(|v| {
+            let (i, n) = v
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, n)| (**n, Role::ALL.len() - *i))?;
+            (*n > 0).then_some(Role::ALL[i])
+        })
+    }
+
+    /// The role of a path no rule judged: a directory's own vote, else the
+    /// nearest directory above it (not the root) that has one; else other
+    /// (the root itself: system).
+    fn role_of(&self, p: &str, dir: bool) -> Role {
+        let own = if dir && p != "/" {
+            self.winner(p)
+        } else {
+            None
+        };
+        own.or_else(|| {
+            let mut at = parent_of(p);
+            while let Some(d) = at.filter(|d| *d != "/") {
+                if let Some(r) = self.winner(d) {
+                    return Some(r);
+                }
+                at = parent_of(d);
+            }
+            None
+        })
+        .unwrap_or(if p == "/" { Role::System } else { Role::Other })
+    }
+}
+
+fn file_role(p: &str, s: &Stats, role: Role, directory: bool) -> FileRole {
+    FileRole {
+        path: p.to_string(),
+        role,
+        calls: s.calls,
+        read_bytes: s.read_bytes,
+        write_bytes: s.write_bytes,
+        directory,
+        mount: UNKNOWN_MOUNT.to_string(),
+        fs_type: UNKNOWN_MOUNT.to_string(),
+        first_data_ns: s.first_data_ns,
     }
 }

@@ -8,7 +8,7 @@
 //! it replays; `summary` and `files` show them.
 //!
 //! The rules, first match wins, on one spelling of each path
-//! ([`forms::canonical`]):
+//! ([`iorepro_format::paths::canonical`]):
 //! 1. Names that are no file (Python's `<frozen ...>`, `<string>`: a path
 //!    component `<...>`, see [`forms::Form::Pseudo`]) are *other*; /proc,
 //!    /sys, /dev (not /dev/shm), /etc, pipes, sockets, anonymous inodes and
@@ -76,7 +76,7 @@ use iorepro_format::reader::TraceReader;
 use iorepro_format::scan::scan;
 use iorepro_format::schema::{COL_CALLS, COL_FLAGS, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_TS};
 
-use judge::key_of;
+use iorepro_format::paths::spelling;
 pub use names::{looks_like_checkpoint, looks_like_code};
 pub use observe::RolesBuilder;
 
@@ -254,7 +254,7 @@ impl FileRoles {
     /// the trace has no mount table or the path is on none of its mounts.
     pub fn mount_of(&self, path: &str) -> &str {
         self.mounts
-            .lookup(&key_of(path))
+            .lookup(&spelling(path))
             .map_or(UNKNOWN_MOUNT, |m| m.mount_point.as_str())
     }
 
@@ -292,7 +292,7 @@ impl FileRoles {
     /// The role of `path`, however the trace spells it; a path the trace
     /// does not hold is judged by its name alone.
     pub fn role(&self, path: &str) -> Role {
-        let key = key_of(path);
+        let key = spelling(path);
         match self.files.get(&key) {
             Some(f) => f.role,
             None => judge::by_name_alone(&key),
@@ -301,7 +301,7 @@ impl FileRoles {
 
     /// The entry of `path`, however the trace spells it.
     pub fn get(&self, path: &str) -> Option<&FileRole> {
-        self.files.get(&key_of(path))
+        self.files.get(&spelling(path))
     }
 
     /// Every path, in path order.

@@ -2,26 +2,19 @@
 //! how fast the job did I/O over the interval just ended, and whether the
 //! kernel side keeps up (records lost, ring fill). Keys in the README.
 
-use iorepro_telemetry::status::{op_entry, round};
-use serde_json::{json, Map, Value};
+use iorepro_format::units::GIB;
+use iorepro_format::Op;
+use iorepro_telemetry::status::round;
+use serde_json::{json, Value};
 
 use super::Snapshot;
-
-use iorepro_format::units::GIB;
 
 /// The line for `now`, with rates over the interval since `prev`.
 pub fn status_line(now: &Snapshot, prev: &Snapshot) -> Value {
     let interval_s = now.at.saturating_duration_since(prev.at).as_secs_f64();
-    let mut ops = Map::new();
-    for (name, o) in now.tally.ops() {
-        let then = prev.tally.op(name).map(|b| (b.count, &b.latency_ns));
-        ops.insert(
-            name.to_string(),
-            op_entry(o.count, o.bytes, &o.latency_ns, then, interval_s),
-        );
-    }
-    let gib_s = |op: &str| {
-        let moved = now.tally.bytes(op).saturating_sub(prev.tally.bytes(op)) as f64;
+    let (ops, ops_then) = (&now.written.ops, &prev.written.ops);
+    let gib_s = |op: Op| {
+        let moved = ops.bytes(op).saturating_sub(ops_then.bytes(op)) as f64;
         round(if interval_s > 0.0 {
             moved / GIB / interval_s
         } else {
@@ -33,16 +26,16 @@ pub fn status_line(now: &Snapshot, prev: &Snapshot) -> Value {
         "unix_ms": now.unix_ms,
         "interval_s": round(interval_s),
         "done": now.finished,
-        "events": now.tally.rows,
+        "events": now.written.rows,
         "records": now.records,
         "dropped_events": now.dropped_io,
         "dropped_process_events": now.dropped_proc,
         "ring_fill": round(now.ring_fill),
         "ring_fill_peak": round(now.ring_fill_peak),
-        "read_bytes": now.tally.bytes("read"),
-        "write_bytes": now.tally.bytes("write"),
-        "read_gib_s": gib_s("read"),
-        "write_gib_s": gib_s("write"),
-        "ops": ops,
+        "read_bytes": ops.bytes(Op::Read),
+        "write_bytes": ops.bytes(Op::Write),
+        "read_gib_s": gib_s(Op::Read),
+        "write_gib_s": gib_s(Op::Write),
+        "ops": ops.status_map(ops_then, interval_s),
     })
 }

@@ -3,11 +3,29 @@
 
 use std::sync::Arc;
 
-use iorepro_telemetry::encode::{self, Buckets};
+use iorepro_telemetry::encode;
+use iorepro_telemetry::tally::{encode_families, Families};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::Shared;
+
+/// The per-op families of a capture.
+const OPS: Families = Families {
+    label: "op",
+    calls: (
+        "iorepro_collect_ops",
+        "Calls captured (written to the trace), by op kind.",
+    ),
+    bytes: (
+        "iorepro_collect_bytes",
+        "Bytes moved by captured calls, by op kind.",
+    ),
+    latency: (
+        "iorepro_collect_latency_seconds",
+        "Time the job's captured calls took, by op kind.",
+    ),
+};
 
 pub struct CaptureFigures {
     pub shared: Arc<Shared>,
@@ -22,39 +40,12 @@ impl std::fmt::Debug for CaptureFigures {
 impl Collector for CaptureFigures {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         let s = self.shared.snapshot();
-        let ops: Vec<(&str, u64)> = s.tally.ops().map(|(k, o)| (k, o.count)).collect();
-        encode::counters_by(
-            &mut enc,
-            "iorepro_collect_ops",
-            "Calls captured (written to the trace), by op kind.",
-            "op",
-            ops,
-        )?;
-        let bytes: Vec<(&str, u64)> = s.tally.ops().map(|(k, o)| (k, o.bytes)).collect();
-        encode::counters_by(
-            &mut enc,
-            "iorepro_collect_bytes",
-            "Bytes moved by captured calls, by op kind.",
-            "op",
-            bytes,
-        )?;
-        let hists: Vec<(&str, Buckets)> = s
-            .tally
-            .ops()
-            .map(|(k, o)| (k, Buckets::from_latency_ns(&o.latency_ns)))
-            .collect();
-        encode::histograms_by(
-            &mut enc,
-            "iorepro_collect_latency_seconds",
-            "Time the job's captured calls took, by op kind.",
-            "op",
-            hists.iter().map(|(k, b)| (*k, b)),
-        )?;
+        encode_families(&mut enc, &OPS, s.written.ops.iter())?;
         encode::counter(
             &mut enc,
             "iorepro_collect_events",
             "Rows written to the trace (the manifest's events).",
-            s.tally.rows,
+            s.written.rows,
         )?;
         encode::counter(
             &mut enc,

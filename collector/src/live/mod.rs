@@ -1,7 +1,8 @@
 //! Figures of a capture while it runs, for `--status-interval` lines and the
 //! `--metrics-addr` endpoint.
 //!
-//! The capture thread counts rows as it writes them ([`tally`]) and, every
+//! The capture thread counts rows as it writes them ([`written`]: the
+//! per-op tally both binaries share, and the rows) and, every
 //! [`PUBLISH`] (or when a line is due), publishes a copy with the kernel
 //! side's figures (records lost, ring fill) under a lock that only scrapes
 //! share; the status lines are written from the capture loop itself, which
@@ -10,7 +11,7 @@
 
 pub mod lines;
 pub mod metrics;
-pub mod tally;
+pub mod written;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use prometheus_client::registry::Registry;
 use crate::error::{CollectError, CollectResult};
 use crate::probes::Probes;
 use metrics::CaptureFigures;
-use tally::Tally;
+use written::Written;
 
 /// How often figures are published for scrapes: finer than any scrape
 /// interval worth having, coarse enough to cost nothing.
@@ -33,7 +34,7 @@ pub struct Snapshot {
     pub at: Instant,
     pub started: Instant,
     pub unix_ms: i64,
-    pub tally: Tally,
+    pub written: Written,
     pub records: u64,
     pub dropped_io: u64,
     pub dropped_proc: u64,
@@ -49,7 +50,7 @@ impl Snapshot {
             at: started,
             started,
             unix_ms: unix_ms(),
-            tally: Tally::default(),
+            written: Written::default(),
             records: 0,
             dropped_io: 0,
             dropped_proc: 0,
@@ -135,14 +136,14 @@ impl Live {
     }
 
     /// After a read of the rings: publishes and writes a line when due.
-    pub fn after_drain(&mut self, records: usize, tally: &Tally, probes: &Probes) {
+    pub fn after_drain(&mut self, records: usize, written: &Written, probes: &Probes) {
         self.current.records += records as u64;
         let now = Instant::now();
         let line_due = self.lines.is_some() && now >= self.next_line;
         if !line_due && (self.server.is_none() || now < self.next_publish) {
             return;
         }
-        self.publish(tally, probes.dropped_totals(), false);
+        self.publish(written, probes.dropped_totals(), false);
         self.next_publish = now + PUBLISH;
         if line_due {
             self.write_line();
@@ -155,8 +156,8 @@ impl Live {
 
     /// The trace is closed: final figures, a last line (`"done": true`), and
     /// the endpoint kept up for `--metrics-linger` so a scraper sees them.
-    pub fn finish(mut self, tally: &Tally, dropped: (u64, u64)) {
-        self.publish(tally, dropped, true);
+    pub fn finish(mut self, written: &Written, dropped: (u64, u64)) {
+        self.publish(written, dropped, true);
         if self.lines.is_some() {
             self.write_line();
         }
@@ -165,10 +166,15 @@ impl Live {
         }
     }
 
-    fn publish(&mut self, tally: &Tally, (dropped_io, dropped_proc): (u64, u64), finished: bool) {
+    fn publish(
+        &mut self,
+        written: &Written,
+        (dropped_io, dropped_proc): (u64, u64),
+        finished: bool,
+    ) {
         self.current.at = Instant::now();
         self.current.unix_ms = unix_ms();
-        self.current.tally.clone_from(tally);
+        self.current.written.clone_from(written);
         self.current.dropped_io = dropped_io;
         self.current.dropped_proc = dropped_proc;
         self.current.finished = finished;
@@ -223,12 +229,12 @@ mod tests {
     fn lines_count_calls_bytes_and_rates_over_the_interval() {
         let t0 = Instant::now();
         let mut prev = Snapshot::new(t0);
-        prev.tally.add(&row(Op::Read, 1 << 20, 1_000_000, 1));
+        prev.written.add(&row(Op::Read, 1 << 20, 1_000_000, 1));
         let mut now = prev.clone();
         now.at = t0 + Duration::from_secs(2);
         // A run of 1,024 reads of 1 MiB taking 100 µs each, in the interval.
-        now.tally.add(&row(Op::Read, 1 << 30, 102_400_000, 1024));
-        now.tally.add(&row(Op::Open, 3, 5_000, 1));
+        now.written.add(&row(Op::Read, 1 << 30, 102_400_000, 1024));
+        now.written.add(&row(Op::Open, 3, 5_000, 1));
         now.dropped_io = 2;
         now.ring_fill_peak = 0.5;
         let line = lines::status_line(&now, &prev);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use iorepro_traces::Manifest;
+use iorepro_format::Manifest;
 
 /// The tests load eBPF programs: root and a kernel with BTF are required. On
 /// a machine without them a test says so and returns (under CI, it fails).

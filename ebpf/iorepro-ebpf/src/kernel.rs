@@ -10,11 +10,21 @@
 //! at fork), which are cheap to verify.
 
 use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::{Array, CgroupArray};
 use core::ptr::read_volatile;
 use iorepro_common::{FILE_WINDOW, INODE_WINDOW, SCRATCH_WORDS};
 
 use crate::work::{self, Looked};
-use crate::{CGROUP, TRACED};
+
+/// Traced processes, indexed by tgid: 0 untraced, else a [`Traced`]
+/// value. The loader sizes it to `pid_max`.
+#[map]
+pub static TRACED: Array<Traced> = Array::with_max_entries(1 << 22, 0);
+
+/// The cgroup a cgroup capture follows (a directory descriptor, set by the loader).
+#[map]
+static CGROUP: CgroupArray = CgroupArray::with_max_entries(1, 0);
 
 macro_rules! globals {
     ($($name:ident),* $(,)?) => {

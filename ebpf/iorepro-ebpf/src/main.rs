@@ -38,55 +38,12 @@ mod work;
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
-    macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, CgroupArray, HashMap, PerCpuArray, RingBuf},
+    macros::{btf_tracepoint, tracepoint},
     programs::{BtfTracePointContext, TracePointContext},
 };
-use iorepro_common::{
-    kind, proc_kind, IoEvent, COMM_LEN, DROPPED_SLOTS, MAX_SLOTS, PATH_RECORD_MAX,
-};
+use iorepro_common::{kind, proc_kind, IoEvent, COMM_LEN};
 
-use crate::kernel::{is_traced, task_ids, tgid_traced};
-use crate::slots::Slot;
-
-/// Traced processes, indexed by tgid: 0 untraced, else a [`kernel::Traced`]
-/// value. The loader sizes it to `pid_max`.
-#[map]
-static TRACED: Array<kernel::Traced> = Array::with_max_entries(1 << 22, 0);
-
-/// The cgroup a cgroup capture follows (a directory descriptor, set by the loader).
-#[map]
-static CGROUP: CgroupArray = CgroupArray::with_max_entries(1, 0);
-
-/// Per-thread state (see `slots`; the loader sets the size).
-#[map]
-static SLOTS: Array<Slot> = Array::with_max_entries(MAX_SLOTS, 0);
-
-/// I/O records; user space polls it, so submissions never wake it up.
-#[map]
-static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
-
-/// Process-tree records, apart so an I/O flood cannot starve them.
-#[map]
-static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 << 10, 0);
-
-/// Where a path record is put together before it goes to the ring (see `paths`).
-#[map]
-static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entries(1, 0);
-
-/// io_uring requests of traced threads, from submission to completion.
-#[map]
-static URING: HashMap<u64, uring::Request> = HashMap::with_max_entries(16384, 0);
-
-/// Where the global functions take their arguments, give their results and
-/// read windows of kernel structures (see `work`): one area for the syscall
-/// programs, one for io_uring's, whose completions may interrupt them.
-#[map]
-static WORK: PerCpuArray<work::Work> = PerCpuArray::with_max_entries(work::AREAS, 0);
-
-/// Records that found the ring buffer full, per CPU, by record kind.
-#[map]
-static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROPPED_SLOTS, 0);
+use crate::kernel::{is_traced, task_ids, tgid_traced, TRACED};
 
 #[btf_tracepoint(function = "sys_enter")]
 pub fn sys_enter(ctx: BtfTracePointContext) -> u32 {

@@ -11,12 +11,17 @@
 //! buffer meanwhile.
 
 use aya_ebpf::helpers::generated::{bpf_probe_read_kernel_str, bpf_probe_read_user_str};
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::PerCpuArray;
 use iorepro_common::{IoEvent, PathEvent, PATH_EVENT_SIZE, PATH_MAX, PATH_RECORD_MAX};
 
 use crate::kernel::dir_of;
 use crate::records;
 use crate::work::{self, ReadOut};
-use crate::PATH_BUF;
+
+/// Where a path record is put together before it goes to the ring.
+#[map]
+static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entries(1, 0);
 
 /// How a path argument is to be read.
 #[derive(Clone, Copy)]
@@ -76,7 +81,6 @@ pub fn send(first: Name, second: Option<Name>, mode: u32, area: u64) {
 
 /// A `dirfd` no call uses: the name is a verbatim string.
 const VERBATIM: i64 = i64::MIN;
-
 
 /// [`send`] as a global function: the verifier checks it once, on its
 /// own, instead of once for every call that makes a path record. The
@@ -172,7 +176,6 @@ const READ_USER: u64 = 0;
 const READ_KERNEL: u64 = 1;
 const TRUNCATED: u64 = 1;
 const RELATIVE: u64 = 2;
-
 
 /// The reading of one path argument into `PATH_BUF` at `at`, as a global
 /// function: checked once by the verifier, not once per path a record has.

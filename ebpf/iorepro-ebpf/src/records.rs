@@ -3,10 +3,24 @@
 //! and counting every record that found a ring full.
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
+use aya_ebpf::macros::map;
 use aya_ebpf::maps::ring_buf::RingBufEntry;
-use iorepro_common::{IoEvent, NameEvent, ProcEvent, COMM_LEN, DROPPED_NAME, DROPPED_PROC};
+use aya_ebpf::maps::{PerCpuArray, RingBuf};
+use iorepro_common::{
+    IoEvent, NameEvent, ProcEvent, COMM_LEN, DROPPED_NAME, DROPPED_PROC, DROPPED_SLOTS,
+};
 
-use crate::{DROPPED, EVENTS, PROC_EVENTS};
+/// I/O records; user space polls it, so submissions never wake it up.
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
+
+/// Process-tree records, apart so an I/O flood cannot starve them.
+#[map]
+static PROC_EVENTS: RingBuf = RingBuf::with_byte_size(256 << 10, 0);
+
+/// Records that found the ring buffer full, per CPU, by record kind.
+#[map]
+static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROPPED_SLOTS, 0);
 
 /// `BPF_RB_NO_WAKEUP`: the collector polls on a short interval instead.
 const NO_WAKEUP: u64 = 1;

@@ -29,13 +29,18 @@
 //! [`MAX_SLOTS`]: iorepro_common::MAX_SLOTS
 
 use aya_ebpf::helpers::bpf_get_current_comm;
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::Array;
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
-use iorepro_common::{CachedFile, NameEvent, CACHED_FILES, COMM_LEN, DROPPED_NAME};
+use iorepro_common::{CachedFile, NameEvent, CACHED_FILES, COMM_LEN, DROPPED_NAME, MAX_SLOTS};
 pub use iorepro_common::{Slot, IDLE};
 
-use crate::kernel::{slot_mask, Identity, Traced, GEN_STEP, SHARED_FILES};
+use crate::kernel::{slot_mask, Identity, Traced, GEN_STEP, SHARED_FILES, TRACED};
 use crate::records;
-use crate::{SLOTS, TRACED};
+
+/// Per-thread state (the loader sets the size).
+#[map]
+static SLOTS: Array<Slot> = Array::with_max_entries(MAX_SLOTS, 0);
 
 /// Moves a process's descriptor-table generation: cached files are stale.
 #[inline(always)]

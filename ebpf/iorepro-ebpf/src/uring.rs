@@ -13,6 +13,8 @@
 //! the request in `offset`, gives the result.
 
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel};
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::HashMap;
 use iorepro_common::{kind, IoEvent, RET_PENDING, VIA_IO_URING};
 
 use crate::kernel::{self, file_identity, global};
@@ -20,7 +22,10 @@ use crate::paths::{self, Name};
 use crate::records;
 use crate::slots;
 use crate::work;
-use crate::URING;
+
+/// io_uring requests of traced threads, from submission to completion.
+#[map]
+static URING: HashMap<u64, Request> = HashMap::with_max_entries(16384, 0);
 
 const OP_READV: u8 = 1;
 const OP_WRITEV: u8 = 2;

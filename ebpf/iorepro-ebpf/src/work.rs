@@ -11,9 +11,15 @@
 //! program it interrupted. Nothing else on a CPU runs while a program uses
 //! its area (programs do not migrate, and each area has one kind of user).
 
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::PerCpuArray;
 use iorepro_common::{IoEvent, Scratch};
 
-use crate::WORK;
+/// Where the global functions take their arguments, give their results and
+/// read windows of kernel structures: one area for the syscall programs,
+/// one for io_uring's, whose completions may interrupt them.
+#[map]
+static WORK: PerCpuArray<Work> = PerCpuArray::with_max_entries(AREAS, 0);
 
 /// The area of the syscall and process-tree programs.
 pub const SYSCALLS: u64 = 0;

@@ -13,6 +13,7 @@ use iorepro_format::Op;
 
 use super::files::FileCalls;
 use super::objects::ObjectCalls;
+use super::outcome::CallOutcome;
 use super::{Places, Shared, Worker};
 use crate::error::ReplayResult;
 use crate::io::engine::EngineKind;
@@ -91,43 +92,6 @@ impl<'s> Calls<'s> {
         match self {
             Calls::Files(_) => None,
             Calls::Objects(o) => Some(o.request_stats()),
-        }
-    }
-}
-
-/// What a call came to.
-pub(super) struct CallOutcome {
-    /// Bytes it moved.
-    pub bytes: u64,
-    /// Ok(true) made and succeeded, Ok(false) made and failed, Err(()) not
-    /// made (nothing to make it on).
-    pub made: Result<bool, ()>,
-    /// The error a made call met.
-    pub errno: Option<i32>,
-}
-
-impl CallOutcome {
-    pub fn made(bytes: u64) -> Self {
-        CallOutcome {
-            bytes,
-            made: Ok(true),
-            errno: None,
-        }
-    }
-
-    pub fn failed(errno: i32) -> Self {
-        CallOutcome {
-            bytes: 0,
-            made: Ok(false),
-            errno: Some(errno),
-        }
-    }
-
-    pub fn not_made() -> Self {
-        CallOutcome {
-            bytes: 0,
-            made: Err(()),
-            errno: None,
         }
     }
 }

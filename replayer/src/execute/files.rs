@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use iorepro_format::Op;
 
-use super::calls::CallOutcome;
+use super::outcome::CallOutcome;
 use super::{Places, Shared};
 use crate::error::{ReplayError, ReplayResult, CREATING_DIRECTORY};
 use crate::io::buffers::{StampedWrite, ALIGN, STAMPED_MAX};

@@ -10,12 +10,13 @@
 //! rank; `calls` one call made and measured, on whichever kind of target
 //! the run has; `files` the calls on files beneath a directory target,
 //! with `metadata` its metadata calls; `objects` what the calls become on
-//! an object-storage target.
+//! an object-storage target; `outcome` what a call came to, on either.
 
 mod calls;
 mod files;
 mod metadata;
 mod objects;
+mod outcome;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;

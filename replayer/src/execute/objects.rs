@@ -27,7 +27,7 @@ use object_store::multipart::PartId;
 
 use iorepro_format::Op;
 
-use super::calls::CallOutcome;
+use super::outcome::CallOutcome;
 use super::{Places, Shared};
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError, RequestStats};

@@ -8,9 +8,9 @@
 //! (page-aligned, incompressible, stamped per 4 KiB block); [`prepare`]
 //! puts the target in the state the traced job found before the clock
 //! starts; [`target`] is the one target type, a directory or a bucket,
-//! checked, opened and prepared. [`objects`] is the bucket's side, object
-//! storage over the S3 API: its keys, its client, the requests' figures,
-//! and its preparation.
+//! checked, opened and prepared; [`tally`] what the calls did, by kind.
+//! [`objects`] is the bucket's side, object storage over the S3 API: its
+//! keys, its client, the requests' figures, and its preparation.
 //!
 //! Takes the survey and the rank map from `plan`; hands `execute` the
 //! prepared target ([`target::Opened`]), the engines and the process's
@@ -22,4 +22,5 @@ pub mod engine;
 pub mod objects;
 pub mod paths;
 pub mod prepare;
+pub mod tally;
 pub mod target;

@@ -1,7 +1,8 @@
 //! The one place a traced path becomes a path beneath the target.
 //!
-//! A trace path is [`normalise`]d (the root dropped, `.` ignored, `..`
-//! unable to climb above the target), then put in one copy of the name
+//! A trace path is [`normalise`]d (the format's
+//! [`iorepro_format::paths::beneath_root`]: the root dropped, `.` ignored,
+//! `..` unable to climb above the target), then put in one copy of the name
 //! space, its [`Place`]: files that are only read live under
 //! `data/rep-KKKK/` (one copy per replica, so replicas of a source rank do
 //! not read data another rank just pulled into a cache; one copy for all
@@ -12,7 +13,9 @@
 //! [`RankMap`]; the relative path [`resolve`] returns is opened through
 //! [`crate::io::confine::Confined`], so nothing outside the target is touched.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use iorepro_format::paths::beneath_root;
 
 use crate::plan::rank_map::RankMap;
 use crate::plan::survey::shared_by_replicas;
@@ -52,22 +55,13 @@ pub fn resolve(trace_path: &str, place: Place) -> Option<PathBuf> {
 
 /// Turns a path from a trace into a relative path confined to the target:
 /// the root is dropped, `.` ignored, and `..` can climb no higher than the
-/// target itself. `None` for an empty result or a NUL byte.
+/// target itself. `None` for an empty result, and for a NUL byte, which a
+/// trace written by another tool may hold but no system call can take.
 pub fn normalise(trace_path: &str) -> Option<PathBuf> {
     if trace_path.contains('\0') {
         return None;
     }
-    let mut out = PathBuf::new();
-    for comp in Path::new(trace_path).components() {
-        match comp {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    (!out.as_os_str().is_empty()).then_some(out)
+    beneath_root(trace_path).map(PathBuf::from)
 }
 
 #[cfg(test)]

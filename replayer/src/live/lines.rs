@@ -3,12 +3,14 @@
 
 use std::time::Instant;
 
-use iorepro_telemetry::status::{op_entry, round};
-use serde_json::{json, Map, Value};
+use iorepro_format::units::GIB;
+use iorepro_format::Op;
+use iorepro_telemetry::status::round;
+use iorepro_telemetry::tally::status_map;
+use serde_json::{json, Value};
 
 use super::Totals;
 use crate::report::stats::unix_ns;
-use iorepro_format::units::GIB;
 
 /// The line for `now`, with rates over the interval since `prev`.
 pub fn status_line(
@@ -25,15 +27,7 @@ pub fn status_line(
             0.0
         }
     };
-    let mut ops = Map::new();
-    for (name, o) in &now.ops {
-        let then = prev.ops.get(name).map(|b| (b.count, &b.latency_ns));
-        ops.insert(
-            name.clone(),
-            op_entry(o.count, o.bytes, &o.latency_ns, then, interval_s),
-        );
-    }
-    let gib_s = |op: &str| {
+    let gib_s = |op: Op| {
         round(per_s(
             now.bytes(op).saturating_sub(prev.bytes(op)) as f64 / GIB,
         ))
@@ -45,12 +39,12 @@ pub fn status_line(
         "ranks": now.ranks,
         "done": now.finished,
         "progress": round(now.progress),
-        "read_bytes": now.bytes("read"),
-        "write_bytes": now.bytes("write"),
-        "read_gib_s": gib_s("read"),
-        "write_gib_s": gib_s("write"),
+        "read_bytes": now.bytes(Op::Read),
+        "write_bytes": now.bytes(Op::Write),
+        "read_gib_s": gib_s(Op::Read),
+        "write_gib_s": gib_s(Op::Write),
         "stall_s": round(now.stall_ns as f64 / 1e9),
-        "ops": ops,
+        "ops": now.ops.status_map(&prev.ops, interval_s),
     });
     if let Some(r) = launched_rank {
         line["rank"] = json!(r);
@@ -64,18 +58,11 @@ pub fn status_line(
 /// The requests to an object-storage target: per kind as the ops are, and
 /// the retries and throttles so far.
 fn requests(now: &Totals, prev: &Totals, interval_s: f64) -> Value {
-    let mut kinds = Map::new();
-    for (name, o) in &now.requests.kinds {
-        let then = prev
-            .requests
-            .kinds
-            .get(name)
-            .map(|b| (b.count, &b.latency_ns));
-        kinds.insert(
-            name.clone(),
-            op_entry(o.count, o.bytes, &o.latency_ns, then, interval_s),
-        );
-    }
+    let kinds = status_map(
+        now.requests.kinds.iter().map(|(k, s)| (k.as_str(), s)),
+        |k| prev.requests.kinds.get(k),
+        interval_s,
+    );
     json!({
         "kinds": kinds,
         "retries": now.requests.retries,
@@ -86,17 +73,15 @@ fn requests(now: &Totals, prev: &Totals, interval_s: f64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::stats::OpStats;
-    use std::collections::BTreeMap;
+    use crate::io::tally::OpStats;
+    use iorepro_telemetry::tally::OpTally;
     use std::time::Duration;
 
     fn totals(at: Instant, reads: &[u64]) -> Totals {
-        let mut ops = BTreeMap::new();
-        let mut read = OpStats::default();
+        let mut ops = OpTally::<OpStats>::default();
         for &lat in reads {
-            read.record(1 << 20, lat);
+            ops.entry(Op::Read).record(1 << 20, lat);
         }
-        ops.insert("read".to_string(), read);
         Totals {
             at,
             ops,

@@ -5,13 +5,44 @@
 
 use std::sync::Arc;
 
-use iorepro_telemetry::encode::{self, Buckets};
+use iorepro_telemetry::encode;
+use iorepro_telemetry::tally::{encode_families, Families};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::LiveRanks;
 use crate::io::objects::RequestStats;
-use crate::report::stats::OpStats;
+
+/// The per-op families of a replay.
+const OPS: Families = Families {
+    label: "op",
+    calls: ("iorepro_replay_ops", "Calls replayed, by op kind."),
+    bytes: (
+        "iorepro_replay_bytes",
+        "Bytes moved by replayed calls, by op kind.",
+    ),
+    latency: (
+        "iorepro_replay_latency_seconds",
+        "Latency of replayed calls from their intended start, by op kind.",
+    ),
+};
+
+/// The per-kind families of the requests to an object store.
+const REQUESTS: Families = Families {
+    label: "kind",
+    calls: (
+        "iorepro_replay_requests",
+        "Requests to the object store, by kind (GET, PUT, MPU-part...).",
+    ),
+    bytes: (
+        "iorepro_replay_request_bytes",
+        "Bytes the requests moved, by kind.",
+    ),
+    latency: (
+        "iorepro_replay_request_latency_seconds",
+        "Latency of requests from the first attempt to the last byte, by kind.",
+    ),
+};
 
 pub struct ReplayFigures {
     pub live: Arc<LiveRanks>,
@@ -26,34 +57,7 @@ impl std::fmt::Debug for ReplayFigures {
 impl Collector for ReplayFigures {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         let t = self.live.totals();
-        let ops: Vec<(&str, u64)> = t.ops.iter().map(|(k, o)| (k.as_str(), o.count)).collect();
-        encode::counters_by(
-            &mut enc,
-            "iorepro_replay_ops",
-            "Calls replayed, by op kind.",
-            "op",
-            ops,
-        )?;
-        let bytes: Vec<(&str, u64)> = t.ops.iter().map(|(k, o)| (k.as_str(), o.bytes)).collect();
-        encode::counters_by(
-            &mut enc,
-            "iorepro_replay_bytes",
-            "Bytes moved by replayed calls, by op kind.",
-            "op",
-            bytes,
-        )?;
-        let hists: Vec<(String, Buckets)> = t
-            .ops
-            .iter()
-            .map(|(k, o)| (k.clone(), Buckets::from_latency_ns(&o.latency_ns)))
-            .collect();
-        encode::histograms_by(
-            &mut enc,
-            "iorepro_replay_latency_seconds",
-            "Latency of replayed calls from their intended start, by op kind.",
-            "op",
-            hists.iter().map(|(k, b)| (k.as_str(), b)),
-        )?;
+        encode_families(&mut enc, &OPS, t.ops.iter())?;
         if !t.requests.is_empty() {
             requests(&mut enc, &t.requests)?;
         }
@@ -93,35 +97,8 @@ impl Collector for ReplayFigures {
 
 /// The requests to an object-storage target, by request kind.
 fn requests(enc: &mut DescriptorEncoder, r: &RequestStats) -> std::fmt::Result {
-    let kinds = |f: fn(&OpStats) -> u64| -> Vec<(&str, u64)> {
-        r.kinds.iter().map(|(k, o)| (k.as_str(), f(o))).collect()
-    };
-    encode::counters_by(
-        enc,
-        "iorepro_replay_requests",
-        "Requests to the object store, by kind (GET, PUT, MPU-part...).",
-        "kind",
-        kinds(|o| o.count),
-    )?;
-    encode::counters_by(
-        enc,
-        "iorepro_replay_request_bytes",
-        "Bytes the requests moved, by kind.",
-        "kind",
-        kinds(|o| o.bytes),
-    )?;
-    let hists: Vec<(&str, Buckets)> = r
-        .kinds
-        .iter()
-        .map(|(k, o)| (k.as_str(), Buckets::from_latency_ns(&o.latency_ns)))
-        .collect();
-    encode::histograms_by(
-        enc,
-        "iorepro_replay_request_latency_seconds",
-        "Latency of requests from the first attempt to the last byte, by kind.",
-        "kind",
-        hists.iter().map(|(k, b)| (*k, b)),
-    )?;
+    let kinds = r.kinds.iter().map(|(k, s)| (k.as_str(), s));
+    encode_families(enc, &REQUESTS, kinds)?;
     encode::counter(
         enc,
         "iorepro_replay_request_retries",

@@ -4,7 +4,9 @@
 //! Fed by `execute`'s ranks as they make their calls; `report` is built
 //! from the same figures when they are done.
 //!
-//! Each rank keeps its op counts, bytes and latency histograms in its own
+//! Each rank keeps its op counts, bytes and latency histograms (the per-op
+//! tally both binaries share, `iorepro_telemetry::tally`, with the replay's
+//! failures beside them) in its own
 //! [`RankLive`], behind a lock only the rank itself takes on every op (never
 //! contended except for the moment a reader copies them), and publishes how
 //! far its schedule has got with plain atomic stores. Readers ([`watch`]'s
@@ -23,14 +25,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use iorepro_format::Op;
+use iorepro_telemetry::tally::OpTally;
 
 use crate::io::objects::RequestStats;
-use crate::report::stats::OpStats;
+use crate::io::tally::OpStats;
 
 /// One rank's figures so far.
 pub struct RankLive {
-    /// By `Op as usize`, created on the op's first call.
-    ops: Mutex<Vec<Option<OpStats>>>,
+    ops: Mutex<OpTally<OpStats>>,
     /// When the rank's clock started (after the first barrier).
     started: OnceLock<Instant>,
     /// Time the rank would have taken so far on the traced storage.
@@ -46,7 +48,7 @@ pub struct RankLive {
 impl Default for RankLive {
     fn default() -> Self {
         RankLive {
-            ops: Mutex::new(vec![None; Op::ALL.len()]),
+            ops: Mutex::default(),
             started: OnceLock::new(),
             ideal_ns: AtomicU64::new(0),
             behind_ns: AtomicU64::new(0),
@@ -61,7 +63,7 @@ impl RankLive {
     /// that differed from the traced call.
     pub fn record(&self, op: Op, bytes: u64, latency_ns: u64, succeeded: bool, differed: bool) {
         let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
-        let stats = ops[op as usize].get_or_insert_with(OpStats::default);
+        let stats = ops.entry(op);
         stats.record(bytes, latency_ns);
         stats.note_result(succeeded, differed);
     }
@@ -85,12 +87,11 @@ impl RankLive {
         self.finished_ns.store(elapsed_ns.max(1), Ordering::Relaxed);
     }
 
-    /// A copy of the rank's op figures, by op name.
+    /// A copy of the rank's op figures, by op name, as its result keeps them.
     pub fn ops(&self) -> BTreeMap<String, OpStats> {
         let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         ops.iter()
-            .enumerate()
-            .filter_map(|(i, s)| Some((Op::ALL[i].as_str().to_string(), s.clone()?)))
+            .map(|(k, s)| (k.to_string(), s.clone()))
             .collect()
     }
 
@@ -126,7 +127,7 @@ pub struct LiveRanks {
 /// The ranks' figures merged, at one moment.
 pub struct Totals {
     pub at: Instant,
-    pub ops: BTreeMap<String, OpStats>,
+    pub ops: OpTally<OpStats>,
     /// The most any rank is (was) behind its schedule.
     pub stall_ns: u64,
     pub ranks: usize,
@@ -142,7 +143,7 @@ impl Totals {
     pub fn empty(at: Instant, ranks: usize) -> Totals {
         Totals {
             at,
-            ops: BTreeMap::new(),
+            ops: OpTally::default(),
             stall_ns: 0,
             ranks,
             finished: false,
@@ -151,8 +152,8 @@ impl Totals {
         }
     }
 
-    pub fn bytes(&self, op: &str) -> u64 {
-        self.ops.get(op).map_or(0, |o| o.bytes)
+    pub fn bytes(&self, op: Op) -> u64 {
+        self.ops.bytes(op)
     }
 }
 
@@ -188,13 +189,11 @@ impl LiveRanks {
 
     pub fn totals(&self) -> Totals {
         let at = Instant::now();
-        let mut ops: BTreeMap<String, OpStats> = BTreeMap::new();
+        let mut ops = OpTally::<OpStats>::default();
         let mut stall_ns = 0;
         let mut requests = RequestStats::default();
         for (_, r) in &self.ranks {
-            for (name, s) in r.ops() {
-                ops.entry(name).or_default().merge(&s);
-            }
+            ops.merge(&r.ops.lock().unwrap_or_else(|p| p.into_inner()));
             requests.merge(&r.requests.lock().unwrap_or_else(|p| p.into_inner()));
             if self.keeps_gaps {
                 stall_ns = stall_ns.max(r.stall_ns());
@@ -240,8 +239,9 @@ mod tests {
         b.advanced(2_000_000_000, t0 + Duration::from_secs(2));
         b.finished(2_000_000_000);
         let t = live.totals();
+        let reads = t.ops.get(Op::Read).unwrap();
         assert_eq!(
-            (t.ops["read"].count, t.bytes("read"), t.bytes("write")),
+            (reads.figures.count, t.bytes(Op::Read), t.bytes(Op::Write)),
             (2, 8192, 100)
         );
         assert!(!t.finished);

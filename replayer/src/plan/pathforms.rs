@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use iorepro_analysis::roles::forms::canonical;
+use iorepro_format::paths::canonical;
 use iorepro_format::Op;
 
 /// The one spelling of `path`, and whether this spelling can only name a

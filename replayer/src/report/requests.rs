@@ -61,13 +61,14 @@ impl RequestsReport {
             .kinds
             .iter()
             .map(|(k, s)| {
+                let o = &s.figures;
                 let r = RequestKindReport {
-                    count: s.count,
-                    bytes: s.bytes,
+                    count: o.count,
+                    bytes: o.bytes,
                     failed: s.failed,
-                    per_s: per_s(s.count as f64),
-                    gib_s: per_s(s.bytes as f64 / GIB),
-                    lat_us: lat(&s.latency_ns),
+                    per_s: per_s(o.count as f64),
+                    gib_s: per_s(o.bytes as f64 / GIB),
+                    lat_us: lat(&o.latency_ns),
                 };
                 (k.clone(), r)
             })

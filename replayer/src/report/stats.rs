@@ -1,5 +1,6 @@
-//! What each rank measured: per-op counts, bytes and latency histograms,
-//! per-phase time and bytes, and when it met the others. Workers keep their
+//! What each rank measured: per-op counts, bytes and latency histograms
+//! (the live tally both binaries share, with the replay's failures beside
+//! them), per-phase time and bytes, and when it met the others. Workers keep their
 //! own and the report merges them; across processes they travel as JSON with
 //! each histogram in HdrHistogram's compressed V2 encoding (base64), which
 //! other HdrHistogram tools read too and which re-records exactly.
@@ -9,61 +10,11 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use iorepro_telemetry::tally::{latency_histogram, OpFigures};
 use serde::{Deserialize, Serialize};
 
 use crate::io::objects::RequestStats;
-
-/// The one latency histogram of per-op figures (see
-/// [`iorepro_telemetry::status::latency_histogram`]).
-pub fn new_histogram() -> Histogram<u64> {
-    iorepro_telemetry::status::latency_histogram()
-}
-
-#[derive(Debug, Clone)]
-pub struct OpStats {
-    pub count: u64,
-    pub bytes: u64,
-    /// Calls that failed (as traced, or not).
-    pub failed: u64,
-    /// Calls whose success or failure was not the traced call's.
-    pub differed: u64,
-    pub latency_ns: Histogram<u64>,
-}
-
-impl Default for OpStats {
-    fn default() -> Self {
-        OpStats {
-            count: 0,
-            bytes: 0,
-            failed: 0,
-            differed: 0,
-            latency_ns: new_histogram(),
-        }
-    }
-}
-
-impl OpStats {
-    pub fn record(&mut self, bytes: u64, latency_ns: u64) {
-        self.count += 1;
-        self.bytes += bytes;
-        self.latency_ns.saturating_record(latency_ns.max(1));
-    }
-
-    pub fn note_result(&mut self, succeeded: bool, differed: bool) {
-        self.failed += u64::from(!succeeded);
-        self.differed += u64::from(differed);
-    }
-
-    pub fn merge(&mut self, other: &OpStats) {
-        self.count += other.count;
-        self.bytes += other.bytes;
-        self.failed += other.failed;
-        self.differed += other.differed;
-        self.latency_ns
-            .add(&other.latency_ns)
-            .expect("histograms share bounds");
-    }
-}
+use crate::io::tally::OpStats;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PhaseStats {
@@ -135,10 +86,10 @@ pub struct RankResult {
 
 impl RankResult {
     pub fn read_bytes(&self) -> u64 {
-        self.ops.get("read").map_or(0, |o| o.bytes)
+        self.ops.get("read").map_or(0, |o| o.figures.bytes)
     }
     pub fn write_bytes(&self) -> u64 {
-        self.ops.get("write").map_or(0, |o| o.bytes)
+        self.ops.get("write").map_or(0, |o| o.figures.bytes)
     }
     pub fn stall_ns(&self) -> u64 {
         self.elapsed_ns.saturating_sub(self.ideal_ns)
@@ -181,21 +132,23 @@ struct WireRank {
 impl WireOp {
     fn of(o: &OpStats) -> Self {
         WireOp {
-            count: o.count,
-            bytes: o.bytes,
+            count: o.figures.count,
+            bytes: o.figures.bytes,
             failed: o.failed,
             differed: o.differed,
-            latency_ns: encode_histogram(&o.latency_ns),
+            latency_ns: encode_histogram(&o.figures.latency_ns),
         }
     }
 
     fn into_stats(self) -> Result<OpStats, String> {
         Ok(OpStats {
-            count: self.count,
-            bytes: self.bytes,
+            figures: OpFigures {
+                count: self.count,
+                bytes: self.bytes,
+                latency_ns: decode_histogram(&self.latency_ns)?,
+            },
             failed: self.failed,
             differed: self.differed,
-            latency_ns: decode_histogram(&self.latency_ns)?,
         })
     }
 }
@@ -216,7 +169,7 @@ fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
         .deserialize(&mut bytes.as_slice())
         .map_err(|e| format!("latency histogram: {e:?}"))?;
     // Re-recorded into the standard bounds, so every rank's histogram merges.
-    let mut out = new_histogram();
+    let mut out = latency_histogram();
     for v in h.iter_recorded() {
         out.saturating_record_n(v.value_iterated_to().max(1), v.count_at_value());
     }
@@ -336,7 +289,7 @@ mod tests {
             op.record(4096, i * 1000);
         }
         let back = RankResult::from_json(&r.to_json()).unwrap();
-        let (a, b) = (&r.ops["read"], &back.ops["read"]);
+        let (a, b) = (&r.ops["read"].figures, &back.ops["read"].figures);
         assert_eq!((a.count, a.bytes), (b.count, b.bytes));
         assert_eq!(a.latency_ns.len(), b.latency_ns.len());
         assert_eq!(

@@ -5,13 +5,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use iorepro_format::Op;
+use iorepro_telemetry::tally::KindFigures;
 use serde::Serialize;
 
 use crate::io::engine::DirectIo;
 use crate::io::prepare::PrepareStats;
+use crate::io::tally::OpStats;
 use crate::plan::survey::Survey;
 use crate::report::latency::{lat, Latency};
-use crate::report::stats::{OpStats, RankResult};
+use crate::report::stats::RankResult;
 use iorepro_analysis::phases::PhaseKind;
 
 use iorepro_format::units::{per_s, GIB};
@@ -247,12 +249,13 @@ fn secs(ns: u64) -> f64 {
 fn op_reports(merged: &BTreeMap<String, OpStats>, duration_s: f64) -> BTreeMap<String, OpReport> {
     merged
         .iter()
-        .map(|(k, o)| {
+        .map(|(k, s)| {
+            let o = &s.figures;
             let r = OpReport {
                 count: o.count,
                 bytes: o.bytes,
-                failed: o.failed,
-                differed: o.differed,
+                failed: s.failed,
+                differed: s.differed,
                 iops: per_s(o.count as f64, duration_s),
                 gib_s: per_s(o.bytes as f64 / GIB, duration_s),
                 lat_us: lat(&o.latency_ns),
@@ -350,7 +353,7 @@ impl Report {
         let metadata_ops: u64 = merged
             .iter()
             .filter(|(k, _)| Op::parse(k).is_metadata())
-            .map(|(_, o)| o.count)
+            .map(|(_, o)| o.figures.count)
             .sum();
         let results_differed = merged.values().map(|o| o.differed).sum();
         let phases = phase_reports(info, survey, results);
@@ -415,7 +418,10 @@ impl Report {
             requests: None,
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
             errors,
-            latency_ns: merged.into_iter().map(|(k, o)| (k, o.latency_ns)).collect(),
+            latency_ns: merged
+                .into_iter()
+                .map(|(k, o)| (k, o.figures.latency_ns))
+                .collect(),
         }
     }
 }

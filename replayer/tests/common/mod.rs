@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
-use iorepro_traces::synth::Workload;
-use iorepro_traces::{Source, WriterOptions};
+use iorepro_format::{Source, WriterOptions};
+use iorepro_interchange::synth::Workload;
 
 /// Two ranks: a load burst, 8 steps of reads with 20 ms compute, a
 /// checkpoint every 4 steps.
@@ -134,7 +134,7 @@ pub fn listing(dir: &Path) -> Vec<String> {
 /// One hand-written trace row: (rank, op, path, fd, offset, bytes, flags).
 pub type Row<'a> = (
     i32,
-    iorepro_traces::Op,
+    iorepro_format::Op,
     &'a str,
     i32,
     Option<i64>,
@@ -146,10 +146,10 @@ pub type Row<'a> = (
 pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
     let out = dir.join("trace");
     let mut w =
-        iorepro_traces::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
+        iorepro_format::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
     for (i, &(rank, op, path, fd, offset, bytes, flags)) in rows.iter().enumerate() {
-        let data = matches!(op, iorepro_traces::Op::Read | iorepro_traces::Op::Write);
-        w.push(&iorepro_traces::EventRow {
+        let data = matches!(op, iorepro_format::Op::Read | iorepro_format::Op::Write);
+        w.push(&iorepro_format::EventRow {
             ts_ns: 1_000_000_000 + i as i64 * 1_000_000,
             dur_ns: 10_000,
             host: "h",
@@ -162,7 +162,7 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
             fd: Some(fd),
             offset,
             size: data.then_some(bytes),
-            ret: if op == iorepro_traces::Op::Open {
+            ret: if op == iorepro_format::Op::Open {
                 fd as i64
             } else {
                 bytes

@@ -7,20 +7,46 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::inspect::json_line;
-use crate::error::TraceError;
-use crate::filter::Filter;
-use crate::format::writer::WriterOptions;
-use crate::interchange::{export_fio, export_perfetto, import_fio, import_strace, merge as joined};
-use crate::synth::Workload;
-use crate::{Role, Source};
+use iorepro_analysis::filter::Filter;
+use iorepro_analysis::roles::Role;
+use iorepro_format::error::TraceError;
+use iorepro_format::units;
+use iorepro_format::writer::WriterOptions;
+use iorepro_format::Source;
+use iorepro_interchange::synth::Workload;
+use iorepro_interchange::{
+    export_fio, export_perfetto, import_fio, import_strace, merge as joined,
+};
 
 /// `filter`'s selection as given on the command line.
-pub(super) struct FilterArgs {
+#[derive(Debug, clap::Args)]
+pub struct FilterArgs {
+    /// Keep the files of these roles (repeatable, or a comma list):
+    /// dataset, checkpoint, log, output, code, scratch, launcher, system,
+    /// other, or all.
+    // `--role` too, the name this flag had before it was spelled as
+    // `iorepro-replay`'s.
+    #[arg(
+        long = "roles",
+        alias = "role",
+        value_delimiter = ',',
+        value_name = "ROLE"
+    )]
     pub roles: Vec<String>,
+    /// Keep the paths at or beneath PREFIX whatever their role (repeatable).
+    #[arg(long, value_name = "PREFIX")]
     pub include: Vec<String>,
+    /// Drop the paths at or beneath PREFIX (repeatable).
+    #[arg(long, value_name = "PREFIX")]
     pub exclude: Vec<String>,
+    /// Keep the rows of this rank (repeatable, or a comma list).
+    #[arg(long = "rank", value_delimiter = ',', value_name = "N")]
     pub ranks: Vec<i32>,
+    /// Keep rows from this long after the trace's start (50ms, 2s, 1.5m).
+    #[arg(long, value_name = "DUR")]
     pub from: Option<String>,
+    /// Keep rows until this long after the trace's start.
+    #[arg(long, value_name = "DUR")]
     pub to: Option<String>,
 }
 
@@ -37,7 +63,7 @@ impl FilterArgs {
         };
         let dur = |flag: &str, s: &Option<String>| -> Result<Option<u64>, TraceError> {
             s.as_deref()
-                .map(|s| crate::units::parse_duration_ns(s).map_err(|e| bad(format!("{flag} {e}"))))
+                .map(|s| units::parse_duration_ns(s).map_err(|e| bad(format!("{flag} {e}"))))
                 .transpose()
         };
         f.from_ns = dur("--from", &self.from)?;
@@ -55,7 +81,7 @@ pub(super) fn filter(
     json: bool,
 ) -> Result<()> {
     let f = args.into_filter(trace)?;
-    let r = crate::filter::filter(trace, dir, &f, segment_events)?;
+    let r = iorepro_analysis::filter::filter(trace, dir, &f, segment_events)?;
     if json {
         return json_line(
             out,

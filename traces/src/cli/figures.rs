@@ -6,8 +6,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::format::reader::TraceReader;
-use crate::plot::{self, Format};
+use iorepro_format::reader::TraceReader;
+use iorepro_plot::{self as plot, Format};
 
 /// A trace's name in a figure: its directory's last component.
 fn name(p: &Path) -> String {

@@ -6,13 +6,13 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::analysis::overview::{rank_count, Overview};
-use crate::analysis::phases;
-use crate::analysis::roles::{self, FileRoles};
-use crate::analysis::summary::Summary;
-use crate::error::TraceError;
-use crate::format::reader::TraceReader;
-use crate::validate;
+use iorepro_analysis::overview::{rank_count, Overview};
+use iorepro_analysis::phases;
+use iorepro_analysis::roles::{self, FileRoles};
+use iorepro_analysis::summary::Summary;
+use iorepro_format::error::TraceError;
+use iorepro_format::reader::TraceReader;
+use iorepro_format::validate;
 
 /// Prints `value` as pretty JSON.
 pub(super) fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<()> {
@@ -65,7 +65,7 @@ pub(super) fn compare(out: &mut dyn Write, a: &Path, b: &Path, json: bool) -> Re
     let (ra, rb) = (TraceReader::open(a)?, TraceReader::open(b)?);
     let (sa, sb) = (Overview::compute(&ra)?, Overview::compute(&rb)?);
     let ranks = (rank_count(&ra)?, rank_count(&rb)?);
-    let c = crate::analysis::compare::compare(
+    let c = iorepro_analysis::compare::compare(
         &a.display().to_string(),
         &sa,
         &b.display().to_string(),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use crate::error::TraceError;
+use iorepro_format::error::TraceError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,33 +44,8 @@ pub enum Cmd {
         trace: PathBuf,
         #[arg(short, long)]
         out: PathBuf,
-        /// Keep the files of these roles (repeatable, or a comma list):
-        /// dataset, checkpoint, log, output, code, scratch, launcher, system,
-        /// other, or all.
-        // `--role` too, the name this flag had before it was spelled as
-        // `iorepro-replay`'s.
-        #[arg(
-            long = "roles",
-            alias = "role",
-            value_delimiter = ',',
-            value_name = "ROLE"
-        )]
-        roles: Vec<String>,
-        /// Keep the paths at or beneath PREFIX whatever their role (repeatable).
-        #[arg(long, value_name = "PREFIX")]
-        include: Vec<String>,
-        /// Drop the paths at or beneath PREFIX (repeatable).
-        #[arg(long, value_name = "PREFIX")]
-        exclude: Vec<String>,
-        /// Keep the rows of this rank (repeatable, or a comma list).
-        #[arg(long = "rank", value_delimiter = ',', value_name = "N")]
-        ranks: Vec<i32>,
-        /// Keep rows from this long after the trace's start (50ms, 2s, 1.5m).
-        #[arg(long, value_name = "DUR")]
-        from: Option<String>,
-        /// Keep rows until this long after the trace's start.
-        #[arg(long, value_name = "DUR")]
-        to: Option<String>,
+        #[command(flatten)]
+        select: convert::FilterArgs,
         #[arg(long, default_value_t = 1 << 20)]
         segment_events: usize,
         #[arg(long)]
@@ -196,47 +171,28 @@ pub fn run(cli: Cli) -> Result<()> {
         Cmd::Validate {
             trace,
             json,
-            repair: true,
-        } => inspect::repair(out, &trace, json),
-        Cmd::Validate {
-            trace,
-            json,
-            repair: false,
-        } => inspect::validate(out, &trace, json),
+            repair,
+        } if repair => inspect::repair(out, &trace, json),
+        Cmd::Validate { trace, json, .. } => inspect::validate(out, &trace, json),
         Cmd::Plot {
             trace,
             out: file,
-            heatmap: true,
+            heatmap,
             ..
-        } => figures::heatmap(out, &trace, &file),
+        } if heatmap => figures::heatmap(out, &trace, &file),
         Cmd::Plot {
             trace,
             out: file,
-            heatmap: false,
             against,
+            ..
         } => figures::timeline(out, &trace, &file, against.as_deref()),
         Cmd::Filter {
             trace,
             out: dir,
-            roles,
-            include,
-            exclude,
-            ranks,
-            from,
-            to,
+            select,
             segment_events,
             json,
-        } => {
-            let f = convert::FilterArgs {
-                roles,
-                include,
-                exclude,
-                ranks,
-                from,
-                to,
-            };
-            convert::filter(out, &trace, &dir, f, segment_events, json)
-        }
+        } => convert::filter(out, &trace, &dir, select, segment_events, json),
         Cmd::Export {
             trace,
             perfetto: Some(file),

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
+use iorepro_telemetry::tally::KindFigures as _;
 
-use iorepro_telemetry::status::latency_histogram as new_histogram;
+use iorepro_telemetry::tally::latency_histogram;
 
-use crate::report::stats::OpStats;
+use crate::io::tally::OpStats;
 
 /// What a rank's requests to an object-storage target did: per request
 /// kind (GET, PUT, the three steps of a multipart upload, HEAD, LIST,
@@ -32,7 +33,7 @@ impl Default for RequestStats {
     fn default() -> Self {
         RequestStats {
             kinds: BTreeMap::new(),
-            first_byte_ns: new_histogram(),
+            first_byte_ns: latency_histogram(),
             retries: 0,
             throttles: 0,
             without_request: BTreeMap::new(),

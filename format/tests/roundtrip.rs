@@ -2,7 +2,7 @@
 //! and after the writer dies without closing the trace.
 
 use arrow_array::Array;
-use iorepro_traces::{EventRow, Events, Op, Source, TraceReader, TraceWriter, WriterOptions};
+use iorepro_format::{EventRow, Events, Op, Source, TraceReader, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -214,7 +214,7 @@ fn late_batches_start_a_segment_and_read_back_in_ts_order() {
     assert_eq!(m.segments.len(), 3, "{m:?}");
     let ts: Vec<i64> = read_all(&trace).iter().map(|r| r.ts).collect();
     assert_eq!(ts, vec![10, 20, 30, 35, 40, 50]);
-    let report = iorepro_traces::validate::validate(&trace).unwrap();
+    let report = iorepro_format::validate::validate(&trace).unwrap();
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
 }
 
@@ -253,7 +253,7 @@ fn a_writer_that_dies_leaves_its_finished_segments_readable() {
     let m = reader.manifest();
     assert_eq!(m.events, 200);
     assert_eq!((m.start_unix_ns, m.end_unix_ns), (1_000, 1_199));
-    let v = iorepro_traces::validate::validate(&trace).unwrap();
+    let v = iorepro_format::validate::validate(&trace).unwrap();
     assert!(v.warnings.iter().any(|w| w.contains("not marked complete")));
 }
 

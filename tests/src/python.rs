@@ -1,12 +1,14 @@
-//! Helpers shared by the trace format tests.
-#![allow(dead_code)]
+//! Python as an independent judge of a trace (pyarrow, DuckDB): a snippet
+//! runs only where python3 has the packages it needs.
 
 use std::process::Command;
 
-/// Runs a Python snippet; `None` when python3 or its packages are not
-/// installed here, after [`iorepro_tests::skip::cannot_run`] (a failure
-/// under CI, which must have them; a `skipped:` line elsewhere), so the
-/// caller returns.
+use crate::skip::cannot_run;
+
+/// Runs a Python snippet and returns what it printed; `None` when python3
+/// or one of `needs` is not installed here, after [`cannot_run`] (a
+/// failure under CI, which must have them; a `skipped:` line elsewhere), so
+/// the caller returns. A snippet that fails fails the test.
 pub fn require_python(script: &str, needs: &[&str]) -> Option<String> {
     let probe = format!("import {}", needs.join(", "));
     let ok = Command::new("python3")
@@ -15,7 +17,7 @@ pub fn require_python(script: &str, needs: &[&str]) -> Option<String> {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        iorepro_tests::skip::cannot_run(format!(
+        cannot_run(format!(
             "python3 with {} is not installed (`cargo xtask setup` installs it)",
             needs.join(", ")
         ));

@@ -1,10 +1,9 @@
 //! Traces written by other tools (pyarrow alone, DuckDB) are read like our own:
 //! plain strings, timestamps in other units and zones, wider integers.
 
-mod common;
-
 use arrow_array::Array;
-use iorepro_traces::{Op, TraceReader};
+use iorepro_format::{Op, TraceReader};
+use iorepro_tests::python::require_python;
 
 fn write_pyarrow(dir: &std::path::Path) -> Option<()> {
     let script = format!(
@@ -40,7 +39,7 @@ json.dump({{"format": "iorepro-trace", "schema_version": 1, "tool_version": "pya
           open(os.path.join(d, "manifest.json"), "w"))
 "#
     );
-    common::require_python(&script, &["pyarrow"]).map(|_| ())
+    require_python(&script, &["pyarrow"]).map(|_| ())
 }
 
 #[test]
@@ -100,7 +99,7 @@ COPY (SELECT
 "#,
         file.display()
     );
-    if common::require_python(&script, &["duckdb"]).is_none() {
+    if require_python(&script, &["duckdb"]).is_none() {
         return;
     }
     let reader = TraceReader::open(&file).unwrap();
