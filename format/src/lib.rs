@@ -15,7 +15,10 @@
 //! trace and repairs a damaged one (the collector salvages its own with it),
 //! [`error`] is the one error type, [`units`] the byte and time units and
 //! [`host`] the one question iorepro asks of the machine (is it root).
+//! [`anonymize`] hashes the names of a trace under the owner's key, for
+//! both the collector and `iorepro-trace anonymize`.
 
+pub mod anonymize;
 pub mod batches;
 pub mod columns;
 pub mod error;
@@ -39,8 +42,8 @@ pub mod writer;
 
 pub use columns::Events;
 pub use error::{TraceError, TraceResult};
-pub use event::{EventBatchBuilder, EventRow};
-pub use manifest::{Manifest, Source};
+pub use event::{EventBatchBuilder, EventRow, RowTraits};
+pub use manifest::{Anonymized, Manifest, Source};
 pub use mounts::{Mount, MountTable};
 pub use reader::TraceReader;
 pub use runs::{Call, Run};
