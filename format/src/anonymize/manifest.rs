@@ -64,13 +64,15 @@ pub fn extra(key: &str, value: &Value) -> Option<Value> {
         // The probes and the load time; of the target only its kind (its
         // command line or cgroup path would name the job).
         "collector" => {
-            let target = value.get("target").and_then(Value::as_str).unwrap_or("");
-            let kind = target.split('(').next().unwrap_or("").to_ascii_lowercase();
-            Some(json!({
-                "hooks": value.get("hooks").cloned().unwrap_or(Value::Null),
-                "load_s": value.get("load_s").cloned().unwrap_or(Value::Null),
-                "target": kind,
-            }))
+            let mut kept: Map<String, Value> = ["hooks", "load_s"]
+                .into_iter()
+                .filter_map(|k| Some((k.to_string(), value.get(k)?.clone())))
+                .collect();
+            if let Some(target) = value.get("target").and_then(Value::as_str) {
+                let kind = target.split('(').next().unwrap_or("").to_ascii_lowercase();
+                kept.insert("target".into(), Value::String(kind));
+            }
+            Some(Value::Object(kept))
         }
         // That the capture stopped, and the fixed cause; the error's own
         // text may name files.

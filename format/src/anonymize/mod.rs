@@ -46,6 +46,7 @@ pub const MIN_KEY_BYTES: usize = 16;
 /// Extensions kept as they are (compared without case): the formats of
 /// data, checkpoints, code, logs and records, which say what a file is and
 /// not whose it is. Any other extension is hashed with the name.
+#[rustfmt::skip]
 pub const EXTENSIONS: &[&str] = &[
     // Checkpoints and model weights.
     "pt", "pth", "ckpt", "safetensors", "distcp", "bin", "pkl", "pickle", "h5", "hdf5", "onnx",

@@ -79,7 +79,10 @@ fn numbers_alone_and_large_numbers_are_hashed() {
 
 #[test]
 fn the_key_decides_every_hash() {
-    let (a, b) = (anon("a key of sixteen bytes or more"), anon("another key, also long"));
+    let (a, b) = (
+        anon("a key of sixteen bytes or more"),
+        anon("another key, also long"),
+    );
     let p = "/home/alice/data/train/0001.npz";
     assert_eq!(a.path(p), anon("a key of sixteen bytes or more").path(p));
     assert_ne!(a.path(p), b.path(p));
@@ -104,7 +107,10 @@ fn mounts_keep_their_kind() {
         fs_type: "tmpfs".into(),
         source: "tmpfs".into(),
     });
-    assert_eq!((t.mount_point.as_str(), t.source.as_str()), ("/dev/shm", "tmpfs"));
+    assert_eq!(
+        (t.mount_point.as_str(), t.source.as_str()),
+        ("/dev/shm", "tmpfs")
+    );
 }
 
 #[test]
@@ -118,7 +124,10 @@ fn bad_keys_are_refused_with_the_file_named() {
     assert!(Key::load(&empty).unwrap_err().to_string().contains("empty"));
     let short = dir.path().join("short");
     std::fs::write(&short, "hunter2").unwrap();
-    assert!(Key::load(&short).unwrap_err().to_string().contains("fewer than 16"));
+    assert!(Key::load(&short)
+        .unwrap_err()
+        .to_string()
+        .contains("fewer than 16"));
     let good = dir.path().join("good");
     std::fs::write(&good, [7u8; 32]).unwrap();
     assert!(Key::load(&good).is_ok());
@@ -127,9 +136,14 @@ fn bad_keys_are_refused_with_the_file_named() {
 
 #[test]
 fn the_command_line_goes_and_the_program_stays_on_request() {
-    let cmd: Vec<String> = ["/home/alice/venv/bin/python3", "train.py", "--hf-token", "hf_x"]
-        .map(String::from)
-        .to_vec();
+    let cmd: Vec<String> = [
+        "/home/alice/venv/bin/python3",
+        "train.py",
+        "--hf-token",
+        "hf_x",
+    ]
+    .map(String::from)
+    .to_vec();
     assert_eq!(manifest::command(Some(&cmd), false), None);
     assert_eq!(
         manifest::command(Some(&cmd), true),
