@@ -384,3 +384,56 @@ fn a_capture_with_a_key_writes_no_real_name() {
     assert!(a.len() >= 16, "{a:#?}");
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_capture_with_a_key_killed_midway_leaves_no_real_name() {
+    let root = scratch("anon-killed");
+    if !can_capture(&root) {
+        return;
+    }
+    let key = KeyFile::new(&root.join("key"), "the owner's secret");
+    let data = root.join("imagenette-private");
+    iorepro_tests::job::make_dataset(&data, 8, 64 << 10);
+    let trace = root.join("trace");
+    let job = format!(
+        "import os, time\nend = time.time() + 8\nwhile time.time() < end:\n    for f in sorted(os.listdir('{d}')):\n        open(os.path.join('{d}', f), 'rb').read()\n    time.sleep(0.01)\n",
+        d = data.display()
+    );
+    let mut collector = Command::new(bin("iorepro-collect"))
+        .arg("--out")
+        .arg(&trace)
+        .arg("--anonymize-key-file")
+        .arg(&key.path)
+        .args(["--segment-events", "200", "--", "python3", "-c", &job])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iorepro-collect runs");
+    // Killed once segments are finished and another is being written.
+    let seg = trace.join("seg-000001.parquet");
+    assert!(iorepro_tests::bins::wait_for(
+        std::time::Duration::from_secs(30),
+        || seg.is_file()
+    ));
+    collector.kill().unwrap();
+    collector.wait().unwrap();
+    let mut w: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for c in data.components() {
+        let c = c.as_os_str().to_string_lossy();
+        if c.len() >= 4 && c != "tmp" {
+            w.insert(c.into_owned());
+        }
+    }
+    for (f, _) in iorepro_tests::job::files_under(&data) {
+        w.insert(f.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    let host = run_ok(&mut Command::new("hostname")).stdout;
+    let host = String::from_utf8_lossy(&host).trim().to_string();
+    if host.len() >= 4 {
+        w.insert(host);
+    }
+    assert!(w.contains("imagenette-private"), "{w:?}");
+    assert_no_words(&trace, &w);
+    let rows = iorepro_tests::rows::load(&trace);
+    assert!(rows.len() >= 200, "the finished segments read back");
+}
