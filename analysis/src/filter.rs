@@ -110,16 +110,21 @@ pub fn filter(input: &Path, out: &Path, f: &Filter, segment_rows: usize) -> Trac
         w.set_mounts(m.clone());
     }
     w.set_dropped_events(src.dropped_events);
-    w.set_extra(
-        "filtered_from",
-        serde_json::json!({
-            "trace": input.display().to_string(),
-            "events": events_in,
-            "start_unix_ns": start,
-            "filter": f,
-            "command": std::env::args().collect::<Vec<_>>(),
-        }),
-    );
+    if let Some(a) = &src.anonymized {
+        w.set_anonymized(a.clone());
+    }
+    let mut from = serde_json::json!({
+        "trace": input.display().to_string(),
+        "events": events_in,
+        "start_unix_ns": start,
+        "filter": f,
+        "command": std::env::args().collect::<Vec<_>>(),
+    });
+    if src.anonymized.is_some() {
+        // Where it was cut, and how, may name files of the machine that cut it.
+        from = serde_json::json!({ "events": events_in, "start_unix_ns": start });
+    }
+    w.set_extra("filtered_from", from);
     let manifest = w.finish()?;
     Ok(Filtered {
         events_in,

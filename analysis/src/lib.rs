@@ -6,7 +6,8 @@
 //! syncs) that [`phases`] are found from; [`roles`] says what each file is
 //! to the job. Merged tallies become the [`overview`] (duration, bytes,
 //! peaks, phases) and the full [`summary`]; [`compare`] sets two traces side
-//! by side, and [`filter`] cuts a trace by role, path, rank and time. The
+//! by side, and [`filter`] cuts a trace by role, path, rank and time;
+//! [`anonymize`] rewrites one with its names hashed and their roles kept. The
 //! figures are drawn from an overview by `iorepro-plot`; the replayer reads
 //! the phases and roles found here.
 //!
@@ -20,6 +21,7 @@
 
 pub mod access;
 pub mod activity;
+pub mod anonymize;
 mod by_op;
 pub mod compare;
 pub mod filter;

@@ -6,8 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iorepro_common::DROPPED_NAME;
-use iorepro_format::{Manifest, Source, TraceError, TraceWriter, WriterOptions};
+use iorepro_format::{anonymize, Manifest, Source, TraceError, TraceWriter, WriterOptions};
 
+use crate::anonymize::Masker;
 use crate::cgroup::Cgroup;
 use crate::cli::{CaptureOptions, OnLoadFailure, Target};
 use crate::decode::Decoder;
@@ -117,20 +118,34 @@ fn create_trace(opts: &CaptureOptions, probes: &Probes, load_s: f64) -> CollectR
     let mut wopts = WriterOptions::new(Source::Ebpf);
     wopts.segment_rows = opts.segment_events;
     wopts.batch_rows = wopts.batch_rows.min(opts.segment_events);
-    wopts.command = match &opts.target {
-        Target::Command(c) => Some(c.clone()),
+    let command = match &opts.target {
+        Target::Command(c) => Some(c.as_slice()),
         _ => None,
+    };
+    wopts.command = match &opts.anonymize {
+        Some(an) => anonymize::manifest::command(command, an.keep_program_name),
+        None => command.map(<[String]>::to_vec),
     };
     let mut writer = TraceWriter::create(&opts.out, wopts)?;
     salvage::reserve_space(&opts.out);
-    writer.set_extra(
-        "collector",
-        serde_json::json!({
-            "hooks": probes.capabilities.hooks,
-            "target": format!("{:?}", opts.target),
-            "load_s": load_s,
-        }),
-    );
+    let collector = serde_json::json!({
+        "hooks": probes.capabilities.hooks,
+        "target": format!("{:?}", opts.target),
+        "load_s": load_s,
+    });
+    match &opts.anonymize {
+        None => writer.set_extra("collector", collector),
+        Some(an) => {
+            if let Some(c) = anonymize::manifest::extra("collector", &collector) {
+                writer.set_extra("collector", c);
+            }
+            writer.set_anonymized(anonymize::manifest::anonymized(
+                anonymize::manifest::At::Capture,
+                an.keep_program_name && command.is_some(),
+                Vec::new(),
+            ));
+        }
+    }
     writer.set_extra("capabilities", probes.capabilities.to_json());
     Ok(writer)
 }
@@ -169,12 +184,16 @@ impl<'a> Capture<'a> {
         mut writer: TraceWriter,
         live: Option<Live>,
     ) -> CollectResult<Self> {
+        let host = hostname();
         let mut session = Decoder::new(
-            hostname(),
+            host.clone(),
             opts.path_prefixes.clone(),
             opts.all_files,
             wall_offset_ns(),
         );
+        if let Some(an) = &opts.anonymize {
+            session.anonymize(Masker::new(an.anonymizer.clone(), &host));
+        }
         let job = match &opts.target {
             Target::Command(cmd) => {
                 let mut job = spawn_gated(cmd, opts.user.as_deref())?;
@@ -208,7 +227,8 @@ impl<'a> Capture<'a> {
             (None, Target::Pid(pid)) => Some(*pid),
             _ => cgroup.and_then(|c| c.processes().first().copied()),
         };
-        let mount_watch = MountWatch::start(first_pid, &mut writer);
+        let anonymizer = opts.anonymize.as_ref().map(|a| a.anonymizer.clone());
+        let mount_watch = MountWatch::start(first_pid, &mut writer, anonymizer);
         Ok(Capture {
             opts,
             cgroup,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use iorepro_format::anonymize::{Anonymizer, Key};
 use iorepro_format::host::is_root;
 use iorepro_telemetry::{parse_duration, parse_interval, LiveOptions};
 
@@ -75,6 +76,17 @@ pub struct Opts {
     /// without running it.
     #[arg(long, value_enum, value_name = "WHAT", default_value_t = OnLoadFailure::Run)]
     pub on_load_failure: OnLoadFailure,
+    /// Hash every name the trace would hold (paths, host, thread names)
+    /// with the secret key in F (HMAC-SHA256, at least 16 bytes; the key is
+    /// never stored) and drop the command line: no real name is written to
+    /// disk, so the trace can be handed to another team. The same key
+    /// gives the same names.
+    #[arg(long, value_name = "F")]
+    pub anonymize_key_file: Option<PathBuf>,
+    /// With --anonymize-key-file: keep the file name of the command's
+    /// program (`python3`, `torchrun`); its arguments are dropped all the same.
+    #[arg(long, requires = "anonymize_key_file")]
+    pub keep_program_name: bool,
     /// The job to run and trace.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -97,6 +109,13 @@ pub enum Target {
     Cgroup(PathBuf),
 }
 
+/// How names are hashed at capture (`--anonymize-key-file`).
+#[derive(Debug, Clone)]
+pub struct Anonymize {
+    pub anonymizer: Anonymizer,
+    pub keep_program_name: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct CaptureOptions {
     pub out: PathBuf,
@@ -110,6 +129,7 @@ pub struct CaptureOptions {
     pub merge_runs: bool,
     pub on_load_failure: OnLoadFailure,
     pub live: LiveOptions,
+    pub anonymize: Option<Anonymize>,
 }
 
 impl Opts {
@@ -141,6 +161,14 @@ impl Opts {
                 )));
             }
         }
+        // Read before anything is made: a bad key leaves nothing behind.
+        let anonymize = match &self.anonymize_key_file {
+            Some(f) => Some(Anonymize {
+                anonymizer: Anonymizer::new(&Key::load(f)?),
+                keep_program_name: self.keep_program_name,
+            }),
+            None => None,
+        };
         let user = match (&target, self.user) {
             (Target::Command(_), Some(u)) => Some(u),
             // Under sudo the job runs as the user who asked for it.
@@ -164,6 +192,7 @@ impl Opts {
                 metrics_addr: self.metrics_addr,
                 metrics_linger: self.metrics_linger,
             },
+            anonymize,
         })
     }
 }

@@ -86,6 +86,11 @@ impl Decoder {
         }
     }
 
+    /// Writes every name hashed from now on (`--anonymize-key-file`).
+    pub fn anonymize(&mut self, masker: crate::anonymize::Masker) {
+        self.rows.mask_with(masker);
+    }
+
     /// Hands the rows the watermark has passed to the writer.
     pub fn release(
         &mut self,

@@ -11,6 +11,9 @@
 //! written (disk full), [`salvage`] keeps what was written readable and the
 //! job runs on untraced. [`live`] counts what is written for the
 //! `--status-interval` lines and the `--metrics-addr` endpoint.
+//! [`anonymize`] hashes every name on its way to the writer
+//! (`--anonymize-key-file`), after the analysis's name rules
+//! (`iorepro-analysis`, linked for them alone) have read what it says.
 //!
 //! Which room may import which (`cargo xtask imports --rooms` checks it):
 //! each only rooms of the lines above its own, and no two files of the
@@ -99,6 +102,7 @@
 //! Limits: x86_64 syscall numbers; a vectored call's size counts its first
 //! IOV_MAX (1,024) iovecs, which is all the kernel takes.
 
+pub mod anonymize;
 pub mod btf;
 pub mod capture;
 pub mod cgroup;

@@ -10,11 +10,14 @@
 
 use std::path::PathBuf;
 
+use iorepro_format::anonymize::Anonymizer;
 use iorepro_format::mounts::{parse_mountinfo, union, Mount};
 use iorepro_format::TraceWriter;
 
 pub struct MountWatch {
     pid: Option<u32>,
+    /// Mount points and sources are hashed as the rows' paths are.
+    anonymizer: Option<Anonymizer>,
     /// The job's process shares the collector's mount namespace.
     same_ns: bool,
     table: Vec<Mount>,
@@ -23,7 +26,11 @@ pub struct MountWatch {
 impl MountWatch {
     /// Reads the table of `pid` (the collector's own without one) and
     /// stores it in the trace's manifest.
-    pub fn start(pid: Option<u32>, writer: &mut TraceWriter) -> Self {
+    pub fn start(
+        pid: Option<u32>,
+        writer: &mut TraceWriter,
+        anonymizer: Option<Anonymizer>,
+    ) -> Self {
         let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
         let same_ns = match pid {
             Some(p) => ns(&p.to_string()).is_some_and(|n| Some(n) == ns("self")),
@@ -32,11 +39,21 @@ impl MountWatch {
         let table = read(pid)
             .or_else(|| if same_ns { read(None) } else { None })
             .unwrap_or_default();
-        writer.set_mounts(table.clone());
-        MountWatch {
+        let watch = MountWatch {
             pid,
+            anonymizer,
             same_ns,
             table,
+        };
+        writer.set_mounts(watch.stored());
+        watch
+    }
+
+    /// The table as the manifest holds it.
+    fn stored(&self) -> Vec<Mount> {
+        match &self.anonymizer {
+            Some(a) => self.table.iter().map(|m| a.mount(m)).collect(),
+            None => self.table.clone(),
         }
     }
 
@@ -46,7 +63,7 @@ impl MountWatch {
         if let Some(now) = now {
             union(&mut self.table, now);
         }
-        writer.set_mounts(self.table);
+        writer.set_mounts(self.stored());
     }
 }
 

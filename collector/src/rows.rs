@@ -12,6 +12,7 @@ use iorepro_format::event::OwnedRow;
 use iorepro_format::schema;
 use iorepro_format::{Op, TraceResult, TraceWriter};
 
+use crate::anonymize::Masker;
 use crate::live::written::Written;
 
 /// One row, owned until the reorder window lets it go.
@@ -125,6 +126,8 @@ pub struct Reorder {
     host: String,
     /// Emptied buckets kept for reuse.
     spare: Vec<Vec<(u64, Row)>>,
+    /// Hashes every name on its way out (`--anonymize-key-file`).
+    masker: Option<Masker>,
 }
 
 /// Width of a reorder bucket.
@@ -139,7 +142,13 @@ impl Reorder {
             len: 0,
             host,
             spare: Vec::new(),
+            masker: None,
         }
+    }
+
+    /// From now on, rows leave with their names hashed (see [`Masker`]).
+    pub fn mask_with(&mut self, masker: Masker) {
+        self.masker = Some(masker);
     }
 
     pub fn push(&mut self, row: Row) {
@@ -185,7 +194,13 @@ impl Reorder {
             for (_, row) in bucket.drain(..) {
                 let name = comm(row.tid);
                 let event = row.as_event(&self.host, c_str(&name));
-                out.push(&event)?;
+                match self.masker.as_mut() {
+                    None => out.push(&event)?,
+                    Some(m) => {
+                        let (masked, traits) = m.mask(&event);
+                        out.push_with_traits(&masked, traits)?;
+                    }
+                }
                 written.add(&event);
                 n += 1;
             }

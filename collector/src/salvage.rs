@@ -21,10 +21,18 @@ pub fn stop_writing(dir: &Path, err: &TraceError) -> String {
     let kept = match iorepro_format::validate::repair(dir) {
         Ok(r) => {
             if let Ok(mut m) = Manifest::load(dir) {
-                m.extra.insert(
-                    "capture_stopped".into(),
-                    serde_json::json!({ "error": cause, "detail": err.to_string() }),
-                );
+                // An anonymized trace keeps the cause, not the error's
+                // text, which may name files.
+                let stopped = serde_json::json!({ "error": cause, "detail": err.to_string() });
+                let stopped = match m.anonymized {
+                    Some(_) => {
+                        iorepro_format::anonymize::manifest::extra("capture_stopped", &stopped)
+                    }
+                    None => Some(stopped),
+                };
+                if let Some(v) = stopped {
+                    m.extra.insert("capture_stopped".into(), v);
+                }
                 // Best effort: the rebuilt manifest is already in place.
                 let _ = m.store(dir);
             }

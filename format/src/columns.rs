@@ -103,6 +103,16 @@ impl Events {
         self.batch.column(idx::VIA).as_dictionary()
     }
 
+    /// What the names of each row said before they were anonymized (null
+    /// where they are as captured; see [`crate::schema::COL_PATH_TRAITS`]).
+    pub fn path_traits(&self) -> &Int32Array {
+        self.batch.column(idx::PATH_TRAITS).as_primitive()
+    }
+
+    pub fn path2_traits(&self) -> &Int32Array {
+        self.batch.column(idx::PATH2_TRAITS).as_primitive()
+    }
+
     /// Whether a row is an io_uring request (not a syscall).
     pub fn via_io_uring(&self, row: usize) -> bool {
         let via = self.via();

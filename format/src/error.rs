@@ -29,6 +29,8 @@ pub enum TraceError {
     },
     #[error("{path}: bad workload: {problem}")]
     Workload { path: PathBuf, problem: String },
+    #[error("{path}: bad key file: {problem}")]
+    BadKey { path: PathBuf, problem: String },
     #[error("{path}: {problem}")]
     Invalid { path: PathBuf, problem: String },
 }

@@ -39,6 +39,15 @@ pub struct EventRow<'a> {
     pub via: Option<&'a str>,
 }
 
+/// What a row's names said before they were anonymized (see
+/// [`crate::schema::COL_PATH_TRAITS`]): `None` where the names are as
+/// captured, which is every row but those of an anonymized trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowTraits {
+    pub path: Option<i32>,
+    pub path2: Option<i32>,
+}
+
 /// A row that owns its paths, for producers that hold rows before writing
 /// them: the collector in its reorder window, the strace import and
 /// synthetic traces while they sort. `P` owns a path (`String`, `Rc<str>`);
@@ -137,6 +146,8 @@ pub struct EventBatchBuilder {
     span_ns: Int64Builder,
     path2: StringBuilder,
     via: StringDictionaryBuilder<Int32Type>,
+    path_traits: Int32Builder,
+    path2_traits: Int32Builder,
     rows: usize,
     sorted: bool,
     last_ts: i64,
@@ -163,6 +174,8 @@ impl EventBatchBuilder {
             span_ns: Int64Builder::with_capacity(rows),
             path2: StringBuilder::new(),
             via: StringDictionaryBuilder::new(),
+            path_traits: Int32Builder::new(),
+            path2_traits: Int32Builder::new(),
             rows: 0,
             sorted: true,
             last_ts: i64::MIN,
@@ -170,6 +183,11 @@ impl EventBatchBuilder {
     }
 
     pub fn push(&mut self, e: &EventRow<'_>) {
+        self.push_with_traits(e, RowTraits::default());
+    }
+
+    /// A row of an anonymized trace: its names hashed, what they said in `t`.
+    pub fn push_with_traits(&mut self, e: &EventRow<'_>, t: RowTraits) {
         self.ts.append_value(e.ts_ns);
         self.dur_ns.append_value(e.dur_ns);
         self.host.append_value(e.host);
@@ -189,6 +207,8 @@ impl EventBatchBuilder {
             .append_option(e.span_ns.filter(|s| e.calls > 1 || *s != e.dur_ns));
         self.path2.append_option(e.path2);
         self.via.append_option(e.via);
+        self.path_traits.append_option(t.path);
+        self.path2_traits.append_option(t.path2);
         self.rows += 1;
         self.sorted &= e.ts_ns >= self.last_ts;
         self.last_ts = e.ts_ns;
@@ -228,6 +248,8 @@ impl EventBatchBuilder {
             Arc::new(self.span_ns.finish()),
             Arc::new(self.path2.finish()),
             Arc::new(self.via.finish()),
+            Arc::new(self.path_traits.finish()),
+            Arc::new(self.path2_traits.finish()),
         ];
         self.rows = 0;
         self.sorted = true;

@@ -15,7 +15,9 @@
 //! trace and repairs a damaged one (the collector salvages its own with it),
 //! [`error`] is the one error type, [`units`] the byte and time units,
 //! [`paths`] the one spelling of a path, and [`host`] the one question
-//! iorepro asks of the machine (is it root).
+//! iorepro asks of the machine (is it root). [`anonymize`] hashes the
+//! names of a trace under the owner's key, for both the collector and
+//! `iorepro-trace anonymize`.
 //!
 //! Which room may import which (`cargo xtask imports --rooms` checks it):
 //! each only rooms of the lines above its own, and no two files of the
@@ -23,11 +25,12 @@
 //! - `error`, `schema`, `units`, `host`, `launchers`, `mounts`, `runs`, `paths`
 //! - `event`, `columns`, `normalise`, `segment_file`, `private_file`
 //! - `manifest`, `batches`
-//! - `partitions`, `writer`
+//! - `partitions`, `writer`, `anonymize`
 //! - `reader`
 //! - `scan`, `repair`
 //! - `validate`
 
+pub mod anonymize;
 pub mod batches;
 pub mod columns;
 pub mod error;
@@ -52,8 +55,8 @@ pub mod writer;
 
 pub use columns::Events;
 pub use error::{TraceError, TraceResult};
-pub use event::{EventBatchBuilder, EventRow};
-pub use manifest::{Manifest, Source};
+pub use event::{EventBatchBuilder, EventRow, RowTraits};
+pub use manifest::{Anonymized, Manifest, Source};
 pub use mounts::{Mount, MountTable};
 pub use reader::TraceReader;
 pub use runs::{Call, Run};

@@ -57,6 +57,10 @@ pub struct Manifest {
     /// False while a writer is still appending (or was killed before closing).
     #[serde(default = "default_true")]
     pub complete: bool,
+    /// Present when every name in the trace is a keyed hash (see
+    /// [`crate::anonymize`]): with which scheme, never with which key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymized: Option<Anonymized>,
     /// Keys written by other versions or tools, kept on rewrite. The
     /// collector writes, among others, `capabilities`: `{kernel, hooks,
     /// missing: [{what, effect, why}]}`, the kernel release, the hooks
@@ -65,6 +69,43 @@ pub struct Manifest {
     /// nothing the collector can record.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// How a trace was anonymized (the manifest's `anonymized`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anonymized {
+    /// The hashing scheme, [`crate::anonymize::SCHEME`]: names hashed with
+    /// the same scheme and key are equal exactly when the originals were.
+    pub scheme: String,
+    /// `capture` (by the collector: no name ever reached the disk) or
+    /// `trace` (an existing trace rewritten).
+    pub at: String,
+    /// The program name of the command line was kept (by request); the
+    /// rest of the command line is never kept.
+    pub program_name_kept: bool,
+    /// Manifest keys of the original left out (they may hold names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_keys: Vec<String>,
+}
+
+impl Anonymized {
+    /// What a trace made of these traces' rows (per-node partitions, a
+    /// merge) is: anonymized only when every one of them is.
+    pub fn of_all<'a>(parts: impl IntoIterator<Item = &'a Manifest>) -> Option<Anonymized> {
+        parts
+            .into_iter()
+            .map(|m| m.anonymized.clone())
+            .reduce(|a, b| {
+                let (mut a, b) = (a?, b?);
+                for k in b.dropped_keys {
+                    if !a.dropped_keys.contains(&k) {
+                        a.dropped_keys.push(k);
+                    }
+                }
+                Some(a)
+            })
+            .flatten()
+    }
 }
 
 fn lenient_mounts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Mount>>, D::Error> {
@@ -93,6 +134,7 @@ impl Manifest {
             command: None,
             mounts: None,
             complete: false,
+            anonymized: None,
             extra: serde_json::Map::new(),
         }
     }

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{TraceError, TraceResult};
-use crate::manifest::{Manifest, Source, MANIFEST_FILE};
+use crate::manifest::{Anonymized, Manifest, Source, MANIFEST_FILE};
 
 /// Directory name prefix of a node's partition.
 pub const PARTITION_PREFIX: &str = "host=";
@@ -86,6 +86,7 @@ pub fn combine(parts: &[(String, Manifest)]) -> Manifest {
         m.start_unix_ns = 0;
         m.end_unix_ns = 0;
     }
+    m.anonymized = Anonymized::of_all(parts.iter().map(|(_, p)| p));
     m.extra.insert(
         "partitions".into(),
         serde_json::json!(parts.iter().map(|(n, _)| n).collect::<Vec<_>>()),

@@ -388,6 +388,7 @@ fn salvage(value: &serde_json::Value) -> Manifest {
         "command",
         "mounts",
         "complete",
+        "anonymized",
     ];
     let get = |k: &str| value.get(k).cloned();
     let source = get("source")
@@ -403,6 +404,7 @@ fn salvage(value: &serde_json::Value) -> Manifest {
     m.dropped_events = get("dropped_events").and_then(|v| v.as_u64()).unwrap_or(0);
     m.command = get("command").and_then(|v| serde_json::from_value(v).ok());
     m.mounts = get("mounts").and_then(|v| serde_json::from_value(v).ok());
+    m.anonymized = get("anonymized").and_then(|v| serde_json::from_value(v).ok());
     // Only plain names count: a hostile list cannot make the repair look outside.
     m.segments = get("segments")
         .and_then(|v| serde_json::from_value::<Vec<String>>(v).ok())

@@ -137,6 +137,17 @@ impl ScanBatch {
         self.col(idx::PATH2).as_string()
     }
 
+    /// What each row's `path` said before it was anonymized (null where
+    /// the name is as captured).
+    pub fn path_traits(&self) -> &Int32Array {
+        self.col(idx::PATH_TRAITS).as_primitive()
+    }
+
+    /// The same for `path2`.
+    pub fn path2_traits(&self) -> &Int32Array {
+        self.col(idx::PATH2_TRAITS).as_primitive()
+    }
+
     /// The op of every row as (dictionary key per row, op per key): rows cost an index.
     pub fn ops(&self) -> (&[i32], Vec<Op>) {
         let dict = self.col(idx::OP).as_dictionary::<Int32Type>();

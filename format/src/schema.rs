@@ -54,6 +54,42 @@ pub const COL_PATH2: &str = "path2";
 /// `dur_ns` the time to its completion).
 pub const COL_VIA: &str = "via";
 pub const VIA_IO_URING: &str = "io_uring";
+/// What the name in `path` said about its file before it was anonymized
+/// (added in tool version 0.2): the bits of [`traits`], as
+/// `iorepro-analysis`'s roles judged the original name. Written by
+/// `iorepro-trace anonymize` and `iorepro-collect --anonymize-key-file`,
+/// where every name is a keyed hash and its words are gone; null in a trace
+/// whose names are as captured (judge them). Readers of roles take these
+/// bits instead of the name's words.
+pub const COL_PATH_TRAITS: &str = "path_traits";
+/// The same for `path2`.
+pub const COL_PATH2_TRAITS: &str = "path2_traits";
+
+/// The bits of [`COL_PATH_TRAITS`]: each says that one of the name rules of
+/// `iorepro-analysis`'s roles held on the original name (spelled
+/// canonically). What the directory structure, the numbers in a name, its
+/// extension and the /proc, /sys, /dev and /dev/shm prefixes say stays in
+/// the anonymized name itself.
+pub mod traits {
+    /// Under /etc: the system's configuration.
+    pub const ETC: i32 = 1;
+    /// A launcher's or runtime's file (Open MPI, PMIx, Slurm, torchrun, multiprocessing, NCCL).
+    pub const LAUNCHER: i32 = 1 << 1;
+    /// Looks like code (Python, shared libraries, site-packages, the system's program trees).
+    pub const CODE: i32 = 1 << 2;
+    /// Names saved state read back (`.pt`, `.distcp`, a `checkpoint` or `ckpt` in the path).
+    pub const CHECKPOINT: i32 = 1 << 3;
+    /// Names saved state as a job writes it (the above, `.bin`, `.npz`).
+    pub const WRITTEN_CHECKPOINT: i32 = 1 << 4;
+    /// A log by its name (`*.log`, `*.log.N`, `*.out`, `*.err`, `stdout`, `stderr`).
+    pub const LOG: i32 = 1 << 5;
+    /// A text file (`*.txt`).
+    pub const TEXT: i32 = 1 << 6;
+    /// The format of a run's records (`.json`, `.yaml`, `.csv`, `.toml`, `.txt`).
+    pub const RECORD_FORMAT: i32 = 1 << 7;
+    /// A record by its name or place (Hydra's `.hydra/`, `outputs/`, `summary.json`, ...).
+    pub const RECORD_NAME: i32 = 1 << 8;
+}
 
 /// Columns every trace must have, in schema order.
 pub const REQUIRED_COLUMNS: [&str; 14] = [
@@ -63,8 +99,8 @@ pub const REQUIRED_COLUMNS: [&str; 14] = [
 
 /// Every column of the canonical schema, in order: the required ones, then
 /// those added later, which a trace may lack (readers fill them in: `calls`
-/// with 1, `span_ns`, `path2` and `via` with nulls).
-pub const COLUMNS: [&str; 18] = [
+/// with 1, the others with nulls).
+pub const COLUMNS: [&str; 20] = [
     COL_TS,
     COL_DUR_NS,
     COL_HOST,
@@ -83,6 +119,8 @@ pub const COLUMNS: [&str; 18] = [
     COL_SPAN_NS,
     COL_PATH2,
     COL_VIA,
+    COL_PATH_TRAITS,
+    COL_PATH2_TRAITS,
 ];
 
 /// Position of each column in [`trace_schema`].
@@ -105,6 +143,8 @@ pub mod idx {
     pub const SPAN_NS: usize = 15;
     pub const PATH2: usize = 16;
     pub const VIA: usize = 17;
+    pub const PATH_TRAITS: usize = 18;
+    pub const PATH2_TRAITS: usize = 19;
 }
 
 pub fn ts_type() -> DataType {
@@ -147,6 +187,8 @@ fn build_schema() -> Schema {
         Field::new(COL_SPAN_NS, DataType::Int64, true),
         Field::new(COL_PATH2, DataType::Utf8, true),
         Field::new(COL_VIA, dict_type(), true),
+        Field::new(COL_PATH_TRAITS, DataType::Int32, true),
+        Field::new(COL_PATH2_TRAITS, DataType::Int32, true),
     ])
 }
 

@@ -19,7 +19,7 @@ use parquet::schema::types::ColumnPath;
 
 use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::event::{EventBatchBuilder, EventRow};
+use crate::event::{EventBatchBuilder, EventRow, RowTraits};
 use crate::manifest::{Manifest, Source};
 use crate::private_file::TRACE_FILE_MODE;
 use crate::schema::{
@@ -151,10 +151,16 @@ impl TraceWriter {
     }
 
     pub fn push(&mut self, row: &EventRow<'_>) -> TraceResult<()> {
+        self.push_with_traits(row, RowTraits::default())
+    }
+
+    /// A row whose names are anonymized, with what they said (see
+    /// [`crate::schema::COL_PATH_TRAITS`]).
+    pub fn push_with_traits(&mut self, row: &EventRow<'_>, traits: RowTraits) -> TraceResult<()> {
         if !self.manifest.hosts.iter().any(|h| h == row.host) {
             self.manifest.hosts.push(row.host.to_string());
         }
-        self.builder.push(row);
+        self.builder.push_with_traits(row, traits);
         if self.builder.len() >= self.opts.batch_rows {
             self.flush_rows()?;
         }
@@ -191,6 +197,11 @@ impl TraceWriter {
     /// Extra manifest keys (e.g. the collector's probe description).
     pub fn set_extra(&mut self, key: &str, value: serde_json::Value) {
         self.manifest.extra.insert(key.to_string(), value);
+    }
+
+    /// Marks the trace anonymized (see [`crate::anonymize`]).
+    pub fn set_anonymized(&mut self, a: crate::manifest::Anonymized) {
+        self.manifest.anonymized = Some(a);
     }
 
     /// The mount table of the traced job (see [`crate::mounts`]).

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use iorepro_format::error::{TraceError, TraceResult};
-use iorepro_format::manifest::{Manifest, Source};
+use iorepro_format::manifest::{Anonymized, Manifest, Source};
 use iorepro_format::reader::{MergeByTs, TraceReader};
 use iorepro_format::writer::{TraceWriter, WriterOptions};
 
@@ -28,9 +28,12 @@ pub fn merge(inputs: &[PathBuf], out: &Path, segment_rows: usize) -> TraceResult
     } else {
         Source::Import
     };
+    // Anonymized traces merge into one, which names no file of the
+    // machine that merged them either.
+    let anonymized = Anonymized::of_all(readers.iter().map(|r| r.manifest()));
     let mut opts = WriterOptions::new(source);
     opts.segment_rows = segment_rows.max(1);
-    opts.command = Some(std::env::args().collect());
+    opts.command = anonymized.is_none().then(|| std::env::args().collect());
     let mut w = TraceWriter::create(out, opts)?;
     let streams = readers
         .iter()
@@ -51,12 +54,15 @@ pub fn merge(inputs: &[PathBuf], out: &Path, segment_rows: usize) -> TraceResult
         w.set_mounts(m);
     }
     w.set_dropped_events(readers.iter().map(|r| r.manifest().dropped_events).sum());
-    w.set_extra(
-        "merged_from",
-        serde_json::json!(inputs
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()),
-    );
+    match anonymized {
+        Some(a) => w.set_anonymized(a),
+        None => w.set_extra(
+            "merged_from",
+            serde_json::json!(inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()),
+        ),
+    }
     w.finish()
 }

@@ -1,6 +1,7 @@
 //! Helpers for iorepro's end-to-end tests, which drive the real binaries
 //! (`iorepro-collect`, `iorepro-trace`, `iorepro-replay`) over real workloads.
 //!
+//! [`anon`] holds what tests of anonymized traces share;
 //! [`bins`] finds the workspace and its built binaries and runs them;
 //! [`job`] generates a training dataset and launches the PyTorch job in
 //! `tests/jobs/` under torchrun; [`capture`] says whether this machine can
@@ -13,6 +14,7 @@
 //! judge of a trace; [`skip`] is what a
 //! test does when the machine cannot run it (under CI, it fails).
 
+pub mod anon;
 pub mod bins;
 pub mod capture;
 pub mod http;

@@ -6,12 +6,10 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use super::forms::{form_of, is_launcher_file, Form};
-use super::names::{
-    family_of, log_name, looks_like_checkpoint, looks_like_code, record_format, record_name,
-    text_name, under, written_like_checkpoint,
-};
+use super::forms::{form_of, Form};
+use super::names::{family_of, under};
 use super::observe::{RolesBuilder, Stats};
+use super::traits::Evidence;
 use super::{FileRole, FileRoles, Role, RoleTotals};
 use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
 use iorepro_format::paths::{canonical, spelling};
@@ -62,12 +60,18 @@ pub(super) fn parent_of(p: &str) -> Option<&str> {
 
 /// Roles a name has whatever the job did with it: not a file, the
 /// kernel's, a launcher's, or memory in /dev/shm.
-fn by_kind(p: &str) -> Option<Role> {
+/// The evidence of path `p`'s name: the bits recorded in an anonymized
+/// trace, else its words.
+fn evidence<'a>(p: &'a str, s: &Stats) -> Evidence<'a> {
+    s.traits.map_or(Evidence::Name(p), Evidence::Bits)
+}
+
+fn by_kind(p: &str, e: Evidence) -> Option<Role> {
     match form_of(p) {
         Form::Pseudo => Some(Role::Other),
         Form::Kernel | Form::Device | Form::Special => Some(Role::System),
-        _ if under(p, "/etc") => Some(Role::System),
-        _ if is_launcher_file(p) => Some(Role::Launcher),
+        _ if e.etc() => Some(Role::System),
+        _ if e.launcher() => Some(Role::Launcher),
         _ if under(p, "/dev/shm") => Some(Role::Scratch),
         _ => None,
     }
@@ -75,8 +79,8 @@ fn by_kind(p: &str) -> Option<Role> {
 
 /// Whether a path's role comes from what it is, never from the files it
 /// holds or lies beside: such paths do not vote.
-fn votes(p: &str) -> bool {
-    form_of(p) != Form::Pseudo && !is_launcher_file(p)
+fn votes(p: &str, e: Evidence) -> bool {
+    form_of(p) != Form::Pseudo && !e.launcher()
 }
 
 /// Small appends, never begun anew more than once.
@@ -98,41 +102,41 @@ fn written_as_log(s: &Stats, run: &Run) -> bool {
 
 /// A small record of the run: by its name or place, small itself; by its
 /// format alone, small with the files of its family.
-fn written_as_record(p: &str, s: &Stats, run: &Run) -> bool {
+fn written_as_record(p: &str, e: Evidence, s: &Stats, run: &Run) -> bool {
     let max = run.record_max();
-    if record_name(p) {
+    if e.record_name() {
         return s.write_bytes <= max;
     }
-    record_format(p) && run.families.get(&family_of(p)).copied().unwrap_or(0) <= max
+    e.record_format() && run.families.get(&family_of(p)).copied().unwrap_or(0) <= max
 }
 
 /// Rules 1 to 4 of the module's list; `None` for a name only looked up.
-pub(super) fn by_name(p: &str, s: &Stats, run: &Run) -> Option<Role> {
-    if let Some(r) = by_kind(p) {
+pub(super) fn by_name(p: &str, e: Evidence, s: &Stats, run: &Run) -> Option<Role> {
+    if let Some(r) = by_kind(p, e) {
         return Some(r);
     }
     if s.made {
-        return Some(if looks_like_code(p) {
+        return Some(if e.code() {
             Role::Code
         } else if s.removed {
             Role::Scratch
-        } else if log_name(p) || text_name(p) && appended(s) {
+        } else if e.log() || e.text() && appended(s) {
             Role::Log
-        } else if written_like_checkpoint(p) {
+        } else if e.written_checkpoint() {
             Role::Checkpoint
         } else if written_as_log(s, run) {
             Role::Log
-        } else if written_as_record(p, s, run) {
+        } else if written_as_record(p, e, s, run) {
             Role::Output
         } else {
             Role::Checkpoint
         });
     }
-    if looks_like_code(p) {
+    if e.code() {
         return Some(Role::Code);
     }
     if s.read_bytes > 0 {
-        return Some(if looks_like_checkpoint(p) {
+        return Some(if e.checkpoint() {
             Role::Checkpoint
         } else {
             Role::Dataset
@@ -143,7 +147,7 @@ pub(super) fn by_name(p: &str, s: &Stats, run: &Run) -> Option<Role> {
 
 /// The role of a path the trace does not hold, by its name alone.
 pub(super) fn by_name_alone(p: &str) -> Role {
-    by_name(p, &Stats::default(), &Run::default()).unwrap_or(Role::Other)
+    by_name(p, Evidence::Name(p), &Stats::default(), &Run::default()).unwrap_or(Role::Other)
 }
 
 /// The spellings of one path merged, each spelling canonicalised once.
@@ -174,7 +178,7 @@ fn run_of(stats: &BTreeMap<String, Stats>, duration_ns: i64) -> Run {
         ..Run::default()
     };
     for (p, s) in stats {
-        if s.write_bytes == 0 || by_kind(p).is_some() {
+        if s.write_bytes == 0 || by_kind(p, evidence(p, s)).is_some() {
             continue;
         }
         run.largest_written = run.largest_written.max(s.write_bytes);
@@ -197,15 +201,16 @@ pub(super) fn finish(b: RolesBuilder) -> FileRoles {
     let is_dir = |p: &str, s: &Stats| s.directory || parents.contains_key(p);
     let mut roles: FxHashMap<&str, Option<Role>> = FxHashMap::default();
     for (p, s) in &stats {
+        let e = evidence(p, s);
         let role = if is_dir(p, s) && s.read_bytes == 0 && s.write_bytes == 0 {
-            by_kind(p)
+            by_kind(p, e)
         } else {
-            by_name(p, s, &run)
+            by_name(p, e, s, &run)
         };
         roles.insert(p, role);
     }
     follow_renames(&stats, &mut roles);
-    let ballots = Ballots::count(&roles);
+    let ballots = Ballots::count(&roles, &stats);
     let mut files = BTreeMap::new();
     let mut totals: BTreeMap<Role, RoleTotals> = Role::ALL
         .iter()
@@ -254,11 +259,14 @@ fn follow_renames(stats: &BTreeMap<String, Stats>, roles: &mut FxHashMap<&str, O
 struct Ballots<'p>(FxHashMap<&'p str, [u64; Role::ALL.len()]>);
 
 impl<'p> Ballots<'p> {
-    fn count(roles: &FxHashMap<&'p str, Option<Role>>) -> Ballots<'p> {
+    fn count(
+        roles: &FxHashMap<&'p str, Option<Role>>,
+        stats: &BTreeMap<String, Stats>,
+    ) -> Ballots<'p> {
         let mut ballots: FxHashMap<&str, [u64; Role::ALL.len()]> = FxHashMap::default();
         for (p, r) in roles {
             let Some(r) = r else { continue };
-            if !votes(p) {
+            if !votes(p, evidence(p, &stats[*p])) {
                 continue;
             }
             let mut at = parent_of(p);

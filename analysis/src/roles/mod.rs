@@ -64,6 +64,7 @@ pub mod forms;
 mod judge;
 mod names;
 mod observe;
+pub mod traits;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -74,7 +75,10 @@ use iorepro_format::error::TraceResult;
 use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
 use iorepro_format::reader::TraceReader;
 use iorepro_format::scan::scan;
-use iorepro_format::schema::{COL_CALLS, COL_FLAGS, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_TS};
+use iorepro_format::schema::{
+    COL_CALLS, COL_FLAGS, COL_OP, COL_PATH, COL_PATH2, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_RET,
+    COL_TS,
+};
 
 use iorepro_format::paths::spelling;
 pub use names::{looks_like_checkpoint, looks_like_code};
@@ -225,8 +229,16 @@ pub struct FileRoles {
 }
 
 /// The columns [`FileRoles::compute`] reads.
-pub const ROLE_COLUMNS: [&str; 7] = [
-    COL_TS, COL_OP, COL_PATH, COL_PATH2, COL_RET, COL_FLAGS, COL_CALLS,
+pub const ROLE_COLUMNS: [&str; 9] = [
+    COL_TS,
+    COL_OP,
+    COL_PATH,
+    COL_PATH2,
+    COL_RET,
+    COL_FLAGS,
+    COL_CALLS,
+    COL_PATH_TRAITS,
+    COL_PATH2_TRAITS,
 ];
 
 impl FileRoles {

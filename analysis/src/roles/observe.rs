@@ -54,6 +54,9 @@ pub(super) struct Stats {
     /// Renamed away to this spelling (the last time, and when).
     pub renamed_to: Option<(i64, Box<str>)>,
     pub first_data_ns: Option<i64>,
+    /// What the name said before it was anonymized (`path_traits`); `None`
+    /// where the name is as captured.
+    pub traits: Option<i32>,
 }
 
 impl Default for Stats {
@@ -74,6 +77,7 @@ impl Default for Stats {
             found: false,
             renamed_to: None,
             first_data_ns: None,
+            traits: None,
         }
     }
 }
@@ -114,6 +118,7 @@ impl Stats {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        self.traits = self.traits.or(other.traits);
     }
 }
 
@@ -195,6 +200,7 @@ pub(crate) struct RolesBatch<'a> {
     flags: &'a Int32Array,
     path2: &'a StringArray,
     has_path2: bool,
+    path2_traits: &'a Int32Array,
     /// Keys into the `path` dictionary, and the index that stands for a null key.
     keys: &'a Int32Array,
     no_key: usize,
@@ -286,12 +292,22 @@ impl RolesBuilder {
         };
         self.span(r.ts);
         let slot = ev.path_at(row).map_or(NO_SLOT, |p| self.slot(p));
+        self.note_traits(slot, Events::opt_i32(ev.path_traits(), row));
         let second = ev.path2_at(row);
         if second.is_none() && quiet(r.op, || r.flags) {
             self.count_hot(r.op, slot, r.ret, r.calls, r.ts);
             return;
         }
-        self.row(r, slot, second);
+        let traits2 = Events::opt_i32(ev.path2_traits(), row);
+        self.row(r, slot, second, traits2);
+    }
+
+    /// Keeps what an anonymized trace recorded of a name (see [`Stats::traits`]).
+    #[inline]
+    fn note_traits(&mut self, slot: u32, traits: Option<i32>) {
+        if let (Some(t), Some(s)) = (traits, self.stats.get_mut(slot as usize)) {
+            s.traits.get_or_insert(t);
+        }
     }
 
     /// Counts quiet rows per key of `values` from now on, after handing
@@ -362,12 +378,25 @@ impl RolesBuilder {
         let path = b.path();
         self.use_dictionary(path.values());
         let no_key = self.hot_by_key.len() - 1;
+        // An anonymized trace says what each name said: once per row here,
+        // as quiet rows are counted per key of the dictionary, not per slot.
+        let traits = b.path_traits();
+        if traits.null_count() < traits.len() {
+            for (i, t) in traits.iter().enumerate() {
+                if t.is_some() && path.keys().is_valid(i) {
+                    let key = path.keys().value(i) as usize;
+                    let slot = self.dictionary.as_ref().map_or(NO_SLOT, |(_, s)| s[key]);
+                    self.note_traits(slot, t);
+                }
+            }
+        }
         RolesBatch {
             ts,
             ret: b.ret(),
             flags: b.flags(),
             has_path2: path2.null_count() < path2.len(),
             path2,
+            path2_traits: b.path2_traits(),
             keys: path.keys(),
             no_key,
         }
@@ -403,7 +432,8 @@ impl RolesBuilder {
             flags: flags(),
         };
         let slot = self.dictionary.as_ref().map_or(NO_SLOT, |(_, s)| s[key]);
-        self.row(r, slot, second);
+        let traits2 = Events::opt_i32(c.path2_traits, i);
+        self.row(r, slot, second, traits2);
     }
 
     /// Counts a row that only bumps the busy loop's counters (see [`quiet`]).
@@ -429,7 +459,7 @@ impl RolesBuilder {
     }
 
     #[inline]
-    fn row(&mut self, r: Row, slot: u32, path2: Option<&str>) {
+    fn row(&mut self, r: Row, slot: u32, path2: Option<&str>, traits2: Option<i32>) {
         let Row {
             op,
             ts,
@@ -499,6 +529,9 @@ impl RolesBuilder {
             }
         }
         if let Some(s) = second.and_then(|at| self.stats.get_mut(at as usize)) {
+            if let Some(t) = traits2 {
+                s.traits.get_or_insert(t);
+            }
             s.calls += calls;
             s.found |= ret >= 0;
             if ret >= 0 && matches!(op, Op::Rename | Op::Link | Op::Symlink) {

@@ -12,8 +12,9 @@ use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
 use iorepro_format::schema::{
-    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2, COL_PID,
-    COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS, COL_VIA,
+    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2,
+    COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS,
+    COL_VIA,
 };
 use iorepro_format::{Events, Op, TraceReader};
 
@@ -22,8 +23,9 @@ use crate::plan::pathforms;
 use crate::plan::presence::{self, Presence, Role};
 use crate::plan::scope::{LeftOut, LeftOutCount, Scope, Skip};
 
-/// The columns the replayer reads (the rest are never decoded).
-pub const REPLAY_COLUMNS: [&str; 15] = [
+/// The columns the replayer reads (the rest are never decoded); an
+/// anonymized trace's `path_traits` for the roles.
+pub const REPLAY_COLUMNS: [&str; 17] = [
     COL_TS,
     COL_DUR_NS,
     COL_RANK,
@@ -39,6 +41,8 @@ pub const REPLAY_COLUMNS: [&str; 15] = [
     COL_SPAN_NS,
     COL_PATH2,
     COL_VIA,
+    COL_PATH_TRAITS,
+    COL_PATH2_TRAITS,
 ];
 
 #[derive(Debug, Clone, Default)]

@@ -1,8 +1,9 @@
 //! The `iorepro-trace` command line: raw arguments parsed by clap, each
 //! subcommand a small function over the library: [`inspect`] (summary,
-//! files, phases, compare, validate), [`figures`] (plots) and [`convert`]
-//! (filter, export, import, merge, synth).
+//! files, phases, compare, validate), [`figures`] (plots), [`convert`]
+//! (filter, export, import, merge, synth) and [`anonymize`].
 
+mod anonymize;
 mod convert;
 mod figures;
 mod inspect;
@@ -48,6 +49,25 @@ pub enum Cmd {
         select: convert::FilterArgs,
         #[arg(long, default_value_t = 1 << 20)]
         segment_events: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A trace safe to hand to another team: every path component, host and
+    /// thread name a keyed hash (HMAC-SHA256), the command line dropped;
+    /// structure, extensions, shard numbers, roles and figures kept.
+    Anonymize {
+        trace: PathBuf,
+        /// The directory to create (must not exist).
+        #[arg(short, long)]
+        out: PathBuf,
+        /// The secret key (at least 16 bytes, e.g. `head -c 32 /dev/urandom > F`):
+        /// the same key gives the same hashes; never stored in the trace.
+        #[arg(long, value_name = "F")]
+        key_file: PathBuf,
+        /// Keep the file name of the command's program (`python3`, `torchrun`);
+        /// the rest of the command line is dropped all the same.
+        #[arg(long)]
+        keep_program_name: bool,
         #[arg(long)]
         json: bool,
     },
@@ -193,6 +213,13 @@ pub fn run(cli: Cli) -> Result<()> {
             segment_events,
             json,
         } => convert::filter(out, &trace, &dir, select, segment_events, json),
+        Cmd::Anonymize {
+            trace,
+            out: dir,
+            key_file,
+            keep_program_name,
+            json,
+        } => anonymize::anonymize(out, &trace, &dir, &key_file, keep_program_name, json),
         Cmd::Export {
             trace,
             perfetto: Some(file),
