@@ -278,11 +278,12 @@ impl<'s> Worker<'s> {
             self.advance_to(chunk.then_phase)?;
         }
         self.calls.finish()?;
+        // Phases after the rank's last call: it computes through them as
+        // the traced rank did (the steps it had read ahead for) and meets
+        // the others at their barriers.
+        let last = self.shared.phases().len().saturating_sub(1);
+        self.advance_to(last as u16)?;
         self.leave()?;
-        while self.phase + 1 < self.shared.phases().len() {
-            self.enter(self.phase + 1)?;
-            self.leave()?;
-        }
         self.result.elapsed_ns = self.started.elapsed().as_nanos() as u64;
         Ok(())
     }
@@ -292,13 +293,13 @@ impl<'s> Worker<'s> {
     fn advance_to(&mut self, phase: u16) -> ReplayResult<()> {
         while self.phase < phase as usize {
             // The trace's time before the next phase begins is the phase
-            // being left's (a job's start-up is not its first epoch). A
-            // checkpoint's ranks meet at its barrier instead.
+            // being left's: a job's start-up is not its first epoch, and a
+            // rank whose last reads of a stretch came early (read ahead)
+            // computes on them until the checkpoint, as the traced rank
+            // did, before it meets the others at the checkpoint's barrier.
             let next = self.phase + 1;
-            if !self.shared.is_barrier_phase(next) {
-                self.sched
-                    .wait_for(self.shared.phases()[next].start_unix_ns);
-            }
+            self.sched
+                .wait_for(self.shared.phases()[next].start_unix_ns);
             self.leave()?;
             self.enter(self.phase + 1)?;
         }
