@@ -128,6 +128,10 @@ pub struct Cli {
     /// (what the job at N would take on storage of that speed), e.g. 50GiB/s.
     #[arg(long, value_name = "RATE")]
     pub bandwidth: Option<String>,
+    /// Write bandwidth to time each checkpoint at in the plan, where the
+    /// storage writes at another rate than it reads (default: --bandwidth).
+    #[arg(long, value_name = "RATE")]
+    pub write_bandwidth: Option<String>,
     /// The AU (percent) the plan finds the bandwidth for, with --bandwidth
     /// (MLPerf Storage's bar is 90).
     #[arg(long, value_name = "PERCENT", default_value = "90")]
@@ -330,15 +334,15 @@ impl Cli {
                 })
                 .transpose()
         };
-        let bandwidth = match size("--bandwidth", &self.bandwidth)? {
+        let rate = |flag: &str, v: &Option<String>| match size(flag, v)? {
             // A storage that moves nothing has no time to give.
-            Some(0) => {
-                return Err(usage(
-                    "--bandwidth must be above zero (a rate such as 2GiB/s)".into(),
-                ))
-            }
-            b => b.map(|b| b as f64),
+            Some(0) => Err(usage(format!(
+                "{flag} must be above zero (a rate such as 2GiB/s)"
+            ))),
+            b => Ok(b.map(|b| b as f64)),
         };
+        let bandwidth = rate("--bandwidth", &self.bandwidth)?;
+        let write_bandwidth = rate("--write-bandwidth", &self.write_bandwidth)?;
         if !(self.au > 0.0 && self.au <= 100.0) {
             return Err(usage(format!(
                 "--au {}: an AU is a percentage above 0 and at most 100",
@@ -351,6 +355,7 @@ impl Cli {
             batch: self.batch,
             checkpoint_bytes: size("--checkpoint-bytes", &self.checkpoint_bytes)?,
             bandwidth,
+            write_bandwidth,
             au_threshold: self.au,
         })
     }
@@ -623,6 +628,7 @@ mod tests {
             ["--bandwidth", "fast"],
             ["--bandwidth", "0"],
             ["--bandwidth", "0GiB/s"],
+            ["--write-bandwidth", "0"],
         ] {
             let args = ["x", "t", "--target", "d", bad[0], bad[1]];
             // Words of a fixed list are refused by clap, the rest when checked.

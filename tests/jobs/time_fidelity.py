@@ -4,9 +4,12 @@ each drops a file from the page cache after reading it, as a dataset larger
 than memory would) runs at R processes under the collector; the same job
 runs at N processes, and the trace is replayed at N ranks with
 `--timing original --direct=reads` (reads that reach the storage, as the job's
-do), on the storage as it is and on the same storage with reads throttled
-(a cgroup v1 blkio throttle on the scratch directory's device) below what
-N processes ask for. `--plan-only --bandwidth` predicts the throttled run.
+do), on the storage as it is and on the same storage throttled (a cgroup
+v1 blkio throttle on the scratch directory's device): reads below what N
+processes ask for, and writes too, so that a checkpoint takes the time its
+bytes need at a known rate rather than whatever the disk's own cache gives
+that moment (a synced save is written by the caller, so the throttle holds
+it). `--plan-only --bandwidth` predicts the throttled run.
 The trace is also replayed at its own R ranks on the storage it was
 captured on, against the captured run itself (same scale).
 
@@ -34,9 +37,10 @@ def cannot(why):
 
 class Throttle:
     """A blkio cgroup (v1) whose members read the device under `path` at
-    most `bps` bytes per second; removed on exit."""
+    most `bps` bytes per second, and write it at most `write_bps` (when
+    given); removed on exit."""
 
-    def __init__(self, path, bps):
+    def __init__(self, path, bps, write_bps=None):
         root = "/sys/fs/cgroup/blkio"
         if not os.path.isfile(os.path.join(root, "blkio.throttle.read_bps_device")):
             cannot("no cgroup v1 blkio controller with throttling at /sys/fs/cgroup/blkio")
@@ -47,6 +51,9 @@ class Throttle:
         try:
             with open(os.path.join(self.dir, "blkio.throttle.read_bps_device"), "w") as f:
                 f.write(rule)
+            if write_bps:
+                with open(os.path.join(self.dir, "blkio.throttle.write_bps_device"), "w") as f:
+                    f.write(f"{os.major(dev)}:{os.minor(dev)} {write_bps}")
         except OSError as e:
             self.close()
             cannot(f"cannot throttle {rule} ({e}): {path} is not on a block device")
@@ -92,10 +99,11 @@ class TrainDdp:
     """The PyTorch DDP job: DataLoader worker processes read ahead
     (`prefetch_factor`), the training loop computes a batch a step, and
     every rank saves its shard of a DCP checkpoint after each epoch. Its
-    model is small and each process keeps to one CPU thread, so that its
+    layers are small and each process keeps to one CPU thread, so that its
     step is the emulated accelerator compute, as a GPU job's is, and not
     ranks taking CPU from each other on a machine with fewer cores than
-    ranks (a cost the job at N would not pay with a GPU each)."""
+    ranks (a cost the job at N would not pay with a GPU each); a 48 MiB
+    state buffer gives its checkpoints a large model's size."""
 
     name = "train_ddp"
     batch = 2
@@ -108,7 +116,7 @@ class TrainDdp:
         return mpirun(n, "train_ddp.py", [
             "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
             "--compute-s", str(a.compute_s), "--batch", str(self.batch), "--ckpt-every", "0",
-            "--prefetch", "2", "--evict", "--hidden", "64", "--cpu-threads", "1"])
+            "--prefetch", "2", "--evict", "--hidden", "256", "--state-mib", "48", "--cpu-threads", "1"])
 
 
 JOB_KINDS = {"bench_like": BenchLike, "train_ddp": TrainDdp}
@@ -169,6 +177,8 @@ def main():
     p.add_argument("--compute-s", type=float, default=0.12)
     p.add_argument("--ckpt-mib", type=int, default=64)
     p.add_argument("--throttle-mib", type=int, default=80)
+    p.add_argument("--throttle-write-mib", type=int, default=0,
+                   help="writes' rate on the throttled storage (0: writes not throttled)")
     p.add_argument("--job-again", action="store_true",
                    help="run the job at N a second time: the machine's own run-to-run variation")
     a = p.parse_args()
@@ -191,7 +201,7 @@ def main():
     for i in range(a.files):
         with open(os.path.join(data, f"sample_{i:04d}.npz"), "wb") as f:
             f.write(os.urandom(a.file_mib << 20))
-    throttle = Throttle(s, a.throttle_mib << 20)
+    throttle = Throttle(s, a.throttle_mib << 20, a.throttle_write_mib << 20)
     try:
         def bench(n, name, cgroup, collect=None):
             ckpt = os.path.join(s, name, "ckpt")
@@ -222,7 +232,8 @@ def main():
         # The trace: the job at R on the storage as it is, as captured in production.
         evict(s)
         traced = bench(a.traced, "traced", None, [a.collect, "--out", trace, "--path-prefix", s, "--"])
-        out = {"job": kind.name, "batch": a.batch, "traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib}
+        out = {"job": kind.name, "batch": a.batch, "traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib,
+               "throttle_write_mib_s": a.throttle_write_mib}
         for storage, n in [("same_scale", a.traced), ("fast", a.ranks), ("throttled", a.ranks)]:
             cgroup = throttle if storage == "throttled" else None
             evict(s)
@@ -252,12 +263,17 @@ def main():
             }
             side = {"job": truth, "replay": replay}
             if cgroup:
+                rates = ["--bandwidth", f"{a.throttle_mib}MiB/s"]
+                if a.throttle_write_mib:
+                    rates += ["--write-bandwidth", f"{a.throttle_write_mib}MiB/s"]
                 plan = json.loads(run([a.replay, trace, "--ranks", str(n), "--plan-only", "--json",
-                                       "--batch", a.batch, "--bandwidth", f"{a.throttle_mib}MiB/s"]))
+                                       "--batch", a.batch] + rates))
+                made = [c for c in plan["checkpoints"] if c["phase"] not in plan["saves"]["dropped"]]
                 side["plan"] = {
                     "epochs_s": [e["seconds"] for e in plan["epochs_at_bandwidth"]],
                     "au_percent": [e["au_percent"] for e in plan["epochs_at_bandwidth"]],
                     "bandwidth_for_au_gib_s": plan["bandwidth_for_au_gib_s"],
+                    "checkpoints_s": [c["seconds_at_bandwidth"] for c in made],
                 }
             side["errors"] = errors(replay, truth)
             if again:
@@ -265,6 +281,8 @@ def main():
                 side["job_variation"] = errors(again, truth)
             if "plan" in side:
                 side["errors"]["plan_epochs"] = [err(p, j) for p, j in zip(side["plan"]["epochs_s"], truth["epochs_s"])]
+                side["errors"]["plan_checkpoints"] = [
+                    err(p, j) for p, j in zip(side["plan"]["checkpoints_s"], truth["checkpoints_s"])]
             out[storage] = side
         print(json.dumps(out, indent=1))
     finally:

@@ -80,6 +80,9 @@ def main():
     p.add_argument("--ckpt-every", type=int, default=10, help="steps between saves; 0: at each epoch's end")
     p.add_argument("--compute-s", type=float, default=0.15)
     p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--state-mib", type=int, default=0,
+                   help="model state beyond the layers (a buffer saved with them, never computed "
+                        "on): a checkpoint of a large model's size with a small model's compute")
     p.add_argument("--cpu-threads", type=int, default=0,
                    help="torch's threads a process (0: its default); 1 keeps several ranks on a "
                         "few cores from taking each other's, as ranks with a GPU each do not")
@@ -117,7 +120,11 @@ def main():
         nn.ReLU(),
         nn.Linear(args.hidden, 1),
     )
-    ddp = DistributedDataParallel(model)
+    if args.state_mib:
+        model.register_buffer("state", torch.zeros((args.state_mib << 20) // 4))
+    # Buffers are not synchronised each step: the state buffer stays the
+    # same on every rank, and broadcasting it would be compute of its own.
+    ddp = DistributedDataParallel(model, broadcast_buffers=not args.state_mib)
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     loss_fn = nn.MSELoss()
 

@@ -65,7 +65,8 @@ pub struct CheckpointPlan {
     pub writers: usize,
     pub files: usize,
     pub bytes_per_writer: Range,
-    /// Seconds it takes at `--bandwidth` (all writers together).
+    /// Seconds it takes at `--write-bandwidth`, else `--bandwidth` (all
+    /// writers together).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_at_bandwidth: Option<f64>,
 }
@@ -95,6 +96,10 @@ pub struct Forecast {
     pub demand: Demand,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bandwidth_gib_s: Option<f64>,
+    /// The write bandwidth checkpoints are timed at, where it is not
+    /// `bandwidth_gib_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_bandwidth_gib_s: Option<f64>,
     /// With `--bandwidth`: each epoch's time and AU at N on storage of
     /// that speed (see [`super::what_if`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -326,13 +331,14 @@ impl Forecast {
                 traced_visits: c.traced_visits,
                 visits: c.visits,
             },
-            checkpoints: c.checkpoints(survey, bandwidth),
+            checkpoints: c.checkpoints(survey, model.options.write_bandwidth.or(bandwidth)),
             families: model.families.clone(),
             demand: Demand {
                 per_rank_read_gib_s: per_rank,
                 read_gib_s: per_rank * model.world as f64,
             },
             bandwidth_gib_s: bandwidth.map(|b| b / GIB),
+            write_bandwidth_gib_s: model.options.write_bandwidth.map(|b| b / GIB),
             bandwidth_for_au_gib_s: epochs_at_bandwidth
                 .iter()
                 .map(|e| e.au_threshold_gib_s)
@@ -432,7 +438,8 @@ impl Forecast {
             g(c.bytes_per_writer.mean as u64),
             g(c.bytes_per_writer.max)
         );
-        if let (Some(t), Some(b)) = (c.seconds_at_bandwidth, self.bandwidth_gib_s) {
+        let write_gib_s = self.write_bandwidth_gib_s.or(self.bandwidth_gib_s);
+        if let (Some(t), Some(b)) = (c.seconds_at_bandwidth, write_gib_s) {
             let _ = write!(s, "; {t:.2} s at {b:.1} GiB/s");
         }
         // The files counted as this save, so a user sees what was taken

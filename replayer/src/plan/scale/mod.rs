@@ -78,6 +78,9 @@ pub struct ScaleOptions {
     /// Storage bandwidth (bytes/s) to time each epoch and checkpoint at, in
     /// the plan.
     pub bandwidth: Option<f64>,
+    /// Write bandwidth (bytes/s) to time each checkpoint at, where it is
+    /// not the read bandwidth (`--write-bandwidth`; `bandwidth` otherwise).
+    pub write_bandwidth: Option<f64>,
     /// The AU (percent) the plan finds the bandwidth for (`--au`).
     pub au_threshold: f64,
 }
