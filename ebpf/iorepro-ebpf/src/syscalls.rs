@@ -10,9 +10,7 @@
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
-use iorepro_common::{
-    kind, IoEvent, SCRATCH_WORDS, VIA_COPY_FILE_RANGE, VIA_SENDFILE, VIA_SPLICE,
-};
+use iorepro_common::{kind, IoEvent, SCRATCH_WORDS, VIA_COPY_FILE_RANGE, VIA_SENDFILE, VIA_SPLICE};
 
 use crate::kernel::{self, file_of, file_window, identity, Traced, O_APPEND};
 use crate::paths::{self, Name};
@@ -282,14 +280,7 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
     // Plain read/write start at the file position: it is read at every call.
     let at_position = matches!(
         nr,
-        READ | WRITE
-            | READV
-            | WRITEV
-            | PREADV2
-            | PWRITEV2
-            | SENDFILE
-            | SPLICE
-            | COPY_FILE_RANGE
+        READ | WRITE | READV | WRITEV | PREADV2 | PWRITEV2 | SENDFILE | SPLICE | COPY_FILE_RANGE
     );
     let (file, id) = match slots::cached(s, fd, traced) {
         Some((file, id)) => {
