@@ -7,7 +7,9 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use iorepro_common::{kind, IoEvent, COMM_LEN, VIA_IO_URING};
+use iorepro_common::{
+    kind, IoEvent, COMM_LEN, VIA_COPY_FILE_RANGE, VIA_IO_URING, VIA_SENDFILE, VIA_SPLICE,
+};
 use iorepro_format::event::OwnedRow;
 use iorepro_format::schema;
 use iorepro_format::{Op, TraceResult, TraceWriter};
@@ -93,8 +95,19 @@ pub fn row_from_event(
         calls: ev.calls.max(1) as i64,
         span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
         path2: None,
-        via: (ev.via == VIA_IO_URING).then_some(schema::VIA_IO_URING),
+        via: via_name(ev.via),
     }
+}
+
+/// The `via` column of a record: null for a plain syscall.
+pub fn via_name(via: u32) -> Option<&'static str> {
+    Some(match via {
+        VIA_IO_URING => schema::VIA_IO_URING,
+        VIA_SENDFILE => schema::VIA_SENDFILE,
+        VIA_COPY_FILE_RANGE => schema::VIA_COPY_FILE_RANGE,
+        VIA_SPLICE => schema::VIA_SPLICE,
+        _ => return None,
+    })
 }
 
 /// The NUL-terminated string in a fixed buffer.

@@ -113,6 +113,16 @@ impl Events {
         self.batch.column(idx::PATH2_TRAITS).as_primitive()
     }
 
+    /// How a row's call was made: null for a plain syscall (see
+    /// [`crate::schema::COL_VIA`]).
+    pub fn via_at(&self, row: usize) -> Option<&str> {
+        let via = self.via();
+        via.is_valid(row).then(|| {
+            let names: &StringArray = via.values().as_string();
+            names.value(via.keys().value(row) as usize)
+        })
+    }
+
     /// Whether a row is an io_uring request (not a syscall).
     pub fn via_io_uring(&self, row: usize) -> bool {
         let via = self.via();

@@ -51,9 +51,17 @@ pub const COL_SPAN_NS: &str = "span_ns";
 pub const COL_PATH2: &str = "path2";
 /// How a call was made (added in tool version 0.2): null for a syscall,
 /// `io_uring` for an io_uring request (whose `ts` is its submission and
-/// `dur_ns` the time to its completion).
+/// `dur_ns` the time to its completion), or the call that moved bytes
+/// between two descriptors inside the kernel: [`VIA_SENDFILE`],
+/// [`VIA_COPY_FILE_RANGE`], [`VIA_SPLICE`]. Such a call is a `read` row on
+/// its source file and a `write` row on its destination file, each of the
+/// bytes it moved, with the call's own time; an end that is a pipe or a
+/// socket has no row, and a failed call is one row, on its source.
 pub const COL_VIA: &str = "via";
 pub const VIA_IO_URING: &str = "io_uring";
+pub const VIA_SENDFILE: &str = "sendfile";
+pub const VIA_COPY_FILE_RANGE: &str = "copy_file_range";
+pub const VIA_SPLICE: &str = "splice";
 /// What the name in `path` said about its file before it was anonymized
 /// (added in tool version 0.2): the bits of [`traits`], as
 /// `iorepro-analysis`'s roles judged the original name. Written by

@@ -21,6 +21,9 @@ pub struct Row {
     pub path2: Option<String>,
     /// An io_uring request rather than a syscall.
     pub io_uring: bool,
+    /// How the call was made (`io_uring`, `sendfile`, ...); `None` for a
+    /// plain syscall.
+    pub via: Option<String>,
     pub fd: Option<i32>,
     pub offset: Option<i64>,
     pub size: Option<i64>,
@@ -66,6 +69,7 @@ pub fn load_with_manifest(trace: &Path) -> (Manifest, Vec<Row>) {
                     path: ev.path_at(i).map(str::to_string),
                     path2: ev.path2_at(i).map(str::to_string),
                     io_uring: ev.via_io_uring(i),
+                    via: ev.via_at(i).map(str::to_string),
                     fd: Events::opt_i32(ev.fd(), i),
                     offset: call.offset,
                     size: call.size,

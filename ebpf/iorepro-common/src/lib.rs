@@ -103,7 +103,8 @@ pub struct IoEvent {
     pub flags: u32,
     /// Syscalls this record stands for: 1, or a run's length.
     pub calls: u32,
-    /// How the call was made: [`VIA_SYSCALL`] or [`VIA_IO_URING`].
+    /// How the call was made: [`VIA_SYSCALL`], [`VIA_IO_URING`], or the
+    /// call that moved the bytes between two descriptors in the kernel.
     pub via: u32,
 }
 
@@ -111,6 +112,12 @@ pub const VIA_SYSCALL: u32 = 0;
 /// An io_uring request: `ts_ns` is its submission, `dur_ns` the time to its
 /// completion.
 pub const VIA_IO_URING: u32 = 1;
+/// The read of a copy call's source and the write of its destination (a
+/// pipe or socket end has no record): `sendfile`, `copy_file_range`,
+/// `splice`. Both records carry the call's time, and `ret` as their size.
+pub const VIA_SENDFILE: u32 = 2;
+pub const VIA_COPY_FILE_RANGE: u32 = 3;
+pub const VIA_SPLICE: u32 = 4;
 
 /// `ret` of the path record an io_uring open or statx sends when it is
 /// submitted: the result follows in an [`IoEvent`] at completion, whose
@@ -254,6 +261,13 @@ pub struct Slot {
     pub pos: i64,
     pub dev: u32,
     pub file_flags: u32,
+    /// A copy call's source file as it was at entry (`file` is then its
+    /// destination); `src_file` is 0 when the source is not recorded.
+    pub src_file: u64,
+    pub src_ino: u64,
+    pub src_pos: i64,
+    pub src_dev: u32,
+    pub _src_pad: u32,
     pub run: Run,
     pub cache: [CachedFile; CACHED_FILES],
     /// Where the kernel side reads windows of kernel structures.
@@ -356,7 +370,7 @@ mod pod {
 const _: () = assert!(IO_EVENT_SIZE == 88);
 const _: () = assert!(PATH_EVENT_SIZE == 88 + 40);
 const _: () = assert!(core::mem::size_of::<Run>() == 72);
-const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 72 + 40 * CACHED_FILES + 256);
+const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 32 + 72 + 40 * CACHED_FILES + 256);
 const _: () = assert!(FILE_WINDOW <= SCRATCH_WORDS * 4 && INODE_WINDOW <= SCRATCH_WORDS * 4);
 const _: () = assert!(NAME_EVENT_SIZE == 24);
 const _: () = assert!(core::mem::size_of::<ProcEvent>() == 24);

@@ -10,7 +10,7 @@
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
-use iorepro_common::{kind, IoEvent, SCRATCH_WORDS};
+use iorepro_common::{kind, IoEvent, SCRATCH_WORDS, VIA_COPY_FILE_RANGE, VIA_SENDFILE, VIA_SPLICE};
 
 use crate::kernel::{self, file_of, file_window, identity, Traced, O_APPEND};
 use crate::paths::{self, Name};
@@ -34,6 +34,7 @@ pub const READV: u64 = 19;
 pub const WRITEV: u64 = 20;
 pub const ACCESS: u64 = 21;
 pub const DUP2: u64 = 33;
+pub const SENDFILE: u64 = 40;
 pub const FSYNC: u64 = 74;
 pub const FDATASYNC: u64 = 75;
 pub const TRUNCATE: u64 = 76;
@@ -55,10 +56,12 @@ pub const RENAMEAT: u64 = 264;
 pub const LINKAT: u64 = 265;
 pub const SYMLINKAT: u64 = 266;
 pub const FACCESSAT: u64 = 269;
+pub const SPLICE: u64 = 275;
 pub const DUP3: u64 = 292;
 pub const PREADV: u64 = 295;
 pub const PWRITEV: u64 = 296;
 pub const RENAMEAT2: u64 = 316;
+pub const COPY_FILE_RANGE: u64 = 326;
 pub const PREADV2: u64 = 327;
 pub const PWRITEV2: u64 = 328;
 pub const STATX: u64 = 332;
@@ -66,8 +69,9 @@ pub const IO_URING_ENTER: u64 = 426;
 pub const CLOSE_RANGE: u64 = 436;
 pub const OPENAT2: u64 = 437;
 pub const FACCESSAT2: u64 = 439;
+// `tee` (276) is not followed: both its ends are pipes, so it touches no file.
 
-const ALL: [u64; 47] = [
+const ALL: [u64; 50] = [
     READ,
     WRITE,
     OPEN,
@@ -115,6 +119,9 @@ const ALL: [u64; 47] = [
     CLOSE_RANGE,
     OPENAT2,
     FACCESSAT2,
+    SENDFILE,
+    SPLICE,
+    COPY_FILE_RANGE,
 ];
 
 const BITMAP_WORDS: usize = 8;
@@ -175,6 +182,9 @@ enum Entry {
     Named,
     /// A change to the descriptor table: only its exit matters (see `slots`).
     Table,
+    /// A call that moves bytes from descriptor `from` to `to` in the kernel:
+    /// recorded if either end is a file the trace records.
+    Copy { from: u64, to: u64 },
 }
 
 #[inline(always)]
@@ -206,6 +216,14 @@ fn entry_of(nr: u64, regs: *const u8) -> Option<Entry> {
             }
         }
         DUP2 | DUP3 | CLOSE_RANGE => Entry::Table,
+        SENDFILE => Entry::Copy {
+            from: reg(regs, regs::SI),
+            to: reg(regs, regs::DI),
+        },
+        SPLICE | COPY_FILE_RANGE => Entry::Copy {
+            from: reg(regs, regs::DI),
+            to: reg(regs, regs::DX),
+        },
         // Followed only to be "in a call": page-cache fills while the ring
         // works for the thread are its requests', not faults (see main).
         IO_URING_ENTER => Entry::Named,
@@ -238,10 +256,18 @@ pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
         runs::flush(&mut s.run);
     }
     s.file = 0;
-    if let Entry::OnFile { fd, dirs } = entry {
-        if !learn_file(s, nr, fd, traced, dirs) && nr != CLOSE {
-            return; // not a recorded file: nothing to do at exit
+    match entry {
+        Entry::OnFile { fd, dirs } => {
+            if !learn_file(s, nr, fd, traced, dirs) && nr != CLOSE {
+                return; // not a recorded file: nothing to do at exit
+            }
         }
+        Entry::Copy { from, to } => {
+            if !learn_ends(s, nr, from, to, traced) {
+                return; // pipes, sockets, files not recorded: nothing to do
+            }
+        }
+        _ => {}
     }
     s.ts = now();
     s.nr = nr as u32;
@@ -252,7 +278,10 @@ pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
 #[inline(always)]
 fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> bool {
     // Plain read/write start at the file position: it is read at every call.
-    let at_position = matches!(nr, READ | WRITE | READV | WRITEV | PREADV2 | PWRITEV2);
+    let at_position = matches!(
+        nr,
+        READ | WRITE | READV | WRITEV | PREADV2 | PWRITEV2 | SENDFILE | SPLICE | COPY_FILE_RANGE
+    );
     let (file, id) = match slots::cached(s, fd, traced) {
         Some((file, id)) => {
             if !(id.wanted() || dirs && id.is_dir()) {
@@ -292,6 +321,20 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
     true
 }
 
+/// Both ends of a copy call: the source goes to the slot's `src_*`, the
+/// destination to its file; returns whether either is a recorded file.
+#[inline(always)]
+fn learn_ends(s: &mut Slot, nr: u64, from: u64, to: u64, traced: Traced) -> bool {
+    let source = learn_file(s, nr, from, traced, false);
+    s.src_file = if source { s.file } else { 0 };
+    s.src_ino = s.ino;
+    s.src_dev = s.dev;
+    s.src_pos = s.pos;
+    s.file = 0;
+    let destination = learn_file(s, nr, to, traced, false);
+    source || destination
+}
+
 /// Exit of a syscall whose entry left state in the slot.
 #[inline(always)]
 pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
@@ -328,6 +371,7 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
     match nr {
         READ | PREAD64 | READV | PREADV | PREADV2 => data_op(kind::READ, nr, regs, s, io),
         WRITE | PWRITE64 | WRITEV | PWRITEV | PWRITEV2 => data_op(kind::WRITE, nr, regs, s, io),
+        SENDFILE | SPLICE | COPY_FILE_RANGE => copy_op(nr, regs, s, io),
         CLOSE | DUP2 | DUP3 | CLOSE_RANGE => {
             // A file may have left the table: cached descriptors are stale.
             slots::bump_generation((pid_tgid >> 32) as u32);
@@ -391,6 +435,76 @@ fn data_op(op: u32, nr: u64, regs: *const u8, s: &mut Slot, mut io: IoEvent) {
     io.kind = op;
     io.fd = fd as i32;
     runs::record(&mut s.run, &io);
+}
+
+/// sendfile, splice, copy_file_range: the bytes moved are a read of the
+/// source and a write of the destination, each recorded where that end is
+/// a recorded file, with the call named in `via`. A failed call is one
+/// record, on the source if it is recorded (as a failed read is).
+#[inline(always)]
+fn copy_op(nr: u64, regs: *const u8, s: &mut Slot, io: IoEvent) {
+    let (di, si, dx, r10, r8) = (
+        reg(regs, regs::DI),
+        reg(regs, regs::SI),
+        reg(regs, regs::DX),
+        reg(regs, regs::R10),
+        reg(regs, regs::R8),
+    );
+    // (from fd, its offset pointer, to fd, its offset pointer, length)
+    let (from, from_off, to, to_off, len, via) = match nr {
+        SENDFILE => (si, dx, di, 0, r10, VIA_SENDFILE),
+        SPLICE => (di, si, dx, r10, r8, VIA_SPLICE),
+        _ => (di, si, dx, r10, r8, VIA_COPY_FILE_RANGE),
+    };
+    let moved = io.ret.max(0);
+    let io = IoEvent {
+        // What moved is what the replay must move; a failure keeps the ask.
+        size: if io.ret >= 0 { moved as u64 } else { len },
+        via,
+        ..io
+    };
+    if s.src_file != 0 {
+        records::io(&IoEvent {
+            kind: kind::READ,
+            fd: from as i32,
+            ino: s.src_ino,
+            dev: s.src_dev,
+            offset: copy_offset(from_off, s.src_pos, moved),
+            ..io
+        });
+        if io.ret < 0 {
+            return;
+        }
+    }
+    if s.file != 0 {
+        let offset = if to_off == 0 && s.file_flags & O_APPEND != 0 {
+            // Appended at the end, wherever the position was (see data_op).
+            kernel::position(s.file).map_or(-1, |pos| pos - moved)
+        } else {
+            copy_offset(to_off, s.pos, moved)
+        };
+        records::io(&IoEvent {
+            kind: kind::WRITE,
+            fd: to as i32,
+            offset,
+            ..io
+        });
+    }
+}
+
+/// Where one end of a copy call began: its offset argument when it gave
+/// one (the kernel wrote it back advanced by what moved, so that is taken
+/// off), else the file position at entry.
+#[inline(always)]
+fn copy_offset(ptr: u64, pos: i64, moved: i64) -> i64 {
+    if ptr == 0 {
+        return pos;
+    }
+    // SAFETY: probe read of user memory.
+    match unsafe { aya_ebpf::helpers::bpf_probe_read_user(ptr as *const i64) } {
+        Ok(end) => end - moved,
+        Err(_) => -1,
+    }
 }
 
 /// `IOV_MAX`: the most iovecs a vectored call takes.
