@@ -30,8 +30,8 @@ use iorepro_format::Op;
 use super::outcome::CallOutcome;
 use super::{Places, Shared};
 use crate::error::{ReplayError, ReplayResult};
+use crate::io::objects::Bucket;
 use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError, RequestStats};
-use crate::io::target::Bucket;
 use crate::plan::ops::PlannedOp;
 use crate::plan::survey::NO_PATH;
 

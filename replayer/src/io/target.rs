@@ -9,11 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::confine::Confined;
-use crate::io::objects::{self, ObjectTarget};
+use crate::io::objects::{self, Bucket, ObjectTarget};
 use crate::io::prepare::{self, Counters, PrepareStats, PrepareTask};
 use crate::plan::survey::Survey;
 
@@ -29,14 +27,6 @@ pub enum Target {
     Dir(PathBuf),
     /// `s3://BUCKET/PREFIX`.
     Bucket(ObjectTarget),
-}
-
-/// A bucket held for the replay: where it is and how it is used, and the
-/// incompressible bytes every upload of the process slices.
-#[derive(Debug)]
-pub struct Bucket {
-    pub target: ObjectTarget,
-    pub data: Bytes,
 }
 
 /// The target held for the replay.
@@ -76,10 +66,7 @@ impl Target {
             }
             Target::Bucket(target) => {
                 objects::check_reachable(target).map_err(ReplayError::Usage)?;
-                Ok(Opened::Bucket(Arc::new(Bucket {
-                    data: objects::prepare::upload_data(target),
-                    target: target.clone(),
-                })))
+                Ok(Opened::Bucket(Arc::new(Bucket::new(target.clone()))))
             }
         }
     }

@@ -1,12 +1,15 @@
 //! What one file declares and names: its `mod` declarations (which make the
 //! module tree, and are not imports) and every path it writes that starts
 //! at `crate`, `super` or `self`, in a `use` or `pub use` (each leaf of a
-//! `use` tree on its own) or inline in the code (`crate::a::f()`), each
-//! with the inline modules (`mod x { ... }`) it sits in.
+//! `use` tree on its own) or inline in the code (`crate::a::f()`, or
+//! `a::f()` after `use crate::a` or `use crate::{self, a}`), each with the
+//! inline modules (`mod x { ... }`) it sits in.
 //!
 //! Test modules (`#[cfg(test)] mod tests`) are left out, inline or in a
 //! file of their own: a test may reach anything it checks, and what it
 //! names does not make the product's structure.
+
+use std::collections::HashMap;
 
 use super::lex::{Tok, Token};
 
@@ -50,6 +53,9 @@ pub fn scan(tokens: &[Token]) -> FileRefs {
     let mut braces: Vec<Option<(String, bool)>> = Vec::new();
     let mut path_attr: Option<String> = None;
     let mut cfg_test = false;
+    // Names a `use` of this crate bound (a module, or an item), by their
+    // last segment: a path written inline from one of them names the crate.
+    let mut bound: HashMap<String, Vec<String>> = HashMap::new();
     let scope = |braces: &[Option<(String, bool)>]| {
         braces
             .iter()
@@ -96,6 +102,9 @@ pub fn scan(tokens: &[Token]) -> FileRefs {
                 let counted = !in_test(&braces);
                 for segments in leaves {
                     if counted && segments.first().is_some_and(|s| is_start(s)) {
+                        if let Some(last) = segments.last().filter(|_| segments.len() > 1) {
+                            bound.insert(last.clone(), segments.clone());
+                        }
                         out.paths.push(PathRef {
                             scope: here.clone(),
                             segments,
@@ -120,6 +129,25 @@ pub fn scan(tokens: &[Token]) -> FileRefs {
                         i = end;
                         continue;
                     }
+                }
+            }
+            Tok::Ident(w)
+                if bound.contains_key(w)
+                    && tokens.get(i + 1).map(|t| &t.tok) == Some(&Tok::PathSep)
+                    && !(i > 0 && matches!(tokens[i - 1].tok, Tok::PathSep | Tok::Punct('$')))
+                    && !in_test(&braces) =>
+            {
+                let (rest, end) = inline_path(tokens, i);
+                if rest.len() > 1 {
+                    let mut segments = bound[w].clone();
+                    segments.extend(rest.into_iter().skip(1));
+                    out.paths.push(PathRef {
+                        scope: scope(&braces),
+                        segments,
+                        line: tokens[i].line,
+                    });
+                    i = end;
+                    continue;
                 }
             }
             Tok::Open => {
@@ -304,6 +332,20 @@ mod tests {
     fn inline_paths_count_but_not_macro_crate_or_visibility() {
         let src = "fn f() { crate::a::b::g(); self::h::<u8>(); }\nmacro_rules! m { () => { $crate::x::y() } }\npub(crate) fn z() {}";
         assert_eq!(paths(src), ["crate::a::b::g", "self::h"]);
+    }
+
+    #[test]
+    fn inline_paths_through_a_name_a_use_bound_count() {
+        let src = "use crate::io::{self, objects};\nuse std::fs;\nfn f() { objects::prepare::g(); fs::read(); io::h(); }";
+        assert_eq!(
+            paths(src),
+            [
+                "crate::io",
+                "crate::io::objects",
+                "crate::io::objects::prepare::g",
+                "crate::io::h"
+            ]
+        );
     }
 
     #[test]

@@ -16,6 +16,23 @@ use std::path::Path;
 pub use client::{ObjectClient, RequestError, RequestKind};
 pub use requests::RequestStats;
 
+/// A bucket held for the replay: where it is and how it is used, and the
+/// incompressible bytes every upload of the process slices.
+#[derive(Debug)]
+pub struct Bucket {
+    pub target: ObjectTarget,
+    pub data: bytes::Bytes,
+}
+
+impl Bucket {
+    pub fn new(target: ObjectTarget) -> Bucket {
+        Bucket {
+            data: prepare::upload_data(&target),
+            target,
+        }
+    }
+}
+
 /// `--s3-read`: how the replay's ranks read an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReadMode {

@@ -16,10 +16,9 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
 use super::client::RequestError;
-use super::{ObjectClient, ObjectTarget};
+use super::{Bucket, ObjectClient, ObjectTarget};
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::prepare::{run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer};
-use crate::io::target::Bucket;
 use crate::plan::survey::{PathInfo, Survey};
 
 /// Upload data: one incompressible buffer as large as the largest single
