@@ -5,7 +5,8 @@
 //! and busybox `cat` into a file (sendfile). Each call must be a read of
 //! its source file and a write of its destination file, named by `via`,
 //! with the bytes it moved, at the offsets strace shows (pipe ends have no
-//! row), and a failed call one row on its source.
+//! row), and a failed call one row on its source. The strace log, imported
+//! (`iorepro-trace import --strace`), must give the same rows.
 
 mod common;
 
@@ -14,6 +15,7 @@ use std::process::Command;
 
 use common::*;
 use iorepro_format::Op;
+use iorepro_interchange::import_strace::{import, StraceOptions};
 
 const JOB: &str = r#"
 import os, sys, shutil
@@ -65,13 +67,21 @@ fn from_strace(log: &str) -> Vec<Vec<Want>> {
         let Some((_pid, call)) = line.split_once(' ') else {
             continue;
         };
-        let call = call.trim_start();
+        // `-ttt`: the entry time, then the call.
+        let Some((_ts, call)) = call.trim_start().split_once(' ') else {
+            continue;
+        };
         let Some((name, rest)) = call.split_once('(') else {
             continue;
         };
+        if !["sendfile", "copy_file_range", "splice"].contains(&name) {
+            continue;
+        }
         let Some((args, ret)) = rest.rsplit_once(") = ") else {
             continue;
         };
+        // `-T`: the call's duration closes the line.
+        let ret = ret.rsplit_once(" <").map_or(ret, |(r, _)| r);
         let ret: i64 = ret.split_whitespace().next().unwrap().parse().unwrap();
         let errno = |r: &str| -> i64 {
             match r.split_whitespace().nth(1) {
@@ -81,7 +91,14 @@ fn from_strace(log: &str) -> Vec<Vec<Want>> {
             }
         };
         let ret = if ret < 0 {
-            errno(rest.rsplit_once(") = ").unwrap().1)
+            errno(
+                rest.rsplit_once(") = ")
+                    .unwrap()
+                    .1
+                    .rsplit_once(" <")
+                    .unwrap()
+                    .0,
+            )
         } else {
             ret
         };
@@ -180,9 +197,8 @@ fn copy_calls_match_strace() {
 
     let log = scratch.path().join("strace.log");
     let st = Command::new("strace")
-        .args(["-f", "-qq", "-y", "-e", "signal=none", "-o"])
+        .args(["-f", "-ttt", "-T", "-qq", "-y", "-e", "signal=none", "-o"])
         .arg(&log)
-        .args(["-e", "trace=sendfile,copy_file_range,splice"])
         .env("JOB", JOB)
         .args(["sh", "-c", &shell_job(&d_strace, busybox)])
         .status()
@@ -202,6 +218,20 @@ fn copy_calls_match_strace() {
             })
             .collect()
     };
+    let imported = scratch.path().join("imported");
+    import(
+        &log,
+        &imported,
+        &StraceOptions {
+            host: "strace".into(),
+            rank: None,
+            date_days: None,
+            segment_rows: 1 << 20,
+        },
+    )
+    .unwrap();
+    let (_, imported) = read_rows(&imported);
+    let imported = norm(from_trace(&imported, &d_strace), &d_strace);
     let log = std::fs::read_to_string(&log).unwrap();
     let want = norm(from_strace(&log), &d_strace);
     let (_, rows) = read_rows(&trace);
@@ -232,6 +262,9 @@ fn copy_calls_match_strace() {
             );
         }
     }
+
+    // The strace log imported: the same calls, rows and offsets as captured.
+    assert_eq!(imported, got, "imported strace log against the capture");
 
     // Where a call used the file positions, the offsets the job set up.
     let at = |via: &str, op: Op, path: &str| -> Vec<Option<i64>> {

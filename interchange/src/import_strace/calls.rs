@@ -1,10 +1,11 @@
 //! What each parsed strace [`Call`] becomes in the trace: one [`Row`] per
-//! call on a regular file, with the offsets strace does not print followed
-//! per process and descriptor (from `open`, `lseek`, the bytes moved, and a
-//! forked child's inherited positions).
+//! call on a regular file (two for a call that copies between descriptors),
+//! with the offsets strace does not print followed per process and
+//! descriptor (from `open`, `lseek`, the bytes moved, and a forked child's
+//! inherited positions).
 
 use iorepro_format::event::OwnedRow;
-use iorepro_format::schema::Op;
+use iorepro_format::schema::{Op, VIA_COPY_FILE_RANGE, VIA_SENDFILE, VIA_SPLICE};
 
 use super::parse::{fd_arg, open_flags, string_arg, Call, FdState, Tracker};
 
@@ -21,10 +22,18 @@ fn regular(path: &str) -> bool {
 /// knows no threads apart from processes, no ranks and no runs.
 pub(super) type Row = OwnedRow<String>;
 
-/// The row for one call, `None` for calls on anything but a regular file
-/// and for calls the trace has no op for (after following their effect on
-/// descriptors).
-pub(super) fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
+/// The rows of one call, added to `rows`: none for calls on anything but a
+/// regular file and for calls the trace has no op for (after following
+/// their effect on descriptors), two for a copy between two files.
+pub(super) fn to_rows(c: &Call<'_>, t: &mut Tracker, rows: &mut Vec<Row>) {
+    match c.name {
+        "sendfile" | "sendfile64" | "copy_file_range" | "splice" => copy(c, t, rows),
+        _ => rows.extend(to_row(c, t)),
+    }
+}
+
+/// The row of a call that stands for one row at most.
+fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
     match c.name {
         "open" | "openat" | "creat" => open(c, t),
         "close" => close(c, t),
@@ -52,6 +61,14 @@ pub(super) fn to_row(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
         "mmap" => mmap(c, t),
         "clone" | "clone3" | "fork" | "vfork" => {
             inherit_descriptors(c, t);
+            None
+        }
+        "dup" | "dup2" | "dup3" => {
+            duplicate(c, t);
+            None
+        }
+        "fcntl" if c.args.get(1).is_some_and(|a| a.starts_with("F_DUPFD")) => {
+            duplicate(c, t);
             None
         }
         _ => None,
@@ -173,6 +190,63 @@ fn data(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
     Some(row(c, op, &path, Some(fd), offset, size, None))
 }
 
+/// sendfile, copy_file_range and splice, as the collector records them: a
+/// read of the source file and a write of the destination file, each named
+/// by `via`, at the offset the call was given (`[N]`) or else where the
+/// descriptor stood (which then moves on by the bytes moved). A pipe's end
+/// has no row; a failed call has one, on its source (on its destination
+/// when the source is a pipe), with the length it asked for.
+fn copy(c: &Call<'_>, t: &mut Tracker, rows: &mut Vec<Row>) {
+    // Arguments: source, its offset, destination, its offset, length.
+    let (via, from, from_off, to, to_off, len) = match c.name {
+        "copy_file_range" => (VIA_COPY_FILE_RANGE, 0, Some(1), 2, Some(3), 4),
+        "splice" => (VIA_SPLICE, 0, Some(1), 2, Some(3), 4),
+        _ => (VIA_SENDFILE, 1, Some(2), 0, None, 3),
+    };
+    let a = &c.args;
+    let Some(asked) = a.get(len).and_then(|l| l.parse::<i64>().ok()) else {
+        return;
+    };
+    let size = if c.ret >= 0 { c.ret } else { asked };
+    let mut end = |i: usize, off: Option<usize>| {
+        let (fd, path) = fd_path(c, t, i).filter(|(_, p)| regular(p))?;
+        let given = off.and_then(|o| offset_arg(a.get(o)?));
+        let at = given.or_else(|| {
+            let st = t.fds.get_mut(&(c.pid, fd))?;
+            let at = st.position;
+            if c.ret > 0 {
+                st.position = at.map(|p| p + c.ret);
+            }
+            at
+        });
+        Some((fd, path, at))
+    };
+    let (source, destination) = (end(from, from_off), end(to, to_off));
+    let mut push = |op: Op, (fd, path, at): (i32, String, Option<i64>)| {
+        let mut r = row(c, op, &path, Some(fd), at, Some(size), None);
+        r.via = Some(via);
+        rows.push(r);
+    };
+    let had_source = source.is_some();
+    if let Some(s) = source {
+        push(Op::Read, s);
+    }
+    if let Some(d) = destination.filter(|_| c.ret >= 0 || !had_source) {
+        push(Op::Write, d);
+    }
+}
+
+/// An offset argument as strace prints it: `NULL`, `[N]`, or `[N] => [M]`
+/// (where the kernel left it); the offset N the call started at.
+fn offset_arg(arg: &str) -> Option<i64> {
+    arg.trim()
+        .strip_prefix('[')?
+        .split(']')
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn lseek(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
     let (fd, path) = fd_path(c, t, 0)?;
     if c.ret >= 0 {
@@ -280,6 +354,21 @@ fn mmap(c: &Call<'_>, t: &mut Tracker) -> Option<Row> {
             .map_or_else(|| s.parse().ok(), |h| i64::from_str_radix(h, 16).ok())
     });
     regular(&path).then(|| row(c, Op::Mmap, &path, Some(fd), off, len, None))
+}
+
+/// A duplicated descriptor (`dup`, `dup2`, `dup3`, `fcntl(F_DUPFD)`), the
+/// new one returned, names the same file at the same position: a shell's
+/// `> file` is an open, a `dup2` onto 1, and a close.
+fn duplicate(c: &Call<'_>, t: &mut Tracker) {
+    let Some((fd, _)) = c.args.first().and_then(|a| fd_arg(a)) else {
+        return;
+    };
+    if c.ret < 0 || c.ret as i32 == fd {
+        return;
+    }
+    if let Some(st) = t.fds.get(&(c.pid, fd)).cloned() {
+        t.fds.insert((c.pid, c.ret as i32), st);
+    }
 }
 
 /// A forked child starts with its parent's descriptors and positions.

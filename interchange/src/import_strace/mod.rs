@@ -12,8 +12,11 @@
 //!
 //! strace shows no file offsets for plain `read`/`write`/`readv`/`writev`, so
 //! they are followed per process and descriptor from `open`, `lseek` and the
-//! bytes moved (a forked child starts from its parent's positions); where a
-//! position is unknown the offset is left null. Only regular files are kept
+//! bytes moved (a forked child starts from its parent's positions, a
+//! duplicated descriptor from the one it copies); where a position is
+//! unknown the offset is left null. `sendfile`, `copy_file_range` and
+//! `splice` are a read of their source file and a write of their
+//! destination file, named by `via`, as the collector records them. Only regular files are kept
 //! (absolute paths outside /proc, /sys and /dev), as the collector does.
 //! strace does not know MPI ranks: `--rank` sets one for every row.
 
@@ -27,7 +30,7 @@ use iorepro_format::manifest::Manifest;
 mod calls;
 mod parse;
 
-use calls::{to_row, Row};
+use calls::{to_rows, Row};
 pub use parse::{days_from_civil, parse_date};
 use parse::{parse_line, Tracker};
 
@@ -80,9 +83,7 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
             if let Some(call) = parse_line(line, pid.unwrap_or(0), date, &mut tracker, &mut joined)
             {
                 parsed += 1;
-                if let Some(r) = to_row(&call, &mut tracker) {
-                    rows.push(r);
-                }
+                to_rows(&call, &mut tracker, &mut rows);
             }
         }
     }
@@ -105,10 +106,19 @@ mod tests {
     use super::*;
     use iorepro_format::schema::Op;
 
-    fn call(line: &str, t: &mut Tracker) -> Option<Row> {
+    fn calls(line: &str, t: &mut Tracker) -> Vec<Row> {
         let mut j = String::new();
-        let c = parse_line(line, 0, 0, t, &mut j)?;
-        to_row(&c, t)
+        let mut rows = Vec::new();
+        if let Some(c) = parse_line(line, 0, 0, t, &mut j) {
+            to_rows(&c, t, &mut rows);
+        }
+        rows
+    }
+
+    fn call(line: &str, t: &mut Tracker) -> Option<Row> {
+        let mut rows = calls(line, t);
+        assert!(rows.len() <= 1, "{line} made {} rows", rows.len());
+        rows.pop()
     }
 
     #[test]
@@ -153,6 +163,169 @@ mod tests {
         )
         .is_none());
         assert!(call("100 1700000000.00003 +++ exited with 0 +++", &mut t).is_none());
+    }
+
+    /// (via, op, path, offset, size, ret) of each row.
+    fn copies(
+        line: &str,
+        t: &mut Tracker,
+    ) -> Vec<(
+        Option<&'static str>,
+        Op,
+        String,
+        Option<i64>,
+        Option<i64>,
+        i64,
+    )> {
+        calls(line, t)
+            .into_iter()
+            .map(|r| (r.via, r.op, r.path.unwrap(), r.offset, r.size, r.ret))
+            .collect()
+    }
+
+    #[test]
+    fn copies_between_descriptors_are_a_read_and_a_write() {
+        let mut t = Tracker::default();
+        let via = Some("sendfile");
+        call(
+            r#"7 1700000000.000001 openat(AT_FDCWD, "/d/src", O_RDONLY) = 3</d/src> <0.000010>"#,
+            &mut t,
+        )
+        .unwrap();
+        call(r#"7 1700000000.000002 openat(AT_FDCWD, "/d/out", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 4</d/out> <0.000010>"#, &mut t).unwrap();
+        // With an offset: the source's position stays; the destination's moves.
+        assert_eq!(
+            copies(
+                r#"7 1700000000.000003 sendfile(4</d/out>, 3</d/src>, [4096] => [14096], 10000) = 10000 <0.000020>"#,
+                &mut t
+            ),
+            vec![
+                (
+                    via,
+                    Op::Read,
+                    "/d/src".into(),
+                    Some(4096),
+                    Some(10000),
+                    10000
+                ),
+                (via, Op::Write, "/d/out".into(), Some(0), Some(10000), 10000),
+            ]
+        );
+        // Without one, the copy starts where the source stood, and moves it
+        // on: a plain read after it starts where the copy ended.
+        assert_eq!(
+            copies(
+                r#"7 1700000000.000004 sendfile(4</d/out>, 3</d/src>, NULL, 5000) = 5000 <0.000020>"#,
+                &mut t
+            ),
+            vec![
+                (via, Op::Read, "/d/src".into(), Some(0), Some(5000), 5000),
+                (
+                    via,
+                    Op::Write,
+                    "/d/out".into(),
+                    Some(10000),
+                    Some(5000),
+                    5000
+                ),
+            ]
+        );
+        let r = call(
+            r#"7 1700000000.000005 read(3</d/src>, "", 100) = 100 <0.000001>"#,
+            &mut t,
+        )
+        .unwrap();
+        assert_eq!(r.offset, Some(5000));
+        let w = call(
+            r#"7 1700000000.000006 write(4</d/out>, "x", 1) = 1 <0.000001>"#,
+            &mut t,
+        )
+        .unwrap();
+        assert_eq!(w.offset, Some(15000));
+        let cfr = Some("copy_file_range");
+        assert_eq!(
+            copies(
+                r#"7 1700000000.000007 copy_file_range(3</d/src>, [8192] => [28192], 4</d/out>, [512] => [20512], 20000, 0) = 20000 <0.000030>"#,
+                &mut t
+            ),
+            vec![
+                (
+                    cfr,
+                    Op::Read,
+                    "/d/src".into(),
+                    Some(8192),
+                    Some(20000),
+                    20000
+                ),
+                (
+                    cfr,
+                    Op::Write,
+                    "/d/out".into(),
+                    Some(512),
+                    Some(20000),
+                    20000
+                ),
+            ]
+        );
+        // A pipe's end has no row.
+        let sp = Some("splice");
+        assert_eq!(
+            copies(
+                r#"7 1700000000.000008 splice(3</d/src>, NULL, 6<pipe:[1234]>, NULL, 4096, 0) = 4096 <0.000005>"#,
+                &mut t
+            ),
+            vec![(sp, Op::Read, "/d/src".into(), Some(5100), Some(4096), 4096)]
+        );
+        assert_eq!(
+            copies(
+                r#"7 1700000000.000009 splice(5<pipe:[1234]>, NULL, 4</d/out>, [777], 4096, 0) = 4096 <0.000005>"#,
+                &mut t
+            ),
+            vec![(sp, Op::Write, "/d/out".into(), Some(777), Some(4096), 4096)]
+        );
+        // A failed copy: one row, on its source, with the length asked for.
+        assert_eq!(
+            copies(
+                r#"7 1700000000.000010 sendfile(4</d/out>, 4</d/out>, [0], 10) = -1 EBADF (Bad file descriptor) <0.000002>"#,
+                &mut t
+            ),
+            vec![(via, Op::Read, "/d/out".into(), Some(0), Some(10), -9)]
+        );
+        // A shell's `> file`: the file opened, put on 1, and closed; a copy
+        // to 1 writes where the file stood.
+        call(r#"8 1700000000.000020 openat(AT_FDCWD, "/d/bb", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</d/bb> <0.000010>"#, &mut t).unwrap();
+        assert!(call(
+            r#"8 1700000000.000021 dup2(3</d/bb>, 1</dev/pts/0>) = 1</d/bb> <0.000002>"#,
+            &mut t
+        )
+        .is_none());
+        call(
+            r#"8 1700000000.000022 close(3</d/bb>) = 0 <0.000002>"#,
+            &mut t,
+        )
+        .unwrap();
+        call(
+            r#"8 1700000000.000023 openat(AT_FDCWD, "/d/src", O_RDONLY) = 3</d/src> <0.000010>"#,
+            &mut t,
+        )
+        .unwrap();
+        let cat = copies(
+            r#"8 1700000000.000024 sendfile(1</d/bb>, 3</d/src>, NULL, 16777216) = 262144 <0.000100>"#,
+            &mut t,
+        );
+        assert_eq!(
+            cat[1],
+            (
+                via,
+                Op::Write,
+                "/d/bb".into(),
+                Some(0),
+                Some(262144),
+                262144
+            )
+        );
+        // Between two pipes: nothing.
+        assert!(copies(r#"7 1700000000.000011 splice(5<pipe:[1]>, NULL, 6<pipe:[2]>, NULL, 10, 0) = 10 <0.000002>"#, &mut t).is_empty());
     }
 
     #[test]
