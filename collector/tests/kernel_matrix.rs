@@ -3,7 +3,7 @@
 //! `target/kernels/`) is booted once in a VM (virtme-ng over QEMU, the
 //! host's root read-only), where the ground-truth tests of this package run
 //! again as they run on the host: fio's `write_iolog`, strace, forked and
-//! spawned Python workers, descriptor cases; and `guest_checks` below, which
+//! spawned Python workers, descriptor cases, the copy calls; and `guest_checks` below, which
 //! times the start-up, checks a `dd` exactly and records what the kernel
 //! lets the collector capture. The host's own kernel is the rest of the
 //! suite's.
@@ -24,7 +24,13 @@ use iorepro_format::{Manifest, Op};
 const SUITES: &[&str] = &["bullseye", "bookworm", "bookworm-backports"];
 
 /// The tests of this package that run again inside each VM.
-const GROUND_TRUTH: &[&str] = &["fio_ground_truth", "metadata", "fd_cases", "python_workers"];
+const GROUND_TRUTH: &[&str] = &[
+    "fio_ground_truth",
+    "metadata",
+    "fd_cases",
+    "python_workers",
+    "copy_calls",
+];
 
 /// The longest one VM may take, boot to power-off (without KVM; 5.10 took
 /// 702 s on a machine shared with two other builds).
