@@ -15,7 +15,6 @@ use std::process::Command;
 
 use common::*;
 use iorepro_format::Op;
-use iorepro_interchange::import_strace::{import, StraceOptions};
 
 const JOB: &str = r#"
 import os, sys, shutil
@@ -218,19 +217,7 @@ fn copy_calls_match_strace() {
             })
             .collect()
     };
-    let imported = scratch.path().join("imported");
-    import(
-        &log,
-        &imported,
-        &StraceOptions {
-            host: "strace".into(),
-            rank: None,
-            date_days: None,
-            segment_rows: 1 << 20,
-        },
-    )
-    .unwrap();
-    let (_, imported) = read_rows(&imported);
+    let imported = strace_rows(&log, scratch.path());
     let imported = norm(from_trace(&imported, &d_strace), &d_strace);
     let log = std::fs::read_to_string(&log).unwrap();
     let want = norm(from_strace(&log), &d_strace);

@@ -58,6 +58,22 @@ pub fn read_rows(trace: &Path) -> (Manifest, Vec<Row>) {
     iorepro_tests::rows::load_with_manifest(trace)
 }
 
+/// The rows of an `strace -f -ttt -T -y` log, imported as
+/// `iorepro-trace import --strace` does (the ground truth of tests whose
+/// partner is strace).
+pub fn strace_rows(log: &Path, scratch: &Path) -> Vec<Row> {
+    use iorepro_interchange::import_strace::{import, StraceOptions};
+    let imported = scratch.join("imported");
+    let options = StraceOptions {
+        host: "strace".into(),
+        rank: None,
+        date_days: None,
+        segment_rows: 1 << 20,
+    };
+    import(log, &imported, &options).unwrap();
+    read_rows(&imported).1
+}
+
 /// Set inside a kernel-matrix VM (`kernel_matrix.rs`) to the directory the
 /// guest's results go to.
 pub const KERNEL_MATRIX_GUEST: &str = "IOREPRO_KERNEL_MATRIX_GUEST";
