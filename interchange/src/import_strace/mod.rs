@@ -165,18 +165,18 @@ mod tests {
         assert!(call("100 1700000000.00003 +++ exited with 0 +++", &mut t).is_none());
     }
 
-    /// (via, op, path, offset, size, ret) of each row.
-    fn copies(
-        line: &str,
-        t: &mut Tracker,
-    ) -> Vec<(
+    /// One row of a copy: (via, op, path, offset, size, ret).
+    type Copied = (
         Option<&'static str>,
         Op,
         String,
         Option<i64>,
         Option<i64>,
         i64,
-    )> {
+    );
+
+    /// The rows a line makes, as [`Copied`].
+    fn copies(line: &str, t: &mut Tracker) -> Vec<Copied> {
         calls(line, t)
             .into_iter()
             .map(|r| (r.via, r.op, r.path.unwrap(), r.offset, r.size, r.ret))
