@@ -64,6 +64,12 @@ pub fn scan(tokens: &[Token]) -> FileRefs {
             .collect::<Vec<_>>()
     };
     let in_test = |braces: &[Option<(String, bool)>]| braces.iter().flatten().any(|(_, t)| *t);
+    // A path written inline, at `line`, in the modules `braces` has open.
+    let path_ref = |braces: &[Option<(String, bool)>], segments: Vec<String>, line: u32| PathRef {
+        scope: scope(braces),
+        segments,
+        line,
+    };
     let mut i = 0;
     while i < tokens.len() {
         let ident = |k: usize| match tokens.get(k).map(|t| &t.tok) {
@@ -121,11 +127,7 @@ pub fn scan(tokens: &[Token]) -> FileRefs {
                 if !after_dollar && !after_sep {
                     let (segments, end) = inline_path(tokens, i);
                     if segments.len() > 1 && !in_test(&braces) {
-                        out.paths.push(PathRef {
-                            scope: scope(&braces),
-                            segments,
-                            line: tokens[i].line,
-                        });
+                        out.paths.push(path_ref(&braces, segments, tokens[i].line));
                         i = end;
                         continue;
                     }
@@ -141,11 +143,7 @@ pub fn scan(tokens: &[Token]) -> FileRefs {
                 if rest.len() > 1 {
                     let mut segments = bound[w].clone();
                     segments.extend(rest.into_iter().skip(1));
-                    out.paths.push(PathRef {
-                        scope: scope(&braces),
-                        segments,
-                        line: tokens[i].line,
-                    });
+                    out.paths.push(path_ref(&braces, segments, tokens[i].line));
                     i = end;
                     continue;
                 }
