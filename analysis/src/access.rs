@@ -146,12 +146,21 @@ thread_local! {
     static SPARE: RefCell<Vec<Vec<Access>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn spare_list() -> Vec<Access> {
+/// A list from the spares, with the length (and the stale items) it had:
+/// the grouping's scratch is written over before it is read, so it need not
+/// be zeroed again for every part.
+fn spare_scratch() -> Vec<Access> {
     SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default()
 }
 
-fn give_back(mut v: Vec<Access>) {
+/// An empty list from the spares.
+fn spare_list() -> Vec<Access> {
+    let mut v = spare_scratch();
     v.clear();
+    v
+}
+
+fn give_back(v: Vec<Access>) {
     SPARE.with(|s| {
         let mut s = s.borrow_mut();
         if s.len() < 2 {
@@ -166,59 +175,67 @@ const NO_ACCESS: Access = Access {
     next: 0,
 };
 
-/// Sorts accesses by stream, keeping each stream's time order (LSD radix
-/// sort over the bits the keys use: a few linear passes).
-fn sort_by_stream(v: &mut Vec<Access>) {
-    let max_file = v.iter().map(|a| a.key >> 32).max().unwrap_or(0);
-    let max_slot = v.iter().map(|a| a.key & SLOT_MASK).max().unwrap_or(0);
-    // Compact keys: file ids and owner slots are dense from 0.
-    let slot_bits = 64 - max_slot.leading_zeros();
-    let key = |a: &Access| ((a.key >> 32) << slot_bits) | (a.key & SLOT_MASK);
-    let bits = 64 - ((max_file << slot_bits) | max_slot).leading_zeros();
-    // As few passes as digits of at most 11 bits allow, their bits shared
-    // out evenly: a pass scatters to 2^digit places at once, and fewer
-    // places stay within the TLB (4,096 files of 64 ranks: two passes of
-    // 9 bits rather than 11 and 7).
-    const MAX_DIGIT: u32 = 11;
-    let passes = bits.div_ceil(MAX_DIGIT);
-    if passes == 0 {
-        return;
+/// A part's stream keys in as few bits as they need: file ids and owner
+/// slots are dense from 0, so `file << slot_bits | slot` is small.
+struct CompactKeys {
+    slot_bits: u32,
+    bits: u32,
+}
+
+impl CompactKeys {
+    fn of(v: &[Access]) -> Self {
+        let max_file = v.iter().map(|a| a.key >> 32).max().unwrap_or(0);
+        let max_slot = v.iter().map(|a| a.key & SLOT_MASK).max().unwrap_or(0);
+        let slot_bits = 64 - max_slot.leading_zeros();
+        let bits = 64 - ((max_file << slot_bits) | max_slot).leading_zeros();
+        CompactKeys { slot_bits, bits }
     }
-    let digit = bits.div_ceil(passes);
-    let mask = (1u64 << digit) - 1;
-    let n = v.len();
-    let mut scratch = spare_list();
-    if scratch.len() < n {
-        scratch.resize(n, NO_ACCESS);
+
+    /// The compact key of a stream (`file << 32 | slot`).
+    #[inline(always)]
+    fn of_stream(&self, stream: u64) -> u64 {
+        ((stream >> 32) << self.slot_bits) | (stream & SLOT_MASK)
     }
-    // Every pass's counts in one read of the list.
-    let buckets = 1usize << digit;
-    let mut count = vec![0usize; buckets * passes as usize];
-    for a in v.iter() {
-        let k = key(a);
-        for p in 0..passes as usize {
-            count[p * buckets + ((k >> (p as u32 * digit)) & mask) as usize] += 1;
-        }
+}
+
+/// The high bits of the compact key the accesses are grouped by, in one
+/// scattering pass: 512 groups stay within the TLB while scattering, and
+/// leave each group small enough to judge in cache.
+const GROUP_BITS: u32 = 9;
+/// The most low bits a group's streams are found by in a dense table (16
+/// KiB); a part with more (a great many files and owners) uses a hash map.
+const DENSE_LOW_BITS: u32 = 12;
+const NO_STREAM: u32 = u32::MAX;
+
+/// Groups accesses by the high bits of their compact key into `into`
+/// (one stable scattering pass: each stream's accesses stay in time order,
+/// and a stream's accesses all land in one group). Returns where each
+/// group starts, and ends (the last entry).
+fn group_by_high_bits(
+    v: &[Access],
+    keys: &CompactKeys,
+    low_bits: u32,
+    into: &mut Vec<Access>,
+) -> Vec<usize> {
+    let groups = 1usize << (keys.bits - low_bits);
+    let group = |a: &Access| (keys.of_stream(a.stream()) >> low_bits) as usize;
+    let mut starts = vec![0usize; groups + 1];
+    for a in v {
+        starts[group(a) + 1] += 1;
     }
-    for (p, counts) in count.chunks_mut(buckets).enumerate() {
-        let mut sum = 0;
-        for c in counts.iter_mut() {
-            let k = *c;
-            *c = sum;
-            sum += k;
-        }
-        let shift = p as u32 * digit;
-        let to = &mut scratch[..n];
-        for a in v.iter() {
-            let d = ((key(a) >> shift) & mask) as usize;
-            to[counts[d]] = *a;
-            counts[d] += 1;
-        }
-        // The sorted pass becomes the input of the next one.
-        std::mem::swap(v, &mut scratch);
-        v.truncate(n);
+    for g in 0..groups {
+        starts[g + 1] += starts[g];
     }
-    give_back(scratch);
+    if into.len() < v.len() {
+        into.resize(v.len(), NO_ACCESS);
+    }
+    let mut at = starts.clone();
+    for a in v {
+        let g = group(a);
+        into[at[g]] = *a;
+        at[g] += 1;
+    }
+    starts
 }
 
 /// Accesses of a part are judged per stream on the thread that read the
@@ -277,17 +294,44 @@ impl AccessTracker {
     }
 
     /// Judges this part's accesses stream by stream, leaving each stream's
-    /// first access to the merge.
+    /// first access to the merge. The accesses are grouped by the high bits
+    /// of their stream, and each group judged on its own, its streams found
+    /// by the low bits: one pass over the list in memory, the rest in cache.
     pub fn seal(&mut self) {
-        let mut pending = std::mem::take(&mut self.pending);
-        sort_by_stream(&mut pending);
-        let mut i = 0;
-        while i < pending.len() {
-            let first = pending[i];
-            let mut next = first.next;
-            i += 1;
-            while i < pending.len() && pending[i].stream() == first.stream() {
-                let a = pending[i];
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            give_back(pending);
+            return;
+        }
+        let keys = CompactKeys::of(&pending);
+        let low_bits = keys.bits.saturating_sub(GROUP_BITS);
+        let mut grouped = spare_scratch();
+        let starts = group_by_high_bits(&pending, &keys, low_bits, &mut grouped);
+        give_back(pending);
+        let low_mask = (1u64 << low_bits) - 1;
+        let dense = low_bits <= DENSE_LOW_BITS;
+        let mut table = vec![NO_STREAM; if dense { 1 << low_bits } else { 0 }];
+        let mut sparse: FxHashMap<u64, u32> = FxHashMap::default();
+        for bounds in starts.windows(2) {
+            let first_stream = self.streams.len();
+            for a in &grouped[bounds[0]..bounds[1]] {
+                let low = keys.of_stream(a.stream()) & low_mask;
+                let at = if dense {
+                    &mut table[low as usize]
+                } else {
+                    sparse.entry(low).or_insert(NO_STREAM)
+                };
+                if *at == NO_STREAM {
+                    *at = self.streams.len() as u32;
+                    self.streams.push(PartStream {
+                        stream: a.stream(),
+                        first_offset: a.offset,
+                        first_write: a.write(),
+                        next: a.next,
+                    });
+                    continue;
+                }
+                let s = &mut self.streams[*at as usize];
                 let c = if a.write() {
                     &mut self.write
                 } else {
@@ -295,20 +339,21 @@ impl AccessTracker {
                 };
                 // Without a branch: whether an access follows the last is
                 // as good as random in a shuffled read.
-                let sequential = (a.offset == next) as u64;
+                let sequential = (a.offset == s.next) as u64;
                 c.sequential += sequential;
                 c.random += 1 - sequential;
-                next = a.next;
-                i += 1;
+                s.next = a.next;
             }
-            self.streams.push(PartStream {
-                stream: first.stream(),
-                first_offset: first.offset,
-                first_write: first.write(),
-                next,
-            });
+            // The next group's streams are others: forget this one's.
+            if dense {
+                for s in &self.streams[first_stream..] {
+                    table[(keys.of_stream(s.stream) & low_mask) as usize] = NO_STREAM;
+                }
+            } else {
+                sparse.clear();
+            }
         }
-        give_back(pending);
+        give_back(grouped);
     }
 
     /// Takes in the part that follows (in time); `file_ids` maps its file ids
@@ -399,5 +444,66 @@ mod tests {
         }
         assert_eq!(merged.counts(), whole.counts());
         assert!(merged.read.sequential >= 150);
+    }
+
+    /// Each access judged against the one before it in its stream, the
+    /// obvious way: what the grouped judgement must agree with.
+    fn judged_one_by_one(accesses: &[(u32, i64, i64, bool)]) -> (AccessCounts, AccessCounts) {
+        let mut next: std::collections::HashMap<(u32, i64), i64> = Default::default();
+        let (mut read, mut write) = (AccessCounts::default(), AccessCounts::default());
+        for &(file, owner, offset, is_write) in accesses {
+            let expected = next.insert((file, owner), offset + 4096).unwrap_or(0);
+            let c = if is_write { &mut write } else { &mut read };
+            c.count(offset == expected);
+        }
+        (read, write)
+    }
+
+    #[test]
+    fn grouped_judgement_agrees_with_one_by_one_for_few_and_many_streams() {
+        let mut x: u64 = 42;
+        let mut random = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        // 8 files of 3 owners (one group); 4,096 files of 64 owners (the
+        // dense table); file ids past 16,384 of 200 owners (the hash map).
+        for (files, spread, owners) in [(8u64, 1u64, 3u64), (4096, 1, 64), (5000, 4, 200)] {
+            let mut at: std::collections::HashMap<(u32, i64), i64> = Default::default();
+            let accesses: Vec<(u32, i64, i64, bool)> = (0..60_000)
+                .map(|_| {
+                    let file = ((random() % files) * spread) as u32;
+                    let owner = (random() % owners) as i64 * 7;
+                    let pos = at.entry((file, owner)).or_insert(0);
+                    // Mostly on from the last access, sometimes a jump.
+                    let offset = if random() % 4 == 0 {
+                        (random() % 64) as i64 * 4096
+                    } else {
+                        *pos
+                    };
+                    *pos = offset + 4096;
+                    (file, owner, offset, random() % 5 == 0)
+                })
+                .collect();
+            let mut whole = AccessTracker::default();
+            for &(file, owner, offset, is_write) in &accesses {
+                whole.record(file, owner, offset, 4096, is_write, 1);
+            }
+            let mut merged = AccessTracker::default();
+            let ids: Vec<u32> = (0..=(files * spread) as u32).collect();
+            for part in accesses.chunks(7_000) {
+                let mut p = AccessTracker::default();
+                for &(file, owner, offset, is_write) in part {
+                    p.record(file, owner, offset, 4096, is_write, 1);
+                }
+                merged.merge(p, &ids);
+            }
+            let expected = judged_one_by_one(&accesses);
+            assert_eq!(whole.counts(), expected, "{files} files, one part");
+            assert_eq!(merged.counts(), expected, "{files} files, in parts");
+            assert!(expected.0.sequential > 0 && expected.0.random > 0);
+        }
     }
 }
