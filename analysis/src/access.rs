@@ -296,7 +296,8 @@ impl AccessTracker {
     /// Judges this part's accesses stream by stream, leaving each stream's
     /// first access to the merge. The accesses are grouped by the high bits
     /// of their stream, and each group judged on its own, its streams found
-    /// by the low bits: one pass over the list in memory, the rest in cache.
+    /// by the low bits: one scattering pass over the list in memory (after
+    /// the reads that size the keys and count the groups), the rest in cache.
     pub fn seal(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         if pending.is_empty() {
