@@ -20,6 +20,7 @@ import os
 import random
 import time
 
+from meeting import Meeting
 from run_record import RunRecord, rank_and_world
 
 
@@ -36,10 +37,14 @@ def main():
                         "each rank reads its share of them a step, so the steps per epoch "
                         "and the saves every --ckpt-every-steps stay the same at any world size")
     p.add_argument("--evict", action="store_true", help="drop each file from the page cache after reading it")
+    p.add_argument("--meet-port", type=int, default=0,
+                   help="a free TCP port on this host: the ranks meet before and after each save "
+                        "(0: they do not meet)")
     p.add_argument("--out", help="a Hydra-style run directory and log")
     p.add_argument("--report")
     args = p.parse_args()
     rank, world = rank_and_world()
+    meet = Meeting(args.meet_port, rank, world)
     record = RunRecord(args.out, rank, vars(args))
     files = sorted(os.path.join(args.data, n) for n in os.listdir(args.data))
     block = os.urandom(4 << 20)
@@ -48,18 +53,23 @@ def main():
     stretches, stretch = [], [None, None, 0]
 
     def checkpoint(tag):
+        """Every rank comes here; rank 0 saves. Waiting for the others to
+        arrive is the stretch's (a stall); the save runs until all leave."""
+        meet()
         ckpt_start = time.time_ns()
         stretches.append([stretch[0], ckpt_start, stretch[2]])
-        path = os.path.join(args.ckpt, f"checkpoint_{tag}.pt")
-        with open(path, "wb") as f:
-            for _ in range(args.ckpt_mib // 4):
-                f.write(block)
-            f.flush()
-            os.fsync(f.fileno())
+        if rank == 0:
+            path = os.path.join(args.ckpt, f"checkpoint_{tag}.pt")
+            with open(path, "wb") as f:
+                for _ in range(args.ckpt_mib // 4):
+                    f.write(block)
+                f.flush()
+                os.fsync(f.fileno())
+            saves.append(path)
+            record.note("saved %s", path)
+        meet()
         checkpoint_times.append([ckpt_start, time.time_ns()])
         stretch[:] = [checkpoint_times[-1][1], None, 0]
-        saves.append(path)
-        record.note("saved %s", path)
 
     per_step = max(1, args.global_batch // world) if args.global_batch else 1
     step = 0
@@ -84,12 +94,12 @@ def main():
             compute_ns += time.time_ns() - compute_start
             stretch[2] += time.time_ns() - compute_start
             step += 1
-            if rank == 0 and args.ckpt_every_steps and step % args.ckpt_every_steps == 0:
+            if args.ckpt_every_steps and step % args.ckpt_every_steps == 0:
                 checkpoint(f"step_{step}")
         epoch_times.append([epoch_start, time.time_ns()])
         epoch_compute.append(compute_ns)
         record.epoch(epoch, epoch_start, time.time_ns(), len(mine))
-        if rank == 0 and not args.ckpt_every_steps:
+        if not args.ckpt_every_steps:
             checkpoint(f"epoch_{epoch}")
     if stretch[2]:
         stretches.append([stretch[0], epoch_times[-1][1], stretch[2]])

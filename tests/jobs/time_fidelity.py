@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+from meeting import free_port
+
 JOBS = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -76,7 +78,9 @@ def mpirun(n, script, args):
 
 class BenchLike:
     """The DLIO-like benchmark: reader threads are the process itself, one
-    file a step, compute a sleep after each file."""
+    file a step, compute a sleep after each file; the ranks meet before and
+    after each save, as DLIO's do at their MPI barriers (rank 0 saves, the
+    others wait)."""
 
     name = "bench_like"
 
@@ -92,7 +96,8 @@ class BenchLike:
             batch = ["--global-batch", "8", "--ckpt-every-steps", "2"]
         return mpirun(n, "bench_like.py", [
             "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
-            "--compute-s", str(a.compute_s), "--ckpt-mib", str(a.ckpt_mib), "--evict"] + batch)
+            "--compute-s", str(a.compute_s), "--ckpt-mib", str(a.ckpt_mib), "--evict",
+            "--meet-port", str(free_port())] + batch)
 
 
 class TrainDdp:
@@ -161,6 +166,35 @@ def errors(got, truth):
     }
 
 
+def beyond(v, a, b):
+    """How far `v` lies outside the range of the job's two runs `a` and
+    `b`, relative to the nearer end (0 within it)."""
+    lo, hi = min(a, b), max(a, b)
+    if v < lo:
+        return err(v, lo)
+    if v > hi:
+        return err(v, hi)
+    return 0.0
+
+
+def errors_beyond(got, truth, again):
+    """`got`'s errors beyond what the job's own two runs span: the part of
+    the error the job's run-to-run variation does not explain (AU in points)."""
+    n = min(len(truth["epochs_s"]), len(again["epochs_s"]), len(got["epochs_s"]))
+
+    def points(v, a, b):
+        return v - min(a, b) if v < min(a, b) else v - max(a, b) if v > max(a, b) else 0.0
+
+    return {
+        "span": beyond(got["span_s"], truth["span_s"], again["span_s"]),
+        "epochs": [beyond(got["epochs_s"][i], truth["epochs_s"][i], again["epochs_s"][i]) for i in range(n)],
+        "au_points": [points(got["au_percent"][i], truth["au_percent"][i], again["au_percent"][i])
+                      for i in range(n)],
+        "checkpoints": [beyond(r, j, k) for r, j, k in
+                        zip(got["checkpoints_s"], truth["checkpoints_s"], again["checkpoints_s"])],
+    }
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--collect", required=True)
@@ -180,7 +214,9 @@ def main():
     p.add_argument("--throttle-write-mib", type=int, default=0,
                    help="writes' rate on the throttled storage (0: writes not throttled)")
     p.add_argument("--job-again", action="store_true",
-                   help="run the job at N a second time: the machine's own run-to-run variation")
+                   help="run the job at N a second time: the machine's own run-to-run variation "
+                        "(`job_variation`), and the replay's errors beyond the range of the two "
+                        "runs (`errors_beyond_job`)")
     a = p.parse_args()
     if os.geteuid() != 0:
         cannot("not root: throttling and capturing need root")
@@ -279,6 +315,7 @@ def main():
             if again:
                 side["job_again"] = again
                 side["job_variation"] = errors(again, truth)
+                side["errors_beyond_job"] = errors_beyond(replay, truth, again)
             if "plan" in side:
                 side["errors"]["plan_epochs"] = [err(p, j) for p, j in zip(side["plan"]["epochs_s"], truth["epochs_s"])]
                 side["errors"]["plan_checkpoints"] = [

@@ -10,6 +10,11 @@
 //! machine (span within 1-5 %, epochs within 2-9 %): CI runs other test
 //! binaries' builds and this one's sleeps beside them.
 //!
+//! The job at 4 runs twice on each storage, and at 4 the replay is judged
+//! by how far it lies outside the range of those two runs: on the throttled
+//! storage the job's own epochs differ by up to 20 % from one run to the
+//! next here, a variation no replay could be asked to predict.
+//!
 //! With `--batch global` the benchmark holds its global batch (8 samples a
 //! step, a save every 2 steps), and the replay at 4 must make every save
 //! the job at 4 makes.
@@ -62,6 +67,15 @@ fn drive(name: &str, args: &[&str]) -> Option<Value> {
     Some(r)
 }
 
+/// The replay's errors to judge on one storage: beyond the job's own two
+/// runs where it ran twice (at N), else against its one run (same scale).
+fn judged(side: &Value) -> &Value {
+    match side.get("errors_beyond_job") {
+        Some(e) => e,
+        None => &side["errors"],
+    }
+}
+
 fn assert_replayed_without_errors(side: &Value, storage: &str) {
     let errors = &side["replay"]["errors"];
     assert!(
@@ -72,12 +86,12 @@ fn assert_replayed_without_errors(side: &Value, storage: &str) {
 
 #[test]
 fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
-    let Some(r) = drive("time-fidelity", &[]) else {
+    let Some(r) = drive("time-fidelity", &["--job-again"]) else {
         return;
     };
     for storage in ["same_scale", "fast", "throttled"] {
         let s = &r[storage];
-        let e = &s["errors"];
+        let e = judged(s);
         assert_replayed_without_errors(s, storage);
         // The span holds three 64 MiB saves, whose buffered writes take
         // 0.04 s or 0.25 s here from one run to the next (the job's own
@@ -122,7 +136,7 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
 fn with_the_global_batch_held_every_save_is_made_at_twice_the_ranks() {
     let Some(r) = drive(
         "time-fidelity-global",
-        &["--batch", "global", "--epochs", "2"],
+        &["--batch", "global", "--epochs", "2", "--job-again"],
     ) else {
         return;
     };
@@ -135,9 +149,9 @@ fn with_the_global_batch_held_every_save_is_made_at_twice_the_ranks() {
         // Loose: four fsync'd saves of 64 MiB vary from 0.04 to 0.4 s
         // each here, run to run; the job at 2 takes 80 % longer than at 4.
         assert!(
-            f(&s["errors"]["span"]).abs() <= 0.25,
+            f(&judged(s)["span"]).abs() <= 0.25,
             "{storage}: span error {}",
-            s["errors"]["span"]
+            judged(s)["span"]
         );
     }
     let au = |storage: &str, side: &str| mean(&list(&r[storage][side]["au_percent"]));

@@ -137,6 +137,18 @@ fn one_case(ctx: &Ctx, job: &str, batch: &str, traced: u32) -> Result<()> {
                 ),
             );
         }
+        if let Some(beyond) = s.get("errors_beyond_job") {
+            ctx.line(
+                "time-fidelity",
+                format!(
+                    "{job} {scale}{throttle}, replay beyond the job's two runs: span {}%, \
+                     epochs {}%, checkpoints {}%",
+                    pct(&beyond["span"]),
+                    pct(&beyond["epochs"]),
+                    pct(&beyond["checkpoints"]),
+                ),
+            );
+        }
     }
     Ok(())
 }
