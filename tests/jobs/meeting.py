@@ -15,7 +15,6 @@ class Meeting:
     returns at once."""
 
     def __init__(self, port, rank, world, connect_s=60.0):
-        self.rank = rank
         self.peers = []
         self.sock = None
         if not port or world <= 1:

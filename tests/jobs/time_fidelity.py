@@ -166,29 +166,33 @@ def errors(got, truth):
     }
 
 
-def beyond(v, a, b):
-    """How far `v` lies outside the range of the job's two runs `a` and
-    `b`, relative to the nearer end (0 within it)."""
+def outside(v, a, b):
+    """The end of the range of the job's two runs `a` and `b` nearer to
+    `v`, where `v` lies outside it (None within it)."""
     lo, hi = min(a, b), max(a, b)
-    if v < lo:
-        return err(v, lo)
-    if v > hi:
-        return err(v, hi)
-    return 0.0
+    return lo if v < lo else hi if v > hi else None
+
+
+def beyond(v, a, b):
+    """How far `v` lies outside that range, relative to its nearer end."""
+    end = outside(v, a, b)
+    return 0.0 if end is None else err(v, end)
+
+
+def points_beyond(v, a, b):
+    """The same for a figure in points (AU): the distance itself."""
+    end = outside(v, a, b)
+    return 0.0 if end is None else v - end
 
 
 def errors_beyond(got, truth, again):
     """`got`'s errors beyond what the job's own two runs span: the part of
     the error the job's run-to-run variation does not explain (AU in points)."""
     n = min(len(truth["epochs_s"]), len(again["epochs_s"]), len(got["epochs_s"]))
-
-    def points(v, a, b):
-        return v - min(a, b) if v < min(a, b) else v - max(a, b) if v > max(a, b) else 0.0
-
     return {
         "span": beyond(got["span_s"], truth["span_s"], again["span_s"]),
         "epochs": [beyond(got["epochs_s"][i], truth["epochs_s"][i], again["epochs_s"][i]) for i in range(n)],
-        "au_points": [points(got["au_percent"][i], truth["au_percent"][i], again["au_percent"][i])
+        "au_points": [points_beyond(got["au_percent"][i], truth["au_percent"][i], again["au_percent"][i])
                       for i in range(n)],
         "checkpoints": [beyond(r, j, k) for r, j, k in
                         zip(got["checkpoints_s"], truth["checkpoints_s"], again["checkpoints_s"])],
