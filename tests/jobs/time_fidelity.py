@@ -80,7 +80,8 @@ class BenchLike:
     """The DLIO-like benchmark: reader threads are the process itself, one
     file a step, compute a sleep after each file; the ranks meet before and
     after each save, as DLIO's do at their MPI barriers (rank 0 saves, the
-    others wait)."""
+    others wait), or with `--no-meet` read on while rank 0 saves, as a job
+    that saves in the background does."""
 
     name = "bench_like"
 
@@ -96,8 +97,8 @@ class BenchLike:
             batch = ["--global-batch", "8", "--ckpt-every-steps", "2"]
         return mpirun(n, "bench_like.py", [
             "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
-            "--compute-s", str(a.compute_s), "--ckpt-mib", str(a.ckpt_mib), "--evict",
-            "--meet-port", str(free_port())] + batch)
+            "--compute-s", str(a.compute_s), "--ckpt-mib", str(a.ckpt_mib), "--evict"]
+            + ([] if a.no_meet else ["--meet-port", str(free_port())]) + batch)
 
 
 class TrainDdp:
@@ -217,6 +218,10 @@ def main():
     p.add_argument("--throttle-mib", type=int, default=80)
     p.add_argument("--throttle-write-mib", type=int, default=0,
                    help="writes' rate on the throttled storage (0: writes not throttled)")
+    p.add_argument("--no-meet", action="store_true",
+                   help="bench_like: the ranks do not meet around saves (the others read on)")
+    p.add_argument("--storage", action="append", choices=["same_scale", "fast", "throttled"],
+                   help="only these storages (repeatable; default: all three)")
     p.add_argument("--job-again", action="store_true",
                    help="run the job at N a second time: the machine's own run-to-run variation "
                         "(`job_variation`), and the replay's errors beyond the range of the two "
@@ -274,7 +279,12 @@ def main():
         traced = bench(a.traced, "traced", None, [a.collect, "--out", trace, "--path-prefix", s, "--"])
         out = {"job": kind.name, "batch": a.batch, "traced_ranks": a.traced, "ranks": a.ranks, "throttle_mib_s": a.throttle_mib,
                "throttle_write_mib_s": a.throttle_write_mib}
+        # What the plan saw of the ranks at the saves: met, or read on.
+        out["meetings"] = json.loads(run([a.replay, trace, "--ranks", str(a.ranks), "--plan-only", "--json",
+                                          "--batch", a.batch]))["meetings"]
         for storage, n in [("same_scale", a.traced), ("fast", a.ranks), ("throttled", a.ranks)]:
+            if a.storage and storage not in a.storage:
+                continue
             cgroup = throttle if storage == "throttled" else None
             evict(s)
             truth = traced if storage == "same_scale" else bench(n, f"job-{storage}", cgroup)
@@ -291,9 +301,11 @@ def main():
             rep = json.loads(run(cgroup.wrap(cmd) if cgroup else cmd))
             t = rep["training"]
             replay = {
-                # Span as the job's: from the first epoch to the last checkpoint's end.
-                "span_s": sum(e["duration_s"] for e in t["epochs"])
-                + sum(c["duration_s"] for c in t["checkpoints"]),
+                # Span as the job's: from the first epoch to the last
+                # checkpoint's end, which is the whole replay (summing the
+                # phases' slowest ranks would count a save twice where the
+                # ranks read on through it).
+                "span_s": rep["duration_s"],
                 "epochs_s": [e["duration_s"] for e in t["epochs"]],
                 "au_percent": [e["au_percent"] for e in t["epochs"]],
                 "checkpoints_s": [c["duration_s"] for c in t["checkpoints"]],

@@ -90,12 +90,26 @@ impl Shared {
             .map_or(self.survey.start_ns, |(p, _)| p.start_unix_ns)
     }
 
+    /// A save replayed at which the traced ranks met (see
+    /// [`crate::plan::meetings`]).
     fn is_barrier_phase(&self, i: usize) -> bool {
-        self.phases()[i].kind == PhaseKind::Checkpoint && self.phase_selected[i]
+        self.phases()[i].kind == PhaseKind::Checkpoint
+            && self.phase_selected[i]
+            && self.survey.meetings.met_at(i)
+    }
+
+    /// A phase in which ranks make their steps: a read phase, or a save
+    /// the traced ranks read on through.
+    fn has_steps(&self, i: usize) -> bool {
+        match self.phases()[i].kind {
+            PhaseKind::Load | PhaseKind::Read => true,
+            PhaseKind::Checkpoint => !self.survey.meetings.met_at(i),
+            _ => false,
+        }
     }
 
     /// Barriers every rank meets in a full replay: the start, and the start
-    /// and end of every checkpoint phase replayed.
+    /// and end of every save replayed at which the ranks meet.
     fn barrier_count(&self) -> u64 {
         let checkpoints = (0..self.phases().len())
             .filter(|&i| self.is_barrier_phase(i))
@@ -309,12 +323,10 @@ impl<'s> Worker<'s> {
     fn enter(&mut self, i: usize) -> ReplayResult<()> {
         self.phase = i;
         self.awaiting_first_write = None;
-        // In read phases the rank makes its share of the steps at the traced
-        // pace per step; elsewhere it keeps the traced clock.
-        let reads = matches!(
-            self.shared.phases()[i].kind,
-            PhaseKind::Load | PhaseKind::Read
-        );
+        // In read phases (and saves read on through) the rank makes its
+        // share of the steps at the traced pace per step; elsewhere it keeps
+        // the traced clock.
+        let reads = self.shared.has_steps(i);
         let sharers = self.shared.read_sharers[self.shared.map.source_index(self.rank)];
         self.sched
             .set_speedup(if reads { sharers as f64 } else { 1.0 });

@@ -4,7 +4,8 @@
 //! [`survey`] reads the trace once for its ranks, its files (with
 //! [`presence`]: whether each existed when the job began, and
 //! [`pathforms`]: what the spellings of its path tell) and its phases;
-//! [`scope`] decides which files' calls are replayed; [`rank_map`] which
+//! [`meetings`] whether its ranks met at their saves; [`scope`] decides
+//! which files' calls are replayed; [`rank_map`] which
 //! source rank each target rank replays and which replica of the read-only
 //! data it reads; [`scale`] models what N ranks of the job do and routes
 //! each traced call to the ranks that make it; [`timing`] is each rank's
@@ -16,6 +17,7 @@
 //! which prepares the target and resolves paths), and to each rank of
 //! `execute` its [`stream::Chunk`]s of [`ops::PlannedOp`]s, made on a
 //! [`timing::Schedule`]. It imports from no other room.
+pub mod meetings;
 pub mod ops;
 pub mod pathforms;
 pub mod presence;

@@ -19,6 +19,7 @@ use iorepro_format::schema::{
 use iorepro_format::{Events, Op, TraceReader};
 
 use crate::error::ReplayResult;
+use crate::plan::meetings::{Meetings, ReadTimes};
 use crate::plan::pathforms;
 use crate::plan::presence::{self, Presence, Role};
 use crate::plan::scope::{LeftOut, LeftOutCount, Scope, Skip};
@@ -135,6 +136,10 @@ pub struct Survey {
     pub roles: FileRoles,
     /// What the replay leaves out (set by [`apply_scope`]).
     pub left_out: LeftOut,
+    /// Whether the traced ranks met at their saves.
+    pub meetings: Meetings,
+    /// When ranks read, for [`Survey::meetings`] (taken when it is judged).
+    read_times: ReadTimes,
 }
 
 /// Rows without a rank (a trace of one untagged process) replay as rank 0.
@@ -263,6 +268,9 @@ impl Survey {
         };
         let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
         activity.observe_row(t, end - t, op, r, writer, calls);
+        if r > 0 && op.reads_file() {
+            self.read_times.observe(rank, t, end);
+        }
         if r >= 0 {
             self.count_bytes(ev, row, op, bytes, calls);
         }
@@ -334,6 +342,8 @@ impl Survey {
                 end_unix_ns: self.end_ns.max(self.start_ns + 1),
             });
         }
+        let reads = std::mem::take(&mut self.read_times);
+        self.meetings = Meetings::judge(&self.phases, reads, &activity.writes);
     }
 }
 

@@ -413,6 +413,7 @@ impl Report {
                 &survey.phases,
                 &info.phase_selected,
                 results,
+                &survey.meetings,
                 info.afap,
             ),
             requests: None,

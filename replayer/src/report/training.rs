@@ -18,6 +18,7 @@ use iorepro_analysis::phases::{Phase, PhaseKind};
 use iorepro_format::units::{per_s, GIB, MIB};
 
 use super::stats::{PhaseStats, RankResult};
+use crate::plan::meetings::Meetings;
 use crate::plan::scale::what_if::stretches;
 
 #[derive(Debug, Clone, Serialize)]
@@ -44,9 +45,13 @@ pub struct EpochFigures {
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointFigures {
     pub phase: usize,
-    /// From the barrier before the save to the barrier after it: how long
-    /// the save held every rank from training.
+    /// The slowest writer's time in the save. Where the ranks met (see
+    /// [`crate::plan::meetings`]), from the barrier before the save to the
+    /// barrier after it: how long the save held every rank from training;
+    /// elsewhere how long it held the writers while the others read on.
     pub duration_s: f64,
+    /// Whether the ranks met at the save.
+    pub met: bool,
     pub write_bytes: u64,
     pub gib_s: f64,
 }
@@ -143,6 +148,7 @@ fn checkpoints(
     phases: &[Phase],
     replayed: &[bool],
     results: &[RankResult],
+    meetings: &Meetings,
 ) -> Vec<CheckpointFigures> {
     phases
         .iter()
@@ -158,14 +164,18 @@ fn checkpoints(
                 .sum();
             // A save the job at N does not make leaves a phase without writes.
             (write_bytes > 0).then(|| {
+                // The writers' time: a rank that read on through the save
+                // spent it on its steps.
                 let duration_s = results
                     .iter()
                     .filter_map(|r| r.phases.get(i))
+                    .filter(|p| p.write_bytes > 0)
                     .map(|p| secs(p.duration_ns))
                     .fold(0.0, f64::max);
                 CheckpointFigures {
                     phase: i,
                     duration_s,
+                    met: meetings.met_at(i),
                     write_bytes,
                     gib_s: per_s(write_bytes as f64 / GIB, duration_s),
                 }
@@ -179,6 +189,7 @@ impl Training {
         phases: &[Phase],
         replayed: &[bool],
         results: &[RankResult],
+        meetings: &Meetings,
         afap: bool,
     ) -> Training {
         let epochs: Vec<EpochFigures> = stretches(phases, replayed)
@@ -191,7 +202,7 @@ impl Training {
             epochs,
             au_mean_percent: (!aus.is_empty()).then_some(au_mean),
             au_stdev_percent: (!aus.is_empty()).then_some(au_sd),
-            checkpoints: checkpoints(phases, replayed, results),
+            checkpoints: checkpoints(phases, replayed, results, meetings),
             loads: loads(phases.len(), replayed, results),
         }
     }
@@ -278,7 +289,13 @@ mod tests {
             ],
             ..Default::default()
         };
-        let t = Training::build(&phases, &[true, true], &[rank.clone(), rank], false);
+        let t = Training::build(
+            &phases,
+            &[true, true],
+            &[rank.clone(), rank],
+            &Meetings::default(),
+            false,
+        );
         assert_eq!(t.loads.len(), 1, "{:?}", t.loads);
         let l = &t.loads[0];
         assert_eq!((l.phase, l.read_bytes), (0, 4 << 30));
@@ -298,7 +315,13 @@ mod tests {
             }],
             ..Default::default()
         };
-        let t = Training::build(&phases, &[true], &[rank(900_000_000), rank(0)], false);
+        let t = Training::build(
+            &phases,
+            &[true],
+            &[rank(900_000_000), rank(0)],
+            &Meetings::default(),
+            false,
+        );
         assert!((t.epochs[0].au_percent.unwrap() - 90.0).abs() < 1e-9);
     }
 
@@ -330,6 +353,7 @@ mod tests {
                 rank(1_000_000_000, 900_000_000),
                 rank(2_000_000_000, 1_000_000_000),
             ],
+            &Meetings::default(),
             false,
         );
         let e = &t.epochs[0];

@@ -111,6 +111,9 @@ pub struct Forecast {
     /// When checkpoints happen.
     pub checkpoint_timing: String,
     pub saves: super::model::Saves,
+    /// Whether the replay's ranks meet at each save (see
+    /// [`crate::plan::meetings`]).
+    pub meetings: crate::plan::meetings::Meetings,
     /// What the model assumed and the flag that says otherwise.
     pub assumptions: Vec<String>,
     /// Times the traced job read its dataset: file visits over files.
@@ -347,6 +350,7 @@ impl Forecast {
             au_threshold_percent: model.options.au_threshold,
             checkpoint_timing: timing_note(model),
             saves: model.saves.clone(),
+            meetings: survey.meetings.clone(),
             assumptions: assumptions(model),
             epochs: (c.traced_visits > 0 && !dataset_ids.is_empty()).then(|| {
                 ((c.traced_visits as f64 / dataset_ids.len() as f64).round() as u32).max(1)
@@ -404,6 +408,7 @@ impl Forecast {
         s.push_str(&self.render_families());
         s.push_str(&self.render_epochs());
         let _ = writeln!(s, "  checkpoint timing: {}", self.checkpoint_timing);
+        let _ = writeln!(s, "  at saves: {}", self.meetings.describe());
         for a in &self.assumptions {
             let _ = writeln!(s, "  assumed: {a}");
         }

@@ -317,9 +317,14 @@ fn training(t: &crate::report::training::Training) -> String {
         let _ = writeln!(s, "AU {m:.1} % mean, {sd:.1} stdev over the epochs");
     }
     for c in &t.checkpoints {
+        let who = if c.met {
+            "the ranks stopped"
+        } else {
+            "its writers took (the others read on)"
+        };
         let _ = writeln!(
             s,
-            "checkpoint (phase {}): the ranks stopped {:.3} s, {:.3} GiB/s",
+            "checkpoint (phase {}): {who} {:.3} s, {:.3} GiB/s",
             c.phase, c.duration_s, c.gib_s
         );
     }
