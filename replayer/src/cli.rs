@@ -82,6 +82,13 @@ pub struct Cli {
     #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_value = "off",
           default_missing_value = "all", hide_possible_values = true)]
     pub direct: DirectIo,
+    /// Drop each file a rank read from the page cache when it closes it
+    /// (files it opened read-only): its next read reaches the storage
+    /// through the kernel's read-ahead, as a buffered job's reads of a
+    /// dataset larger than memory do. `--direct=reads` bypasses the cache
+    /// and its read-ahead instead, as a job reading with O_DIRECT does.
+    #[arg(long)]
+    pub evict_reads: bool,
     /// auto (as traced: the trace's io_uring requests through io_uring, its
     /// syscalls as syscalls), psync (every call a syscall) or io_uring
     /// (every data call, sync, open, stat and close an io_uring request).
@@ -407,10 +414,12 @@ impl Cli {
         if matches!(target, Some(Target::Bucket(_)))
             && (self.direct != DirectIo::Off
                 || self.drop_caches
+                || self.evict_reads
                 || self.engine == EngineKind::IoUring)
         {
             return Err(usage(
-                "--direct, --drop-caches and --engine io_uring are for directory targets, \
+                "--direct, --evict-reads, --drop-caches and --engine io_uring are for \
+                 directory targets, \
                  not s3://"
                     .into(),
             ));
@@ -441,6 +450,7 @@ impl Cli {
                     .parse::<Timing>()
                     .map_err(|e| usage(format!("--timing: {e}")))?,
                 direct: self.direct,
+                evict_reads: self.evict_reads,
                 engine: self.engine,
             },
             prepare: PrepareOptions {

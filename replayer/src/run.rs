@@ -440,6 +440,12 @@ fn run_ranks(
             })
             .collect(),
         direct: calls.direct,
+        evictor: match calls.evict_reads {
+            true => Some(crate::io::evict::Evictor::start().map_err(|e| {
+                ReplayError::io("start the evicting thread for", "--evict-reads", e)
+            })?),
+            false => None,
+        },
         engine: calls.engine,
         rendezvous: rendezvous.clone(),
         progress: live.progress.clone(),
@@ -594,6 +600,7 @@ fn build_report(
         afap: calls.timing == Timing::Afap,
         engine: calls.engine.name().into(),
         direct: calls.direct,
+        evict_reads: calls.evict_reads,
         phase_selected: plan.phase_selected.clone(),
         rendezvous: rendezvous.info(),
         gather_done_unix_ns,

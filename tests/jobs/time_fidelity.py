@@ -3,8 +3,9 @@ bench_like.py, or the PyTorch DDP job train_ddp.py with DataLoader workers;
 each drops a file from the page cache after reading it, as a dataset larger
 than memory would) runs at R processes under the collector; the same job
 runs at N processes, and the trace is replayed at N ranks with
-`--timing original --direct=reads` (reads that reach the storage, as the job's
-do), on the storage as it is and on the same storage throttled (a cgroup
+`--timing original --evict-reads` (buffered reads through the kernel's
+read-ahead, each file dropped from the page cache after it is closed: reads
+that reach the storage as the job's do), on the storage as it is and on the same storage throttled (a cgroup
 v1 blkio throttle on the scratch directory's device): reads below what N
 processes ask for, and writes too, so that a checkpoint takes the time its
 bytes need at a known rate rather than whatever the disk's own cache gives
@@ -296,7 +297,7 @@ def main():
             run([a.replay, trace, "--target", target, "--ranks", str(n), "--prepare", "only"])
             evict(s)
             cmd = [a.replay, trace, "--target", target, "--ranks", str(n), "--timing", "original",
-                   "--direct=reads", "--prepare", "skip", "--json", "--batch", a.batch]
+                   "--evict-reads", "--prepare", "skip", "--json", "--batch", a.batch]
             started = time.time()
             rep = json.loads(run(cgroup.wrap(cmd) if cgroup else cmd))
             t = rep["training"]

@@ -245,6 +245,13 @@ impl<'s> FileCalls<'s> {
             Op::Close => match self.files.remove(&key) {
                 Some(f) => {
                     drop(f.direct);
+                    if let Some(evictor) = &self.shared.evictor {
+                        if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
+                            if let Ok(copy) = f.fd.try_clone() {
+                                evictor.evict(copy);
+                            }
+                        }
+                    }
                     if let Err(e) = self.engine.close(f.fd) {
                         return Err(self.io_err("close", &f.rel, e));
                     }

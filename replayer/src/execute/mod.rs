@@ -42,11 +42,13 @@ use crate::report::record::{RankRecorder, Recorder};
 use crate::report::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
 use iorepro_analysis::phases::{Phase, PhaseKind};
 
-/// How each call is made: `--timing`, `--direct` and `--engine`.
+/// How each call is made: `--timing`, `--direct`, `--evict-reads` and
+/// `--engine`.
 #[derive(Debug, Clone, Copy)]
 pub struct CallOptions {
     pub timing: Timing,
     pub direct: DirectIo,
+    pub evict_reads: bool,
     pub engine: EngineKind,
 }
 
@@ -62,6 +64,9 @@ pub struct Shared {
     /// each making that share of its steps (see [`crate::plan::timing`]).
     pub read_sharers: Vec<u32>,
     pub direct: DirectIo,
+    /// Drops each file read-only from the page cache after its close
+    /// (`--evict-reads`).
+    pub evictor: Option<crate::io::evict::Evictor>,
     pub engine: EngineKind,
     pub rendezvous: Arc<dyn Rendezvous>,
     pub progress: Arc<AtomicU64>,

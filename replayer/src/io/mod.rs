@@ -4,7 +4,8 @@
 //! target (in a rank's own copy, or in a replica of the read-only data);
 //! [`confine`] opens, makes and removes it beneath the target directory held
 //! open, with `openat2(RESOLVE_BENEATH)`; [`engine`] issues the calls
-//! (syscalls, or io_uring requests); [`buffers`] holds the bytes they move
+//! (syscalls, or io_uring requests); [`evict`] drops files read from the
+//! page cache after them (`--evict-reads`); [`buffers`] holds the bytes they move
 //! (page-aligned, incompressible, stamped per 4 KiB block); [`prepare`]
 //! puts the target in the state the traced job found before the clock
 //! starts; [`target`] is the one target type, a directory or a bucket,
@@ -19,6 +20,7 @@
 pub mod buffers;
 pub mod confine;
 pub mod engine;
+pub mod evict;
 pub mod objects;
 pub mod paths;
 pub mod prepare;

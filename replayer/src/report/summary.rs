@@ -126,6 +126,10 @@ pub struct Report {
     pub engine: String,
     /// `off`, `reads` or `all`: which aligned data calls went O_DIRECT.
     pub direct: String,
+    /// Each file read was dropped from the page cache at its close
+    /// (`--evict-reads`).
+    #[serde(default)]
+    pub evict_reads: bool,
     pub ops: BTreeMap<String, OpReport>,
     /// Calls on the name space (open, stat, access, mkdir, rmdir, listings,
     /// unlink, rename, link, symlink; not close), over all ranks.
@@ -171,6 +175,7 @@ pub struct RunInfo {
     pub afap: bool,
     pub engine: String,
     pub direct: DirectIo,
+    pub evict_reads: bool,
     pub phase_selected: Vec<bool>,
     pub rendezvous: RendezvousInfo,
     /// When rank 0 held every result (Unix ns).
@@ -386,6 +391,7 @@ impl Report {
             timing: info.timing.clone(),
             engine: info.engine.clone(),
             direct: info.direct.name().to_string(),
+            evict_reads: info.evict_reads,
             ops,
             metadata_ops,
             metadata_ops_per_s: per_s(metadata_ops as f64, duration_s),

@@ -30,7 +30,7 @@ fn header(report: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "replay: {} ranks on {} node(s) from {} trace ranks, timing {}, engine {}{}",
+        "replay: {} ranks on {} node(s) from {} trace ranks, timing {}, engine {}{}{}",
         report.ranks,
         report.nodes,
         report.trace.ranks,
@@ -40,6 +40,11 @@ fn header(report: &Report) -> String {
             "off" => String::new(),
             "reads" => ", O_DIRECT reads".into(),
             _ => ", O_DIRECT".into(),
+        },
+        if report.evict_reads {
+            ", files read evicted at close"
+        } else {
+            ""
         }
     );
     let _ = writeln!(
