@@ -44,7 +44,9 @@ pub struct Cli {
     pub target: Option<PathBuf>,
     /// On s3:// targets, how reads become GETs: as-traced (a ranged GET per
     /// read), coalesce (one GET of --s3-coalesce bytes serves the reads
-    /// inside it), whole (one GET of the object at its first read).
+    /// inside it), whole (one GET of the object at its first read),
+    /// parallel (the object from the read on in ranged GETs of
+    /// --s3-part-size, --s3-concurrency in flight, as AWS CRT clients).
     #[arg(
         long,
         value_enum,
@@ -62,6 +64,9 @@ pub struct Cli {
     /// Part size of multipart uploads, at least 5MiB (default as the AWS CLI and boto3).
     #[arg(long, value_name = "SIZE", default_value = "8MiB")]
     pub s3_part_size: String,
+    /// GETs in flight per rank with --s3-read parallel.
+    #[arg(long, value_name = "N", default_value_t = objects::DEFAULT_CONCURRENCY)]
+    pub s3_concurrency: u32,
     /// Retries of a request that met a 5xx, a 429 or a timeout; past them the rank fails.
     #[arg(long, value_name = "N", default_value_t = objects::DEFAULT_RETRIES)]
     pub s3_retries: u32,
@@ -296,6 +301,9 @@ impl Cli {
             )));
         }
         let coalesce = size("--s3-coalesce", &self.s3_coalesce)?.max(1);
+        if self.s3_concurrency == 0 {
+            return Err(usage("--s3-concurrency must be at least 1".into()));
+        }
         Ok(Some(ObjectTarget {
             bucket,
             prefix,
@@ -303,6 +311,7 @@ impl Cli {
             coalesce,
             multipart_threshold,
             part_size,
+            concurrency: self.s3_concurrency,
             retries: self.s3_retries,
         }))
     }

@@ -173,14 +173,24 @@ fn read_modes_fetch_as_a_loader_would() {
     // Shards read in 1 MiB calls: where the modes differ.
     let trace = sample(TORCH_DDP_SHARDS);
     let mut seen = Vec::new();
-    for mode in ["as-traced", "coalesce", "whole"] {
+    for mode in ["as-traced", "coalesce", "whole", "parallel"] {
         let prefix = format!("modes/{mode}");
         let before = server.served();
         let r = json_ok(&replay_s3(
             &server,
             &trace,
             &prefix,
-            &["--ranks", "4", "--json", "--s3-read", mode],
+            &[
+                "--ranks",
+                "4",
+                "--json",
+                "--s3-read",
+                mode,
+                "--s3-part-size",
+                "5MiB",
+                "--s3-concurrency",
+                "3",
+            ],
         ));
         let after = server.served();
         let get = &r["requests"]["kinds"]["GET"];
@@ -190,12 +200,25 @@ fn read_modes_fetch_as_a_loader_would() {
         assert_eq!(grew(&before, &after, "requests", "GET"), count, "{mode}");
         assert!(bytes >= u(&r["read_bytes"]), "{mode}: {r}");
         assert_eq!(r["requests"]["read"], mode);
+        let in_flight = u(&r["requests"]["max_in_flight"]);
+        if mode == "parallel" {
+            // 24 MiB shards in 5 MiB parts: the first alone, then the
+            // other four, three at a time.
+            assert_eq!(in_flight, 3, "{mode}: {}", r["requests"]);
+        } else {
+            assert_eq!(in_flight, 1, "{mode}: one request at a time");
+        }
         seen.push((count, bytes, u(&r["requests"]["without_request"]["read"])));
     }
-    let (traced, coalesced, whole) = (seen[0], seen[1], seen[2]);
+    let (traced, coalesced, whole, parted) = (seen[0], seen[1], seen[2], seen[3]);
     assert_eq!(traced.2, 0, "as traced, every read is a GET");
     assert!(coalesced.0 < traced.0 && coalesced.2 > 0, "{seen:?}");
     assert!(whole.0 <= coalesced.0, "{seen:?}");
+    // The same bytes as whole objects, each in as many 5 MiB parts as it
+    // needs.
+    assert_eq!(parted.1, whole.1, "{seen:?}");
+    let object = whole.1 / whole.0;
+    assert_eq!(parted.0, whole.0 * object.div_ceil(5 << 20), "{seen:?}");
 }
 
 #[test]

@@ -285,19 +285,28 @@ impl<'s> ObjectCalls<'s> {
                 let end = offset + len.max(span);
                 Some(offset..f.size.map_or(end, |s| end.min(s).max(want.end)))
             }
-            ReadMode::Whole => None,
+            ReadMode::Whole | ReadMode::Parallel => None,
         };
-        let got = self
-            .client
-            .get(&f.key, range.clone())
-            .map_err(|e| failed(target, "read", &f.rel, e))?;
-        f.fetched = match range {
-            Some(r) => r.start..r.start + got,
-            None => {
-                f.size = Some(got);
-                0..got
-            }
-        };
+        if mode == ReadMode::Parallel {
+            let (got, size) = self
+                .client
+                .get_in_parts(&f.key, offset, target.part_size, target.concurrency)
+                .map_err(|e| failed(target, "read", &f.rel, e))?;
+            f.size = Some(size);
+            f.fetched = offset..offset + got;
+        } else {
+            let got = self
+                .client
+                .get(&f.key, range.clone())
+                .map_err(|e| failed(target, "read", &f.rel, e))?;
+            f.fetched = match range {
+                Some(r) => r.start..r.start + got,
+                None => {
+                    f.size = Some(got);
+                    0..got
+                }
+            };
+        }
         if f.fetched.end < offset + len {
             return Err(ReplayError::io(
                 "read",

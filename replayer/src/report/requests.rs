@@ -36,6 +36,11 @@ pub struct RequestsReport {
     pub read: &'static str,
     pub multipart_threshold: u64,
     pub part_size: u64,
+    /// With `--s3-read parallel`: GETs in flight per rank asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// The most requests one rank had in flight at once.
+    pub max_in_flight: u64,
     /// By request kind: GET, PUT, MPU-create, MPU-part, MPU-complete,
     /// HEAD, LIST, DELETE, COPY.
     pub kinds: BTreeMap<String, RequestKindReport>,
@@ -78,6 +83,9 @@ impl RequestsReport {
             read: target.read.name(),
             multipart_threshold: target.multipart_threshold,
             part_size: target.part_size,
+            concurrency: (target.read == crate::io::objects::ReadMode::Parallel)
+                .then_some(target.concurrency),
+            max_in_flight: all.max_in_flight,
             kinds,
             first_byte_us: (!all.first_byte_ns.is_empty()).then(|| lat(&all.first_byte_ns)),
             retries: all.retries,

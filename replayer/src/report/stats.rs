@@ -241,6 +241,8 @@ pub(super) struct WireRequests {
     retries: u64,
     throttles: u64,
     without_request: BTreeMap<String, u64>,
+    #[serde(default)]
+    max_in_flight: u64,
 }
 
 impl WireRequests {
@@ -255,6 +257,7 @@ impl WireRequests {
             retries: s.retries,
             throttles: s.throttles,
             without_request: s.without_request.clone(),
+            max_in_flight: s.max_in_flight,
         }
     }
 
@@ -269,6 +272,7 @@ impl WireRequests {
             retries: self.retries,
             throttles: self.throttles,
             without_request: self.without_request,
+            max_in_flight: self.max_in_flight,
         })
     }
 }

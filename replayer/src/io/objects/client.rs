@@ -121,9 +121,144 @@ fn verdict(e: &object_store::Error) -> Verdict {
     }
 }
 
+/// Counts the requests in flight together, keeping the most in the stats.
+struct InFlight<'a> {
+    now: std::cell::Cell<u64>,
+    stats: &'a Mutex<RequestStats>,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(stats: &'a Mutex<RequestStats>) -> Self {
+        InFlight {
+            now: std::cell::Cell::new(0),
+            stats,
+        }
+    }
+
+    fn start(&self) -> OneInFlight<'_, 'a> {
+        self.now.set(self.now.get() + 1);
+        let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        s.max_in_flight = s.max_in_flight.max(self.now.get());
+        OneInFlight(self)
+    }
+}
+
+/// A request in flight, until dropped.
+struct OneInFlight<'b, 'a>(&'b InFlight<'a>);
+
+impl Drop for OneInFlight<'_, '_> {
+    fn drop(&mut self) {
+        self.0.now.set(self.0.now.get() - 1);
+    }
+}
+
 /// Wait before attempt `n + 1`: 100 ms doubling, at most 5 s.
 fn backoff(n: u32) -> Duration {
     Duration::from_millis(100u64 << n.min(6)).min(Duration::from_secs(5))
+}
+
+/// Makes one request, retried and measured; several can be in flight on
+/// the client's runtime at once.
+struct Requests {
+    retries: u32,
+    bucket: String,
+    stats: Arc<Mutex<RequestStats>>,
+}
+
+impl Requests {
+    fn stats(&self) -> MutexGuard<'_, RequestStats> {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn request<T, Fut>(
+        &self,
+        kind: RequestKind,
+        key: &str,
+        mut make: impl FnMut() -> Fut,
+        bytes: impl Fn(&T) -> u64,
+    ) -> Result<T, RequestError>
+    where
+        Fut: Future<Output = object_store::Result<T>>,
+    {
+        let start = Instant::now();
+        let mut attempt = 0;
+        loop {
+            let r = make().await;
+            let took = start.elapsed().as_nanos() as u64;
+            let e = match r {
+                Ok(v) => {
+                    self.stats().record(kind.name(), bytes(&v), took, true);
+                    return Ok(v);
+                }
+                Err(e) => e,
+            };
+            match verdict(&e) {
+                Verdict::Missing => {
+                    self.stats().record(kind.name(), 0, took, false);
+                    return Err(RequestError::Missing);
+                }
+                Verdict::Retry { throttled } if attempt < self.retries => {
+                    self.stats().retries += 1;
+                    self.stats().throttles += u64::from(throttled);
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+                v => {
+                    self.stats().record(kind.name(), 0, took, false);
+                    self.stats().throttles += u64::from(v == Verdict::Retry { throttled: true });
+                    let tries = if attempt > 0 {
+                        format!(" (after {attempt} retries)")
+                    } else {
+                        String::new()
+                    };
+                    return Err(RequestError::Failed(format!(
+                        "{} s3://{}/{key}: {e}{tries}",
+                        kind.name(),
+                        self.bucket
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A GET of `range` (the whole object if `None`), its body read to the
+    /// end and dropped: the bytes it brought and the object's size.
+    async fn get(
+        &self,
+        store: &AmazonS3,
+        key: &str,
+        range: Option<Range<u64>>,
+    ) -> Result<(u64, u64), RequestError> {
+        let path = Key::from(key);
+        let (n, size, first_byte) = self
+            .request(
+                RequestKind::Get,
+                key,
+                || {
+                    let opts = GetOptions {
+                        range: range.clone().map(GetRange::Bounded),
+                        ..Default::default()
+                    };
+                    let path = &path;
+                    async move {
+                        let sent = Instant::now();
+                        let r = store.get_opts(path, opts).await?;
+                        let first_byte = sent.elapsed();
+                        let size = r.meta.size;
+                        let mut body = r.into_stream();
+                        let mut n = 0u64;
+                        while let Some(chunk) = body.next().await {
+                            n += chunk?.len() as u64;
+                        }
+                        Ok((n, size, first_byte))
+                    }
+                },
+                |(n, _, _)| *n,
+            )
+            .await?;
+        self.stats().first_byte(first_byte.as_nanos() as u64);
+        Ok((n, size))
+    }
 }
 
 pub struct ObjectClient {
@@ -175,83 +310,73 @@ impl ObjectClient {
         &mut self,
         kind: RequestKind,
         key: &str,
-        mut make: impl FnMut() -> Fut,
+        make: impl FnMut() -> Fut,
         bytes: impl Fn(&T) -> u64,
     ) -> Result<T, RequestError>
     where
         Fut: Future<Output = object_store::Result<T>>,
     {
-        let start = Instant::now();
-        let mut attempt = 0;
-        loop {
-            let r = self.rt.block_on(make());
-            let took = start.elapsed().as_nanos() as u64;
-            let e = match r {
-                Ok(v) => {
-                    self.stats().record(kind.name(), bytes(&v), took, true);
-                    return Ok(v);
-                }
-                Err(e) => e,
-            };
-            match verdict(&e) {
-                Verdict::Missing => {
-                    self.stats().record(kind.name(), 0, took, false);
-                    return Err(RequestError::Missing);
-                }
-                Verdict::Retry { throttled } if attempt < self.retries => {
-                    self.stats().retries += 1;
-                    self.stats().throttles += u64::from(throttled);
-                    std::thread::sleep(backoff(attempt));
-                    attempt += 1;
-                }
-                v => {
-                    self.stats().record(kind.name(), 0, took, false);
-                    self.stats().throttles += u64::from(v == Verdict::Retry { throttled: true });
-                    let tries = if attempt > 0 {
-                        format!(" (after {attempt} retries)")
-                    } else {
-                        String::new()
-                    };
-                    return Err(RequestError::Failed(format!(
-                        "{} s3://{}/{key}: {e}{tries}",
-                        kind.name(),
-                        self.bucket
-                    )));
-                }
-            }
+        let requests = self.requests();
+        self.rt.block_on(requests.request(kind, key, make, bytes))
+    }
+
+    /// What each request needs of the client, apart from its runtime.
+    fn requests(&self) -> Requests {
+        Requests {
+            retries: self.retries,
+            bucket: self.bucket.clone(),
+            stats: self.stats.clone(),
         }
     }
 
     /// A GET of `range` (the whole object if `None`): the bytes it
     /// brought, read to the end and dropped.
     pub fn get(&mut self, key: &str, range: Option<Range<u64>>) -> Result<u64, RequestError> {
+        let requests = self.requests();
         let store = self.store.clone();
-        let path = Key::from(key);
-        let got = self.request(
-            RequestKind::Get,
-            key,
-            || {
-                let opts = GetOptions {
-                    range: range.clone().map(GetRange::Bounded),
-                    ..Default::default()
-                };
-                let (store, path) = (&store, &path);
-                async move {
-                    let sent = Instant::now();
-                    let r = store.get_opts(path, opts).await?;
-                    let first_byte = sent.elapsed();
-                    let mut body = r.into_stream();
-                    let mut n = 0u64;
-                    while let Some(chunk) = body.next().await {
-                        n += chunk?.len() as u64;
+        self.rt
+            .block_on(requests.get(&store, key, range))
+            .map(|(n, _)| n)
+    }
+
+    /// The object from `from` to its end in ranged GETs of `part` bytes,
+    /// `concurrency` in flight, as a client on the AWS Common Runtime
+    /// downloads one: the first part alone (its answer gives the object's
+    /// size), then the rest together. The bytes brought, and the object's
+    /// size.
+    pub fn get_in_parts(
+        &mut self,
+        key: &str,
+        from: u64,
+        part: u64,
+        concurrency: u32,
+    ) -> Result<(u64, u64), RequestError> {
+        let requests = self.requests();
+        let store = self.store.clone();
+        let part = part.max(1);
+        self.rt.block_on(async {
+            let (first, size) = requests.get(&store, key, Some(from..from + part)).await?;
+            let starts = (from + part..size).step_by(part as usize);
+            let in_flight = InFlight::new(&requests.stats);
+            let rest: Vec<Result<(u64, u64), RequestError>> = futures_util::stream::iter(starts)
+                .map(|at| {
+                    let (requests, store, in_flight) = (&requests, &store, &in_flight);
+                    async move {
+                        let _one = in_flight.start();
+                        requests
+                            .get(store, key, Some(at..(at + part).min(size)))
+                            .await
                     }
-                    Ok((n, first_byte))
-                }
-            },
-            |(n, _)| *n,
-        )?;
-        self.stats().first_byte(got.1.as_nanos() as u64);
-        Ok(got.0)
+                })
+                .buffer_unordered(concurrency.max(1) as usize)
+                .collect()
+                .await;
+            let mut got = first;
+            for r in rest {
+                got += r?.0;
+            }
+            Ok((got, size))
+        })
     }
 
     /// A HEAD: the object's size.

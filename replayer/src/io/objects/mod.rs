@@ -45,6 +45,12 @@ pub enum ReadMode {
     Coalesce,
     /// One GET of the whole object at the file's first read.
     Whole,
+    /// A read the last GETs of the file do not cover fetches the object
+    /// from its offset to its end in ranged GETs of `--s3-part-size`,
+    /// `--s3-concurrency` in flight, as clients on the AWS Common Runtime
+    /// download an object (the S3 connector for PyTorch, Mountpoint for
+    /// Amazon S3); the reads inside make no request.
+    Parallel,
 }
 
 impl ReadMode {
@@ -53,6 +59,7 @@ impl ReadMode {
             ReadMode::AsTraced => "as-traced",
             ReadMode::Coalesce => "coalesce",
             ReadMode::Whole => "whole",
+            ReadMode::Parallel => "parallel",
         }
     }
 }
@@ -64,6 +71,10 @@ pub const DEFAULT_PART_SIZE: u64 = 8 << 20;
 /// `get_ranges`' own merging distance in object_store is 1 MiB; a loader's
 /// read-ahead block is commonly a few MiB. 8 MiB matches the part size.
 pub const DEFAULT_COALESCE: u64 = 8 << 20;
+/// GETs in flight per rank with `--s3-read parallel`: the S3 connector for
+/// PyTorch and Mountpoint keep several 8 MiB parts of an object coming at
+/// once; 8 keeps a rank's window at 64 MiB.
+pub const DEFAULT_CONCURRENCY: u32 = 8;
 /// S3's smallest part (every part but the last), and its largest part or
 /// single PUT.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -82,6 +93,8 @@ pub struct ObjectTarget {
     pub coalesce: u64,
     pub multipart_threshold: u64,
     pub part_size: u64,
+    /// GETs in flight per rank with `--s3-read parallel`.
+    pub concurrency: u32,
     pub retries: u32,
 }
 
@@ -179,6 +192,7 @@ mod tests {
             coalesce: DEFAULT_COALESCE,
             multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
             part_size: DEFAULT_PART_SIZE,
+            concurrency: DEFAULT_CONCURRENCY,
             retries: DEFAULT_RETRIES,
         }
     }

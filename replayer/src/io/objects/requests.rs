@@ -27,6 +27,9 @@ pub struct RequestStats {
     pub throttles: u64,
     /// Traced calls that made no request, by op.
     pub without_request: BTreeMap<String, u64>,
+    /// The most requests one client had in flight at once (1 but for
+    /// `--s3-read parallel`).
+    pub max_in_flight: u64,
 }
 
 impl Default for RequestStats {
@@ -37,6 +40,7 @@ impl Default for RequestStats {
             retries: 0,
             throttles: 0,
             without_request: BTreeMap::new(),
+            max_in_flight: 0,
         }
     }
 }
@@ -48,6 +52,7 @@ impl RequestStats {
 
     /// One request of kind `kind` (a [`crate::io::objects::RequestKind`]'s name).
     pub fn record(&mut self, kind: &str, bytes: u64, latency_ns: u64, ok: bool) {
+        self.max_in_flight = self.max_in_flight.max(1);
         let s = self.kinds.entry(kind.to_string()).or_default();
         s.record(bytes, latency_ns);
         s.note_result(ok, false);
@@ -70,6 +75,7 @@ impl RequestStats {
             .expect("histograms share bounds");
         self.retries += other.retries;
         self.throttles += other.throttles;
+        self.max_in_flight = self.max_in_flight.max(other.max_in_flight);
         for (k, n) in &other.without_request {
             *self.without_request.entry(k.clone()).or_default() += n;
         }

@@ -281,7 +281,15 @@ fn requests(r: &RequestsReport) -> String {
             t.p50, t.p99, t.max
         );
     }
-    let _ = writeln!(s, "retries {}, throttled {}", r.retries, r.throttles);
+    let _ = writeln!(
+        s,
+        "retries {}, throttled {}, at most {} request(s) in flight per rank{}",
+        r.retries,
+        r.throttles,
+        r.max_in_flight,
+        r.concurrency
+            .map_or(String::new(), |c| format!(" (--s3-concurrency {c})"))
+    );
     if !r.without_request.is_empty() {
         let calls: Vec<String> = r
             .without_request
