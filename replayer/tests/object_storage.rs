@@ -251,6 +251,49 @@ fn large_checkpoints_go_up_as_multipart_uploads() {
     assert_eq!(r["write_bytes"], dir["write_bytes"]);
 }
 
+/// With `--s3-read parallel` a checkpoint goes up as a CRT client sends it:
+/// its parts `--s3-concurrency` at a time, each a request the server
+/// counts, and the object whole at the end.
+#[test]
+fn parallel_mode_uploads_parts_together() {
+    let Some(server) = server(&[]) else { return };
+    let root = scratch("s3-parallel-upload");
+    let trace = write_rows(&root, &checkpoint_rows(23));
+    let before = server.served();
+    let r = json_ok(&replay_s3(
+        &server,
+        &trace,
+        "together",
+        &[
+            "--json",
+            "--s3-read",
+            "parallel",
+            "--s3-part-size",
+            "5MiB",
+            "--s3-multipart-threshold",
+            "5MiB",
+            "--s3-concurrency",
+            "3",
+        ],
+    ));
+    let after = server.served();
+    let kinds = &r["requests"]["kinds"];
+    // 23 MiB: three 5 MiB parts together once 15 MiB are written, then the
+    // last 8 MiB as two parts together at the close.
+    assert_eq!(u(&kinds["MPU-part"]["count"]), 5, "{r}");
+    assert_eq!(u(&kinds["MPU-complete"]["count"]), 1, "{r}");
+    assert_eq!(u(&r["requests"]["max_in_flight"]), 3, "{}", r["requests"]);
+    assert_eq!(grew(&before, &after, "requests", "PUT"), 5);
+    assert_eq!(grew(&before, &after, "received_bytes", "PUT"), 23 << 20);
+    assert_eq!(
+        server.objects(BUCKET, "together/"),
+        vec![(
+            "together/ranks/rank-00000/ckpt/model.pt".to_string(),
+            23 << 20
+        )]
+    );
+}
+
 /// A checkpoint of `mib` MiB written by one rank, in 1 MiB calls.
 fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
     let path = "/ckpt/model.pt";

@@ -334,19 +334,22 @@ impl<'s> ObjectCalls<'s> {
         u.dirty = true;
         let mut requested = false;
         let fail = |e| failed(target, "write", &f.rel, e);
-        while u.end >= target.multipart_threshold && u.end - u.sent >= target.part_size {
+        // Parts go up as they fill; with `--s3-read parallel`, as a CRT
+        // client's, a window of them at a time.
+        let window = target.upload_window();
+        while u.end >= target.multipart_threshold && u.end - u.sent >= target.part_size * window {
             if u.multipart.is_none() {
                 let id = self.client.create_multipart(&f.key).map_err(fail)?;
                 u.multipart = Some((id, Vec::new()));
             }
             let (id, parts) = u.multipart.as_mut().expect("started");
-            let part = data.slice(..target.part_size as usize);
-            let p = self
+            let pieces = vec![data.slice(..target.part_size as usize); window as usize];
+            let sent = self
                 .client
-                .put_part(&f.key, id, parts.len(), part)
+                .put_parts(&f.key, id, parts.len(), pieces, target.concurrency)
                 .map_err(fail)?;
-            parts.push(p);
-            u.sent += target.part_size;
+            parts.extend(sent);
+            u.sent += target.part_size * window;
             requested = true;
         }
         Ok(requested)
@@ -369,8 +372,17 @@ impl<'s> ObjectCalls<'s> {
             Some((id, mut parts)) => {
                 let finish = || {
                     if u.end > u.sent || parts.is_empty() {
-                        let rest = data.slice(..(u.end - u.sent) as usize);
-                        parts.push(client.put_part(&f.key, &id, parts.len(), rest)?);
+                        // What is left, in parts (the last the shorter).
+                        let rest = u.end - u.sent;
+                        let pieces: Vec<_> = (0..rest.div_ceil(target.part_size).max(1))
+                            .map(|i| {
+                                let n = (rest - i * target.part_size).min(target.part_size);
+                                data.slice(..n as usize)
+                            })
+                            .collect();
+                        let first = parts.len();
+                        let concurrency = target.concurrency;
+                        parts.extend(client.put_parts(&f.key, &id, first, pieces, concurrency)?);
                     }
                     client.complete(&f.key, &id, parts)
                 };

@@ -433,6 +433,53 @@ impl ObjectClient {
         )
     }
 
+    /// Parts `first..` of upload `id`, one per piece, `concurrency` in
+    /// flight, as a client on the AWS Common Runtime uploads; their ids in
+    /// order.
+    pub fn put_parts(
+        &mut self,
+        key: &str,
+        id: &str,
+        first: usize,
+        pieces: Vec<Bytes>,
+        concurrency: u32,
+    ) -> Result<Vec<PartId>, RequestError> {
+        if pieces.len() == 1 {
+            let piece = pieces.into_iter().next().expect("one");
+            return self.put_part(key, id, first, piece).map(|p| vec![p]);
+        }
+        let requests = self.requests();
+        let store = self.store.clone();
+        let path = Key::from(key);
+        let id = &id.to_string();
+        self.rt.block_on(async {
+            let in_flight = InFlight::new(&requests.stats);
+            let sent: Vec<Result<PartId, RequestError>> =
+                futures_util::stream::iter(pieces.into_iter().enumerate())
+                    .map(|(i, piece)| {
+                        let (requests, store, path, in_flight) =
+                            (&requests, &store, &path, &in_flight);
+                        let n = piece.len() as u64;
+                        let payload = PutPayload::from_bytes(piece);
+                        async move {
+                            let _one = in_flight.start();
+                            requests
+                                .request(
+                                    RequestKind::Part,
+                                    key,
+                                    || store.put_part(path, id, first + i, payload.clone()),
+                                    |_| n,
+                                )
+                                .await
+                        }
+                    })
+                    .buffered(concurrency.max(1) as usize)
+                    .collect()
+                    .await;
+            sent.into_iter().collect()
+        })
+    }
+
     pub fn complete(
         &mut self,
         key: &str,

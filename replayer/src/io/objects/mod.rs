@@ -119,6 +119,15 @@ impl ObjectTarget {
         Some(Ok((bucket.to_string(), prefix.to_string())))
     }
 
+    /// Parts of a multipart upload sent together: `--s3-concurrency` with
+    /// `--s3-read parallel` (a CRT client's uploads), else one.
+    pub fn upload_window(&self) -> u64 {
+        match self.read {
+            ReadMode::Parallel => self.concurrency.max(1) as u64,
+            _ => 1,
+        }
+    }
+
     /// The key of a replayed path (relative to the target, as for a
     /// directory target): PREFIX/PATH.
     pub fn key(&self, rel: &Path) -> String {
