@@ -279,34 +279,37 @@ impl<'s> ObjectCalls<'s> {
         {
             return Ok(false);
         }
-        let range = match mode {
-            ReadMode::AsTraced => Some(want),
+        let fail = |e| failed(target, "read", &f.rel, e);
+        // A ranged GET brings its range; a whole one the object, whose
+        // size it tells; parts the object from the read on.
+        let ranged = |range: Range<u64>, got: u64| range.start..range.start + got;
+        f.fetched = match mode {
+            ReadMode::AsTraced => ranged(
+                want.clone(),
+                self.client.get(&f.key, Some(want)).map_err(fail)?,
+            ),
             ReadMode::Coalesce => {
                 let end = offset + len.max(span);
-                Some(offset..f.size.map_or(end, |s| end.min(s).max(want.end)))
+                let range = offset..f.size.map_or(end, |s| end.min(s).max(want.end));
+                ranged(
+                    range.clone(),
+                    self.client.get(&f.key, Some(range)).map_err(fail)?,
+                )
             }
-            ReadMode::Whole | ReadMode::Parallel => None,
+            ReadMode::Whole => {
+                let got = self.client.get(&f.key, None).map_err(fail)?;
+                f.size = Some(got);
+                0..got
+            }
+            ReadMode::Parallel => {
+                let (got, size) = self
+                    .client
+                    .get_in_parts(&f.key, offset, target.part_size, target.concurrency)
+                    .map_err(fail)?;
+                f.size = Some(size);
+                offset..offset + got
+            }
         };
-        if mode == ReadMode::Parallel {
-            let (got, size) = self
-                .client
-                .get_in_parts(&f.key, offset, target.part_size, target.concurrency)
-                .map_err(|e| failed(target, "read", &f.rel, e))?;
-            f.size = Some(size);
-            f.fetched = offset..offset + got;
-        } else {
-            let got = self
-                .client
-                .get(&f.key, range.clone())
-                .map_err(|e| failed(target, "read", &f.rel, e))?;
-            f.fetched = match range {
-                Some(r) => r.start..r.start + got,
-                None => {
-                    f.size = Some(got);
-                    0..got
-                }
-            };
-        }
         if f.fetched.end < offset + len {
             return Err(ReplayError::io(
                 "read",

@@ -15,6 +15,7 @@
 //! pauses its usual gap and most of the save more; one that read on pauses
 //! as usual, which a save shorter than a step shows as well as a long one.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 
 use iorepro_analysis::activity::{Runs, Writer};
@@ -43,10 +44,12 @@ pub struct ReadTimes {
 impl ReadTimes {
     /// A read by `rank` from `start` to `end` (Unix ns).
     pub fn observe(&mut self, rank: i32, start: i64, end: i64) {
-        if !self.ranks.contains_key(&rank) && self.ranks.len() >= RANKS_KEPT {
-            return;
-        }
-        let (runs, sorted) = self.ranks.entry(rank).or_insert((Vec::new(), true));
+        let kept = self.ranks.len();
+        let (runs, sorted) = match self.ranks.entry(rank) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(_) if kept >= RANKS_KEPT => return,
+            Entry::Vacant(e) => e.insert((Vec::new(), true)),
+        };
         match runs.last_mut() {
             Some(last) if start >= last.0 && start <= last.1 + JOIN_NS => last.1 = last.1.max(end),
             Some(last) => {

@@ -264,11 +264,10 @@ impl Requests {
 pub struct ObjectClient {
     store: Arc<AmazonS3>,
     rt: tokio::runtime::Runtime,
-    retries: u32,
-    bucket: String,
-    /// Where the requests are counted: shared with the rank's live figures
-    /// (the lock is the rank's own but for a reader's moment).
-    stats: Arc<Mutex<RequestStats>>,
+    /// Retries, the bucket's name for messages, and where the requests
+    /// are counted: shared with the rank's live figures (the lock is the
+    /// rank's own but for a reader's moment).
+    requests: Requests,
 }
 
 impl ObjectClient {
@@ -293,15 +292,17 @@ impl ObjectClient {
         Ok(ObjectClient {
             store: Arc::new(store),
             rt,
-            retries: target.retries,
-            bucket: target.bucket.clone(),
-            stats,
+            requests: Requests {
+                retries: target.retries,
+                bucket: target.bucket.clone(),
+                stats,
+            },
         })
     }
 
     /// The request figures, to change.
     pub fn stats(&self) -> MutexGuard<'_, RequestStats> {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+        self.requests.stats()
     }
 
     /// Makes the request `make` starts, retrying it as allowed; measures it
@@ -316,26 +317,15 @@ impl ObjectClient {
     where
         Fut: Future<Output = object_store::Result<T>>,
     {
-        let requests = self.requests();
-        self.rt.block_on(requests.request(kind, key, make, bytes))
-    }
-
-    /// What each request needs of the client, apart from its runtime.
-    fn requests(&self) -> Requests {
-        Requests {
-            retries: self.retries,
-            bucket: self.bucket.clone(),
-            stats: self.stats.clone(),
-        }
+        self.rt
+            .block_on(self.requests.request(kind, key, make, bytes))
     }
 
     /// A GET of `range` (the whole object if `None`): the bytes it
     /// brought, read to the end and dropped.
     pub fn get(&mut self, key: &str, range: Option<Range<u64>>) -> Result<u64, RequestError> {
-        let requests = self.requests();
-        let store = self.store.clone();
         self.rt
-            .block_on(requests.get(&store, key, range))
+            .block_on(self.requests.get(&self.store, key, range))
             .map(|(n, _)| n)
     }
 
@@ -351,16 +341,15 @@ impl ObjectClient {
         part: u64,
         concurrency: u32,
     ) -> Result<(u64, u64), RequestError> {
-        let requests = self.requests();
-        let store = self.store.clone();
+        let (requests, store) = (&self.requests, &*self.store);
         let part = part.max(1);
         self.rt.block_on(async {
-            let (first, size) = requests.get(&store, key, Some(from..from + part)).await?;
+            let (first, size) = requests.get(store, key, Some(from..from + part)).await?;
             let starts = (from + part..size).step_by(part as usize);
             let in_flight = InFlight::new(&requests.stats);
             let rest: Vec<Result<(u64, u64), RequestError>> = futures_util::stream::iter(starts)
                 .map(|at| {
-                    let (requests, store, in_flight) = (&requests, &store, &in_flight);
+                    let in_flight = &in_flight;
                     async move {
                         let _one = in_flight.start();
                         requests
@@ -420,17 +409,8 @@ impl ObjectClient {
         index: usize,
         data: Bytes,
     ) -> Result<PartId, RequestError> {
-        let store = self.store.clone();
-        let path = Key::from(key);
-        let n = data.len() as u64;
-        let payload = PutPayload::from_bytes(data);
-        let id = id.to_string();
-        self.request(
-            RequestKind::Part,
-            key,
-            || store.put_part(&path, &id, index, payload.clone()),
-            |_| n,
-        )
+        let mut sent = self.put_parts(key, id, index, vec![data], 1)?;
+        Ok(sent.pop().expect("one part sent"))
     }
 
     /// Parts `first..` of upload `id`, one per piece, `concurrency` in
@@ -444,12 +424,7 @@ impl ObjectClient {
         pieces: Vec<Bytes>,
         concurrency: u32,
     ) -> Result<Vec<PartId>, RequestError> {
-        if pieces.len() == 1 {
-            let piece = pieces.into_iter().next().expect("one");
-            return self.put_part(key, id, first, piece).map(|p| vec![p]);
-        }
-        let requests = self.requests();
-        let store = self.store.clone();
+        let (requests, store) = (&self.requests, &*self.store);
         let path = Key::from(key);
         let id = &id.to_string();
         self.rt.block_on(async {
@@ -457,8 +432,7 @@ impl ObjectClient {
             let sent: Vec<Result<PartId, RequestError>> =
                 futures_util::stream::iter(pieces.into_iter().enumerate())
                     .map(|(i, piece)| {
-                        let (requests, store, path, in_flight) =
-                            (&requests, &store, &path, &in_flight);
+                        let (path, in_flight) = (&path, &in_flight);
                         let n = piece.len() as u64;
                         let payload = PutPayload::from_bytes(piece);
                         async move {
