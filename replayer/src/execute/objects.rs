@@ -280,22 +280,21 @@ impl<'s> ObjectCalls<'s> {
             return Ok(false);
         }
         let fail = |e| failed(target, "read", &f.rel, e);
-        // A ranged GET brings its range; a whole one the object, whose
-        // size it tells; parts the object from the read on.
-        let ranged = |range: Range<u64>, got: u64| range.start..range.start + got;
         f.fetched = match mode {
-            ReadMode::AsTraced => ranged(
-                want.clone(),
-                self.client.get(&f.key, Some(want)).map_err(fail)?,
-            ),
-            ReadMode::Coalesce => {
-                let end = offset + len.max(span);
-                let range = offset..f.size.map_or(end, |s| end.min(s).max(want.end));
-                ranged(
-                    range.clone(),
-                    self.client.get(&f.key, Some(range)).map_err(fail)?,
-                )
+            // A ranged GET brings its range: the read's, or from the read
+            // on as far as `--s3-coalesce` reaches within the object.
+            ReadMode::AsTraced | ReadMode::Coalesce => {
+                let range = if mode == ReadMode::AsTraced {
+                    want.clone()
+                } else {
+                    let end = offset + len.max(span);
+                    offset..f.size.map_or(end, |s| end.min(s).max(want.end))
+                };
+                let got = self.client.get(&f.key, Some(range.clone())).map_err(fail)?;
+                range.start..range.start + got
             }
+            // A whole GET brings the object and tells its size; parts
+            // bring it from the read on.
             ReadMode::Whole => {
                 let got = self.client.get(&f.key, None).map_err(fail)?;
                 f.size = Some(got);
