@@ -142,28 +142,27 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
     names.extend(GROUND_TRUTH);
     let bins = test_binaries(&names);
     let started = Instant::now();
-    let reports: Vec<Report> = kernels
-        .iter()
-        .map(|(suite, k)| {
-            let first = boot(suite, k, &bins);
-            if first.results.len() == names.len() {
-                return first;
-            }
-            // An emulated VM that ended before its script did is booted once
-            // more (said here, with where its console is kept); a check that
-            // failed is not.
-            eprintln!(
-                "{suite}: the VM ended after {} of {} checks ({:.0} s); booting it again",
-                first.results.len(),
-                names.len(),
-                first.boot_to_end_s
-            );
-            let kept = results_dir(suite).with_extension("first-boot");
-            let _ = std::fs::remove_dir_all(&kept);
-            let _ = std::fs::rename(results_dir(suite), &kept);
-            boot(suite, k, &bins)
-        })
-        .collect();
+    // Each VM emulates its two vCPUs on one host thread, so the VMs boot side
+    // by side, as many at a time as the host has cores: on two cores the
+    // matrix takes two VMs' time instead of three.
+    let side_by_side = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..side_by_side.min(kernels.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((suite, k)) = kernels.get(i) else {
+                    return;
+                };
+                let report = boot_until_the_script_ends(suite, k, &bins, names.len());
+                done.lock().unwrap().push((i, report));
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap();
+    done.sort_by_key(|(i, _)| *i);
+    let reports: Vec<Report> = done.into_iter().map(|(_, r)| r).collect();
     eprintln!(
         "\nkernel matrix, {} kernels in {:.0} s:",
         reports.len(),
@@ -228,6 +227,30 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Boots `kernel` and runs every check in it; an emulated VM that ended
+/// before its script did is booted once more (said here, with where its
+/// console is kept), a check that failed is not.
+fn boot_until_the_script_ends(
+    suite: &str,
+    kernel: &Path,
+    bins: &[(String, PathBuf)],
+    checks: usize,
+) -> Report {
+    let first = boot(suite, kernel, bins);
+    if first.results.len() == checks {
+        return first;
+    }
+    eprintln!(
+        "{suite}: the VM ended after {} of {checks} checks ({:.0} s); booting it again",
+        first.results.len(),
+        first.boot_to_end_s
+    );
+    let kept = results_dir(suite).with_extension("first-boot");
+    let _ = std::fs::remove_dir_all(&kept);
+    let _ = std::fs::rename(results_dir(suite), &kept);
+    boot(suite, kernel, bins)
 }
 
 fn results_dir(suite: &str) -> PathBuf {

@@ -150,6 +150,7 @@ fn replay(
     let meets_on_target = launched.is_some() && mpi.is_none() && opts.meeting.dir.is_none();
     target.check(meets_on_target)?;
     let plan = plan(&opts.trace, &opts.plan, opts.world, launched)?;
+    target.check_names(&plan.survey, &plan.map)?;
     let opened = target.open()?;
     let rendezvous = meet(&opts.meeting, launched, &plan.lay, &opened, mpi)?;
     let paced = opts.calls.timing != Timing::Afap;

@@ -4,7 +4,8 @@
 //! against the same replay into a directory (the objects and their sizes
 //! are its files), what the server served against the report's reads, and
 //! a second replay against the first; then the read modes, multipart
-//! uploads, throttling, a server that stops answering, and a missing bucket.
+//! uploads, throttling, a server that stops answering, a missing bucket, and
+//! a key longer than S3 takes.
 
 mod common;
 
@@ -451,6 +452,83 @@ fn a_missing_bucket_is_said_before_any_work() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A trace path whose key would pass S3's 1,024 bytes (Linux takes paths
+/// of up to 4,096) is refused with the key and the endpoint named, exit 2,
+/// before any request: no object of the run is written.
+#[test]
+fn a_key_longer_than_s3_takes_is_refused_before_any_request() {
+    let Some(server) = server(&[]) else { return };
+    let tmp = scratch("s3-long-key");
+    let deep: String = (0..9)
+        .map(|i| format!("/{}", "d".repeat(120) + &i.to_string()))
+        .collect();
+    let long = format!("/ckpt{deep}/model.pt");
+    let mut rows: Vec<Row<'_>> = checkpoint_rows(1);
+    rows.push((
+        0,
+        Op::Open,
+        "/ckpt/short.pt",
+        6,
+        None,
+        0,
+        Some(O_WRITE_CREATE),
+    ));
+    rows.push((0, Op::Write, "/ckpt/short.pt", 6, Some(0), 4096, None));
+    rows.push((0, Op::Close, "/ckpt/short.pt", 6, None, 0, None));
+    rows.push((0, Op::Open, &long, 7, None, 0, Some(O_WRITE_CREATE)));
+    rows.push((0, Op::Write, &long, 7, Some(0), 4096, None));
+    rows.push((0, Op::Close, &long, 7, None, 0, None));
+    let trace = write_rows(&tmp, &rows);
+    let before = server.served();
+    let out = replay_s3(&server, &trace, "long", &["--ranks", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("S3 takes keys of at most 1024 bytes"), "{err}");
+    assert!(
+        err.contains(&format!("`long/ranks/rank-00000/ckpt{deep}/model.pt`")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&server.endpoint()),
+        "the endpoint is named: {err}"
+    );
+    let after = server.served();
+    for method in ["PUT", "POST", "GET", "LIST", "HEAD"] {
+        assert_eq!(
+            grew(&before, &after, "requests", method),
+            0,
+            "no {method}: {after}"
+        );
+    }
+    assert!(server.objects(BUCKET, "long/").is_empty());
+    // The same trace with the path left out replays.
+    let out = replay_s3(
+        &server,
+        &trace,
+        "long",
+        &[
+            "--ranks",
+            "2",
+            "--exclude",
+            &format!("/ckpt/{}0", "d".repeat(120)),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let keys: Vec<String> = server
+        .objects(BUCKET, "long/")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        keys.contains(&"long/ranks/rank-00000/ckpt/short.pt".to_string()),
+        "{keys:?}"
     );
 }
 

@@ -337,6 +337,11 @@ def main():
                 side["errors"]["plan_epochs"] = [err(p, j) for p, j in zip(side["plan"]["epochs_s"], truth["epochs_s"])]
                 side["errors"]["plan_checkpoints"] = [
                     err(p, j) for p, j in zip(side["plan"]["checkpoints_s"], truth["checkpoints_s"])]
+                if again:
+                    # The plan judged as the replay is: beyond the job's own two runs.
+                    side["errors_beyond_job"]["plan_epochs"] = [
+                        beyond(p, j, k) for p, j, k in
+                        zip(side["plan"]["epochs_s"], truth["epochs_s"], again["epochs_s"])]
             out[storage] = side
         print(json.dumps(out, indent=1))
     finally:

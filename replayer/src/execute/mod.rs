@@ -341,6 +341,16 @@ impl<'s> Worker<'s> {
                 self.sched.trace_clock(),
             )?;
             self.sched.resume(Instant::now(), ready);
+            // A rank through its steps early waits here for the slowest
+            // one's data: its accelerator idles, and the job's epoch runs
+            // to the meeting. The wait is the stretch's, so its AU and
+            // stall count it (`phase_entered` is still the stretch's).
+            if let Some(stretch) = i.checked_sub(1) {
+                if !self.shared.is_barrier_phase(stretch) {
+                    self.result.phases[stretch].duration_ns =
+                        self.phase_entered.elapsed().as_nanos() as u64;
+                }
+            }
             self.awaiting_first_write = Some(self.sched.compute_ns);
         }
         self.phase_entered = Instant::now();

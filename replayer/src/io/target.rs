@@ -12,7 +12,9 @@ use std::sync::Arc;
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::confine::Confined;
 use crate::io::objects::{self, Bucket, ObjectTarget};
+use crate::io::paths::{resolve, Place};
 use crate::io::prepare::{self, Counters, PrepareStats, PrepareTask};
+use crate::plan::rank_map::RankMap;
 use crate::plan::survey::Survey;
 
 /// Why launched processes cannot meet on a bucket by default.
@@ -52,6 +54,26 @@ impl Target {
             ))),
             Target::Dir(_) => Ok(()),
         }
+    }
+
+    /// Checks, once the plan is made and before any request, that every
+    /// path the replay keeps can be named on the target: a bucket refuses
+    /// keys over S3's length. Paths land at the same length for every rank
+    /// (rank and replica numbers are zero-padded), so rank 0's places
+    /// stand for all.
+    pub fn check_names(&self, survey: &Survey, map: &RankMap) -> ReplayResult<()> {
+        let Target::Bucket(target) = self else {
+            return Ok(());
+        };
+        let kept = survey
+            .paths
+            .iter()
+            .filter(|info| info.skip.is_none() || info.keeps);
+        let rels = kept.filter_map(|info| {
+            let rel = resolve(&info.path, Place::of_call(info, 0, map))?;
+            Some((&*info.path, rel))
+        });
+        objects::check_key_lengths(target, rels).map_err(ReplayError::Usage)
     }
 
     /// The directory made and held open, or the bucket reached.

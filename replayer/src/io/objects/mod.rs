@@ -11,7 +11,7 @@ pub mod prepare;
 mod requests;
 mod settings;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use client::{ObjectClient, RequestError, RequestKind};
 pub use requests::RequestStats;
@@ -157,6 +157,34 @@ impl ObjectTarget {
     }
 }
 
+/// The longest key S3 takes, in bytes of UTF-8.
+pub const KEY_LIMIT: usize = 1024;
+
+/// Refuses, before any request, a replay that would name an object by a
+/// key longer than S3 takes: the store would refuse only the first request
+/// on it, in the middle of the run, with other objects already written.
+/// `rels` are the trace's paths, each with where it lands beneath the target.
+pub fn check_key_lengths<'a>(
+    target: &ObjectTarget,
+    rels: impl IntoIterator<Item = (&'a str, PathBuf)>,
+) -> Result<(), String> {
+    for (trace_path, rel) in rels {
+        let key = target.key(&rel);
+        if key.len() > KEY_LIMIT {
+            let settings = settings::builder(&target.bucket);
+            return Err(format!(
+                "--target {} at {}: trace path {trace_path:?} would be the key `{key}`, \
+                 {} bytes long; S3 takes keys of at most {KEY_LIMIT} bytes: shorten the \
+                 target's prefix, or leave the path out (--exclude)",
+                target.url(),
+                settings::endpoint(&settings),
+                key.len(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks, with one LIST of the prefix, that the bucket is there and the
 /// credentials open it: what is wrong is said before any work.
 pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
@@ -216,6 +244,21 @@ mod tests {
         assert_eq!(t.display(Path::new("a")), "s3://bench/run1/a");
         let root = target("s3://bench");
         assert_eq!(root.key(Path::new("data/x")), "data/x");
+    }
+
+    #[test]
+    fn keys_up_to_s3s_limit_pass_and_longer_ones_are_refused() {
+        let t = target("s3://bench/run");
+        // "run/" and the path: 1,024 bytes in all, then 1,025 (a two-byte
+        // character at the end: the limit is in bytes, not characters).
+        let fits = PathBuf::from("a".repeat(KEY_LIMIT - 4));
+        assert!(check_key_lengths(&t, [("/fits", fits)]).is_ok());
+        let over = PathBuf::from("a".repeat(KEY_LIMIT - 5) + "é");
+        let err = check_key_lengths(&t, [("/over", over)]).unwrap_err();
+        assert!(
+            err.contains("\"/over\"") && err.contains("1025 bytes long"),
+            "{err}"
+        );
     }
 
     #[test]
