@@ -10,8 +10,9 @@
 //! rank; [`samples`] names the bundled traces in `traces/samples/`;
 //! [`slurm`] runs a single-node Slurm cluster for a test, and [`http`] asks
 //! HTTP endpoints (a metrics endpoint, Prometheus's API); [`s3`] runs an S3
-//! API server for a test; [`python`] runs a Python snippet as an independent
-//! judge of a trace; [`skip`] is what a
+//! API server for a test, and [`rgw`] a real S3 store (Ceph's RADOS
+//! Gateway); [`python`] runs a Python snippet as an independent judge of a
+//! trace; [`skip`] is what a
 //! test does when the machine cannot run it (under CI, it fails).
 
 pub mod anon;
@@ -20,6 +21,7 @@ pub mod capture;
 pub mod http;
 pub mod job;
 pub mod python;
+pub mod rgw;
 pub mod rows;
 pub mod s3;
 pub mod samples;

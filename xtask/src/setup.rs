@@ -39,6 +39,13 @@ const APT_PACKAGES: &[&str] = &[
     // The static binaries (`cargo xtask dist`): musl's C compiler for the C
     // inside the zstd crate.
     "musl-tools",
+    // A real S3 store for the object-storage tests: Ceph's RADOS Gateway
+    // over one monitor and one in-memory OSD (`tests/servers/rgw.py`).
+    "radosgw",
+    "ceph-mon",
+    "ceph-osd",
+    // A replay whose clock is an hour off, for the store to refuse.
+    "faketime",
 ];
 
 /// The libclang that generates the MPI bindings: the `mpi` crate's bindgen

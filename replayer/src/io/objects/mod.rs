@@ -185,6 +185,36 @@ pub fn check_key_lengths<'a>(
     Ok(())
 }
 
+/// What a store's refusal of the credentials means, by the error code in
+/// its answer (the codes S3 and its peers give), for the user to act on.
+fn refusal(why: &str, bucket: &str) -> Option<String> {
+    let hint = if why.contains("RequestTimeTooSkewed") {
+        "the store refused the request's time (RequestTimeTooSkewed): this machine's \
+         clock is more than 15 minutes from the store's; set it right (chrony, ntpd)"
+            .to_string()
+    } else if why.contains("InvalidAccessKeyId") {
+        "the store knows no such access key (InvalidAccessKeyId): check \
+         AWS_ACCESS_KEY_ID or the profile's aws_access_key_id (AWS_PROFILE)"
+            .to_string()
+    } else if why.contains("SignatureDoesNotMatch") {
+        "the request's signature was refused (SignatureDoesNotMatch): the secret key \
+         does not belong to the access key; check AWS_SECRET_ACCESS_KEY or the \
+         profile's aws_secret_access_key (AWS_PROFILE)"
+            .to_string()
+    } else if why.contains("AccessDenied") {
+        format!(
+            "the credentials may not list bucket `{bucket}` (AccessDenied): \
+             it belongs to another user, or a policy refuses it"
+        )
+    } else if why.contains("status code: 403") || why.contains("status code: 401") {
+        "the credentials were refused (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
+            .to_string()
+    } else {
+        return None;
+    };
+    Some(hint)
+}
+
 /// Checks, with one LIST of the prefix, that the bucket is there and the
 /// credentials open it: what is wrong is said before any work.
 pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
@@ -202,9 +232,8 @@ pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
                 .to_string()
         } else if why.contains("NoSuchBucket") || matches!(e, RequestError::Missing) {
             format!("bucket `{}` does not exist there", target.bucket)
-        } else if why.contains("status code: 403") || why.contains("status code: 401") {
-            "the credentials were refused (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
-                .to_string()
+        } else if let Some(hint) = refusal(&why, &target.bucket) {
+            hint
         } else {
             "the endpoint did not answer as S3 (AWS_ENDPOINT_URL)".to_string()
         };
@@ -259,6 +288,23 @@ mod tests {
             err.contains("\"/over\"") && err.contains("1025 bytes long"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn each_refusal_says_what_to_set_right() {
+        let answer = |code: &str| {
+            format!(
+                "Error performing GET http://127.0.0.1:1/b?list-type=2 - Server returned \
+                 non-2xx status code: 403 Forbidden: <Error><Code>{code}</Code></Error>"
+            )
+        };
+        let hint = |code: &str| refusal(&answer(code), "b").unwrap();
+        assert!(hint("RequestTimeTooSkewed").contains("clock"));
+        assert!(hint("InvalidAccessKeyId").contains("AWS_ACCESS_KEY_ID"));
+        assert!(hint("SignatureDoesNotMatch").contains("AWS_SECRET_ACCESS_KEY"));
+        assert!(hint("AccessDenied").contains("bucket `b`"));
+        assert!(hint("Other").contains("credentials were refused"));
+        assert!(refusal("HTTP error: connection refused", "b").is_none());
     }
 
     #[test]

@@ -1,0 +1,168 @@
+//! Replays against a real S3 store: Ceph's RADOS Gateway, on a one-node
+//! cluster the test starts itself (`iorepro_tests::rgw`), which checks every
+//! request's SigV4 signature and time as a production store does. The
+//! bundled DDP capture at 4 ranks lands in a bucket as in a directory, and
+//! replays again over what the first replay left. Every refusal such a
+//! store gives (wrong keys, a clock an hour off, another user's bucket, a
+//! key over 1,024 bytes) is said before any work, naming the endpoint and
+//! what to set right, with exit status 2 and nothing left in the bucket.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{json_ok, replay_bin, replay_ok, write_rows, Row, O_WRITE_CREATE};
+use iorepro_format::Op;
+use iorepro_tests::bins::scratch;
+use iorepro_tests::rgw::{Keys, RgwStore};
+use iorepro_tests::s3::files_as_keys;
+use iorepro_tests::samples::{sample, TORCH_DDP};
+use iorepro_tests::skip::cannot_run;
+
+const BUCKET: &str = "bench";
+
+/// The store with the test bucket, or `None` (said why) where this machine
+/// cannot start one.
+fn store(name: &str) -> Option<RgwStore> {
+    match RgwStore::start(name) {
+        Ok(s) => {
+            s.create_bucket(BUCKET);
+            Some(s)
+        }
+        Err(e) => {
+            cannot_run(e);
+            None
+        }
+    }
+}
+
+fn replay(store: &RgwStore, keys: &Keys, trace: &Path, target: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(trace).arg("--target").arg(target).args(args);
+    store
+        .env_as(&mut cmd, keys)
+        .output()
+        .expect("iorepro-replay runs")
+}
+
+#[test]
+fn a_bundled_capture_replays_into_the_gateway_as_into_a_directory() {
+    let Some(store) = store("rgw-sample") else {
+        return;
+    };
+    eprintln!(
+        "the gateway answered {:.1} s after its start",
+        store.started_s
+    );
+    let root = scratch("rgw-sample-replays");
+    let trace = sample(TORCH_DDP);
+    let args = ["--ranks", "4", "--json"];
+    let dir = replay_ok(&trace, &root.join("dir"), &args);
+    let target = format!("s3://{BUCKET}/run");
+    for pass in ["first", "second"] {
+        let r = json_ok(&replay(&store, &store.user, &trace, &target, &args));
+        assert_eq!(r["errors"], serde_json::json!([]), "{pass}: {r}");
+        for k in ["read_bytes", "write_bytes"] {
+            assert_eq!(r[k], dir[k], "{pass}: {k}");
+        }
+        let gets = &r["requests"]["kinds"]["GET"];
+        assert_eq!(gets["bytes"], r["read_bytes"], "{pass}: {r}");
+        assert_eq!(
+            store.objects(BUCKET, "run/"),
+            files_as_keys(&root.join("dir"), "run"),
+            "{pass}: the objects are the directory replay's files"
+        );
+    }
+    assert_eq!(store.open_uploads(BUCKET), 0);
+}
+
+/// A trace of one small save: what a refused replay would have written.
+fn small_save(dir: &Path) -> std::path::PathBuf {
+    let path = "/ckpt/model.pt";
+    let rows: Vec<Row<'_>> = vec![
+        (0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE)),
+        (0, Op::Write, path, 5, Some(0), 1 << 20, None),
+        (0, Op::Close, path, 5, None, 0, None),
+    ];
+    write_rows(dir, &rows)
+}
+
+/// Asserts a refusal before any work: exit 2, the endpoint and `says` on
+/// stderr, nothing in the bucket.
+fn refused(store: &RgwStore, out: &Output, says: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("refused: {}", err.trim_end());
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&store.endpoint), "the endpoint: {err}");
+    for s in says {
+        assert!(err.contains(s), "{s:?} in: {err}");
+    }
+    assert!(store.objects(BUCKET, "").is_empty(), "nothing written");
+    assert_eq!(store.open_uploads(BUCKET), 0, "nothing half-uploaded");
+}
+
+#[test]
+fn each_refusal_of_a_real_store_is_said_before_any_work() {
+    let Some(store) = store("rgw-refusals") else {
+        return;
+    };
+    let trace = small_save(&scratch("rgw-refusals-trace"));
+    let target = format!("s3://{BUCKET}/run");
+    let wrong_secret = Keys {
+        secret_key: "not-the-secret".into(),
+        ..store.user.clone()
+    };
+    let out = replay(&store, &wrong_secret, &trace, &target, &[]);
+    refused(
+        &store,
+        &out,
+        &["SignatureDoesNotMatch", "AWS_SECRET_ACCESS_KEY"],
+    );
+    let unknown = Keys {
+        access_key: "nobody".into(),
+        ..store.user.clone()
+    };
+    let out = replay(&store, &unknown, &trace, &target, &[]);
+    refused(&store, &out, &["InvalidAccessKeyId", "AWS_ACCESS_KEY_ID"]);
+    // The other user's own bucket exists, but is not the replay's user's.
+    store.create_bucket_as(&store.other, "theirs");
+    let out = replay(&store, &store.user, &trace, "s3://theirs/run", &[]);
+    refused(&store, &out, &["AccessDenied", "bucket `theirs`"]);
+    // A clock an hour behind: the store refuses the signature's time.
+    let mut cmd = Command::new("faketime");
+    cmd.args(["-f", "-1h"])
+        .arg(replay_bin())
+        .arg(&trace)
+        .args(["--target", &target])
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    match store.env(&mut cmd).output() {
+        Ok(out) => refused(&store, &out, &["RequestTimeTooSkewed", "clock"]),
+        Err(e) => cannot_run(format!(
+            "faketime (`cargo xtask setup` installs it) did not run: {e}"
+        )),
+    }
+    // A path whose key would pass 1,024 bytes, which the gateway refuses
+    // (400 InvalidObjectName): refused before the first request.
+    let deep: String = (0..9).map(|i| format!("/{}{i}", "d".repeat(120))).collect();
+    let long = format!("/ckpt{deep}/model.pt");
+    let rows: Vec<Row<'_>> = vec![
+        (0, Op::Open, &long, 5, None, 0, Some(O_WRITE_CREATE)),
+        (0, Op::Write, &long, 5, Some(0), 4096, None),
+        (0, Op::Close, &long, 5, None, 0, None),
+    ];
+    let long_trace = write_rows(&scratch("rgw-refusals-long"), &rows);
+    let out = replay(&store, &store.user, &long_trace, &target, &[]);
+    refused(&store, &out, &["at most 1024 bytes"]);
+    // And the keys that are right replay the same trace.
+    let out = replay(&store, &store.user, &trace, &target, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        store.objects(BUCKET, "run/"),
+        vec![("run/ranks/rank-00000/ckpt/model.pt".to_string(), 1 << 20)]
+    );
+}
