@@ -2,7 +2,9 @@
 //! cluster the test starts itself (`iorepro_tests::rgw`), which checks every
 //! request's SigV4 signature and time as a production store does. The
 //! bundled DDP capture at 4 ranks lands in a bucket as in a directory, and
-//! replays again over what the first replay left. Every refusal such a
+//! replays again over what the first replay left; its checkpoint goes up in
+//! multipart uploads, a part at a time and three at a time, as its dataset
+//! comes down in parallel ranged GETs. Every refusal such a
 //! store gives (wrong keys, a clock an hour off, another user's bucket, a
 //! key over 1,024 bytes) is said before any work, naming the endpoint and
 //! what to set right, with exit status 2 and nothing left in the bucket.
@@ -165,4 +167,48 @@ fn each_refusal_of_a_real_store_is_said_before_any_work() {
         store.objects(BUCKET, "run/"),
         vec![("run/ranks/rank-00000/ckpt/model.pt".to_string(), 1 << 20)]
     );
+}
+
+/// Multipart uploads, sent one part at a time and `--s3-concurrency` at a
+/// time, and a dataset read back in parallel ranged GETs: the store holds
+/// each object whole at its size, with no upload left open (the gateway
+/// answers a completed upload with an empty ETag, which must not fail it).
+#[test]
+fn multipart_uploads_and_parallel_reads_against_the_gateway() {
+    let Some(store) = store("rgw-multipart") else {
+        return;
+    };
+    let trace = sample(TORCH_DDP);
+    let root = scratch("rgw-multipart-replays");
+    let args = ["--ranks", "4", "--json", "--checkpoint", "rank0"];
+    let dir = replay_ok(&trace, &root.join("dir"), &args);
+    let parts = ["--s3-multipart-threshold", "5MiB", "--s3-part-size", "5MiB"];
+    for (prefix, mode) in [("mpu", "as-traced"), ("parallel", "parallel")] {
+        let target = format!("s3://{BUCKET}/{prefix}");
+        let mode = ["--s3-read", mode, "--s3-concurrency", "3"];
+        let r = json_ok(&replay(
+            &store,
+            &store.user,
+            &trace,
+            &target,
+            &[&args[..], &parts, &mode].concat(),
+        ));
+        assert_eq!(r["errors"], serde_json::json!([]), "{prefix}: {r}");
+        let kinds = &r["requests"]["kinds"];
+        let uploads = kinds["MPU-create"]["count"].as_u64().unwrap_or(0);
+        assert!(uploads > 0, "{prefix}: {r}");
+        assert_eq!(kinds["MPU-complete"]["count"], uploads, "{prefix}: {r}");
+        assert_eq!(r["write_bytes"], dir["write_bytes"], "{prefix}");
+        let in_flight = r["requests"]["max_in_flight"].as_u64().unwrap_or(0);
+        eprintln!("{prefix}: {uploads} uploads, at most {in_flight} requests in flight");
+        if mode[1] == "parallel" {
+            assert_eq!(in_flight, 3, "{prefix}: {}", r["requests"]);
+        }
+        assert_eq!(
+            store.objects(BUCKET, &format!("{prefix}/")),
+            files_as_keys(&root.join("dir"), prefix),
+            "{prefix}: the objects are the directory replay's files"
+        );
+    }
+    assert_eq!(store.open_uploads(BUCKET), 0);
 }
