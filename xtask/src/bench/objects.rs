@@ -1,10 +1,14 @@
 //! Replay against object storage next to boto3, in one run against the same
-//! S3 server (the tests' moto server, started here): the same requests
-//! with the same concurrency and part size. GET throughput (4 streams of
-//! 8 MiB ranged GETs), PUT throughput (4 multipart uploads in 8 MiB parts,
-//! the replay's written in 1 MiB calls), small-request rate (4 streams of
-//! 4 KiB ranged GETs), and the replay's peak RSS while uploading.
+//! S3 store: the same requests with the same concurrency and part size.
+//! GET throughput (4 streams of 8 MiB ranged GETs), PUT throughput (4
+//! multipart uploads in 8 MiB parts, the replay's written in 1 MiB calls),
+//! small-request rate (4 streams of 4 KiB ranged GETs), and the replay's
+//! peak RSS while uploading. Against two stores: Ceph's RADOS Gateway (a
+//! real store, which checks every signature; the tests' `rgw.py`), where
+//! boto3 with four times the streams also gives the store's ceiling, and
+//! moto's server (one Python process, the tests' `s3.py`).
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -19,21 +23,30 @@ const BUCKET: &str = "bench";
 const STREAMS: usize = 4;
 
 struct Server {
+    /// How the lines name the store.
+    name: &'static str,
     child: Child,
     endpoint: String,
+    access_key: String,
+    secret_key: String,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // The gateway's fixture takes its daemons with it.
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-fn start_server(ctx: &Ctx) -> Result<Server> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
-        .port();
+        .port())
+}
+
+fn start_moto(ctx: &Ctx) -> Result<Server> {
+    let port = free_port()?;
     let child = Command::new("python3")
         .arg(ctx.root.join("tests/servers/s3.py"))
         .arg(port.to_string())
@@ -42,19 +55,14 @@ fn start_server(ctx: &Ctx) -> Result<Server> {
         .spawn()
         .context("starting the S3 test server (python3 tests/servers/s3.py)")?;
     let server = Server {
+        name: "moto",
         child,
         endpoint: format!("http://127.0.0.1:{port}"),
+        access_key: "bench".into(),
+        secret_key: "bench-secret".into(),
     };
-    let make_bucket = format!(
-        "import boto3; boto3.client('s3', endpoint_url='{}').create_bucket(Bucket='{BUCKET}')",
-        server.endpoint
-    );
     for _ in 0..100 {
-        let made = aws_env(Command::new("python3").args(["-c", &make_bucket]), &server)
-            .output()?
-            .status
-            .success();
-        if made {
+        if make_bucket(&server)? {
             return Ok(server);
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -62,10 +70,62 @@ fn start_server(ctx: &Ctx) -> Result<Server> {
     bail!("the S3 test server did not start (moto, from `cargo xtask setup`)")
 }
 
+/// The RADOS Gateway on a one-node cluster of its own, under the bench's
+/// scratch directory; its fixture prints the endpoint and keys once it
+/// answers.
+fn start_rgw(ctx: &Ctx) -> Result<Server> {
+    let port = free_port()?;
+    let mut child = Command::new("python3")
+        .arg(ctx.root.join("tests/servers/rgw.py"))
+        .arg("--dir")
+        .arg(ctx.dir("rgw")?)
+        .arg("--port")
+        .arg(port.to_string())
+        .arg("--no-stdin")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting the RADOS Gateway (python3 tests/servers/rgw.py)")?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("the fixture's output")?).read_line(&mut line)?;
+    let v: serde_json::Value = match serde_json::from_str(&line) {
+        Ok(v) => v,
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("the RADOS Gateway did not start (radosgw, ceph-mon, ceph-osd: `cargo xtask setup`)")
+        }
+    };
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    let server = Server {
+        name: "RGW",
+        child,
+        endpoint: s("endpoint"),
+        access_key: s("access_key"),
+        secret_key: s("secret_key"),
+    };
+    if !make_bucket(&server)? {
+        bail!("could not make bucket {BUCKET} in the RADOS Gateway");
+    }
+    Ok(server)
+}
+
+fn make_bucket(server: &Server) -> Result<bool> {
+    let make = format!(
+        "import boto3; boto3.client('s3', endpoint_url='{}').create_bucket(Bucket='{BUCKET}')",
+        server.endpoint
+    );
+    Ok(aws_env(Command::new("python3").args(["-c", &make]), server)
+        .output()?
+        .status
+        .success())
+}
+
 fn aws_env<'c>(cmd: &'c mut Command, server: &Server) -> &'c mut Command {
     cmd.env("AWS_ENDPOINT_URL", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", "bench")
-        .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+        .env("AWS_ACCESS_KEY_ID", &server.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
         .env("AWS_REGION", "us-east-1")
         .env("AWS_DEFAULT_REGION", "us-east-1")
         .env_remove("AWS_PROFILE")
@@ -155,7 +215,16 @@ fn data_key(r: usize) -> String {
 }
 
 pub fn run(ctx: &Ctx) -> Result<()> {
-    let server = start_server(ctx)?;
+    match start_rgw(ctx) {
+        Ok(server) => against(ctx, &server)?,
+        Err(e) => ctx.line("object-storage", format!("RGW: not measured: {e}")),
+    }
+    against(ctx, &start_moto(ctx)?)
+}
+
+/// Every line against one store.
+fn against(ctx: &Ctx, server: &Server) -> Result<()> {
+    let store = server.name;
     let endpoint = server.endpoint.clone();
     let rounds = if ctx.quick { 1 } else { 3 };
     let size = if ctx.quick {
@@ -175,7 +244,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         size / bs,
         "seq",
     )?;
-    replay(ctx, &server, &trace, &["--prepare", "only"])?;
+    replay(ctx, server, &trace, &["--prepare", "only"])?;
     let keys: Vec<String> = (0..STREAMS).map(data_key).collect();
     let get_spec = serde_json::json!({
         "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
@@ -185,25 +254,47 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let (ours, theirs) = alternate(
         rounds,
         || {
-            let r = replay(ctx, &server, &trace, &["--prepare", "skip"])?;
+            let r = replay(ctx, server, &trace, &["--prepare", "skip"])?;
             first_byte = f(&r["requests"]["first_byte_us"]["p50"]);
             Ok(f(&r["read_bytes"]) / f(&r["duration_s"]))
         },
         || {
-            let b = boto3(ctx, &server, get_spec.clone())?;
+            let b = boto3(ctx, server, get_spec.clone())?;
             Ok(f(&b["bytes"]) / f(&b["seconds"]))
         },
     )?;
     ctx.line(
         "object-storage",
         format!(
-            "GET throughput {:.2}x boto3 ({:.1} vs {:.1} MiB/s; {STREAMS} streams of {} MiB ranged GETs; \
+            "{store}: GET throughput {:.2}x boto3 ({:.1} vs {:.1} MiB/s; {STREAMS} streams of {} MiB ranged GETs; \
              {:.0} us per MiB; first byte p50 {first_byte:.0} us)",
             ours / theirs,
             ours / MIB,
             theirs / MIB,
             bs / MIB_BYTES,
             1e6 * MIB / ours
+        ),
+    );
+
+    // The store's ceiling for these GETs: boto3 with four times the
+    // streams, each object read by four at once.
+    let wide: Vec<String> = (0..4 * STREAMS).map(|i| data_key(i % STREAMS)).collect();
+    let mut wide_spec = get_spec.clone();
+    wide_spec["keys"] = serde_json::json!(wide);
+    let mut ceiling: f64 = 0.0;
+    for _ in 0..rounds {
+        let b = boto3(ctx, server, wide_spec.clone())?;
+        ceiling = ceiling.max(f(&b["bytes"]) / f(&b["seconds"]));
+    }
+    ctx.line(
+        "object-storage",
+        format!(
+            "{store}: GET ceiling {:.1} MiB/s (boto3, {} streams, the best of {rounds}); the replay's \
+             {STREAMS} streams reach {:.0} % of it, boto3's {STREAMS} {:.0} %",
+            ceiling / MIB,
+            4 * STREAMS,
+            100.0 * ours / ceiling,
+            100.0 * theirs / ceiling
         ),
     );
 
@@ -218,7 +309,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         small_ops,
         "seq",
     )?;
-    replay(ctx, &server, &small, &["--prepare", "only"])?;
+    replay(ctx, server, &small, &["--prepare", "only"])?;
     let small_spec = serde_json::json!({
         "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
         "size": MIB_BYTES, "bs": 4096, "ops": small_ops,
@@ -227,14 +318,14 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let (ours, theirs) = alternate(
         rounds,
         || {
-            let (r, cpu) = replay_cpu(ctx, &server, &small, &["--prepare", "skip"])?;
+            let (r, cpu) = replay_cpu(ctx, server, &small, &["--prepare", "skip"])?;
             let kinds = &r["requests"]["kinds"];
             let n = f(&kinds["GET"]["count"]) + f(&kinds["HEAD"]["count"]);
             our_cpu.push(1e6 * cpu / n);
             Ok(n / f(&r["duration_s"]))
         },
         || {
-            let b = boto3(ctx, &server, small_spec.clone())?;
+            let b = boto3(ctx, server, small_spec.clone())?;
             their_cpu.push(1e6 * f(&b["cpu_seconds"]) / f(&b["requests"]));
             Ok(f(&b["requests"]) / f(&b["seconds"]))
         },
@@ -247,7 +338,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     ctx.line(
         "object-storage",
         format!(
-            "small requests {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {STREAMS} streams of \
+            "{store}: small requests {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {STREAMS} streams of \
              {small_ops} 4 KiB ranged GETs; {:.0} us per request per stream); client CPU per request \
              {our_cpu:.0} us against boto3's {their_cpu:.0} us, boto3 {:.2}x as much (the replay's \
              whole process, boto3's requests alone)",
@@ -279,7 +370,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         rounds,
         || {
             let mut cmd = Command::new(ctx.bin("iorepro-replay"));
-            aws_env(&mut cmd, &server).arg(&put).args([
+            aws_env(&mut cmd, server).arg(&put).args([
                 "--target",
                 &format!("s3://{BUCKET}/replay-put"),
                 "--json",
@@ -294,14 +385,14 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             Ok(f(&r["write_bytes"]) / f(&r["duration_s"]))
         },
         || {
-            let b = boto3(ctx, &server, put_spec.clone())?;
+            let b = boto3(ctx, server, put_spec.clone())?;
             Ok(f(&b["bytes"]) / f(&b["seconds"]))
         },
     )?;
     ctx.line(
         "object-storage",
         format!(
-            "PUT throughput {:.2}x boto3 ({:.1} vs {:.1} MiB/s; {STREAMS} multipart uploads of {} MiB \
+            "{store}: PUT throughput {:.2}x boto3 ({:.1} vs {:.1} MiB/s; {STREAMS} multipart uploads of {} MiB \
              in 8 MiB parts; {:.0} us per MiB); replay peak RSS {:.1} MiB for {STREAMS} ranks \
              ({:.1} MiB per rank, the process's whole)",
             ours / theirs,
@@ -313,10 +404,16 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             peak as f64 / MIB / STREAMS as f64
         ),
     );
+    let what = match store {
+        "moto" => "moto's S3 API (one Python process, on this machine)",
+        _ => "Ceph's RADOS Gateway 16.2 (one monitor, one OSD holding objects in memory, on this machine)",
+    };
     ctx.line(
         "object-storage",
-        "server: moto's S3 API (one Python process, on this machine), shared by both clients; \
-         its own cost per request is in both sides' figures",
+        format!(
+            "{store}: the store is {what}, shared by both clients; its own cost per request is in \
+             both sides' figures"
+        ),
     );
     Ok(())
 }
