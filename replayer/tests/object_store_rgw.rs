@@ -1,10 +1,12 @@
 //! Replays against a real S3 store: Ceph's RADOS Gateway, on a one-node
 //! cluster the test starts itself (`iorepro_tests::rgw`), which checks every
 //! request's SigV4 signature and time as a production store does. The
-//! bundled DDP capture at 4 ranks lands in a bucket as in a directory, and
-//! replays again over what the first replay left; its checkpoint goes up in
+//! bundled DDP capture at 4 ranks lands in a bucket as in a directory,
+//! replays again over what the first replay left, and records what it did
+//! as a trace of the capture's bytes; its checkpoint goes up in
 //! multipart uploads, a part at a time and three at a time, as its dataset
-//! comes down in parallel ranged GETs. Every refusal such a
+//! comes down in parallel ranged GETs; four launched processes write what
+//! four ranks as threads write. Every refusal such a
 //! store gives (wrong keys, a clock an hour off, another user's bucket, a
 //! key over 1,024 bytes) is said before any work, naming the endpoint and
 //! what to set right, with exit status 2 and nothing left in the bucket.
@@ -77,6 +79,26 @@ fn a_bundled_capture_replays_into_the_gateway_as_into_a_directory() {
         );
     }
     assert_eq!(store.open_uploads(BUCKET), 0);
+    // What the replay did against the gateway, recorded, is a trace of the
+    // same bytes as the capture's.
+    let ops = root.join("ops");
+    let recorded = json_ok(&replay(
+        &store,
+        &store.user,
+        &trace,
+        &format!("s3://{BUCKET}/record"),
+        &["--json", "--record-ops", ops.to_str().unwrap()],
+    ));
+    assert_eq!(recorded["errors"], serde_json::json!([]));
+    let cmp = iorepro_tests::bins::run_json(
+        Command::new(iorepro_tests::bins::bin("iorepro-trace"))
+            .arg("compare")
+            .arg(&trace)
+            .arg(&ops)
+            .arg("--json"),
+    );
+    assert_eq!(cmp["read_bytes_error"], 0.0, "{cmp}");
+    assert_eq!(cmp["write_bytes_error"], 0.0, "{cmp}");
 }
 
 /// A trace of one small save: what a refused replay would have written.
@@ -238,4 +260,61 @@ fn odd_names_are_signed_as_the_gateway_checks_them() {
     assert_eq!(second["prepare"]["paths_cleared"], 1, "{second}");
     assert_eq!(store.objects(BUCKET, "odd/"), objects);
     assert_eq!(second["write_bytes"], first["write_bytes"]);
+}
+
+/// Four processes under a launcher (torchrun's environment, meeting
+/// through files) write into the gateway what four ranks as threads of
+/// one process write, request for request.
+#[test]
+fn ranks_under_a_launcher_write_into_the_gateway_what_threads_write() {
+    let Some(store) = store("rgw-launched") else {
+        return;
+    };
+    let trace = sample(TORCH_DDP);
+    let root = scratch("rgw-launched-meet");
+    let threads = json_ok(&replay(
+        &store,
+        &store.user,
+        &trace,
+        &format!("s3://{BUCKET}/threads"),
+        &["--ranks", "4", "--json"],
+    ));
+    let children: Vec<_> = (0..4)
+        .map(|rank| {
+            let mut cmd = Command::new(replay_bin());
+            cmd.arg(&trace)
+                .args(["--target", &format!("s3://{BUCKET}/launched"), "--json"])
+                .arg("--rendezvous-dir")
+                .arg(root.join("meet"))
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "4")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("TORCHELASTIC_RUN_ID", "rgw-test")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            store.env(&mut cmd).spawn().expect("iorepro-replay starts")
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("iorepro-replay ends"))
+        .collect();
+    let launched = json_ok(&outs[0]);
+    assert_eq!(launched["rendezvous"]["mechanism"], "files");
+    for k in ["read_bytes", "write_bytes"] {
+        assert_eq!(launched[k], threads[k], "{k}");
+    }
+    for k in ["GET", "PUT", "HEAD"] {
+        let count = |r: &serde_json::Value| r["requests"]["kinds"][k]["count"].clone();
+        assert_eq!(count(&launched), count(&threads), "{k}");
+    }
+    let beneath = |prefix: &str| -> Vec<(String, u64)> {
+        store
+            .objects(BUCKET, &format!("{prefix}/"))
+            .into_iter()
+            .map(|(k, n)| (k[prefix.len()..].to_string(), n))
+            .collect()
+    };
+    assert!(!beneath("threads").is_empty());
+    assert_eq!(beneath("launched"), beneath("threads"));
 }
