@@ -13,7 +13,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{json, json_ok, replay_bin, replay_ok, write_rows, Row, O_WRITE_CREATE};
+use common::{
+    assert_records_the_same_bytes, json, json_ok, one_write, replay_bin, replay_ok, write_rows,
+    Row, O_WRITE_CREATE,
+};
 use iorepro_format::Op;
 use iorepro_tests::bins::scratch;
 use iorepro_tests::s3::{files_as_keys, S3Server};
@@ -467,20 +470,8 @@ fn a_key_longer_than_s3_takes_is_refused_before_any_request() {
         .collect();
     let long = format!("/ckpt{deep}/model.pt");
     let mut rows: Vec<Row<'_>> = checkpoint_rows(1);
-    rows.push((
-        0,
-        Op::Open,
-        "/ckpt/short.pt",
-        6,
-        None,
-        0,
-        Some(O_WRITE_CREATE),
-    ));
-    rows.push((0, Op::Write, "/ckpt/short.pt", 6, Some(0), 4096, None));
-    rows.push((0, Op::Close, "/ckpt/short.pt", 6, None, 0, None));
-    rows.push((0, Op::Open, &long, 7, None, 0, Some(O_WRITE_CREATE)));
-    rows.push((0, Op::Write, &long, 7, Some(0), 4096, None));
-    rows.push((0, Op::Close, &long, 7, None, 0, None));
+    rows.extend(one_write("/ckpt/short.pt", 6, 4096));
+    rows.extend(one_write(&long, 7, 4096));
     let trace = write_rows(&tmp, &rows);
     let before = server.served();
     let out = replay_s3(&server, &trace, "long", &["--ranks", "2"]);
@@ -600,12 +591,7 @@ fn odd_names_become_keys_a_second_replay_finds_again() {
     let Some(server) = server(&[]) else { return };
     let tmp = scratch("s3-odd-names");
     let path = "/ckpt/step #1 ~final.pt";
-    let rows: Vec<Row<'static>> = vec![
-        (0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE)),
-        (0, Op::Write, path, 5, Some(0), 4096, None),
-        (0, Op::Close, path, 5, None, 0, None),
-    ];
-    let trace = write_rows(&tmp, &rows);
+    let trace = write_rows(&tmp, &one_write(path, 5, 4096));
     let first = json_ok(&replay_s3(&server, &trace, "odd", &["--json"]));
     let objects = server.objects(BUCKET, "odd/");
     assert_eq!(objects.len(), 1, "{objects:?}");
@@ -637,15 +623,7 @@ fn what_an_object_replay_did_records_as_a_trace_of_the_same_bytes() {
         &["--json", "--record-ops", ops.to_str().unwrap()],
     ));
     assert_eq!(r["errors"], serde_json::json!([]));
-    let cmp = iorepro_tests::bins::run_json(
-        Command::new(iorepro_tests::bins::bin("iorepro-trace"))
-            .arg("compare")
-            .arg(&trace)
-            .arg(&ops)
-            .arg("--json"),
-    );
-    assert_eq!(cmp["read_bytes_error"], 0.0, "{cmp}");
-    assert_eq!(cmp["write_bytes_error"], 0.0, "{cmp}");
+    assert_records_the_same_bytes(&trace, &ops);
 }
 
 #[test]

@@ -16,8 +16,9 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{json_ok, replay_bin, replay_ok, write_rows, Row, O_WRITE_CREATE};
-use iorepro_format::Op;
+use common::{
+    assert_records_the_same_bytes, json_ok, one_write, replay_bin, replay_ok, write_rows,
+};
 use iorepro_tests::bins::scratch;
 use iorepro_tests::rgw::{Keys, RgwStore};
 use iorepro_tests::s3::files_as_keys;
@@ -90,26 +91,12 @@ fn a_bundled_capture_replays_into_the_gateway_as_into_a_directory() {
         &["--json", "--record-ops", ops.to_str().unwrap()],
     ));
     assert_eq!(recorded["errors"], serde_json::json!([]));
-    let cmp = iorepro_tests::bins::run_json(
-        Command::new(iorepro_tests::bins::bin("iorepro-trace"))
-            .arg("compare")
-            .arg(&trace)
-            .arg(&ops)
-            .arg("--json"),
-    );
-    assert_eq!(cmp["read_bytes_error"], 0.0, "{cmp}");
-    assert_eq!(cmp["write_bytes_error"], 0.0, "{cmp}");
+    assert_records_the_same_bytes(&trace, &ops);
 }
 
 /// A trace of one small save: what a refused replay would have written.
 fn small_save(dir: &Path) -> std::path::PathBuf {
-    let path = "/ckpt/model.pt";
-    let rows: Vec<Row<'_>> = vec![
-        (0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE)),
-        (0, Op::Write, path, 5, Some(0), 1 << 20, None),
-        (0, Op::Close, path, 5, None, 0, None),
-    ];
-    write_rows(dir, &rows)
+    write_rows(dir, &one_write("/ckpt/model.pt", 5, 1 << 20))
 }
 
 /// Asserts a refusal before any work: exit 2, the endpoint and `says` on
@@ -170,12 +157,7 @@ fn each_refusal_of_a_real_store_is_said_before_any_work() {
     // (400 InvalidObjectName): refused before the first request.
     let deep: String = (0..9).map(|i| format!("/{}{i}", "d".repeat(120))).collect();
     let long = format!("/ckpt{deep}/model.pt");
-    let rows: Vec<Row<'_>> = vec![
-        (0, Op::Open, &long, 5, None, 0, Some(O_WRITE_CREATE)),
-        (0, Op::Write, &long, 5, Some(0), 4096, None),
-        (0, Op::Close, &long, 5, None, 0, None),
-    ];
-    let long_trace = write_rows(&scratch("rgw-refusals-long"), &rows);
+    let long_trace = write_rows(&scratch("rgw-refusals-long"), &one_write(&long, 5, 4096));
     let out = replay(&store, &store.user, &long_trace, &target, &[]);
     refused(&store, &out, &["at most 1024 bytes"]);
     // And the keys that are right replay the same trace.
@@ -245,12 +227,7 @@ fn odd_names_are_signed_as_the_gateway_checks_them() {
     };
     let tmp = scratch("rgw-odd-names-trace");
     let path = "/ckpt/step #1 ~final é.pt";
-    let rows: Vec<Row<'static>> = vec![
-        (0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE)),
-        (0, Op::Write, path, 5, Some(0), 4096, None),
-        (0, Op::Close, path, 5, None, 0, None),
-    ];
-    let trace = write_rows(&tmp, &rows);
+    let trace = write_rows(&tmp, &one_write(path, 5, 4096));
     let target = format!("s3://{BUCKET}/odd");
     let first = json_ok(&replay(&store, &store.user, &trace, &target, &["--json"]));
     let objects = store.objects(BUCKET, "odd/");

@@ -180,3 +180,35 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
 }
 
 pub const O_WRITE_CREATE: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+
+/// Rank 0 creating `path` on descriptor `fd` and writing `bytes` to it in
+/// one call: a file written whole, as a small save is.
+pub fn one_write(path: &str, fd: i32, bytes: i64) -> Vec<Row<'_>> {
+    vec![
+        (
+            0,
+            iorepro_format::Op::Open,
+            path,
+            fd,
+            None,
+            0,
+            Some(O_WRITE_CREATE),
+        ),
+        (0, iorepro_format::Op::Write, path, fd, Some(0), bytes, None),
+        (0, iorepro_format::Op::Close, path, fd, None, 0, None),
+    ]
+}
+
+/// Asserts that what a replay recorded (`--record-ops`) compares with the
+/// trace it replayed as a trace of the same bytes, read and written.
+pub fn assert_records_the_same_bytes(trace: &Path, recorded: &Path) {
+    let cmp = iorepro_tests::bins::run_json(
+        std::process::Command::new(iorepro_tests::bins::bin("iorepro-trace"))
+            .arg("compare")
+            .arg(trace)
+            .arg(recorded)
+            .arg("--json"),
+    );
+    assert_eq!(cmp["read_bytes_error"], 0.0, "{cmp}");
+    assert_eq!(cmp["write_bytes_error"], 0.0, "{cmp}");
+}
