@@ -7,7 +7,12 @@ scratch directory and on loopback, from Debian's packages, with no systemd.
 Prints one JSON line once the gateway answers S3:
 
     {"endpoint": "http://127.0.0.1:PORT", "access_key": ..., "secret_key": ...,
-     "other_access_key": ..., "other_secret_key": ..., "started_s": ...}
+     "other_access_key": ..., "other_secret_key": ..., "started_s": ...,
+     "ops_log": "DIR/log/ops.log"}
+
+The ops log is the gateway's own record of what it served: a JSON line per
+request as it ends (its method and URI, the gateway's name for the
+operation, the status, the body bytes sent and received).
 
 The "other" user owns nothing of the first one's, for AccessDenied cases.
 It then stays in the foreground until SIGTERM, SIGINT, SIGHUP or the end of
@@ -134,6 +139,16 @@ rgw_gc_processor_period = 30
 rgw_frontends = beast endpoint=127.0.0.1:{port} tcp_nodelay=1
 # 512 threads by default, for a server's load; this runs beside the tests.
 rgw_thread_pool_size = 64
+
+# What the gateway served, request by request, in its own words: one JSON
+# line per request (method, operation, status, body bytes sent and
+# received), written as each request ends, so that a test can hold the
+# replay's report against it (RgwStore::served). To a file rather than into
+# the cluster's own pool, and with requests to buckets that do not exist.
+rgw_enable_ops_log = true
+rgw_ops_log_rados = false
+rgw_ops_log_file_path = {ops_log}
+rgw_log_nonexistent_bucket = true
 """
 
 
@@ -194,6 +209,7 @@ class Cluster:
         self.deadline = deadline
         self.watch_stdin = watch_stdin
         self.conf = os.path.join(self.dir, "ceph.conf")
+        self.ops_log = os.path.join(self.dir, "log", "ops.log")
         self.daemons = []  # (name, Popen, its stdout's file)
         self.env = dict(os.environ, CEPH_CONF=self.conf)
 
@@ -340,6 +356,7 @@ class Cluster:
                     port=self.port,
                     rgw=RGW,
                     memstore_bytes=MEMSTORE_BYTES,
+                    ops_log=self.ops_log,
                 )
             )
         keyring = os.path.join(self.dir, "keyring")
@@ -459,6 +476,7 @@ def main():
                 "other_access_key": OTHER["access_key"],
                 "other_secret_key": OTHER["secret_key"],
                 "started_s": round(time.monotonic() - started, 2),
+                "ops_log": cluster.ops_log,
             }
         )
         try:

@@ -1,9 +1,11 @@
 """What the tests ask of a real S3 store besides the replay: a bucket made,
-the objects beneath a prefix, the multipart uploads left open. Signed
+an object put that is not the replay's, the objects beneath a prefix, the
+multipart uploads left open. Signed
 requests through boto3, with the keys given, so they work against a store
 that checks signatures (the RADOS Gateway of `rgw.py`).
 
     python3 s3_admin.py ENDPOINT ACCESS_KEY SECRET_KEY create-bucket BUCKET
+    python3 s3_admin.py ENDPOINT ACCESS_KEY SECRET_KEY put BUCKET KEY SIZE
     python3 s3_admin.py ENDPOINT ACCESS_KEY SECRET_KEY objects BUCKET PREFIX
     python3 s3_admin.py ENDPOINT ACCESS_KEY SECRET_KEY uploads BUCKET
 
@@ -30,6 +32,9 @@ def main():
     )
     if command == "create-bucket":
         s3.create_bucket(Bucket=bucket)
+    elif command == "put":
+        key, size = rest
+        s3.put_object(Bucket=bucket, Key=key, Body=b"\x07" * int(size))
     elif command == "objects":
         out = []
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=rest[0]):

@@ -5,15 +5,19 @@
 //! replay runs as, and another whose buckets the first may not open. The
 //! cluster stops, every daemon with it, when the handle is dropped (or
 //! when the test's process dies: the fixture stops at the end of its
-//! standard input).
+//! standard input). What the gateway served, it says itself, in its log of
+//! operations ([`RgwStore::served`]).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::bins::{scratch, wait_for, workspace_root};
-use crate::http::free_port;
+use crate::http::{free_port, get};
 
 /// The longest the cluster may take to answer (it takes 1 to 2 s here).
 const START_LIMIT: Duration = Duration::from_secs(120);
@@ -34,6 +38,73 @@ pub struct RgwStore {
     pub other: Keys,
     /// Seconds from the fixture's start to the gateway's first answer.
     pub started_s: f64,
+    /// The gateway's log of operations: a JSON line per request served.
+    ops_log: PathBuf,
+    /// How many times `served` has asked; each asks with a name of its own.
+    asked: AtomicU64,
+}
+
+/// What the gateway served for one kind of request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub count: u64,
+    /// Answered with a status of 400 or above.
+    pub failed: u64,
+    /// Body bytes sent: an object's data, a listing, an error document.
+    pub sent: u64,
+    /// Body bytes taken: an object's data or a part's.
+    pub received: u64,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.count += other.count;
+        self.failed += other.failed;
+        self.sent += other.sent;
+        self.received += other.received;
+    }
+}
+
+/// What the gateway served, by request: its HTTP method and the gateway's
+/// own name for the operation, as `GET get_obj` (an object's data, whole
+/// or a range), `HEAD get_obj`, `PUT put_obj` (an object, or a part of a
+/// multipart upload), `POST init_multipart`, `POST complete_multipart`,
+/// `GET list_bucket`, `HEAD stat_bucket`, `DELETE delete_obj`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Served(pub BTreeMap<String, Tally>);
+
+impl Served {
+    /// The tally of one request, as `"GET get_obj"`; zero if none was served.
+    pub fn of(&self, request: &str) -> Tally {
+        self.0.get(request).copied().unwrap_or_default()
+    }
+
+    /// What was served after `before` was.
+    pub fn since(&self, before: &Served) -> Served {
+        let mut out = BTreeMap::new();
+        for (request, now) in &self.0 {
+            let was = before.of(request);
+            let grew = Tally {
+                count: now.count - was.count,
+                failed: now.failed - was.failed,
+                sent: now.sent - was.sent,
+                received: now.received - was.received,
+            };
+            if grew != Tally::default() {
+                out.insert(request.clone(), grew);
+            }
+        }
+        Served(out)
+    }
+
+    /// Every request together.
+    pub fn total(&self) -> Tally {
+        let mut all = Tally::default();
+        for t in self.0.values() {
+            all.add(t);
+        }
+        all
+    }
 }
 
 impl RgwStore {
@@ -95,6 +166,8 @@ impl RgwStore {
                 secret_key: s("other_secret_key"),
             },
             started_s: v["started_s"].as_f64().unwrap_or(f64::NAN),
+            ops_log: PathBuf::from(s("ops_log")),
+            asked: AtomicU64::new(0),
         })
     }
 
@@ -138,6 +211,11 @@ impl RgwStore {
         self.create_bucket_as(&self.user, bucket);
     }
 
+    /// Puts an object of `size` bytes (one that is not the replay's).
+    pub fn put(&self, bucket: &str, key: &str, size: usize) {
+        self.admin(&self.user, &["put", bucket, key, &size.to_string()]);
+    }
+
     /// Every key beneath `prefix` with its size, sorted (the store's own
     /// listing, every page).
     pub fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, u64)> {
@@ -150,6 +228,76 @@ impl RgwStore {
         let text = self.admin(&self.user, &["uploads", bucket]);
         text.trim().parse().expect("a count")
     }
+
+    /// Everything the gateway has served since it started, from its log of
+    /// operations (the requests that made the store's buckets and listed
+    /// them for a test included: compare two with [`Served::since`]).
+    ///
+    /// The gateway logs each request as it ends, from a thread of its own,
+    /// a millisecond or so after the answer: so this asks the gateway for
+    /// a bucket of a name no one has, and reads the log up to that
+    /// request's line, which comes after those of the requests answered
+    /// before it was sent.
+    pub fn served(&self) -> Served {
+        let n = self.asked.fetch_add(1, Ordering::Relaxed);
+        let marker = format!("iorepro-served-{n}");
+        let addr = self.endpoint.trim_start_matches("http://");
+        // Answered 404 NoSuchBucket, which is all it is for.
+        let _ = get(addr, &format!("/{marker}"));
+        let mut served = None;
+        let logged = wait_for(Duration::from_secs(10), || {
+            let text = std::fs::read_to_string(&self.ops_log).unwrap_or_default();
+            served = tally_until(&text, &marker);
+            served.is_some()
+        });
+        assert!(
+            logged,
+            "the gateway did not log the request for bucket {marker} in {}",
+            self.ops_log.display()
+        );
+        served.expect("tallied")
+    }
+}
+
+/// The ops log's requests, tallied, up to the one for bucket `marker`
+/// (the markers of earlier calls left out); `None` before it is logged.
+fn tally_until(ops_log: &str, marker: &str) -> Option<Served> {
+    let mut served = Served::default();
+    // One JSON object a request, most on a line of their own but some run
+    // together (`}{`): read as a stream of objects. The last may be half
+    // written; the marker's is whole when found, and every one before it.
+    for entry in serde_json::Deserializer::from_str(ops_log).into_iter::<serde_json::Value>() {
+        let Ok(entry) = entry else {
+            return None;
+        };
+        let bucket = entry["bucket"].as_str().unwrap_or_default();
+        if bucket == marker {
+            return Some(served);
+        }
+        if bucket.starts_with("iorepro-served-") {
+            continue;
+        }
+        let method = entry["uri"]
+            .as_str()
+            .and_then(|uri| uri.split(' ').next())
+            .unwrap_or_default();
+        let operation = entry["operation"].as_str().unwrap_or_default();
+        let status: u16 = entry["http_status"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        served
+            .0
+            .entry(format!("{method} {operation}"))
+            .or_default()
+            .add(&Tally {
+                count: 1,
+                failed: u64::from(status >= 400),
+                sent: entry["bytes_sent"].as_u64().unwrap_or(0),
+                received: entry["bytes_received"].as_u64().unwrap_or(0),
+            });
+    }
+    None
 }
 
 impl Drop for RgwStore {
