@@ -1,28 +1,39 @@
 //! Replays against a real S3 store: Ceph's RADOS Gateway, on a one-node
 //! cluster the test starts itself (`iorepro_tests::rgw`), which checks every
-//! request's SigV4 signature and time as a production store does. The
-//! bundled DDP capture at 4 ranks lands in a bucket as in a directory,
-//! replays again over what the first replay left, and records what it did
-//! as a trace of the capture's bytes; its checkpoint goes up in
-//! multipart uploads, a part at a time and three at a time, as its dataset
-//! comes down in parallel ranged GETs; four launched processes write what
-//! four ranks as threads write. Every refusal such a
-//! store gives (wrong keys, a clock an hour off, another user's bucket, a
-//! key over 1,024 bytes) is said before any work, naming the endpoint and
-//! what to set right, with exit status 2 and nothing left in the bucket.
+//! request's SigV4 signature and time as a production store does, and
+//! says what it served in its own log of operations. The bundled captures
+//! at 4 ranks land in a bucket as in a directory, beside an object that is
+//! not theirs, replay again over what the first replay left, and record
+//! what they did as a trace of the capture's bytes; the gateway served
+//! the GETs' bytes the report counts and took the bytes it wrote. The read
+//! modes fetch as a loader would, request for request as the gateway
+//! counts them; checkpoints go up in multipart uploads, a part at a time
+//! and three at a time, as datasets come down in parallel ranged GETs;
+//! four launched processes write what four ranks as threads write; odd
+//! names are signed as the gateway checks them; the metrics endpoint
+//! counts the requests. Every refusal such a store gives (wrong keys, a
+//! clock an hour off, another user's bucket, a bucket that is not there,
+//! an endpoint that is not there, no credentials, a key over 1,024 bytes)
+//! is said before any work, naming what to set right, with exit status 2
+//! and nothing left in the bucket. (What a real store will not do on
+//! demand, throttling and a server that stops answering, is in
+//! `object_storage.rs`, against moto.)
 
 mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use common::{
-    assert_records_the_same_bytes, json_ok, one_write, replay_bin, replay_ok, write_rows,
+    assert_records_the_same_bytes, json, json_ok, one_write, replay_bin, replay_ok, write_rows,
+    Row, O_WRITE_CREATE,
 };
+use iorepro_format::Op;
 use iorepro_tests::bins::scratch;
-use iorepro_tests::rgw::{Keys, RgwStore};
+use iorepro_tests::rgw::{Keys, RgwStore, Served};
 use iorepro_tests::s3::files_as_keys;
-use iorepro_tests::samples::{sample, TORCH_DDP};
+use iorepro_tests::samples::{sample, ALL, TORCH_DDP, TORCH_DDP_SHARDS};
 use iorepro_tests::skip::cannot_run;
 
 const BUCKET: &str = "bench";
@@ -51,8 +62,31 @@ fn replay(store: &RgwStore, keys: &Keys, trace: &Path, target: &str, args: &[&st
         .expect("iorepro-replay runs")
 }
 
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// The count and bytes of one kind of request in a report.
+fn kind(r: &serde_json::Value, kind: &str) -> (u64, u64) {
+    let k = &r["requests"]["kinds"][kind];
+    (u(&k["count"]), u(&k["bytes"]))
+}
+
+/// The bytes a replay sent the store: the prepared data, then its own
+/// uploads, whole or in parts.
+fn uploaded(r: &serde_json::Value) -> u64 {
+    u(&r["prepare"]["bytes_written"]) + kind(r, "PUT").1 + kind(r, "MPU-part").1
+}
+
+/// The objects beneath `prefix/`, less the foreign one.
+fn replayed(store: &RgwStore, prefix: &str, foreign: &str) -> Vec<(String, u64)> {
+    let mut all = store.objects(BUCKET, &format!("{prefix}/"));
+    all.retain(|(k, _)| k != foreign);
+    all
+}
+
 #[test]
-fn a_bundled_capture_replays_into_the_gateway_as_into_a_directory() {
+fn the_bundled_captures_replay_into_the_gateway_as_into_a_directory() {
     let Some(store) = store("rgw-sample") else {
         return;
     };
@@ -60,28 +94,103 @@ fn a_bundled_capture_replays_into_the_gateway_as_into_a_directory() {
         "the gateway answered {:.1} s after its start",
         store.started_s
     );
-    let root = scratch("rgw-sample-replays");
-    let trace = sample(TORCH_DDP);
-    let args = ["--ranks", "4", "--json"];
-    let dir = replay_ok(&trace, &root.join("dir"), &args);
-    let target = format!("s3://{BUCKET}/run");
-    for pass in ["first", "second"] {
-        let r = json_ok(&replay(&store, &store.user, &trace, &target, &args));
-        assert_eq!(r["errors"], serde_json::json!([]), "{pass}: {r}");
-        for k in ["read_bytes", "write_bytes"] {
-            assert_eq!(r[k], dir[k], "{pass}: {k}");
+    // An object that is not the replay's, beneath the prefix one uses.
+    let foreign = format!("run/{}/foreign.bin", ALL[0]);
+    store.put(BUCKET, &foreign, 1000);
+    for name in ALL.into_iter().chain([TORCH_DDP_SHARDS]) {
+        let root = scratch(&format!("rgw-sample-{name}"));
+        let trace = sample(name);
+        let args = ["--ranks", "4", "--json"];
+        let dir = replay_ok(&trace, &root.join("dir"), &args);
+        let prefix = format!("run/{name}");
+        let target = format!("s3://{BUCKET}/{prefix}");
+        let lines = root.join("status.jsonl");
+        let status = [
+            "--status-interval",
+            "100ms",
+            "--status-file",
+            lines.to_str().unwrap(),
+        ];
+        let before = store.served();
+        let first = json_ok(&replay(
+            &store,
+            &store.user,
+            &trace,
+            &target,
+            &[&args[..], &status].concat(),
+        ));
+        let served = store.served().since(&before);
+        // The last status line's requests are the report's.
+        let text = std::fs::read_to_string(&lines).unwrap();
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(last["done"], true);
+        for kind in ["GET", "HEAD", "PUT"] {
+            assert_eq!(
+                last["requests"]["kinds"][kind]["count"], first["requests"]["kinds"][kind]["count"],
+                "{name}: {kind} in {last}"
+            );
         }
-        let gets = &r["requests"]["kinds"]["GET"];
-        assert_eq!(gets["bytes"], r["read_bytes"], "{pass}: {r}");
+        assert_eq!(first["errors"], serde_json::json!([]), "{name}: {first}");
+        assert_eq!(first["ranks"], 4);
+        for k in ["read_bytes", "write_bytes"] {
+            assert_eq!(first[k], dir[k], "{name}: {k}");
+        }
+        // The objects are the directory replay's files, at their sizes: the
+        // prepared dataset and every rank's checkpoint files.
+        let objects = replayed(&store, &prefix, &foreign);
         assert_eq!(
-            store.objects(BUCKET, "run/"),
-            files_as_keys(&root.join("dir"), "run"),
-            "{pass}: the objects are the directory replay's files"
+            objects,
+            files_as_keys(&root.join("dir"), &prefix),
+            "{name}: objects against the directory replay's files"
+        );
+        assert!(!objects.is_empty());
+        // Read as traced, the GETs brought what the calls read, and the
+        // gateway served exactly that, in as many GETs, none refused.
+        let (gets, got) = kind(&first, "GET");
+        assert_eq!(got, u(&first["read_bytes"]), "{name}");
+        let served_gets = served.of("GET get_obj");
+        assert_eq!(served_gets.count, gets, "{name}: GETs served: {served:?}");
+        assert_eq!(served_gets.sent, got, "{name}: bytes served: {served:?}");
+        assert_eq!(served_gets.failed, 0, "{name}: {served:?}");
+        // What the gateway took: the prepared data, then the replay's uploads.
+        assert_eq!(
+            served.of("PUT put_obj").received,
+            uploaded(&first),
+            "{name}: bytes taken: {served:?}"
+        );
+        // Again on the same bucket: nothing differs, nothing is uploaded twice.
+        let second = json_ok(&replay(&store, &store.user, &trace, &target, &args));
+        assert_eq!(second["errors"], serde_json::json!([]), "{name}: {second}");
+        assert_eq!(replayed(&store, &prefix, &foreign), objects, "{name}");
+        for k in ["read_bytes", "write_bytes"] {
+            assert_eq!(second[k], first[k], "{name}: {k}");
+        }
+        assert_eq!(kind(&second, "GET").1, got, "{name}");
+        assert_eq!(
+            u(&second["prepare"]["files_created"]),
+            0,
+            "{name}: {second}"
+        );
+        eprintln!(
+            "{name}: {} objects; GET {gets} ({got} B), HEAD {}, PUT {}, first byte p50 {} us; \
+             the gateway served {served:?}",
+            objects.len(),
+            kind(&first, "HEAD").0,
+            kind(&first, "PUT").0,
+            first["requests"]["first_byte_us"]["p50"]
         );
     }
+    assert!(
+        store
+            .objects(BUCKET, "run/")
+            .contains(&(foreign.clone(), 1000)),
+        "the foreign object was touched"
+    );
     assert_eq!(store.open_uploads(BUCKET), 0);
     // What the replay did against the gateway, recorded, is a trace of the
     // same bytes as the capture's.
+    let root = scratch("rgw-sample-record");
+    let trace = sample(TORCH_DDP);
     let ops = root.join("ops");
     let recorded = json_ok(&replay(
         &store,
@@ -92,6 +201,63 @@ fn a_bundled_capture_replays_into_the_gateway_as_into_a_directory() {
     ));
     assert_eq!(recorded["errors"], serde_json::json!([]));
     assert_records_the_same_bytes(&trace, &ops);
+}
+
+#[test]
+fn read_modes_fetch_as_a_loader_would() {
+    let Some(store) = store("rgw-read-modes") else {
+        return;
+    };
+    // Shards read in 1 MiB calls: where the modes differ.
+    let trace = sample(TORCH_DDP_SHARDS);
+    let mut seen = Vec::new();
+    for mode in ["as-traced", "coalesce", "whole", "parallel"] {
+        let before = store.served();
+        let r = json_ok(&replay(
+            &store,
+            &store.user,
+            &trace,
+            &format!("s3://{BUCKET}/modes/{mode}"),
+            &[
+                "--ranks",
+                "4",
+                "--json",
+                "--s3-read",
+                mode,
+                "--s3-part-size",
+                "5MiB",
+                "--s3-concurrency",
+                "3",
+            ],
+        ));
+        let served = store.served().since(&before);
+        let (count, bytes) = kind(&r, "GET");
+        // Whatever the mode, the report's GETs are the gateway's, to the byte.
+        let served_gets = served.of("GET get_obj");
+        assert_eq!(served_gets.sent, bytes, "{mode}: {served:?}");
+        assert_eq!(served_gets.count, count, "{mode}: {served:?}");
+        assert_eq!(served_gets.failed, 0, "{mode}: {served:?}");
+        assert!(bytes >= u(&r["read_bytes"]), "{mode}: {r}");
+        assert_eq!(r["requests"]["read"], mode);
+        let in_flight = u(&r["requests"]["max_in_flight"]);
+        if mode == "parallel" {
+            // 24 MiB shards in 5 MiB parts: the first alone, then the
+            // other four, three at a time.
+            assert_eq!(in_flight, 3, "{mode}: {}", r["requests"]);
+        } else {
+            assert_eq!(in_flight, 1, "{mode}: one request at a time");
+        }
+        seen.push((count, bytes, u(&r["requests"]["without_request"]["read"])));
+    }
+    let (traced, coalesced, whole, parted) = (seen[0], seen[1], seen[2], seen[3]);
+    assert_eq!(traced.2, 0, "as traced, every read is a GET");
+    assert!(coalesced.0 < traced.0 && coalesced.2 > 0, "{seen:?}");
+    assert!(whole.0 <= coalesced.0, "{seen:?}");
+    // The same bytes as whole objects, each in as many 5 MiB parts as it
+    // needs.
+    assert_eq!(parted.1, whole.1, "{seen:?}");
+    let object = whole.1 / whole.0;
+    assert_eq!(parted.0, whole.0 * object.div_ceil(5 << 20), "{seen:?}");
 }
 
 /// A trace of one small save: what a refused replay would have written.
@@ -157,9 +323,21 @@ fn each_refusal_of_a_real_store_is_said_before_any_work() {
     // (400 InvalidObjectName): refused before the first request.
     let deep: String = (0..9).map(|i| format!("/{}{i}", "d".repeat(120))).collect();
     let long = format!("/ckpt{deep}/model.pt");
-    let long_trace = write_rows(&scratch("rgw-refusals-long"), &one_write(&long, 5, 4096));
+    let mut rows = one_write("/ckpt/short.pt", 6, 4096);
+    rows.extend(one_write(&long, 7, 4096));
+    let long_trace = write_rows(&scratch("rgw-refusals-long"), &rows);
+    let before = store.served();
     let out = replay(&store, &store.user, &long_trace, &target, &[]);
-    refused(&store, &out, &["at most 1024 bytes"]);
+    let served = store.served().since(&before);
+    refused(
+        &store,
+        &out,
+        &[
+            "S3 takes keys of at most 1024 bytes",
+            &format!("`run/ranks/rank-00000/ckpt{deep}/model.pt`"),
+        ],
+    );
+    assert_eq!(served, Served::default(), "not one request");
     // And the keys that are right replay the same trace.
     let out = replay(&store, &store.user, &trace, &target, &[]);
     assert!(
@@ -171,6 +349,105 @@ fn each_refusal_of_a_real_store_is_said_before_any_work() {
         store.objects(BUCKET, "run/"),
         vec![("run/ranks/rank-00000/ckpt/model.pt".to_string(), 1 << 20)]
     );
+    // The trace with the long path left out replays the rest.
+    let exclude = format!("/ckpt/{}0", "d".repeat(120));
+    let out = replay(
+        &store,
+        &store.user,
+        &long_trace,
+        &format!("s3://{BUCKET}/long"),
+        &["--exclude", &exclude],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        store.objects(BUCKET, "long/"),
+        vec![("long/ranks/rank-00000/ckpt/short.pt".to_string(), 4096)]
+    );
+}
+
+/// A bucket that is not there, an endpoint that is not there, and no
+/// credentials anywhere are each said before any work, with exit status 2;
+/// the same keys from a profile file work.
+#[test]
+fn a_missing_bucket_is_said_before_any_work() {
+    let Some(store) = store("rgw-missing-bucket") else {
+        return;
+    };
+    let trace = sample(TORCH_DDP);
+    let start = Instant::now();
+    let before = store.served();
+    let out = replay(
+        &store,
+        &store.user,
+        &trace,
+        "s3://no-such-bucket/run",
+        &["--ranks", "4"],
+    );
+    let served = store.served().since(&before);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bucket `no-such-bucket` does not exist"),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(served.total().received, 0, "nothing prepared: {served:?}");
+    assert_eq!(served.of("PUT put_obj").count, 0, "{served:?}");
+    // An endpoint that is not there: the same, naming it.
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", "s3://bench/run", "--s3-retries", "0"]);
+    let out = store
+        .env(&mut cmd)
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("http://127.0.0.1:1"), "{err}");
+    // No credentials anywhere (the metadata service pointed at nothing).
+    let home = scratch("rgw-no-credentials");
+    let without_keys = |cmd: &mut Command| {
+        store
+            .env(cmd)
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env("HOME", &home)
+            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1");
+    };
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace).args(["--target", "s3://bench/run"]);
+    without_keys(&mut cmd);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no credentials"), "{err}");
+    assert!(store.objects(BUCKET, "").is_empty(), "nothing written");
+    // The same keys from a profile file work.
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(
+        home.join(".aws/credentials"),
+        format!(
+            "[bench]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            store.user.access_key, store.user.secret_key
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", "s3://bench/profile", "--prepare", "only"]);
+    without_keys(&mut cmd);
+    let out = cmd.env("AWS_PROFILE", "bench").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!store.objects(BUCKET, "profile/").is_empty());
 }
 
 /// Multipart uploads, sent one part at a time and `--s3-concurrency` at a
@@ -190,6 +467,7 @@ fn multipart_uploads_and_parallel_reads_against_the_gateway() {
     for (prefix, mode) in [("mpu", "as-traced"), ("parallel", "parallel")] {
         let target = format!("s3://{BUCKET}/{prefix}");
         let mode = ["--s3-read", mode, "--s3-concurrency", "3"];
+        let before = store.served();
         let r = json_ok(&replay(
             &store,
             &store.user,
@@ -197,11 +475,32 @@ fn multipart_uploads_and_parallel_reads_against_the_gateway() {
             &target,
             &[&args[..], &parts, &mode].concat(),
         ));
+        let served = store.served().since(&before);
         assert_eq!(r["errors"], serde_json::json!([]), "{prefix}: {r}");
-        let kinds = &r["requests"]["kinds"];
-        let uploads = kinds["MPU-create"]["count"].as_u64().unwrap_or(0);
+        let uploads = kind(&r, "MPU-create").0;
         assert!(uploads > 0, "{prefix}: {r}");
-        assert_eq!(kinds["MPU-complete"]["count"], uploads, "{prefix}: {r}");
+        assert_eq!(kind(&r, "MPU-complete").0, uploads, "{prefix}: {r}");
+        assert!(kind(&r, "MPU-part").0 >= 2 * uploads, "{prefix}: {r}");
+        // Each upload, part and whole object as the gateway took it.
+        assert_eq!(
+            served.of("POST init_multipart").count,
+            uploads,
+            "{served:?}"
+        );
+        assert_eq!(
+            served.of("POST complete_multipart").count,
+            uploads,
+            "{served:?}"
+        );
+        // The prepared files go up one PUT each, outside the report's kinds.
+        let put = served.of("PUT put_obj");
+        assert_eq!(
+            put.count,
+            u(&r["prepare"]["files_created"]) + kind(&r, "PUT").0 + kind(&r, "MPU-part").0,
+            "{prefix}: {served:?}"
+        );
+        assert_eq!(put.received, uploaded(&r), "{prefix}: {served:?}");
+        assert_eq!(put.failed, 0, "{prefix}: {served:?}");
         assert_eq!(r["write_bytes"], dir["write_bytes"], "{prefix}");
         let in_flight = r["requests"]["max_in_flight"].as_u64().unwrap_or(0);
         eprintln!("{prefix}: {uploads} uploads, at most {in_flight} requests in flight");
@@ -215,6 +514,63 @@ fn multipart_uploads_and_parallel_reads_against_the_gateway() {
         );
     }
     assert_eq!(store.open_uploads(BUCKET), 0);
+}
+
+/// With `--s3-read parallel` a checkpoint goes up as a CRT client sends it:
+/// its parts `--s3-concurrency` at a time, each a request the gateway
+/// takes, and the object whole at the end.
+#[test]
+fn parallel_mode_uploads_parts_together() {
+    let Some(store) = store("rgw-parallel-upload") else {
+        return;
+    };
+    let root = scratch("rgw-parallel-upload-trace");
+    let trace = write_rows(&root, &checkpoint_rows(23));
+    let before = store.served();
+    let r = json_ok(&replay(
+        &store,
+        &store.user,
+        &trace,
+        &format!("s3://{BUCKET}/together"),
+        &[
+            "--json",
+            "--s3-read",
+            "parallel",
+            "--s3-part-size",
+            "5MiB",
+            "--s3-multipart-threshold",
+            "5MiB",
+            "--s3-concurrency",
+            "3",
+        ],
+    ));
+    let served = store.served().since(&before);
+    // 23 MiB: three 5 MiB parts together once 15 MiB are written, then the
+    // last 8 MiB as two parts together at the close.
+    assert_eq!(kind(&r, "MPU-part").0, 5, "{r}");
+    assert_eq!(kind(&r, "MPU-complete").0, 1, "{r}");
+    assert_eq!(u(&r["requests"]["max_in_flight"]), 3, "{}", r["requests"]);
+    let parts = served.of("PUT put_obj");
+    assert_eq!((parts.count, parts.received), (5, 23 << 20), "{served:?}");
+    assert_eq!(
+        store.objects(BUCKET, "together/"),
+        vec![(
+            "together/ranks/rank-00000/ckpt/model.pt".to_string(),
+            23 << 20
+        )]
+    );
+    assert_eq!(store.open_uploads(BUCKET), 0);
+}
+
+/// A checkpoint of `mib` MiB written by one rank, in 1 MiB calls.
+fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
+    let path = "/ckpt/model.pt";
+    let mut rows = vec![(0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE))];
+    for i in 0..mib {
+        rows.push((0, Op::Write, path, 5, Some(i << 20), 1 << 20, None));
+    }
+    rows.push((0, Op::Close, path, 5, None, 0, None));
+    rows
 }
 
 /// Names with characters a signature must encode as the store does (a
@@ -233,6 +589,12 @@ fn odd_names_are_signed_as_the_gateway_checks_them() {
     let objects = store.objects(BUCKET, "odd/");
     assert_eq!(objects.len(), 1, "{objects:?}");
     assert_eq!(objects[0].1, 4096, "{objects:?}");
+    // `#`, `~` and the letter's UTF-8 bytes are percent-encoded, as
+    // object_store writes them; the space stays.
+    assert!(
+        objects[0].0.ends_with("ckpt/step %231 %7Efinal %C3%A9.pt"),
+        "{objects:?}"
+    );
     let second = json_ok(&replay(&store, &store.user, &trace, &target, &["--json"]));
     assert_eq!(second["prepare"]["paths_cleared"], 1, "{second}");
     assert_eq!(store.objects(BUCKET, "odd/"), objects);
@@ -294,4 +656,71 @@ fn ranks_under_a_launcher_write_into_the_gateway_what_threads_write() {
     };
     assert!(!beneath("threads").is_empty());
     assert_eq!(beneath("launched"), beneath("threads"));
+    // Without a place to meet, processes are told so before any work.
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", &format!("s3://{BUCKET}/x")])
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2");
+    let out = store.env(&mut cmd).output().expect("iorepro-replay runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rendezvous-dir"));
+    assert!(store.objects(BUCKET, "x/").is_empty());
+}
+
+/// The metrics endpoint's final figures, served while it lingers, count
+/// the requests of each kind the report counts and the gateway served.
+#[test]
+fn the_metrics_endpoint_counts_requests_by_kind() {
+    let Some(store) = store("rgw-metrics") else {
+        return;
+    };
+    let trace = sample(TORCH_DDP);
+    let addr = format!("127.0.0.1:{}", iorepro_tests::http::free_port());
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", &format!("s3://{BUCKET}/metrics"), "--json"])
+        .args([
+            "--ranks",
+            "2",
+            "--metrics-addr",
+            &addr,
+            "--metrics-linger",
+            "5s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let before = store.served();
+    let mut child = store.env(&mut cmd).spawn().expect("iorepro-replay starts");
+    let mut last = String::new();
+    let done = iorepro_tests::bins::wait_for(Duration::from_secs(120), || {
+        last = iorepro_tests::http::get(&addr, "/metrics").unwrap_or_default();
+        last.lines().any(|l| l == "iorepro_replay_finished 1.0")
+    });
+    if !done {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("iorepro-replay ends");
+    assert!(done, "no final scrape: {last}");
+    let served = store.served().since(&before);
+    let r = json(&out);
+    let scraped = |kind: &str| -> u64 {
+        let line = format!("iorepro_replay_requests_total{{kind=\"{kind}\"}} ");
+        last.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("{line} missing:\n{last}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    for k in ["GET", "HEAD", "PUT"] {
+        assert_eq!(scraped(k), kind(&r, k).0, "{k}");
+    }
+    assert_eq!(scraped("GET"), served.of("GET get_obj").count, "{served:?}");
+    let gets = format!(
+        "iorepro_replay_request_latency_seconds_count{{kind=\"GET\"}} {}",
+        scraped("GET")
+    );
+    assert!(last.lines().any(|l| l == gets), "{gets}:\n{last}");
+    assert!(last.contains("iorepro_replay_request_retries_total 0"));
 }
