@@ -62,7 +62,7 @@ fn start_moto(ctx: &Ctx) -> Result<Server> {
         secret_key: "bench-secret".into(),
     };
     for _ in 0..100 {
-        if make_bucket(&server)? {
+        if make_bucket(ctx, &server)? {
             return Ok(server);
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -105,19 +105,26 @@ fn start_rgw(ctx: &Ctx) -> Result<Server> {
         access_key: s("access_key"),
         secret_key: s("secret_key"),
     };
-    if !make_bucket(&server)? {
+    if !make_bucket(ctx, &server)? {
         bail!("could not make bucket {BUCKET} in the RADOS Gateway");
     }
     Ok(server)
 }
 
-fn make_bucket(server: &Server) -> Result<bool> {
-    let make = format!(
-        "import boto3; boto3.client('s3', endpoint_url='{}').create_bucket(Bucket='{BUCKET}')",
-        server.endpoint
-    );
-    Ok(aws_env(Command::new("python3").args(["-c", &make]), server)
-        .output()?
+/// The bench's bucket, made as the tests make theirs
+/// (`tests/servers/s3_admin.py`); false while the store does not answer.
+fn make_bucket(ctx: &Ctx, server: &Server) -> Result<bool> {
+    Ok(Command::new("python3")
+        .arg(ctx.root.join("tests/servers/s3_admin.py"))
+        .args([
+            &server.endpoint,
+            &server.access_key,
+            &server.secret_key,
+            "create-bucket",
+            BUCKET,
+        ])
+        .output()
+        .context("python3 tests/servers/s3_admin.py")?
         .status
         .success())
 }
