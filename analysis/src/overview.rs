@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::activity::Activity;
 use crate::by_op::by_op;
 use crate::phases::{self, Phase};
-use crate::roles::{FileRoles, RolesBuilder, ROLE_COLUMNS};
+use crate::roles::{FileRoles, Hot, RolesBuilder, ROLE_COLUMNS};
 use crate::tally::{Depth, Tally};
 use crate::timeline::{Timeline, BASE_WINDOW_NS};
 use iorepro_format::error::TraceResult;
@@ -211,7 +211,10 @@ impl Fold for WithRoles {
 
     /// One loop over the rows for both: the op and calls of a row are
     /// read once, and the row goes through one branch on its op (see
-    /// [`by_op!`]).
+    /// [`by_op!`]). A tally that counts files counts every row's calls,
+    /// reads and failures per file for the roles too (handed over in
+    /// [`Fold::seal`]): the roles then see only the rows that are more than
+    /// that, and a row touches one file's counters, not two.
     fn add(&mut self, b: &ScanBatch) {
         if b.is_empty() {
             return;
@@ -219,19 +222,41 @@ impl Fold for WithRoles {
         let (tally, roles) = (self.tally.begin(b), self.roles.begin(b));
         let (keys, table) = b.ops();
         let calls = b.calls();
-        for i in 0..b.len() {
-            let op = table[keys[i] as usize];
-            // A run of calls counts as its calls (see format::runs).
-            let n = calls_in(calls, i) as u64;
-            by_op!(op, |o| {
-                self.tally.row(&tally, i, o, n);
-                self.roles.row_at(&roles, i, o, n);
-            });
+        if self.tally.counts_files() {
+            for i in 0..b.len() {
+                let op = table[keys[i] as usize];
+                // A run of calls counts as its calls (see format::runs).
+                let n = calls_in(calls, i) as u64;
+                by_op!(op, |o| {
+                    self.tally.row(&tally, i, o, n);
+                    self.roles.loud_row_at(&roles, i, o, n);
+                });
+            }
+        } else {
+            for i in 0..b.len() {
+                let op = table[keys[i] as usize];
+                let n = calls_in(calls, i) as u64;
+                by_op!(op, |o| {
+                    self.tally.row(&tally, i, o, n);
+                    self.roles.row_at(&roles, i, o, n);
+                });
+            }
         }
     }
 
     fn seal(&mut self) {
         self.tally.seal();
+        if self.tally.counts_files() {
+            for (path, c) in self.tally.file_counts() {
+                let counts = Hot {
+                    calls: c.events,
+                    read_bytes: c.read + c.faulted,
+                    first_read_ns: c.first_read_ns,
+                    found: c.failed < c.events,
+                };
+                self.roles.take_counts(path, counts);
+            }
+        }
         self.roles.seal();
     }
 }

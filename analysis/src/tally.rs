@@ -134,9 +134,7 @@ impl Ranks {
 struct Files {
     ids: FxHashMap<String, u32>,
     paths: Vec<String>,
-    events: Vec<u64>,
-    read: Vec<u64>,
-    write: Vec<u64>,
+    counts: Vec<FileCounts>,
 }
 
 impl Files {
@@ -147,19 +145,19 @@ impl Files {
         let id = self.paths.len() as u32;
         self.ids.insert(path.to_string(), id);
         self.paths.push(path.to_string());
-        self.events.push(0);
-        self.read.push(0);
-        self.write.push(0);
+        self.counts.push(FileCounts::default());
         id
     }
 
     fn stats(&self) -> Vec<FileStats> {
-        (0..self.paths.len())
-            .map(|i| FileStats {
-                path: self.paths[i].clone(),
-                events: self.events[i],
-                read_bytes: self.read[i],
-                write_bytes: self.write[i],
+        self.paths
+            .iter()
+            .zip(&self.counts)
+            .map(|(path, c)| FileStats {
+                path: path.clone(),
+                events: c.events,
+                read_bytes: c.read,
+                write_bytes: c.write,
             })
             .collect()
     }
@@ -168,12 +166,47 @@ impl Files {
 /// No file (a row without a path).
 const NO_FILE: u32 = u32::MAX;
 
-/// What the rows of one file add up to.
-#[derive(Debug, Clone, Copy, Default)]
-struct FileCounts {
-    events: u64,
-    read: u64,
-    write: u64,
+/// What the rows of one file add up to: besides the summary's figures,
+/// what the files' roles count of every row (bytes faulted in, when it was
+/// first read, calls that failed), so that a pass with both counts each row
+/// once (see [`crate::overview`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileCounts {
+    /// Calls (a run counts as its calls).
+    pub events: u64,
+    /// Bytes read by `read` calls and written by `write` calls.
+    pub read: u64,
+    pub write: u64,
+    /// Bytes page faults filled from the file.
+    pub faulted: u64,
+    /// The start of the first read or fault that moved bytes (`i64::MAX`: none).
+    pub first_read_ns: i64,
+    /// Calls that failed: all of them failed when this equals `events`.
+    pub failed: u64,
+}
+
+impl Default for FileCounts {
+    fn default() -> Self {
+        FileCounts {
+            events: 0,
+            read: 0,
+            write: 0,
+            faulted: 0,
+            first_read_ns: i64::MAX,
+            failed: 0,
+        }
+    }
+}
+
+impl FileCounts {
+    fn absorb(&mut self, other: &FileCounts) {
+        self.events += other.events;
+        self.read += other.read;
+        self.write += other.write;
+        self.faulted += other.faulted;
+        self.first_read_ns = self.first_read_ns.min(other.first_read_ns);
+        self.failed += other.failed;
+    }
 }
 
 /// The rows of a row group counted per key of its `path` dictionary (one
@@ -339,10 +372,7 @@ impl Tally {
         for (&id, c) in ids.iter().zip(counts.iter_mut()) {
             let c = std::mem::take(c);
             if id != NO_FILE {
-                let id = id as usize;
-                self.files.events[id] += c.events;
-                self.files.read[id] += c.read;
-                self.files.write[id] += c.write;
+                self.files.counts[id as usize].absorb(&c);
             }
         }
     }
@@ -417,6 +447,15 @@ impl Tally {
         } else {
             per_file.read += moved;
         }
+        if ret > 0 && op.reads_file() {
+            per_file.first_read_ns = per_file.first_read_ns.min(ts);
+            if op == Op::Fault {
+                per_file.faulted += ret as u64;
+            }
+        }
+        if ret < 0 {
+            per_file.failed += n;
+        }
         if !data {
             return;
         }
@@ -471,16 +510,19 @@ impl Tally {
         self.ranks.unranked += other.ranks.unranked;
         let ids: Vec<u32> = (0..other.files.paths.len())
             .map(|i| {
-                let id = self.files.id(&other.files.paths[i]) as usize;
-                self.files.events[id] += other.files.events[i];
-                self.files.read[id] += other.files.read[i];
-                self.files.write[id] += other.files.write[i];
-                id as u32
+                let id = self.files.id(&other.files.paths[i]);
+                self.files.counts[id as usize].absorb(&other.files.counts[i]);
+                id
             })
             .collect();
         self.access.merge(other.access, &ids);
         self.timeline.merge(&other.timeline);
         self.activity.merge(other.activity);
+    }
+
+    /// Whether this tally counts rows per file ([`Depth::Full`]).
+    pub fn counts_files(&self) -> bool {
+        self.depth == Depth::Full
     }
 
     /// Op counts and bytes, by op.
@@ -511,5 +553,15 @@ impl Tally {
     /// Every file seen, in the order first seen.
     pub fn files(&self) -> Vec<FileStats> {
         self.files.stats()
+    }
+
+    /// Every file seen and what its rows add up to (a full tally's, once
+    /// sealed or merged).
+    pub(crate) fn file_counts(&self) -> impl Iterator<Item = (&str, &FileCounts)> {
+        self.files
+            .paths
+            .iter()
+            .map(String::as_str)
+            .zip(&self.files.counts)
     }
 }

@@ -82,6 +82,7 @@ use iorepro_format::schema::{
 
 use iorepro_format::paths::spelling;
 pub use names::{looks_like_checkpoint, looks_like_code};
+pub(crate) use observe::Hot;
 pub use observe::RolesBuilder;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

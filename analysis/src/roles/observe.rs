@@ -122,15 +122,18 @@ impl Stats {
     }
 }
 
-/// What nearly every row bumps, kept apart from the rest of [`Stats`] so
-/// the busy loop's increments stay within a few tens of KiB.
+/// What every row of a path bumps, kept apart from the rest of [`Stats`]
+/// so the busy loop's increments stay within a few tens of KiB: its calls,
+/// the bytes read from it (reads and page faults), when it was first read,
+/// and whether some call on it succeeded. A tally that counts the same per
+/// path hands these over whole ([`RolesBuilder::take_counts`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Hot {
-    calls: u64,
-    read_bytes: u64,
+pub(crate) struct Hot {
+    pub calls: u64,
+    pub read_bytes: u64,
     /// The first read's start (`i64::MAX`: none).
-    first_read_ns: i64,
-    found: bool,
+    pub first_read_ns: i64,
+    pub found: bool,
 }
 
 impl Default for Hot {
@@ -145,7 +148,7 @@ impl Default for Hot {
 }
 
 impl Hot {
-    /// A quiet row (see [`quiet`]).
+    /// Any row on the path.
     #[inline(always)]
     fn count(&mut self, op: Op, ret: i64, calls: u64, ts: i64) {
         self.calls += calls;
@@ -294,8 +297,8 @@ impl RolesBuilder {
         let slot = ev.path_at(row).map_or(NO_SLOT, |p| self.slot(p));
         self.note_traits(slot, Events::opt_i32(ev.path_traits(), row));
         let second = ev.path2_at(row);
+        self.count_hot(r.op, slot, r.ret, r.calls, r.ts);
         if second.is_none() && quiet(r.op, || r.flags) {
-            self.count_hot(r.op, slot, r.ret, r.calls, r.ts);
             return;
         }
         let traits2 = Events::opt_i32(ev.path2_traits(), row);
@@ -413,30 +416,65 @@ impl RolesBuilder {
             c.no_key
         };
         let second = (c.has_path2 && c.path2.is_valid(i)).then(|| c.path2.value(i));
-        let flags = || {
-            if c.flags.is_valid(i) {
-                c.flags.value(i)
-            } else {
-                0
-            }
-        };
-        if second.is_none() && quiet(op, flags) {
-            self.hot_by_key[key].count(op, c.ret[i], n, c.ts[i]);
+        self.hot_by_key[key].count(op, c.ret[i], n, c.ts[i]);
+        if second.is_none() && quiet(op, || flags_at(c, i)) {
             return;
         }
+        self.loud_row(c, i, key, op, n, second);
+    }
+
+    /// Row `i` as [`RolesBuilder::row_at`] counts it, less what [`Hot`]
+    /// counts: for a builder whose busy counters a tally keeps (see
+    /// [`RolesBuilder::take_counts`]). Only the rows [`quiet`] lets through
+    /// cost more than the test.
+    #[inline(always)]
+    pub(crate) fn loud_row_at(&mut self, c: &RolesBatch, i: usize, op: Op, n: u64) {
+        let second = (c.has_path2 && c.path2.is_valid(i)).then(|| c.path2.value(i));
+        if second.is_none() && quiet(op, || flags_at(c, i)) {
+            return;
+        }
+        let key = if c.keys.is_valid(i) {
+            c.keys.value(i) as usize
+        } else {
+            c.no_key
+        };
+        self.loud_row(c, i, key, op, n, second);
+    }
+
+    /// A row that is more than its [`Hot`] counters: a write, a create, a
+    /// rename, a listing.
+    #[inline]
+    fn loud_row(
+        &mut self,
+        c: &RolesBatch,
+        i: usize,
+        key: usize,
+        op: Op,
+        n: u64,
+        second: Option<&str>,
+    ) {
         let r = Row {
             op,
             ts: c.ts[i],
             ret: c.ret[i],
             calls: n,
-            flags: flags(),
+            flags: flags_at(c, i),
         };
         let slot = self.dictionary.as_ref().map_or(NO_SLOT, |(_, s)| s[key]);
         let traits2 = Events::opt_i32(c.path2_traits, i);
         self.row(r, slot, second, traits2);
     }
 
-    /// Counts a row that only bumps the busy loop's counters (see [`quiet`]).
+    /// Takes in the busy loop's counters of the rows on `path`, counted by
+    /// a tally (rows fed with [`RolesBuilder::loud_row_at`]).
+    pub(crate) fn take_counts(&mut self, path: &str, counts: Hot) {
+        let slot = self.slot(path);
+        if let Some(h) = self.hot.get_mut(slot as usize) {
+            h.absorb(counts);
+        }
+    }
+
+    /// Counts a row in the busy loop's counters.
     #[inline(always)]
     fn count_hot(&mut self, op: Op, slot: u32, ret: i64, calls: u64, ts: i64) {
         if let Some(h) = self.hot.get_mut(slot as usize) {
@@ -476,15 +514,13 @@ impl RolesBuilder {
             }
             at
         });
+        // Its calls, reads and success are in the busy loop's counters.
         if let Some(s) = self.stats.get_mut(slot as usize) {
-            s.calls += calls;
-            s.found |= ret >= 0;
-            if ret > 0 && matches!(op, Op::Read | Op::Fault | Op::Write) {
+            if ret > 0 && op == Op::Write {
                 s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
             }
             if ret >= 0 {
                 match op {
-                    Op::Read | Op::Fault => s.read_bytes += ret as u64,
                     Op::Write => {
                         s.write_bytes += ret as u64;
                         s.write_calls += calls;
@@ -552,6 +588,16 @@ impl RolesBuilder {
             let at = self.slot(name);
             self.stats[at as usize].merge(s);
         }
+    }
+}
+
+/// Row `i`'s open flags (0 where it has none).
+#[inline(always)]
+fn flags_at(c: &RolesBatch, i: usize) -> i32 {
+    if c.flags.is_valid(i) {
+        c.flags.value(i)
+    } else {
+        0
     }
 }
 
