@@ -2,9 +2,12 @@
 //! rank reads its own file `/bench/r{rank}.bin` of FILE_SIZE bytes with OPS
 //! reads of BS bytes, sequentially (wrapping around) or at random block
 //! offsets, between one open and one close; or (`write`) creates it and
-//! writes OPS calls of BS bytes one after another.
+//! writes OPS calls of BS bytes one after another; or (`stat`) reads it
+//! once and then stats it OPS times by name; or (`list`) reads it once and
+//! then lists `/bench` OPS times. The last two are the metadata storms of a
+//! loader that probes its files or lists its shards again every epoch.
 //!
-//! usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random|write
+//! usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random|write|stat|list
 
 use std::path::PathBuf;
 
@@ -14,7 +17,7 @@ use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [out, ranks, file_size, bs, ops, pattern] = args.as_slice() else {
-        bail!("usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random");
+        bail!("usage: read_trace OUT_DIR RANKS FILE_SIZE BS OPS seq|random|write|stat|list");
     };
     let number = |s: &str, what: &str| -> Result<u64> {
         s.parse()
@@ -27,11 +30,18 @@ fn main() -> Result<()> {
         number(ops, "OPS")?,
     );
     let (random, write) = match pattern.as_str() {
-        "seq" => (false, false),
+        "seq" | "stat" | "list" => (false, false),
         "random" => (true, false),
         "write" => (false, true),
-        other => bail!("pattern `{other}`: seq, random or write"),
+        other => bail!("pattern `{other}`: seq, random, write, stat or list"),
     };
+    // A storm reads its file once (so the replay prepares it), then probes.
+    let storm = match pattern.as_str() {
+        "stat" => Some(Op::Stat),
+        "list" => Some(Op::Getdents),
+        _ => None,
+    };
+    let reads = if storm.is_some() { 1 } else { ops };
     if bs == 0 || file_size < bs {
         bail!("BS must be at least 1 and at most FILE_SIZE");
     }
@@ -52,8 +62,13 @@ fn main() -> Result<()> {
             rank: Some(rank),
             comm: "bench",
             op,
-            path: Some(&path),
-            fd: Some(5),
+            path: Some(if op == Op::Getdents { "/bench" } else { &path }),
+            // Probes by name, as `os.stat` and `os.scandir` make them.
+            fd: if matches!(op, Op::Stat | Op::Getdents) {
+                None
+            } else {
+                Some(5)
+            },
             offset,
             size,
             ret,
@@ -64,7 +79,7 @@ fn main() -> Result<()> {
             via: None,
         };
         w.push(&row(Op::Open, None, None, 5, ts))?;
-        for i in 0..ops {
+        for i in 0..reads {
             let slot = if random {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -78,7 +93,16 @@ fn main() -> Result<()> {
             let op = if write { Op::Write } else { Op::Read };
             w.push(&row(op, Some(offset), Some(size), size, ts))?;
         }
-        w.push(&row(Op::Close, None, None, 0, ts + 1_000))?;
+        ts += 1_000;
+        w.push(&row(Op::Close, None, None, 0, ts))?;
+        if let Some(probe) = storm {
+            for _ in 0..ops {
+                ts += 1_000;
+                // getdents returns the bytes of the entries it read.
+                let ret = if probe == Op::Getdents { 4 * 32 } else { 0 };
+                w.push(&row(probe, None, None, ret, ts))?;
+            }
+        }
     }
     w.finish()?;
     Ok(())

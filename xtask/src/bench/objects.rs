@@ -2,7 +2,9 @@
 //! S3 store: the same requests with the same concurrency and part size.
 //! GET throughput (4 streams of 8 MiB ranged GETs), PUT throughput (4
 //! multipart uploads in 8 MiB parts, the replay's written in 1 MiB calls),
-//! small-request rate (4 streams of 4 KiB ranged GETs), and the replay's
+//! small-request rate (4 streams of 4 KiB ranged GETs), HEAD and LIST
+//! storms (4 streams probing one object, or listing one prefix, again and
+//! again: a loader that stats its samples or lists its shards), and the replay's
 //! peak RSS while uploading. Against two stores: Ceph's RADOS Gateway (a
 //! real store, which checks every signature; the tests' `rgw.py`), where
 //! boto3 with four times the streams also gives the store's ceiling, and
@@ -212,6 +214,98 @@ fn boto3(ctx: &Ctx, server: &Server, spec: serde_json::Value) -> Result<serde_js
     )
 }
 
+/// Requests one at a time per stream, the replay's against boto3's making
+/// the same ones (`spec`): the rate of each, and the client CPU per request
+/// (the replay's whole process, start-up and reading the trace included;
+/// boto3's requests alone), the medians of `rounds` taken in turns.
+fn request_rate_line(
+    ctx: &Ctx,
+    server: &Server,
+    rounds: usize,
+    trace: &Path,
+    spec: serde_json::Value,
+    what: &str,
+) -> Result<()> {
+    let store = server.name;
+    let (mut our_cpu, mut their_cpu) = (Vec::new(), Vec::new());
+    let (ours, theirs) = alternate(
+        rounds,
+        || {
+            let (r, cpu) = replay_cpu(ctx, server, trace, &["--prepare", "skip"])?;
+            let kinds = r["requests"]["kinds"]
+                .as_object()
+                .context("request kinds")?;
+            let n: f64 = kinds.values().map(|k| f(&k["count"])).sum();
+            our_cpu.push(1e6 * cpu / n);
+            Ok(n / f(&r["duration_s"]))
+        },
+        || {
+            let b = boto3(ctx, server, spec.clone())?;
+            their_cpu.push(1e6 * f(&b["cpu_seconds"]) / f(&b["requests"]));
+            Ok(f(&b["requests"]) / f(&b["seconds"]))
+        },
+    )?;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (our_cpu, their_cpu) = (median(&mut our_cpu), median(&mut their_cpu));
+    ctx.line(
+        "object-storage",
+        format!(
+            "{store}: {what} {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {:.0} us per request \
+             per stream); client CPU per request {our_cpu:.0} us against boto3's {their_cpu:.0} us, \
+             boto3 {:.2}x as much (the replay's whole process, boto3's requests alone)",
+            ours / theirs,
+            1e6 * STREAMS as f64 / ours,
+            their_cpu / our_cpu
+        ),
+    );
+    Ok(())
+}
+
+/// boto3 making the requests `spec` says from `processes` processes begun
+/// together, its keys dealt out among them: the bytes they moved over the
+/// span from the first one's start to the last one's end, per second.
+fn boto3_processes(
+    ctx: &Ctx,
+    server: &Server,
+    spec: &serde_json::Value,
+    processes: usize,
+) -> Result<f64> {
+    let keys = spec["keys"].as_array().context("the spec's keys")?;
+    // Late enough for every interpreter to have imported boto3.
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs_f64()
+        + 3.0;
+    let children: Vec<Child> = (0..processes)
+        .map(|p| {
+            let mut part = spec.clone();
+            part["keys"] = keys.iter().skip(p).step_by(processes).cloned().collect();
+            part["start_at"] = serde_json::json!(start_at);
+            aws_env(&mut Command::new("python3"), server)
+                .arg(ctx.root.join("xtask/src/bench/s3_client.py"))
+                .arg(part.to_string())
+                .stdout(Stdio::piped())
+                .spawn()
+                .context("starting the boto3 client")
+        })
+        .collect::<Result<_>>()?;
+    let (mut bytes, mut first, mut last) = (0.0, f64::MAX, f64::MIN);
+    for child in children {
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!("the boto3 client failed ({})", out.status);
+        }
+        let b: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        bytes += f(&b["bytes"]);
+        first = first.min(f(&b["started"]));
+        last = last.max(f(&b["ended"]));
+    }
+    Ok(bytes / (last - first))
+}
+
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
 }
@@ -283,23 +377,50 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
         ),
     );
 
-    // The store's ceiling for these GETs: boto3 with four times the
-    // streams, each object read by four at once.
-    let wide: Vec<String> = (0..4 * STREAMS).map(|i| data_key(i % STREAMS)).collect();
+    // The store's ceiling for these GETs: four times the streams, each
+    // object read by four at once, from boto3 in one process (as a user's
+    // loader would) and in four processes begun together (past the one
+    // interpreter's lock: the most the store gives boto3 here); and the
+    // replay at the same concurrency (16 ranks reading the 4 objects).
+    let wide_streams = 4 * STREAMS;
+    let wide: Vec<String> = (0..wide_streams).map(|i| data_key(i % STREAMS)).collect();
     let mut wide_spec = get_spec.clone();
     wide_spec["keys"] = serde_json::json!(wide);
-    let mut ceiling: f64 = 0.0;
+    let (mut one_process, mut processes, mut ours_wide): (f64, f64, f64) = (0.0, 0.0, 0.0);
+    let wide_ranks = wide_streams.to_string();
     for _ in 0..rounds {
         let b = boto3(ctx, server, wide_spec.clone())?;
-        ceiling = ceiling.max(f(&b["bytes"]) / f(&b["seconds"]));
+        one_process = one_process.max(f(&b["bytes"]) / f(&b["seconds"]));
+        processes = processes.max(boto3_processes(ctx, server, &wide_spec, STREAMS)?);
+        let r = replay(
+            ctx,
+            server,
+            &trace,
+            &[
+                "--prepare",
+                "skip",
+                "--ranks",
+                &wide_ranks,
+                "--data",
+                "replicate",
+                "--shared-data",
+            ],
+        )?;
+        ours_wide = ours_wide.max(f(&r["read_bytes"]) / f(&r["duration_s"]));
     }
+    let ceiling = one_process.max(processes);
     ctx.line(
         "object-storage",
         format!(
-            "{store}: GET ceiling {:.1} MiB/s (boto3, {} streams, the best of {rounds}); the replay's \
-             {STREAMS} streams reach {:.0} % of it, boto3's {STREAMS} {:.0} %",
+            "{store}: GET ceiling {:.1} MiB/s at {wide_streams} streams (the better of boto3 in one \
+             process, {:.1} MiB/s, and in {STREAMS} processes of {STREAMS} threads begun together, \
+             {:.1} MiB/s; the best of {rounds} each); the replay at {wide_streams} streams reaches \
+             {:.0} % of it ({:.1} MiB/s), at {STREAMS} streams {:.0} %; boto3's {STREAMS} streams {:.0} %",
             ceiling / MIB,
-            4 * STREAMS,
+            one_process / MIB,
+            processes / MIB,
+            100.0 * ours_wide / ceiling,
+            ours_wide / MIB,
             100.0 * ours / ceiling,
             100.0 * theirs / ceiling
         ),
@@ -321,39 +442,52 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
         "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
         "size": MIB_BYTES, "bs": 4096, "ops": small_ops,
     });
-    let (mut our_cpu, mut their_cpu) = (Vec::new(), Vec::new());
-    let (ours, theirs) = alternate(
+    request_rate_line(
+        ctx,
+        server,
         rounds,
-        || {
-            let (r, cpu) = replay_cpu(ctx, server, &small, &["--prepare", "skip"])?;
-            let kinds = &r["requests"]["kinds"];
-            let n = f(&kinds["GET"]["count"]) + f(&kinds["HEAD"]["count"]);
-            our_cpu.push(1e6 * cpu / n);
-            Ok(n / f(&r["duration_s"]))
-        },
-        || {
-            let b = boto3(ctx, server, small_spec.clone())?;
-            their_cpu.push(1e6 * f(&b["cpu_seconds"]) / f(&b["requests"]));
-            Ok(f(&b["requests"]) / f(&b["seconds"]))
-        },
+        &small,
+        small_spec,
+        &format!("small requests ({STREAMS} streams of {small_ops} 4 KiB ranged GETs)"),
     )?;
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (our_cpu, their_cpu) = (median(&mut our_cpu), median(&mut their_cpu));
-    ctx.line(
-        "object-storage",
-        format!(
-            "{store}: small requests {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {STREAMS} streams of \
-             {small_ops} 4 KiB ranged GETs; {:.0} us per request per stream); client CPU per request \
-             {our_cpu:.0} us against boto3's {their_cpu:.0} us, boto3 {:.2}x as much (the replay's \
-             whole process, boto3's requests alone)",
-            ours / theirs,
-            1e6 * STREAMS as f64 / ours,
-            their_cpu / our_cpu
+
+    // Metadata storms: a loader that stats its files, or lists its shards,
+    // again and again. Each stream reads its object once, then probes.
+    let storms = [
+        ("stat", "head", "HEADs of its object"),
+        (
+            "list",
+            "list",
+            "listings of the objects' prefix (4 keys, `/` the delimiter)",
         ),
-    );
+    ];
+    for (pattern, mode, what) in storms {
+        let trace = read_trace(
+            ctx,
+            &ctx.dir(&format!("objects-{pattern}"))?,
+            STREAMS as i32,
+            MIB_BYTES,
+            4096,
+            small_ops,
+            pattern,
+        )?;
+        replay(ctx, server, &trace, &["--prepare", "only"])?;
+        let spec = serde_json::json!({
+            "endpoint": endpoint, "bucket": BUCKET, "mode": mode, "keys": keys,
+            "ops": small_ops, "prefix": "replay/data/rep-0000/bench/",
+        });
+        request_rate_line(
+            ctx,
+            server,
+            rounds,
+            &trace,
+            spec,
+            &format!(
+                "{} storm ({STREAMS} streams of {small_ops} {what})",
+                mode.to_uppercase()
+            ),
+        )?;
+    }
 
     // PUT throughput: multipart uploads in 8 MiB parts; the replay's from 1 MiB writes.
     let put = read_trace(

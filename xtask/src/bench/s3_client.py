@@ -9,8 +9,11 @@ requests' cost in the client, imports and start-up left out).
 
 SPEC: endpoint, bucket, mode ("get": a HEAD, then `ops` ranged GETs of
 `bs` bytes in order through the object; "put": a multipart upload of
-`size` bytes in `part` parts, or one PUT below `threshold`), keys (one per
-thread).
+`size` bytes in `part` parts, or one PUT below `threshold`; "head": `ops`
+HEADs of the object; "list": `ops` listings of `prefix` with `/` as the
+delimiter, every page), keys (one per thread); start_at (optional, Unix
+seconds: when the threads begin, so that several processes begin
+together; the answer then also has `started` and `ended`, Unix seconds).
 """
 
 import json
@@ -76,17 +79,40 @@ def main():
         )
         return size, len(parts) + 2
 
-    work = get if spec["mode"] == "get" else put
+    def head(c, key):
+        for _ in range(spec["ops"]):
+            c.head_object(Bucket=spec["bucket"], Key=key)
+        return 0, spec["ops"]
+
+    def listing(c, key):
+        req = 0
+        for _ in range(spec["ops"]):
+            args = {"Bucket": spec["bucket"], "Prefix": spec["prefix"], "Delimiter": "/"}
+            while True:
+                r = c.list_objects_v2(**args)
+                req += 1
+                if not r.get("IsTruncated"):
+                    break
+                args["ContinuationToken"] = r["NextContinuationToken"]
+        return 0, req
+
+    work = {"get": get, "put": put, "head": head, "list": listing}[spec["mode"]]
+
+    def begin():
+        start.wait()
+        if "start_at" in spec:
+            time.sleep(max(0.0, spec["start_at"] - time.time()))
 
     def thread(i):
         c = client()
-        start.wait()
+        begin()
         done[i] = work(c, keys[i])
 
     threads = [threading.Thread(target=thread, args=(i,)) for i in range(len(keys))]
     for t in threads:
         t.start()
-    start.wait()
+    begin()
+    started = time.time()
     t0, cpu0 = time.monotonic(), time.process_time()
     for t in threads:
         t.join()
@@ -99,6 +125,8 @@ def main():
                 "bytes": sum(d[0] for d in done),
                 "requests": sum(d[1] for d in done),
                 "cpu_seconds": cpu,
+                "started": started,
+                "ended": started + took,
             }
         )
     )
