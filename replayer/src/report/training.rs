@@ -68,6 +68,12 @@ pub struct LoadFigures {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Training {
+    /// From the first epoch's start to the last save's end (the last
+    /// epoch's, without saves after it), the slowest rank's: the time a
+    /// run of the job takes less its start-up and what follows its last
+    /// save, which is what a job's log of epochs and saves spans. `null`
+    /// without epochs.
+    pub span_s: Option<f64>,
     pub epochs: Vec<EpochFigures>,
     pub au_mean_percent: Option<f64>,
     pub au_stdev_percent: Option<f64>,
@@ -198,14 +204,39 @@ impl Training {
             .collect();
         let aus: Vec<f64> = epochs.iter().filter_map(|e| e.au_percent).collect();
         let (au_mean, au_sd) = mean_stdev(&aus);
+        let checkpoints = checkpoints(phases, replayed, results, meetings);
         Training {
+            span_s: span(&epochs, &checkpoints, results),
             epochs,
             au_mean_percent: (!aus.is_empty()).then_some(au_mean),
             au_stdev_percent: (!aus.is_empty()).then_some(au_sd),
-            checkpoints: checkpoints(phases, replayed, results, meetings),
+            checkpoints,
             loads: loads(phases.len(), replayed, results),
         }
     }
+}
+
+/// From the first epoch's first phase to the last save's phase (or the
+/// last epoch's last), each rank's phases summed, the slowest rank's: a
+/// rank's phases tile its time, the waits at meetings included, so this is
+/// its time over that stretch whether the ranks met at the saves or read on.
+fn span(
+    epochs: &[EpochFigures],
+    checkpoints: &[CheckpointFigures],
+    results: &[RankResult],
+) -> Option<f64> {
+    let first = epochs.first()?.phases.0;
+    let last = checkpoints
+        .iter()
+        .map(|c| c.phase)
+        .chain(epochs.iter().map(|e| e.phases.1))
+        .max()?;
+    Some(
+        results
+            .iter()
+            .map(|r| secs(sum(r, (first, last), &|p| p.duration_ns)))
+            .fold(0.0, f64::max),
+    )
 }
 
 /// The phases replayed whose reads are mostly of checkpoint files.
@@ -300,6 +331,39 @@ mod tests {
         let l = &t.loads[0];
         assert_eq!((l.phase, l.read_bytes), (0, 4 << 30));
         assert!((l.gib_s - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_span_runs_from_the_first_epoch_to_the_last_save_on_the_slowest_rank() {
+        use crate::report::stats::PhaseStats;
+        use PhaseKind::*;
+        let kinds = [Metadata, Load, Read, Checkpoint, Read, Checkpoint, Idle];
+        let phases: Vec<Phase> = kinds.into_iter().map(phase).collect();
+        // Seconds per phase; phase 3 and 5 write (the saves).
+        let rank = |secs: [u64; 7]| RankResult {
+            phases: secs
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| PhaseStats {
+                    duration_ns: s * 1_000_000_000,
+                    write_bytes: if i == 3 || i == 5 { 1 << 20 } else { 0 },
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let ranks = [rank([50, 1, 2, 3, 4, 5, 100]), rank([50, 2, 2, 2, 2, 2, 1])];
+        let all = vec![true; phases.len()];
+        let t = Training::build(&phases, &all, &ranks, &Meetings::default(), false);
+        // The start-up (phase 0) and the idle tail (phase 6) are outside.
+        assert_eq!(t.span_s, Some(15.0));
+        // Without its last save, the span ends with the last epoch.
+        let mut no_last_save = all.clone();
+        no_last_save[5] = false;
+        let t = Training::build(&phases, &no_last_save, &ranks, &Meetings::default(), false);
+        assert_eq!(t.span_s, Some(10.0));
+        let t = Training::build(&phases[..1], &all[..1], &ranks, &Meetings::default(), false);
+        assert_eq!(t.span_s, None);
     }
 
     #[test]

@@ -329,6 +329,9 @@ fn training(t: &crate::report::training::Training) -> String {
     if let (Some(m), Some(sd)) = (t.au_mean_percent, t.au_stdev_percent) {
         let _ = writeln!(s, "AU {m:.1} % mean, {sd:.1} stdev over the epochs");
     }
+    if let Some(span) = t.span_s {
+        let _ = writeln!(s, "first epoch to last save: {span:.3} s");
+    }
     for c in &t.checkpoints {
         let who = if c.met {
             "the ranks stopped"
