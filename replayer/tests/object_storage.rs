@@ -11,8 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{json, json_ok, replay_bin, write_rows, Row, O_WRITE_CREATE};
-use iorepro_format::Op;
+use common::{checkpoint_rows, json, json_ok, replay_bin, write_rows};
 use iorepro_tests::bins::scratch;
 use iorepro_tests::s3::S3Server;
 use iorepro_tests::samples::{sample, TORCH_DDP};
@@ -45,17 +44,6 @@ fn replay_s3(server: &S3Server, trace: &Path, prefix: &str, args: &[&str]) -> Ou
 
 fn u(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or(0)
-}
-
-/// A checkpoint of `mib` MiB written by one rank, in 1 MiB calls.
-fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
-    let path = "/ckpt/model.pt";
-    let mut rows = vec![(0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE))];
-    for i in 0..mib {
-        rows.push((0, Op::Write, path, 5, Some(i << 20), 1 << 20, None));
-    }
-    rows.push((0, Op::Close, path, 5, None, 0, None));
-    rows
 }
 
 #[test]

@@ -26,10 +26,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_records_the_same_bytes, json, json_ok, one_write, replay_bin, replay_ok, write_rows,
-    Row, O_WRITE_CREATE,
+    assert_records_the_same_bytes, checkpoint_rows, json, json_ok, one_write, replay_bin,
+    replay_ok, write_rows,
 };
-use iorepro_format::Op;
 use iorepro_tests::bins::scratch;
 use iorepro_tests::rgw::{Keys, RgwStore, Served};
 use iorepro_tests::s3::files_as_keys;
@@ -560,17 +559,6 @@ fn parallel_mode_uploads_parts_together() {
         )]
     );
     assert_eq!(store.open_uploads(BUCKET), 0);
-}
-
-/// A checkpoint of `mib` MiB written by one rank, in 1 MiB calls.
-fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
-    let path = "/ckpt/model.pt";
-    let mut rows = vec![(0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE))];
-    for i in 0..mib {
-        rows.push((0, Op::Write, path, 5, Some(i << 20), 1 << 20, None));
-    }
-    rows.push((0, Op::Close, path, 5, None, 0, None));
-    rows
 }
 
 /// Names with characters a signature must encode as the store does (a

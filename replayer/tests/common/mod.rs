@@ -181,6 +181,18 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
 
 pub const O_WRITE_CREATE: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
 
+/// A checkpoint of `mib` MiB written by rank 0 to `/ckpt/model.pt`, in 1 MiB calls.
+pub fn checkpoint_rows(mib: i64) -> Vec<Row<'static>> {
+    use iorepro_format::Op;
+    let path = "/ckpt/model.pt";
+    let mut rows = vec![(0, Op::Open, path, 5, None, 0, Some(O_WRITE_CREATE))];
+    for i in 0..mib {
+        rows.push((0, Op::Write, path, 5, Some(i << 20), 1 << 20, None));
+    }
+    rows.push((0, Op::Close, path, 5, None, 0, None));
+    rows
+}
+
 /// Rank 0 creating `path` on descriptor `fd` and writing `bytes` to it in
 /// one call: a file written whole, as a small save is.
 pub fn one_write(path: &str, fd: i32, bytes: i64) -> Vec<Row<'_>> {
