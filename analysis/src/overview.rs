@@ -12,12 +12,12 @@ use crate::activity::Activity;
 use crate::by_op::by_op;
 use crate::phases::{self, Phase};
 use crate::roles::{FileRoles, Hot, RolesBuilder, ROLE_COLUMNS};
-use crate::tally::{Depth, Tally};
+use crate::tally::{Depth, Tally, PID_WHERE_NO_RANK};
 use crate::timeline::{Timeline, BASE_WINDOW_NS};
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
 use iorepro_format::runs::calls_in;
-use iorepro_format::scan::{scan, Fold, ScanBatch};
+use iorepro_format::scan::{scan, scan_sparing, Fold, ScanBatch};
 use iorepro_format::schema::{Op, COL_RANK, COL_TS};
 
 /// What a trace did over time.
@@ -189,9 +189,10 @@ pub fn rank_count(reader: &TraceReader) -> TraceResult<usize> {
 pub fn tally(reader: &TraceReader, depth: Depth, window_ns: i64) -> TraceResult<Tally> {
     let (origin, _) = span_ns(reader)?;
     let mut total = Tally::new(depth, origin, window_ns);
-    scan(
+    scan_sparing(
         reader,
         depth.columns(),
+        &[PID_WHERE_NO_RANK],
         || Tally::new(depth, origin, window_ns),
         |part| total.merge(part),
     )?;
@@ -276,7 +277,7 @@ pub fn tally_with_roles(
     let mut columns: Vec<&str> = depth.columns().to_vec();
     columns.extend(ROLE_COLUMNS);
     let mut whole = part();
-    scan(reader, &columns, part, |p| {
+    scan_sparing(reader, &columns, &[PID_WHERE_NO_RANK], part, |p| {
         whole.tally.merge(p.tally);
         whole.roles.merge(p.roles);
     })?;

@@ -17,7 +17,7 @@ use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
 use crate::timeline::Timeline;
 use iorepro_format::runs::{calls_in, span_in};
-use iorepro_format::scan::{Fold, ScanBatch};
+use iorepro_format::scan::{Fold, OnlyWhereNull, ScanBatch};
 use iorepro_format::schema::{
     Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
     COL_SIZE, COL_SPAN_NS, COL_TS,
@@ -84,6 +84,14 @@ impl Depth {
         }
     }
 }
+
+/// A row's process id stands for its rank only where it has none (see
+/// [`writer_of`]): row groups whose every row has a rank are scanned
+/// without decoding `pid`.
+pub const PID_WHERE_NO_RANK: OnlyWhereNull = OnlyWhereNull {
+    column: COL_PID,
+    where_null: COL_RANK,
+};
 
 /// Ranks seen, with a slot each; small non-negative ranks (all real ones)
 /// are found by index rather than by hashing.

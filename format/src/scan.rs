@@ -226,11 +226,22 @@ fn open_meta(path: &Path) -> TraceResult<SegmentMeta> {
     })
 }
 
+/// A column a fold reads only in rows where another column is null (a
+/// process id that stands for a missing rank): where a row group's
+/// footer says the other has no null, the column is not decoded and comes
+/// as nulls.
+#[derive(Debug, Clone, Copy)]
+pub struct OnlyWhereNull {
+    pub column: &'static str,
+    pub where_null: &'static str,
+}
+
 /// Reads one unit and hands each of its batches to `visit`.
 fn read_unit(
     seg: &SegmentMeta,
     row_group: usize,
     wanted: &[usize],
+    sparing: &[(usize, usize)],
     visit: &mut dyn FnMut(&ScanBatch),
 ) -> TraceResult<()> {
     let path = seg.path.as_path();
@@ -250,7 +261,25 @@ fn read_unit(
                 nulls == Some(group.num_rows() as u64)
             })
     };
-    let empty: Vec<usize> = wanted.iter().copied().filter(|&i| all_null(i)).collect();
+    let never_null = |i: usize| {
+        seg.positions[i].is_some_and(|at| {
+            let nulls = group
+                .column(at)
+                .statistics()
+                .and_then(|s| s.null_count_opt());
+            nulls == Some(0)
+        })
+    };
+    let spared = |i: usize| {
+        sparing
+            .iter()
+            .any(|&(column, guard)| column == i && never_null(guard))
+    };
+    let empty: Vec<usize> = wanted
+        .iter()
+        .copied()
+        .filter(|&i| all_null(i) || spared(i))
+        .collect();
     let mut reader = guard(path, || {
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, seg.meta.clone());
         let roots: Vec<usize> = wanted
@@ -335,18 +364,33 @@ pub fn scan<P: Fold>(
     init: impl Fn() -> P + Sync,
     merge: impl FnMut(P),
 ) -> TraceResult<()> {
-    let mut wanted: Vec<usize> = columns
-        .iter()
-        .filter_map(|c| COLUMNS.iter().position(|k| k == c))
-        .collect();
+    scan_sparing(reader, columns, &[], init, merge)
+}
+
+/// [`scan`], with columns that are decoded only in row groups where the
+/// column they stand in for has nulls (see [`OnlyWhereNull`]).
+pub fn scan_sparing<P: Fold>(
+    reader: &TraceReader,
+    columns: &[&str],
+    sparing: &[OnlyWhereNull],
+    init: impl Fn() -> P + Sync,
+    merge: impl FnMut(P),
+) -> TraceResult<()> {
+    let position = |c: &str| COLUMNS.iter().position(|k| *k == c);
+    let mut wanted: Vec<usize> = columns.iter().filter_map(|c| position(c)).collect();
     wanted.sort_unstable();
     wanted.dedup();
+    let sparing: Vec<(usize, usize)> = sparing
+        .iter()
+        .filter_map(|s| Some((position(s.column)?, position(s.where_null)?)))
+        .collect();
     let (metas, units) = units_in_time_order(reader)?;
     let threads = workers().min(units.len()).max(1);
     let shared = Shared {
         units: &units,
         metas: &metas,
         wanted: &wanted,
+        sparing: &sparing,
         window: 2 * threads,
         next: AtomicUsize::new(0),
         failed: AtomicBool::new(false),
@@ -389,6 +433,8 @@ struct Shared<'a> {
     units: &'a [Unit],
     metas: &'a [SegmentMeta],
     wanted: &'a [usize],
+    /// (column, the column it stands in for), as positions.
+    sparing: &'a [(usize, usize)],
     /// Workers take units in order but never run further ahead of the
     /// merge than this many units, which bounds the partials held.
     window: usize,
@@ -443,7 +489,9 @@ impl Shared<'_> {
         let mut part = init();
         let rows = meta.meta.metadata().row_group(unit.row_group).num_rows();
         part.reserve(rows.max(0) as usize);
-        read_unit(meta, unit.row_group, self.wanted, &mut |b| part.add(b))?;
+        read_unit(meta, unit.row_group, self.wanted, self.sparing, &mut |b| {
+            part.add(b)
+        })?;
         part.seal();
         Ok(part)
     }

@@ -293,3 +293,60 @@ fn segments_record_their_ts_order_and_row_group_size() {
     );
     assert_eq!(read_all(&trace), rows);
 }
+
+/// A scan that spares `pid` where `rank` has no null: row groups whose
+/// every row has a rank hand `pid` over as nulls (zeros), without decoding
+/// it; a row group with a rankless row hands over every `pid` as written.
+#[test]
+fn a_spared_column_is_read_only_in_row_groups_where_its_guard_has_nulls() {
+    use iorepro_format::scan::{scan_sparing, Fold, OnlyWhereNull, ScanBatch};
+    use iorepro_format::schema::{COL_PID, COL_RANK, COL_TS};
+    // Three row groups of 100 rows: the second has one row without a rank.
+    let rows: Vec<Row> = (0..300)
+        .map(|i| Row {
+            pid: 1000 + i as i32,
+            rank: (i != 150).then_some(i as i32 % 4),
+            ..bare_row(i)
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t");
+    let mut opts = WriterOptions::new(Source::Synth);
+    opts.row_group_rows = 100;
+    let mut w = TraceWriter::create(&trace, opts).unwrap();
+    for r in &rows {
+        w.push(&event_row(r)).unwrap();
+    }
+    w.finish().unwrap();
+
+    /// Each row's `ts` and the `pid` the scan handed over with it.
+    struct Pids(Vec<(i64, i32)>);
+    impl Fold for Pids {
+        fn add(&mut self, b: &ScanBatch) {
+            self.0
+                .extend(b.ts().iter().copied().zip(b.pid().iter().copied()));
+        }
+    }
+    let reader = TraceReader::open(&trace).unwrap();
+    let mut seen: Vec<(i64, i32)> = Vec::new();
+    let pid_where_no_rank = OnlyWhereNull {
+        column: COL_PID,
+        where_null: COL_RANK,
+    };
+    scan_sparing(
+        &reader,
+        &[COL_TS, COL_PID, COL_RANK],
+        &[pid_where_no_rank],
+        || Pids(Vec::new()),
+        |p| seen.extend(p.0),
+    )
+    .unwrap();
+    assert_eq!(seen.len(), 300);
+    for (ts, pid) in seen {
+        if (100..200).contains(&ts) {
+            assert_eq!(pid, rows[ts as usize].pid, "row {ts}: read as written");
+        } else {
+            assert_eq!(pid, 0, "row {ts}: spared, so null");
+        }
+    }
+}
