@@ -151,6 +151,15 @@ fn the_bundled_captures_replay_into_the_gateway_as_into_a_directory() {
         assert_eq!(served_gets.count, gets, "{name}: GETs served: {served:?}");
         assert_eq!(served_gets.sent, got, "{name}: bytes served: {served:?}");
         assert_eq!(served_gets.failed, 0, "{name}: {served:?}");
+        // Every HEAD it answered is the replay's or the preparation's (one
+        // per prepared object), as the report says.
+        assert_eq!(
+            served.of("HEAD get_obj").count,
+            kind(&first, "HEAD").0 + u(&first["prepare"]["requests"]["HEAD"]),
+            "{name}: HEADs served: {served:?}, prepare {}",
+            first["prepare"]
+        );
+        assert!(u(&first["prepare"]["requests"]["HEAD"]) > 0, "{name}");
         // What the gateway took: the prepared data, then the replay's uploads.
         assert_eq!(
             served.of("PUT put_obj").received,

@@ -9,6 +9,7 @@
 //! `--drop-caches` goes further and drops the whole node's caches (metadata
 //! too), the one step of a replay that needs privilege.
 
+use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -58,6 +59,11 @@ pub struct PrepareStats {
     #[serde(default)]
     pub paths_cleared: u64,
     pub duration_s: f64,
+    /// Of a bucket: the requests preparing it made, by kind (a HEAD to
+    /// check each object, the uploads, what clearing listed and deleted),
+    /// which a store's own counts hold beside the replay's `requests`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -282,6 +288,7 @@ pub(crate) fn run_tasks<D: StepDoer>(
         dirs_made: counters.dirs.load(Ordering::Relaxed),
         paths_cleared: counters.cleared.load(Ordering::Relaxed),
         duration_s: began.elapsed().as_secs_f64(),
+        requests: BTreeMap::new(),
     })
 }
 

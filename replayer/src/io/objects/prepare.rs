@@ -10,12 +10,14 @@
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
 use super::client::RequestError;
+use super::requests::RequestStats;
 use super::{Bucket, ObjectClient, ObjectTarget};
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::prepare::{run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer};
@@ -61,14 +63,23 @@ pub(crate) fn prepare(
     threads: usize,
     counters: &Counters,
 ) -> ReplayResult<PrepareStats> {
-    run_tasks(survey, all, share, threads, counters, |_| {
+    // Every thread's client counts into one tally, for the report.
+    let requests = Arc::new(Mutex::new(RequestStats::default()));
+    let mut stats = run_tasks(survey, all, share, threads, counters, |_| {
         Ok(ObjectDoer {
-            client: ObjectClient::connect(&bucket.target, Default::default())
+            client: ObjectClient::connect(&bucket.target, requests.clone())
                 .map_err(ReplayError::Usage)?,
             target: &bucket.target,
             data: bucket.data.clone(),
         })
-    })
+    })?;
+    let requests = requests.lock().unwrap_or_else(|p| p.into_inner());
+    stats.requests = requests
+        .kinds
+        .iter()
+        .map(|(kind, s)| (kind.clone(), s.figures.count))
+        .collect();
+    Ok(stats)
 }
 
 struct ObjectDoer<'a> {

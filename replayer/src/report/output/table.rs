@@ -97,6 +97,10 @@ fn prepared(report: &Report) -> String {
             p.dirs_made, p.paths_cleared
         );
     }
+    if !p.requests.is_empty() {
+        let kinds: Vec<String> = p.requests.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = write!(s, "; requests: {}", kinds.join(", "));
+    }
     let _ = writeln!(s);
     s
 }
