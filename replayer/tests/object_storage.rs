@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{checkpoint_rows, json, json_ok, replay_bin, write_rows};
+use common::{checkpoint_rows, json, json_ok, replay_bin, u, write_rows};
 use iorepro_tests::bins::scratch;
 use iorepro_tests::s3::S3Server;
 use iorepro_tests::samples::{sample, TORCH_DDP};
@@ -40,10 +40,6 @@ fn replay_s3(server: &S3Server, trace: &Path, prefix: &str, args: &[&str]) -> Ou
         .arg(format!("s3://{BUCKET}/{prefix}"))
         .args(args);
     server.env(&mut cmd).output().expect("iorepro-replay runs")
-}
-
-fn u(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or(0)
 }
 
 #[test]

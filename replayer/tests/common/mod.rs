@@ -2,12 +2,19 @@
 
 #![allow(dead_code)]
 
+pub mod rgw;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
 use iorepro_format::{Source, WriterOptions};
 use iorepro_interchange::synth::Workload;
+
+/// A JSON number as `u64` (0 when it is absent).
+pub fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
 
 /// Two ranks: a load burst, 8 steps of reads with 20 ms compute, a
 /// checkpoint every 4 steps.
