@@ -251,29 +251,15 @@ fn read_unit(
     // runs has no `span_ns`, most have no `path2`) are not decoded: their
     // nulls cost as much to decode as values.
     let group = seg.meta.metadata().row_group(row_group);
-    let all_null = |i: usize| {
-        canon.field(i).is_nullable()
-            && seg.positions[i].is_some_and(|at| {
-                let nulls = group
-                    .column(at)
-                    .statistics()
-                    .and_then(|s| s.null_count_opt());
-                nulls == Some(group.num_rows() as u64)
-            })
-    };
-    let never_null = |i: usize| {
-        seg.positions[i].is_some_and(|at| {
-            let nulls = group
-                .column(at)
-                .statistics()
-                .and_then(|s| s.null_count_opt());
-            nulls == Some(0)
-        })
-    };
+    // Column `i`'s nulls in the row group, where its footer says.
+    let nulls =
+        |i: usize| seg.positions[i].and_then(|at| group.column(at).statistics()?.null_count_opt());
+    let all_null =
+        |i: usize| canon.field(i).is_nullable() && nulls(i) == Some(group.num_rows() as u64);
     let spared = |i: usize| {
         sparing
             .iter()
-            .any(|&(column, guard)| column == i && never_null(guard))
+            .any(|&(column, guard)| column == i && nulls(guard) == Some(0))
     };
     let empty: Vec<usize> = wanted
         .iter()

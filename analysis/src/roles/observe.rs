@@ -417,7 +417,7 @@ impl RolesBuilder {
         };
         let second = (c.has_path2 && c.path2.is_valid(i)).then(|| c.path2.value(i));
         self.hot_by_key[key].count(op, c.ret[i], n, c.ts[i]);
-        if second.is_none() && quiet(op, || flags_at(c, i)) {
+        if second.is_none() && quiet(op, || Events::opt_i32(c.flags, i).unwrap_or(0)) {
             return;
         }
         self.loud_row(c, i, key, op, n, second);
@@ -430,7 +430,7 @@ impl RolesBuilder {
     #[inline(always)]
     pub(crate) fn loud_row_at(&mut self, c: &RolesBatch, i: usize, op: Op, n: u64) {
         let second = (c.has_path2 && c.path2.is_valid(i)).then(|| c.path2.value(i));
-        if second.is_none() && quiet(op, || flags_at(c, i)) {
+        if second.is_none() && quiet(op, || Events::opt_i32(c.flags, i).unwrap_or(0)) {
             return;
         }
         let key = if c.keys.is_valid(i) {
@@ -458,7 +458,7 @@ impl RolesBuilder {
             ts: c.ts[i],
             ret: c.ret[i],
             calls: n,
-            flags: flags_at(c, i),
+            flags: Events::opt_i32(c.flags, i).unwrap_or(0),
         };
         let slot = self.dictionary.as_ref().map_or(NO_SLOT, |(_, s)| s[key]);
         let traits2 = Events::opt_i32(c.path2_traits, i);
@@ -588,16 +588,6 @@ impl RolesBuilder {
             let at = self.slot(name);
             self.stats[at as usize].merge(s);
         }
-    }
-}
-
-/// Row `i`'s open flags (0 where it has none).
-#[inline(always)]
-fn flags_at(c: &RolesBatch, i: usize) -> i32 {
-    if c.flags.is_valid(i) {
-        c.flags.value(i)
-    } else {
-        0
     }
 }
 
