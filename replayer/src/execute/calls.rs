@@ -22,7 +22,7 @@ use crate::io::target::Opened;
 use crate::live::RankLive;
 use crate::plan::ops::PlannedOp;
 use crate::report::record::Made;
-use crate::report::stats::unix_ns;
+use crate::report::stats::{unix_ns, Lead};
 
 /// A rank's calls on the run's target, with what it holds open there.
 pub(super) enum Calls<'s> {
@@ -158,6 +158,18 @@ impl Worker<'_> {
             .get(op.path as usize)
             .and_then(|p| p.role);
         let sample = op.op == Op::Open && succeeded && role == Some(Role::Dataset);
+        let first_sample = sample
+            && op.phase as usize == self.phase
+            && self.result.phases[self.phase].samples == 0;
+        if first_sample {
+            self.result.phases[self.phase].lead = Some(Lead {
+                duration_ns: issued
+                    .saturating_duration_since(self.phase_entered)
+                    .as_nanos() as u64,
+                compute_ns: self.sched.compute_ns - self.phase_clock.0,
+                ideal_ns: self.sched.ideal_ns - self.phase_clock.1,
+            });
+        }
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
         ph.samples += u64::from(sample);

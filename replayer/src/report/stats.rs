@@ -40,6 +40,23 @@ pub struct PhaseStats {
     /// Bytes read from checkpoint files (a job loading its state).
     #[serde(default)]
     pub checkpoint_read_bytes: u64,
+    /// What came before the rank's first sample in the phase.
+    #[serde(default)]
+    pub lead: Option<Lead>,
+}
+
+/// The stretch of a phase before a rank opened its first sample (dataset
+/// file): in the trace's first phase, the job's start-up (interpreter,
+/// imports, process group) before its loader's first read, which the job's
+/// own first epoch does not count.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Lead {
+    /// From the phase's start to the first sample's open.
+    pub duration_ns: u64,
+    /// Compute the schedule kept in it.
+    pub compute_ns: u64,
+    /// What it would have taken at the traced storage's speed.
+    pub ideal_ns: u64,
 }
 
 /// When a rank reached a barrier and when it left it (Unix ns).

@@ -8,7 +8,10 @@
 //! An epoch here is a stretch of reading between two checkpoints (the
 //! load burst before the first read phase included): one epoch each for a
 //! job that saves at each epoch's end, the steps between two saves for a
-//! job that saves every K steps. Unlike MLPerf Storage, the first step is
+//! job that saves every K steps. The first starts, on each rank, where the
+//! rank opens its first sample: what comes before in the trace's first
+//! phase is the job's start-up (interpreter, imports, process group), which
+//! the job's own log does not count in its first epoch. Unlike MLPerf Storage, the first step is
 //! not left out of the AU: a trace does not mark where a step begins.
 //! Without compute in the schedule (`--timing afap`) there is no AU.
 
@@ -17,7 +20,7 @@ use serde::Serialize;
 use iorepro_analysis::phases::{Phase, PhaseKind};
 use iorepro_format::units::{per_s, GIB, MIB};
 
-use super::stats::{PhaseStats, RankResult};
+use super::stats::{Lead, PhaseStats, RankResult};
 use crate::plan::meetings::Meetings;
 use crate::plan::scale::what_if::stretches;
 
@@ -103,11 +106,25 @@ fn sum(r: &RankResult, (a, b): (usize, usize), f: &dyn Fn(&PhaseStats) -> u64) -
         .map_or(0, |p| p.iter().map(f).sum::<u64>())
 }
 
-/// One epoch (the stretch of phases `span`) over the ranks: its time (the
-/// slowest rank's), compute, stall, AU and rates.
-fn epoch(span: (usize, usize), results: &[RankResult], afap: bool) -> EpochFigures {
-    let duration_ns = |r: &RankResult| sum(r, span, &|p| p.duration_ns);
-    let compute_ns = |r: &RankResult| sum(r, span, &|p| p.compute_ns);
+/// What rank `r` did in the phase that starts `span` before its first
+/// sample, where `span` is the first epoch (its start-up); nothing else.
+fn start_up(r: &RankResult, span: (usize, usize), first: bool) -> Lead {
+    let lead = first.then(|| r.phases.get(span.0).and_then(|p| p.lead));
+    lead.flatten().unwrap_or_default()
+}
+
+/// One epoch (the stretch of phases `span`; `first`: the first epoch) over
+/// the ranks: its time (the slowest rank's), compute, stall, AU and rates.
+fn epoch(span: (usize, usize), first: bool, results: &[RankResult], afap: bool) -> EpochFigures {
+    let duration_ns = |r: &RankResult| {
+        sum(r, span, &|p| p.duration_ns).saturating_sub(start_up(r, span, first).duration_ns)
+    };
+    let compute_ns = |r: &RankResult| {
+        sum(r, span, &|p| p.compute_ns).saturating_sub(start_up(r, span, first).compute_ns)
+    };
+    let ideal_ns = |r: &RankResult| {
+        sum(r, span, &|p| p.ideal_ns).saturating_sub(start_up(r, span, first).ideal_ns)
+    };
     let duration_s = results
         .iter()
         .map(|r| secs(duration_ns(r)))
@@ -127,7 +144,7 @@ fn epoch(span: (usize, usize), results: &[RankResult], afap: bool) -> EpochFigur
         .then(|| 100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64);
     let stall_s = results
         .iter()
-        .map(|r| secs(duration_ns(r).saturating_sub(sum(r, span, &|p| p.ideal_ns))))
+        .map(|r| secs(duration_ns(r).saturating_sub(ideal_ns(r))))
         .fold(0.0, f64::max);
     let samples: u64 = results.iter().map(|r| sum(r, span, &|p| p.samples)).sum();
     let read_bytes: u64 = results
@@ -200,7 +217,8 @@ impl Training {
     ) -> Training {
         let epochs: Vec<EpochFigures> = stretches(phases, replayed)
             .into_iter()
-            .map(|span| epoch(span, results, afap))
+            .enumerate()
+            .map(|(k, span)| epoch(span, k == 0, results, afap))
             .collect();
         let aus: Vec<f64> = epochs.iter().filter_map(|e| e.au_percent).collect();
         let (au_mean, au_sd) = mean_stdev(&aus);
@@ -216,27 +234,27 @@ impl Training {
     }
 }
 
-/// From the first epoch's first phase to the last save's phase (or the
-/// last epoch's last), each rank's phases summed, the slowest rank's: a
-/// rank's phases tile its time, the waits at meetings included, so this is
-/// its time over that stretch whether the ranks met at the saves or read on.
+/// From the first epoch's start to the last save's phase (or the last
+/// epoch's last), each rank's phases summed less its start-up, the slowest
+/// rank's: a rank's phases tile its time, the waits at meetings included,
+/// so this is its time over that stretch whether the ranks met at the
+/// saves or read on.
 fn span(
     epochs: &[EpochFigures],
     checkpoints: &[CheckpointFigures],
     results: &[RankResult],
 ) -> Option<f64> {
-    let first = epochs.first()?.phases.0;
+    let first = epochs.first()?.phases;
     let last = checkpoints
         .iter()
         .map(|c| c.phase)
         .chain(epochs.iter().map(|e| e.phases.1))
         .max()?;
-    Some(
-        results
-            .iter()
-            .map(|r| secs(sum(r, (first, last), &|p| p.duration_ns)))
-            .fold(0.0, f64::max),
-    )
+    let time = |r: &RankResult| {
+        sum(r, (first.0, last), &|p| p.duration_ns)
+            .saturating_sub(start_up(r, first, true).duration_ns)
+    };
+    Some(results.iter().map(|r| secs(time(r))).fold(0.0, f64::max))
 }
 
 /// The phases replayed whose reads are mostly of checkpoint files.
@@ -364,6 +382,58 @@ mod tests {
         assert_eq!(t.span_s, Some(10.0));
         let t = Training::build(&phases[..1], &all[..1], &ranks, &Meetings::default(), false);
         assert_eq!(t.span_s, None);
+    }
+
+    #[test]
+    fn the_first_epoch_starts_at_each_ranks_first_sample_and_later_ones_at_their_phase() {
+        use crate::report::stats::{Lead, PhaseStats};
+        use PhaseKind::*;
+        let phases: Vec<Phase> = [Load, Read, Checkpoint, Read, Checkpoint]
+            .into_iter()
+            .map(phase)
+            .collect();
+        const S: u64 = 1_000_000_000;
+        // Every phase 2 s, 1 s of it compute, and half a rank's `startup`
+        // seconds (compute) before its first sample: only the first
+        // phase's is the job's start-up.
+        let rank = |startup: u64| RankResult {
+            phases: (0..5)
+                .map(|i| PhaseStats {
+                    duration_ns: 2 * S,
+                    compute_ns: S,
+                    ideal_ns: 2 * S,
+                    samples: 1,
+                    write_bytes: if i % 2 == 0 && i > 0 { 1 << 20 } else { 0 },
+                    lead: Some(Lead {
+                        duration_ns: startup * S / 2,
+                        compute_ns: startup * S / 2,
+                        ideal_ns: startup * S / 2,
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        // Rank 0 started up in 1 s (0.5 s in the load phase), rank 1 in 2 s.
+        let ranks = [rank(1), rank(2)];
+        let all = vec![true; phases.len()];
+        let t = Training::build(&phases, &all, &ranks, &Meetings::default(), false);
+        // The first epoch (phases 0-1): 4 s less the start-up, the slowest
+        // rank's (rank 0: 3.5 s); its AU is what compute is left over that.
+        assert_eq!(t.epochs[0].phases, (0, 1));
+        assert!(
+            (t.epochs[0].duration_s - 3.5).abs() < 1e-9,
+            "{:?}",
+            t.epochs[0]
+        );
+        let au = (1.5 / 3.5 + 1.0 / 3.0) / 2.0 * 100.0;
+        assert!((t.epochs[0].au_percent.unwrap() - au).abs() < 1e-6);
+        assert_eq!(t.epochs[0].stall_s, 0.0);
+        // Later epochs begin where their phase does: a loader's start after
+        // a save is the job's epoch.
+        assert!((t.epochs[1].duration_s - 2.0).abs() < 1e-9);
+        // The span: phases 0-4 (10 s) less the start-up, the slowest rank's.
+        assert_eq!(t.span_s, Some(9.5));
     }
 
     #[test]
