@@ -11,8 +11,9 @@
 //! job that saves every K steps. The first starts, on each rank, where the
 //! rank opens its first sample: what comes before in the trace's first
 //! phase is the job's start-up (interpreter, imports, process group), which
-//! the job's own log does not count in its first epoch. Unlike MLPerf Storage, the first step is
-//! not left out of the AU: a trace does not mark where a step begins.
+//! the job's own log does not count in its first epoch. Unlike MLPerf
+//! Storage, the first step is not left out of the AU: a trace does not mark
+//! where a step begins.
 //! Without compute in the schedule (`--timing afap`) there is no AU.
 
 use serde::Serialize;
