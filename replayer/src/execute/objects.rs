@@ -104,7 +104,7 @@ impl<'s> ObjectCalls<'s> {
 
     fn upload_data(&self) -> &'s Bytes {
         let bucket: &'s Bucket = self.bucket;
-        &bucket.data
+        bucket.data()
     }
 
     /// `op` made as requests to the bucket.

@@ -1,6 +1,8 @@
 //! The requests of one rank (or one preparing thread): object_store's S3
 //! client driven on a current-thread tokio runtime of the caller's own, one
-//! request in flight as the traced thread had one call in flight. A request
+//! request in flight as the traced thread had one call in flight; GETs,
+//! HEADs and listings to an `http://` endpoint go the `direct` way instead
+//! (object_store's client is then built only if another request needs it). A request
 //! that fails with a 5xx, a 429 or a transport error (a timeout, a reset)
 //! is made again up to `--s3-retries` times, backing off; the retries, and
 //! the throttling answers met (503 SlowDown, 429), are counted. Every request
@@ -26,6 +28,7 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
+use super::direct::{Direct, DirectError, Page};
 use super::RequestStats;
 use super::{settings, ObjectTarget};
 
@@ -98,26 +101,53 @@ fn status_of(text: &str) -> Option<u16> {
     text.get(at..at + 3)?.parse().ok()
 }
 
-fn verdict(e: &object_store::Error) -> Verdict {
-    use object_store::Error as E;
-    match e {
-        E::NotFound { .. } => Verdict::Missing,
-        E::Generic { .. } => {
-            let text = e.to_string();
-            match status_of(&text) {
-                Some(code @ (429 | 500..=599)) => Verdict::Retry {
-                    throttled: code == 429 || code == 503,
-                },
-                Some(_) => Verdict::Final,
-                // No status: the request never got an answer (a timeout,
-                // a refused or reset connection), or the answer said
-                // SlowDown in a body without a status line.
-                None => Verdict::Retry {
-                    throttled: text.contains("SlowDown"),
-                },
-            }
-        }
+/// A request that got an answer with status `code`, not a success.
+fn by_status(code: u16) -> Verdict {
+    match code {
+        404 => Verdict::Missing,
+        429 | 500..=599 => Verdict::Retry {
+            throttled: code == 429 || code == 503,
+        },
         _ => Verdict::Final,
+    }
+}
+
+/// A failed attempt, as the retry rules judge it.
+trait Attempt: std::fmt::Display {
+    fn verdict(&self) -> Verdict;
+}
+
+impl Attempt for object_store::Error {
+    fn verdict(&self) -> Verdict {
+        use object_store::Error as E;
+        match self {
+            E::NotFound { .. } => Verdict::Missing,
+            E::Generic { .. } => {
+                let text = self.to_string();
+                match status_of(&text) {
+                    // object_store says 404 as NotFound where it applies.
+                    Some(404) => Verdict::Final,
+                    Some(code) => by_status(code),
+                    // No status: the request never got an answer (a timeout,
+                    // a refused or reset connection), or the answer said
+                    // SlowDown in a body without a status line.
+                    None => Verdict::Retry {
+                        throttled: text.contains("SlowDown"),
+                    },
+                }
+            }
+            _ => Verdict::Final,
+        }
+    }
+}
+
+impl Attempt for DirectError {
+    fn verdict(&self) -> Verdict {
+        match self {
+            DirectError::Status { status, .. } => by_status(*status),
+            DirectError::Transport { .. } => Verdict::Retry { throttled: false },
+            DirectError::Answer { .. } => Verdict::Final,
+        }
     }
 }
 
@@ -170,7 +200,7 @@ impl Requests {
         self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn request<T, Fut>(
+    async fn request<T, E: Attempt, Fut>(
         &self,
         kind: RequestKind,
         key: &str,
@@ -178,7 +208,7 @@ impl Requests {
         bytes: impl Fn(&T) -> u64,
     ) -> Result<T, RequestError>
     where
-        Fut: Future<Output = object_store::Result<T>>,
+        Fut: Future<Output = Result<T, E>>,
     {
         let start = Instant::now();
         let mut attempt = 0;
@@ -192,7 +222,7 @@ impl Requests {
                 }
                 Err(e) => e,
             };
-            match verdict(&e) {
+            match e.verdict() {
                 Verdict::Missing => {
                     self.stats().record(kind.name(), 0, took, false);
                     return Err(RequestError::Missing);
@@ -250,7 +280,7 @@ impl Requests {
                         while let Some(chunk) = body.next().await {
                             n += chunk?.len() as u64;
                         }
-                        Ok((n, size, first_byte))
+                        Ok::<_, object_store::Error>((n, size, first_byte))
                     }
                 },
                 |(n, _, _)| *n,
@@ -262,7 +292,14 @@ impl Requests {
 }
 
 pub struct ObjectClient {
-    store: Arc<AmazonS3>,
+    /// object_store's client: built at once where every request needs it,
+    /// else at the first request `direct` does not make.
+    store: Option<Arc<AmazonS3>>,
+    /// Its settings (boxed, as `direct`: large, and needed once).
+    builder: Box<object_store::aws::AmazonS3Builder>,
+    endpoint: String,
+    /// GETs, HEADs and listings to an `http://` endpoint.
+    direct: Option<Box<Direct>>,
     rt: tokio::runtime::Runtime,
     /// Retries, the bucket's name for messages, and where the requests
     /// are counted: shared with the rank's live figures (the lock is the
@@ -276,28 +313,46 @@ impl ObjectClient {
         // rustls needs its crypto chosen once per process; a second
         // install (another rank) is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let builder = settings::builder(&target.bucket);
+        let builder = settings::builder(&target.bucket).with_retry(RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        });
         let endpoint = settings::endpoint(&builder);
-        let store = builder
-            .with_retry(RetryConfig {
-                max_retries: 0,
-                ..Default::default()
-            })
-            .build()
-            .map_err(|e| format!("S3 client for {endpoint}: {e}"))?;
+        let direct = settings::direct(&builder)
+            .map(|s| Direct::new(&s, &target.bucket).map(Box::new))
+            .transpose()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("starting the S3 client's runtime: {e}"))?;
-        Ok(ObjectClient {
-            store: Arc::new(store),
+        let mut client = ObjectClient {
+            store: None,
+            builder: Box::new(builder),
+            endpoint,
+            direct,
             rt,
             requests: Requests {
                 retries: target.retries,
                 bucket: target.bucket.clone(),
                 stats,
             },
-        })
+        };
+        if client.direct.is_none() {
+            // What is wrong with the settings is said before any request.
+            client.store().map_err(|e| e.to_string())?;
+        }
+        Ok(client)
+    }
+
+    /// object_store's client, built at its first use.
+    fn store(&mut self) -> Result<Arc<AmazonS3>, RequestError> {
+        if self.store.is_none() {
+            let store = (*self.builder).clone().build().map_err(|e| {
+                RequestError::Failed(format!("S3 client for {}: {e}", self.endpoint))
+            })?;
+            self.store = Some(Arc::new(store));
+        }
+        Ok(self.store.clone().expect("built"))
     }
 
     /// The request figures, to change.
@@ -307,7 +362,7 @@ impl ObjectClient {
 
     /// Makes the request `make` starts, retrying it as allowed; measures it
     /// as `kind` with the bytes `bytes` says it moved.
-    fn request<T, Fut>(
+    fn request<T, E: Attempt, Fut>(
         &mut self,
         kind: RequestKind,
         key: &str,
@@ -315,7 +370,7 @@ impl ObjectClient {
         bytes: impl Fn(&T) -> u64,
     ) -> Result<T, RequestError>
     where
-        Fut: Future<Output = object_store::Result<T>>,
+        Fut: Future<Output = Result<T, E>>,
     {
         self.rt
             .block_on(self.requests.request(kind, key, make, bytes))
@@ -324,8 +379,19 @@ impl ObjectClient {
     /// A GET of `range` (the whole object if `None`): the bytes it
     /// brought, read to the end and dropped.
     pub fn get(&mut self, key: &str, range: Option<Range<u64>>) -> Result<u64, RequestError> {
+        if let Some(direct) = self.direct.as_mut() {
+            let (n, first_byte) = self.rt.block_on(self.requests.request(
+                RequestKind::Get,
+                key,
+                || std::future::ready(direct.get(key, range.as_ref())),
+                |(n, _)| *n,
+            ))?;
+            self.stats().first_byte(first_byte.as_nanos() as u64);
+            return Ok(n);
+        }
+        let store = self.store()?;
         self.rt
-            .block_on(self.requests.get(&self.store, key, range))
+            .block_on(self.requests.get(&store, key, range))
             .map(|(n, _)| n)
     }
 
@@ -341,7 +407,8 @@ impl ObjectClient {
         part: u64,
         concurrency: u32,
     ) -> Result<(u64, u64), RequestError> {
-        let (requests, store) = (&self.requests, &*self.store);
+        let store = self.store()?;
+        let (requests, store) = (&self.requests, &*store);
         let part = part.max(1);
         self.rt.block_on(async {
             let (first, size) = requests.get(store, key, Some(from..from + part)).await?;
@@ -370,14 +437,22 @@ impl ObjectClient {
 
     /// A HEAD: the object's size.
     pub fn head(&mut self, key: &str) -> Result<u64, RequestError> {
-        let store = self.store.clone();
+        if let Some(direct) = self.direct.as_mut() {
+            return self.rt.block_on(self.requests.request(
+                RequestKind::Head,
+                key,
+                || std::future::ready(direct.head(key)),
+                |_| 0,
+            ));
+        }
+        let store = self.store()?;
         let path = Key::from(key);
         let meta = self.request(RequestKind::Head, key, || store.head(&path), |_| 0)?;
         Ok(meta.size)
     }
 
     pub fn put(&mut self, key: &str, data: Bytes) -> Result<(), RequestError> {
-        let store = self.store.clone();
+        let store = self.store()?;
         let path = Key::from(key);
         let n = data.len() as u64;
         let payload = PutPayload::from_bytes(data);
@@ -391,7 +466,7 @@ impl ObjectClient {
     }
 
     pub fn create_multipart(&mut self, key: &str) -> Result<String, RequestError> {
-        let store = self.store.clone();
+        let store = self.store()?;
         let path = Key::from(key);
         self.request(
             RequestKind::Create,
@@ -424,7 +499,8 @@ impl ObjectClient {
         pieces: Vec<Bytes>,
         concurrency: u32,
     ) -> Result<Vec<PartId>, RequestError> {
-        let (requests, store) = (&self.requests, &*self.store);
+        let store = self.store()?;
+        let (requests, store) = (&self.requests, &*store);
         let path = Key::from(key);
         let id = &id.to_string();
         self.rt.block_on(async {
@@ -460,7 +536,7 @@ impl ObjectClient {
         id: &str,
         parts: Vec<PartId>,
     ) -> Result<(), RequestError> {
-        let store = self.store.clone();
+        let store = self.store()?;
         let path = Key::from(key);
         let id = id.to_string();
         self.request(
@@ -477,24 +553,47 @@ impl ObjectClient {
     pub fn abort(&mut self, key: &str, id: &str) {
         let path = Key::from(key);
         let id = id.to_string();
-        let _ = self.rt.block_on(self.store.abort_multipart(&path, &id));
+        if let Ok(store) = self.store() {
+            let _ = self.rt.block_on(store.abort_multipart(&path, &id));
+        }
+    }
+
+    /// One page of the listing beneath `prefix`, counted: one LIST request,
+    /// made `direct`ly where it can be.
+    fn page(
+        &mut self,
+        prefix: &str,
+        max_keys: Option<usize>,
+        token: Option<String>,
+    ) -> Result<Page, RequestError> {
+        let Some(direct) = self.direct.as_mut() else {
+            let page = self.listing(prefix, true, max_keys, token)?;
+            return Ok(Page {
+                entries: (page.result.objects.len() + page.result.common_prefixes.len()) as u64,
+                next: page.page_token,
+            });
+        };
+        let dir = as_directory(prefix);
+        self.rt.block_on(self.requests.request(
+            RequestKind::List,
+            prefix,
+            || std::future::ready(direct.list_page(&dir, true, max_keys, token.as_deref())),
+            |_| 0,
+        ))
     }
 
     /// One page of the listing beneath `prefix` (as a directory, so with
-    /// a `/` after it unless it is the bucket's root): one LIST request.
-    fn page(
+    /// a `/` after it unless it is the bucket's root), through object_store:
+    /// one LIST request.
+    fn listing(
         &mut self,
         prefix: &str,
         one_level: bool,
         max_keys: Option<usize>,
         token: Option<String>,
     ) -> Result<PaginatedListResult, RequestError> {
-        let store = self.store.clone();
-        let dir = if prefix.is_empty() {
-            String::new()
-        } else {
-            format!("{}/", prefix.trim_end_matches('/'))
-        };
+        let store = self.store()?;
+        let dir = as_directory(prefix);
         self.request(
             RequestKind::List,
             prefix,
@@ -517,9 +616,9 @@ impl ObjectClient {
         let mut entries = 0u64;
         let mut token = None;
         loop {
-            let page = self.page(prefix, true, None, token)?;
-            entries += (page.result.objects.len() + page.result.common_prefixes.len()) as u64;
-            match page.page_token {
+            let page = self.page(prefix, None, token)?;
+            entries += page.entries;
+            match page.next {
                 Some(t) => token = Some(t),
                 None => return Ok(entries),
             }
@@ -529,8 +628,7 @@ impl ObjectClient {
     /// Whether any key lies beneath `prefix`: one LIST of at most one key,
     /// as a file-system client of a bucket asks whether a directory exists.
     pub fn any_beneath(&mut self, prefix: &str) -> Result<bool, RequestError> {
-        let page = self.page(prefix, true, Some(1), None)?;
-        Ok(!page.result.objects.is_empty() || !page.result.common_prefixes.is_empty())
+        Ok(self.page(prefix, Some(1), None)?.entries > 0)
     }
 
     /// Every key beneath `prefix`, at any depth, with its size (every page,
@@ -539,7 +637,7 @@ impl ObjectClient {
         let mut keys = Vec::new();
         let mut token = None;
         loop {
-            let page = self.page(prefix, false, None, token)?;
+            let page = self.listing(prefix, false, None, token)?;
             keys.extend(
                 page.result
                     .objects
@@ -559,7 +657,7 @@ impl ObjectClient {
 
     /// A DELETE of a key as a listing spelled it (not encoded again).
     pub fn delete_key(&mut self, key: &Key) -> Result<(), RequestError> {
-        let store = self.store.clone();
+        let store = self.store()?;
         self.request(
             RequestKind::Delete,
             key.as_ref(),
@@ -569,9 +667,19 @@ impl ObjectClient {
     }
 
     pub fn copy(&mut self, from: &str, to: &str) -> Result<(), RequestError> {
-        let store = self.store.clone();
+        let store = self.store()?;
         let (a, b) = (Key::from(from), Key::from(to));
         self.request(RequestKind::Copy, from, || store.copy(&a, &b), |_| 0)
+    }
+}
+
+/// `prefix` as a directory's: with a `/` after it, unless it is the
+/// bucket's root.
+fn as_directory(prefix: &str) -> String {
+    if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", prefix.trim_end_matches('/'))
     }
 }
 

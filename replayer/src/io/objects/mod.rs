@@ -1,15 +1,20 @@
 //! Object-storage targets (`--target s3://BUCKET/PREFIX`): where a replayed
 //! file lands as an object, how a loader reads it (`--s3-read`), and how its
 //! writes become uploads (`--s3-multipart-threshold`, `--s3-part-size`).
-//! `client` makes the requests and measures them; `settings` finds the
-//! endpoint and credentials as the AWS CLI does; `prepare` uploads the
+//! `client` makes the requests and measures them, through object_store or,
+//! for the small requests to an `http://` endpoint, `direct` (over `http`,
+//! signed by `sigv4`); `settings` finds the endpoint and credentials as
+//! the AWS CLI does; `prepare` uploads the
 //! objects the replay reads. What each traced call becomes is
 //! [`crate::execute`]'s (its `objects` file).
 
 mod client;
+mod direct;
+mod http;
 pub mod prepare;
 mod requests;
 mod settings;
+mod sigv4;
 
 use std::path::{Path, PathBuf};
 
@@ -21,15 +26,20 @@ pub use requests::RequestStats;
 #[derive(Debug)]
 pub struct Bucket {
     pub target: ObjectTarget,
-    pub data: bytes::Bytes,
+    /// Made at the first upload: a replay that only reads never fills it.
+    data: std::sync::OnceLock<bytes::Bytes>,
 }
 
 impl Bucket {
     pub fn new(target: ObjectTarget) -> Bucket {
         Bucket {
-            data: prepare::upload_data(&target),
             target,
+            data: std::sync::OnceLock::new(),
         }
+    }
+
+    pub fn data(&self) -> &bytes::Bytes {
+        self.data.get_or_init(|| prepare::upload_data(&self.target))
     }
 }
 

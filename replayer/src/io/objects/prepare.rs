@@ -70,7 +70,7 @@ pub(crate) fn prepare(
             client: ObjectClient::connect(&bucket.target, requests.clone())
                 .map_err(ReplayError::Usage)?,
             target: &bucket.target,
-            data: bucket.data.clone(),
+            data: bucket.data().clone(),
         })
     })?;
     let requests = requests.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,0 +1,406 @@
+//! One kept-alive HTTP/1.1 connection, blocking, for the requests `direct`
+//! makes: a request is written in one system call and its answer read
+//! through one buffer, so a small request costs a write and a read or two
+//! (an async client's runtime adds wake-ups and polls around each). A
+//! connection the store closed while idle is opened again and the request
+//! sent once more, as HTTP clients do for requests without a body.
+//!
+//! A store that writes an answer in pieces (Ceph's gateway writes a
+//! listing's headers, chunk size, body and end apart) wakes the rank for
+//! each. Holding the read back with the socket's low-water mark until the
+//! known rest is there stalled instead: the store's last piece waited for
+//! an ACK that waited for our read. Looking for the rest a few µs before
+//! sleeping cost more CPU than the wake-ups it saved.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// Bytes of an answer's body kept when asked (an error's, a listing's).
+const KEEP_LIMIT: usize = 16 << 20;
+/// The read buffer: a small answer's status, headers and body in one read.
+const BUFFER: usize = 64 << 10;
+/// Bodies read past the buffer land here, and are dropped.
+const SINK: usize = 256 << 10;
+
+#[derive(Debug)]
+pub struct Connection {
+    /// `host:port`, resolved at each connect (a name may move).
+    authority: String,
+    connect_timeout: Duration,
+    timeout: Duration,
+    stream: Option<BufReader<TcpStream>>,
+    /// The request being written.
+    out: Vec<u8>,
+    sink: Vec<u8>,
+}
+
+/// An answer: its status, and its body's length and (when kept) bytes.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub reason: String,
+    /// The `Content-Length` header (a HEAD's object size).
+    pub content_length: Option<u64>,
+    /// Body bytes read (none for a HEAD).
+    pub body_bytes: u64,
+    /// The body, if kept.
+    pub body: Vec<u8>,
+    /// From the request's write to the answer's first byte.
+    pub first_byte: Duration,
+}
+
+/// What to do with an answer's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyUse {
+    /// Counted and dropped, unless the status is not a success (then kept,
+    /// to say why).
+    Count,
+    Keep,
+    /// A HEAD's answer has none, whatever its headers say.
+    None,
+}
+
+fn protocol(why: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why.into())
+}
+
+impl Connection {
+    pub fn new(authority: String, connect_timeout: Duration, timeout: Duration) -> Connection {
+        Connection {
+            authority,
+            connect_timeout,
+            timeout,
+            stream: None,
+            out: Vec::with_capacity(1024),
+            sink: Vec::new(),
+        }
+    }
+
+    fn connect(&self) -> io::Result<BufReader<TcpStream>> {
+        let addrs: Vec<SocketAddr> = self.authority.to_socket_addrs()?.collect();
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, self.connect_timeout) {
+                Ok(s) => {
+                    // Requests are written whole; Nagle's wait for an ACK
+                    // would only delay them.
+                    s.set_nodelay(true)?;
+                    s.set_read_timeout(Some(self.timeout))?;
+                    s.set_write_timeout(Some(self.timeout))?;
+                    return Ok(BufReader::with_capacity(BUFFER, s));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Sends `method target` with `Host` and `headers` (lines, each ending
+    /// in CRLF), no body, and reads the answer.
+    pub fn request(
+        &mut self,
+        method: &str,
+        target: &str,
+        headers: &str,
+        body: BodyUse,
+    ) -> io::Result<Answer> {
+        self.out.clear();
+        let out = &mut self.out;
+        out.extend_from_slice(method.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(target.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        out.extend_from_slice(self.authority.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(headers.as_bytes());
+        out.extend_from_slice(b"\r\n");
+
+        let reused = self.stream.is_some();
+        match self.exchange(body) {
+            // An idle connection the store closed fails before any answer
+            // comes: send again once, on a new one.
+            Err(e) if reused && stale(&e) => {
+                self.stream = None;
+                self.exchange(body)
+            }
+            r => r,
+        }
+        .inspect_err(|_| self.stream = None)
+    }
+
+    fn exchange(&mut self, body: BodyUse) -> io::Result<Answer> {
+        if self.stream.is_none() {
+            self.stream = Some(self.connect()?);
+        }
+        let stream = self.stream.as_mut().expect("connected");
+        let sent = Instant::now();
+        stream.get_mut().write_all(&self.out)?;
+        let mut line = Vec::with_capacity(64);
+        if stream.read_until(b'\n', &mut line)? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection closed before an answer",
+            ));
+        }
+        let first_byte = sent.elapsed();
+        let status_line = String::from_utf8_lossy(&line);
+        let mut parts = status_line.trim_end().splitn(3, ' ');
+        let version = parts.next().unwrap_or_default();
+        let status: u16 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| protocol(format!("not an HTTP answer: {:?}", status_line.trim_end())))?;
+        let reason = parts.next().unwrap_or_default().to_string();
+        let mut close = version == "HTTP/1.0";
+        let (mut content_length, mut chunked) = (None, false);
+        loop {
+            line.clear();
+            if stream.read_until(b'\n', &mut line)? == 0 {
+                return Err(protocol("the connection closed within the headers"));
+            }
+            let header = std::str::from_utf8(&line)
+                .map_err(|_| protocol("a header is not UTF-8"))?
+                .trim_end();
+            if header.is_empty() {
+                break;
+            }
+            let Some((name, value)) = header.split_once(':') else {
+                return Err(protocol(format!("not a header: {header:?}")));
+            };
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                content_length = Some(
+                    value
+                        .parse()
+                        .map_err(|_| protocol(format!("Content-Length {value:?}")))?,
+                );
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = value.to_ascii_lowercase().contains("chunked");
+            } else if name.eq_ignore_ascii_case("connection") {
+                let v = value.to_ascii_lowercase();
+                close = v.contains("close") || (close && !v.contains("keep-alive"));
+            }
+        }
+        let keep = match body {
+            BodyUse::Keep => true,
+            BodyUse::Count => !(200..300).contains(&status),
+            BodyUse::None => false,
+        };
+        let no_body = body == BodyUse::None || status == 204 || status == 304 || status < 200;
+        let mut answer = Answer {
+            status,
+            reason,
+            content_length,
+            body_bytes: 0,
+            body: Vec::new(),
+            first_byte,
+        };
+        if !no_body {
+            let mut reader = Body {
+                stream,
+                sink: &mut self.sink,
+                answer: &mut answer,
+                keep,
+            };
+            if chunked {
+                reader.chunked()?;
+            } else if let Some(n) = content_length {
+                reader.take(n)?;
+            } else {
+                // Neither: the body runs to the connection's end.
+                reader.take(u64::MAX)?;
+                close = true;
+            }
+        }
+        if close {
+            self.stream = None;
+        }
+        Ok(answer)
+    }
+}
+
+/// Whether a failure on a reused connection means the store had closed it.
+fn stale(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
+}
+
+/// Reads a body, counting it and keeping it if asked.
+struct Body<'a> {
+    stream: &'a mut BufReader<TcpStream>,
+    sink: &'a mut Vec<u8>,
+    answer: &'a mut Answer,
+    keep: bool,
+}
+
+impl Body<'_> {
+    /// Up to `n` bytes (to the end of the stream for `u64::MAX`).
+    fn take(&mut self, mut n: u64) -> io::Result<()> {
+        let to_end = n == u64::MAX;
+        while n > 0 {
+            let got = if !self.stream.buffer().is_empty() || self.keep {
+                let buf = self.stream.fill_buf()?;
+                let got = buf.len().min(n as usize);
+                if self.keep && self.answer.body.len() < KEEP_LIMIT {
+                    self.answer.body.extend_from_slice(&buf[..got]);
+                }
+                self.stream.consume(got);
+                got
+            } else {
+                // Large bodies bypass the buffer (read straight into the
+                // sink, one copy out of the kernel).
+                if self.sink.is_empty() {
+                    self.sink.resize(SINK, 0);
+                }
+                let want = self.sink.len().min(n as usize);
+                self.stream.read(&mut self.sink[..want])?
+            };
+            if got == 0 {
+                if to_end {
+                    return Ok(());
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection closed within the body",
+                ));
+            }
+            self.answer.body_bytes += got as u64;
+            n -= got as u64;
+        }
+        Ok(())
+    }
+
+    fn line(&mut self) -> io::Result<String> {
+        let mut line = Vec::new();
+        self.stream.read_until(b'\n', &mut line)?;
+        String::from_utf8(line).map_err(|_| protocol("a chunk header is not UTF-8"))
+    }
+
+    fn chunked(&mut self) -> io::Result<()> {
+        loop {
+            let line = self.line()?;
+            let size = line.trim().split(';').next().unwrap_or_default();
+            let size = u64::from_str_radix(size, 16)
+                .map_err(|_| protocol(format!("a chunk's size {:?}", line.trim())))?;
+            if size == 0 {
+                // Trailers, to the empty line.
+                while !self.line()?.trim().is_empty() {}
+                return Ok(());
+            }
+            self.take(size)?;
+            self.line()?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A server that answers each connection's requests with `answers` in
+    /// turn, then closes it; what it was sent comes back through the
+    /// handle.
+    fn serve(
+        connections: Vec<Vec<&'static str>>,
+    ) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let authority = listener.local_addr().unwrap().to_string();
+        let handle = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for answers in connections {
+                let (s, _) = listener.accept().unwrap();
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                for a in answers {
+                    let mut req = String::new();
+                    loop {
+                        let mut l = String::new();
+                        if r.read_line(&mut l).unwrap() == 0 {
+                            break;
+                        }
+                        req.push_str(&l);
+                        if l == "\r\n" {
+                            break;
+                        }
+                    }
+                    seen.push(req);
+                    w.write_all(a.as_bytes()).unwrap();
+                }
+            }
+            seen
+        });
+        (authority, handle)
+    }
+
+    fn connection(authority: &str) -> Connection {
+        Connection::new(
+            authority.to_string(),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        )
+    }
+
+    #[test]
+    fn answers_are_read_by_length_by_chunks_and_kept_alive() {
+        let (authority, server) = serve(vec![vec![
+            "HTTP/1.1 206 Partial Content\r\nContent-Length: 5\r\n\r\nhello",
+            "HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n<a>\r\n4;x=y\r\n</a>\r\n0\r\nT: v\r\n\r\n",
+            "HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\nConnection: close\r\n\r\n<Error/>\n",
+        ]]);
+        let mut c = connection(&authority);
+        let a = c
+            .request("GET", "/b/k", "range: bytes=0-4\r\n", BodyUse::Count)
+            .unwrap();
+        assert_eq!((a.status, a.body_bytes, a.body.len()), (206, 5, 0));
+        let h = c.request("HEAD", "/b/k", "", BodyUse::None).unwrap();
+        assert_eq!(
+            (h.status, h.content_length, h.body_bytes),
+            (200, Some(42), 0)
+        );
+        let l = c
+            .request("GET", "/b?list-type=2", "", BodyUse::Keep)
+            .unwrap();
+        assert_eq!(l.body, b"<a></a>");
+        let e = c.request("GET", "/b/k", "", BodyUse::Count).unwrap();
+        assert_eq!((e.status, e.reason.as_str()), (403, "Forbidden"));
+        assert_eq!(e.body, b"<Error/>\n", "an error's body is kept to say why");
+        assert!(c.stream.is_none(), "closed as the store asked");
+        let seen = server.join().unwrap();
+        assert_eq!(seen.len(), 4, "four requests on one connection");
+        assert!(seen[0].starts_with("GET /b/k HTTP/1.1\r\nhost: 127.0.0.1:"));
+        assert!(seen[0].contains("\r\nrange: bytes=0-4\r\n"));
+    }
+
+    #[test]
+    fn a_connection_the_store_closed_is_opened_again_once() {
+        let (authority, server) = serve(vec![
+            vec!["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"],
+            vec!["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"],
+        ]);
+        let mut c = connection(&authority);
+        c.request("HEAD", "/b/k", "", BodyUse::None).unwrap();
+        // The first connection is gone; the request goes out on a second.
+        let a = c.request("GET", "/b/k", "", BodyUse::Count).unwrap();
+        assert_eq!(a.body_bytes, 2);
+        assert_eq!(server.join().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_body_cut_short_is_an_error() {
+        let (authority, server) = serve(vec![vec![
+            "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        ]]);
+        let mut c = connection(&authority);
+        let e = c.request("GET", "/b/k", "", BodyUse::Count).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        server.join().unwrap();
+    }
+}
