@@ -214,29 +214,41 @@ fn boto3(ctx: &Ctx, server: &Server, spec: serde_json::Value) -> Result<serde_js
     )
 }
 
+/// The requests a replay's report counts, of every kind.
+fn requests_made(report: &serde_json::Value) -> Result<f64> {
+    let kinds = report["requests"]["kinds"]
+        .as_object()
+        .context("request kinds")?;
+    Ok(kinds.values().map(|k| f(&k["count"])).sum())
+}
+
 /// Requests one at a time per stream, the replay's against boto3's making
 /// the same ones (`spec`): the rate of each, and the client CPU per request
 /// (the replay's whole process, start-up and reading the trace included;
-/// boto3's requests alone), the medians of `rounds` taken in turns.
+/// boto3's requests alone), the medians of `rounds` taken in turns. The
+/// replay of `few`, the same trace with two requests a stream, gives the
+/// process's start-up, so the CPU each further request costs is said too.
+#[allow(clippy::too_many_arguments)]
 fn request_rate_line(
     ctx: &Ctx,
     server: &Server,
     rounds: usize,
     trace: &Path,
+    few: &Path,
     spec: serde_json::Value,
     what: &str,
 ) -> Result<()> {
     let store = server.name;
-    let (mut our_cpu, mut their_cpu) = (Vec::new(), Vec::new());
+    let (mut our_cpu, mut their_cpu, mut slope) = (Vec::new(), Vec::new(), Vec::new());
     let (ours, theirs) = alternate(
         rounds,
         || {
             let (r, cpu) = replay_cpu(ctx, server, trace, &["--prepare", "skip"])?;
-            let kinds = r["requests"]["kinds"]
-                .as_object()
-                .context("request kinds")?;
-            let n: f64 = kinds.values().map(|k| f(&k["count"])).sum();
+            let n = requests_made(&r)?;
+            let (r_few, cpu_few) = replay_cpu(ctx, server, few, &["--prepare", "skip"])?;
+            let n_few = requests_made(&r_few)?;
             our_cpu.push(1e6 * cpu / n);
+            slope.push(1e6 * (cpu - cpu_few) / (n - n_few));
             Ok(n / f(&r["duration_s"]))
         },
         || {
@@ -249,13 +261,18 @@ fn request_rate_line(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (our_cpu, their_cpu) = (median(&mut our_cpu), median(&mut their_cpu));
+    let (our_cpu, their_cpu, slope) = (
+        median(&mut our_cpu),
+        median(&mut their_cpu),
+        median(&mut slope),
+    );
     ctx.line(
         "object-storage",
         format!(
             "{store}: {what} {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {:.0} us per request \
              per stream); client CPU per request {our_cpu:.0} us against boto3's {their_cpu:.0} us, \
-             boto3 {:.2}x as much (the replay's whole process, boto3's requests alone)",
+             boto3 {:.2}x as much (the replay's whole process, boto3's requests alone); \
+             {slope:.0} us a request beyond the replay's start-up",
             ours / theirs,
             1e6 * STREAMS as f64 / ours,
             their_cpu / our_cpu
@@ -437,6 +454,18 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
         small_ops,
         "seq",
     )?;
+    // The same with two requests a stream: the replay's start-up.
+    let few_ops = |pattern: &str| {
+        read_trace(
+            ctx,
+            &ctx.dir(&format!("objects-few-{pattern}"))?,
+            STREAMS as i32,
+            MIB_BYTES,
+            4096,
+            2,
+            pattern,
+        )
+    };
     replay(ctx, server, &small, &["--prepare", "only"])?;
     let small_spec = serde_json::json!({
         "endpoint": endpoint, "bucket": BUCKET, "mode": "get", "keys": keys,
@@ -447,6 +476,7 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
         server,
         rounds,
         &small,
+        &few_ops("seq")?,
         small_spec,
         &format!("small requests ({STREAMS} streams of {small_ops} 4 KiB ranged GETs)"),
     )?;
@@ -481,6 +511,7 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
             server,
             rounds,
             &trace,
+            &few_ops(pattern)?,
             spec,
             &format!(
                 "{} storm ({STREAMS} streams of {small_ops} {what})",
