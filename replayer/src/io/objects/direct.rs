@@ -103,11 +103,7 @@ impl Direct {
             .strip_prefix("http://")
             .ok_or_else(|| format!("{} is not an http:// endpoint", settings.endpoint))?;
         let (authority, base) = rest.split_once('/').unwrap_or((rest, ""));
-        let authority = if authority.contains(':') {
-            authority.to_string()
-        } else {
-            format!("{authority}:80")
-        };
+        let authority = authority.to_string();
         let mut bucket_path = String::new();
         for seg in base.split('/').filter(|s| !s.is_empty()) {
             bucket_path.push('/');

@@ -25,7 +25,9 @@ const SINK: usize = 256 << 10;
 
 #[derive(Debug)]
 pub struct Connection {
-    /// `host:port`, resolved at each connect (a name may move).
+    /// `host[:port]` as the endpoint names it: the `Host` header, and
+    /// (with port 80 if it names none) where to connect, resolved at each
+    /// connect (a name may move).
     authority: String,
     connect_timeout: Duration,
     timeout: Duration,
@@ -78,7 +80,17 @@ impl Connection {
     }
 
     fn connect(&self) -> io::Result<BufReader<TcpStream>> {
-        let addrs: Vec<SocketAddr> = self.authority.to_socket_addrs()?.collect();
+        let has_port = match self.authority.strip_prefix('[') {
+            Some(v6) => v6.contains("]:"),
+            None => self.authority.contains(':'),
+        };
+        let addrs: Vec<SocketAddr> = if has_port {
+            self.authority.to_socket_addrs()?.collect()
+        } else {
+            (self.authority.trim_matches(['[', ']']), 80)
+                .to_socket_addrs()?
+                .collect()
+        };
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, self.connect_timeout) {
@@ -391,6 +403,15 @@ mod tests {
         let a = c.request("GET", "/b/k", "", BodyUse::Count).unwrap();
         assert_eq!(a.body_bytes, 2);
         assert_eq!(server.join().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_bracketed_v6_host_is_reached_and_named_as_given() {
+        let (authority, server) = serve(vec![vec!["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]]);
+        let port = authority.rsplit(':').next().unwrap();
+        let mut v6 = connection(&format!("[::ffff:127.0.0.1]:{port}"));
+        v6.request("HEAD", "/", "", BodyUse::None).unwrap();
+        assert!(server.join().unwrap()[0].contains("host: [::ffff:127.0.0.1]:"));
     }
 
     #[test]
