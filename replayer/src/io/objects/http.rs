@@ -8,9 +8,10 @@
 //! A store that writes an answer in pieces (Ceph's gateway writes a
 //! listing's headers, chunk size, body and end apart) wakes the rank for
 //! each. Holding the read back with the socket's low-water mark until the
-//! known rest is there stalled instead: the store's last piece waited for
-//! an ACK that waited for our read. Looking for the rest a few µs before
-//! sleeping cost more CPU than the wake-ups it saved.
+//! known rest is there left ranks asleep with that rest already in their
+//! sockets (kernel 6.18), each answer late by tens of ms or to the
+//! timeout. Looking for the rest a few µs before sleeping cost more CPU
+//! than the wake-ups it saved.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
