@@ -114,18 +114,27 @@ fn start_up(r: &RankResult, span: (usize, usize), first: bool) -> Lead {
     lead.flatten().unwrap_or_default()
 }
 
+/// A rank's time figure over the phases `span`, its start-up left out
+/// where `span` is the first epoch: `phase`'s sum less `lead`'s.
+fn without_start_up(
+    r: &RankResult,
+    span: (usize, usize),
+    first: bool,
+    phase: fn(&PhaseStats) -> u64,
+    lead: fn(&Lead) -> u64,
+) -> u64 {
+    sum(r, span, &phase).saturating_sub(lead(&start_up(r, span, first)))
+}
+
 /// One epoch (the stretch of phases `span`; `first`: the first epoch) over
 /// the ranks: its time (the slowest rank's), compute, stall, AU and rates.
 fn epoch(span: (usize, usize), first: bool, results: &[RankResult], afap: bool) -> EpochFigures {
-    let duration_ns = |r: &RankResult| {
-        sum(r, span, &|p| p.duration_ns).saturating_sub(start_up(r, span, first).duration_ns)
-    };
-    let compute_ns = |r: &RankResult| {
-        sum(r, span, &|p| p.compute_ns).saturating_sub(start_up(r, span, first).compute_ns)
-    };
-    let ideal_ns = |r: &RankResult| {
-        sum(r, span, &|p| p.ideal_ns).saturating_sub(start_up(r, span, first).ideal_ns)
-    };
+    let duration_ns =
+        |r: &RankResult| without_start_up(r, span, first, |p| p.duration_ns, |l| l.duration_ns);
+    let compute_ns =
+        |r: &RankResult| without_start_up(r, span, first, |p| p.compute_ns, |l| l.compute_ns);
+    let ideal_ns =
+        |r: &RankResult| without_start_up(r, span, first, |p| p.ideal_ns, |l| l.ideal_ns);
     let duration_s = results
         .iter()
         .map(|r| secs(duration_ns(r)))
@@ -251,6 +260,8 @@ fn span(
         .map(|c| c.phase)
         .chain(epochs.iter().map(|e| e.phases.1))
         .max()?;
+    // The start-up is looked up in the first epoch's first phase, which
+    // starts this stretch too.
     let time = |r: &RankResult| {
         sum(r, (first.0, last), &|p| p.duration_ns)
             .saturating_sub(start_up(r, first, true).duration_ns)
