@@ -4,7 +4,8 @@
 //! multipart uploads in 8 MiB parts, the replay's written in 1 MiB calls),
 //! small-request rate (4 streams of 4 KiB ranged GETs), HEAD and LIST
 //! storms (4 streams probing one object, or listing one prefix, again and
-//! again: a loader that stats its samples or lists its shards), and the replay's
+//! again: a loader that stats its samples or lists its shards), a PUT and
+//! DELETE storm (4 streams writing small files, then removing them), and the replay's
 //! peak RSS while uploading. Against two stores: Ceph's RADOS Gateway (a
 //! real store, which checks every signature; the tests' `rgw.py`), where
 //! boto3 with four times the streams also gives the store's ceiling, and
@@ -482,16 +483,25 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
     )?;
 
     // Metadata storms: a loader that stats its files, or lists its shards,
-    // again and again. Each stream reads its object once, then probes.
+    // again and again (each stream reads its object once, then probes); and
+    // a job's many small outputs, each a PUT, then removed, each a DELETE.
     let storms = [
-        ("stat", "head", "HEADs of its object"),
+        ("stat", "head", "HEAD", "HEADs of its object"),
         (
             "list",
             "list",
+            "LIST",
             "listings of the objects' prefix (4 keys, `/` the delimiter)",
         ),
+        (
+            "files",
+            "files",
+            "PUT and DELETE",
+            "4 KiB files written, then as many removed",
+        ),
     ];
-    for (pattern, mode, what) in storms {
+    let file_keys: Vec<String> = (0..STREAMS).map(|r| format!("boto3/files/r{r}")).collect();
+    for (pattern, mode, kinds, what) in storms {
         let trace = read_trace(
             ctx,
             &ctx.dir(&format!("objects-{pattern}"))?,
@@ -503,8 +513,9 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
         )?;
         replay(ctx, server, &trace, &["--prepare", "only"])?;
         let spec = serde_json::json!({
-            "endpoint": endpoint, "bucket": BUCKET, "mode": mode, "keys": keys,
-            "ops": small_ops, "prefix": "replay/data/rep-0000/bench/",
+            "endpoint": endpoint, "bucket": BUCKET, "mode": mode,
+            "keys": if mode == "files" { &file_keys } else { &keys },
+            "ops": small_ops, "bs": 4096, "prefix": "replay/data/rep-0000/bench/",
         });
         request_rate_line(
             ctx,
@@ -513,10 +524,7 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
             &trace,
             &few_ops(pattern)?,
             spec,
-            &format!(
-                "{} storm ({STREAMS} streams of {small_ops} {what})",
-                mode.to_uppercase()
-            ),
+            &format!("{kinds} storm ({STREAMS} streams of {small_ops} {what})"),
         )?;
     }
 

@@ -11,7 +11,8 @@ SPEC: endpoint, bucket, mode ("get": a HEAD, then `ops` ranged GETs of
 `bs` bytes in order through the object; "put": a multipart upload of
 `size` bytes in `part` parts, or one PUT below `threshold`; "head": `ops`
 HEADs of the object; "list": `ops` listings of `prefix` with `/` as the
-delimiter, every page), keys (one per thread); start_at (optional, Unix
+delimiter, every page; "files": `ops` PUTs of `bs` bytes as KEY/f{i}.bin,
+then a DELETE of each), keys (one per thread); start_at (optional, Unix
 seconds: when the threads begin, so that several processes begin
 together; the answer then also has `started` and `ended`, Unix seconds).
 """
@@ -31,7 +32,9 @@ def main():
     keys = spec["keys"]
     start = threading.Barrier(len(keys) + 1)
     done = [None] * len(keys)
-    data = os.urandom(max(spec.get("part", 0), spec.get("threshold", 0), 1))
+    data = os.urandom(
+        max(spec.get("part", 0), spec.get("threshold", 0), spec.get("bs", 0), 1)
+    )
 
     def client():
         return boto3.client(
@@ -96,7 +99,17 @@ def main():
                 args["ContinuationToken"] = r["NextContinuationToken"]
         return 0, req
 
-    work = {"get": get, "put": put, "head": head, "list": listing}[spec["mode"]]
+    def files(c, key):
+        names = [f"{key}/f{i}.bin" for i in range(spec["ops"])]
+        for name in names:
+            c.put_object(Bucket=spec["bucket"], Key=name, Body=data[: spec["bs"]])
+        for name in names:
+            c.delete_object(Bucket=spec["bucket"], Key=name)
+        return spec["ops"] * spec["bs"], 2 * spec["ops"]
+
+    work = {"get": get, "put": put, "head": head, "list": listing, "files": files}[
+        spec["mode"]
+    ]
 
     def begin():
         start.wait()

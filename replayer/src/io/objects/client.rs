@@ -1,8 +1,9 @@
 //! The requests of one rank (or one preparing thread): object_store's S3
 //! client driven on a current-thread tokio runtime of the caller's own, one
-//! request in flight as the traced thread had one call in flight; GETs,
-//! HEADs and listings to an `http://` endpoint go the `direct` way instead
-//! (object_store's client is then built only if another request needs it). A request
+//! request in flight as the traced thread had one call in flight; single
+//! requests (GET, HEAD, LIST, PUT, DELETE) to an `http://` endpoint go the
+//! `direct` way instead (object_store's client is then built only if
+//! another request needs it). A request
 //! that fails with a 5xx, a 429 or a transport error (a timeout, a reset)
 //! is made again up to `--s3-retries` times, backing off; the retries, and
 //! the throttling answers met (503 SlowDown, 429), are counted. Every request
@@ -452,6 +453,15 @@ impl ObjectClient {
     }
 
     pub fn put(&mut self, key: &str, data: Bytes) -> Result<(), RequestError> {
+        if let Some(direct) = self.direct.as_mut() {
+            let n = data.len() as u64;
+            return self.rt.block_on(self.requests.request(
+                RequestKind::Put,
+                key,
+                || std::future::ready(direct.put(key, &data)),
+                |_| n,
+            ));
+        }
         let store = self.store()?;
         let path = Key::from(key);
         let n = data.len() as u64;
@@ -652,6 +662,14 @@ impl ObjectClient {
     }
 
     pub fn delete(&mut self, key: &str) -> Result<(), RequestError> {
+        if let Some(direct) = self.direct.as_mut() {
+            return self.rt.block_on(self.requests.request(
+                RequestKind::Delete,
+                key,
+                || std::future::ready(direct.delete(key)),
+                |_| 0,
+            ));
+        }
         self.delete_key(&Key::from(key))
     }
 

@@ -1,4 +1,4 @@
-//! The S3 requests a loader makes most, GET, HEAD and LIST, made directly
+//! The single S3 requests, GET, HEAD, LIST, PUT and DELETE, made directly
 //! over a kept-alive plain-HTTP connection with SigV4 signing of our own,
 //! for endpoints named with `http://` (an in-cluster gateway, a test store).
 //! object_store's client spends about 75 µs of CPU on a HEAD (its runtime's
@@ -6,8 +6,9 @@
 //! `fmt`); this path spends a fraction of that, so a rank can replay a
 //! metadata storm at the store's pace rather than its own. Keys are
 //! spelled as object_store spells them (`Path`), so objects one path writes
-//! the other reads. TLS endpoints, uploads, deletes, copies and parallel
-//! parts stay with object_store.
+//! the other reads. TLS endpoints, multipart uploads, copies (whose
+//! failures can come in a success's answer) and parallel parts stay with
+//! object_store.
 
 use std::fmt;
 use std::io;
@@ -145,6 +146,7 @@ impl Direct {
         method: &'static str,
         query: &str,
         range: Option<&str>,
+        payload: Option<&[u8]>,
         body: BodyUse,
     ) -> Result<super::http::Answer, DirectError> {
         let range = range.map(|r| ("range", r));
@@ -162,7 +164,7 @@ impl Direct {
         }
         let answer = self
             .connection
-            .request(method, &self.target, headers, body)
+            .request(method, &self.target, headers, payload, body)
             .map_err(|error| DirectError::Transport {
                 method,
                 url: self.url(&self.target),
@@ -189,15 +191,29 @@ impl Direct {
     ) -> Result<(u64, Duration), DirectError> {
         self.object_path(key);
         let range = range.map(|r| format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
-        let a = self.send("GET", "", range.as_deref(), BodyUse::Count)?;
+        let a = self.send("GET", "", range.as_deref(), None, BodyUse::Count)?;
         Ok((a.body_bytes, a.first_byte))
     }
 
     /// A HEAD: the object's size.
     pub fn head(&mut self, key: &str) -> Result<u64, DirectError> {
         self.object_path(key);
-        let a = self.send("HEAD", "", None, BodyUse::None)?;
+        let a = self.send("HEAD", "", None, None, BodyUse::None)?;
         Ok(a.content_length.unwrap_or(0))
+    }
+
+    /// A PUT of `data` as the object `key`.
+    pub fn put(&mut self, key: &str, data: &[u8]) -> Result<(), DirectError> {
+        self.object_path(key);
+        self.send("PUT", "", None, Some(data), BodyUse::Count)
+            .map(drop)
+    }
+
+    /// A DELETE of `key` (S3 answers success whether it was there or not).
+    pub fn delete(&mut self, key: &str) -> Result<(), DirectError> {
+        self.object_path(key);
+        self.send("DELETE", "", None, None, BodyUse::Count)
+            .map(drop)
     }
 
     /// One ListObjectsV2 page beneath `dir` (a prefix ending in `/`, or
@@ -223,7 +239,7 @@ impl Direct {
         let query = canonical_query(&mut params);
         self.target.clear();
         self.target.push_str(&self.bucket_path);
-        let a = self.send("GET", &query, None, BodyUse::Keep)?;
+        let a = self.send("GET", &query, None, None, BodyUse::Keep)?;
         read_page(&a.body).map_err(|why| DirectError::Answer {
             url: format!("s3://{}/{dir}", self.bucket),
             why,

@@ -23,6 +23,9 @@ const KEEP_LIMIT: usize = 16 << 20;
 const BUFFER: usize = 64 << 10;
 /// Bodies read past the buffer land here, and are dropped.
 const SINK: usize = 256 << 10;
+/// Payloads up to this size are copied behind the request's head and sent
+/// in one write.
+const INLINE_PAYLOAD: usize = 64 << 10;
 
 #[derive(Debug)]
 pub struct Connection {
@@ -110,12 +113,14 @@ impl Connection {
     }
 
     /// Sends `method target` with `Host` and `headers` (lines, each ending
-    /// in CRLF), no body, and reads the answer.
+    /// in CRLF) and, if given, `payload` (with its length), and reads the
+    /// answer.
     pub fn request(
         &mut self,
         method: &str,
         target: &str,
         headers: &str,
+        payload: Option<&[u8]>,
         body: BodyUse,
     ) -> io::Result<Answer> {
         self.out.clear();
@@ -127,28 +132,42 @@ impl Connection {
         out.extend_from_slice(self.authority.as_bytes());
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(headers.as_bytes());
+        if let Some(p) = payload {
+            let _ = write!(out, "content-length: {}\r\n", p.len());
+        }
         out.extend_from_slice(b"\r\n");
+        // A small payload goes in the same write as the head; a large one
+        // is written from where it lies.
+        let payload = payload.unwrap_or_default();
+        let apart = payload.len() > INLINE_PAYLOAD;
+        if !apart {
+            out.extend_from_slice(payload);
+        }
+        let payload = if apart { payload } else { &[] };
 
         let reused = self.stream.is_some();
-        match self.exchange(body) {
+        match self.exchange(payload, body) {
             // An idle connection the store closed fails before any answer
             // comes: send again once, on a new one.
             Err(e) if reused && stale(&e) => {
                 self.stream = None;
-                self.exchange(body)
+                self.exchange(payload, body)
             }
             r => r,
         }
         .inspect_err(|_| self.stream = None)
     }
 
-    fn exchange(&mut self, body: BodyUse) -> io::Result<Answer> {
+    fn exchange(&mut self, payload: &[u8], body: BodyUse) -> io::Result<Answer> {
         if self.stream.is_none() {
             self.stream = Some(self.connect()?);
         }
         let stream = self.stream.as_mut().expect("connected");
         let sent = Instant::now();
         stream.get_mut().write_all(&self.out)?;
+        if !payload.is_empty() {
+            stream.get_mut().write_all(payload)?;
+        }
         let mut line = Vec::with_capacity(64);
         if stream.read_until(b'\n', &mut line)? == 0 {
             return Err(io::Error::new(
@@ -333,15 +352,25 @@ mod tests {
                 let mut w = s;
                 for a in answers {
                     let mut req = String::new();
+                    let mut length = 0;
                     loop {
                         let mut l = String::new();
                         if r.read_line(&mut l).unwrap() == 0 {
                             break;
                         }
                         req.push_str(&l);
+                        if let Some(n) = l.strip_prefix("content-length: ") {
+                            length = n.trim().parse().unwrap();
+                        }
                         if l == "\r\n" {
                             break;
                         }
+                    }
+                    // The payload: its length and last byte.
+                    let mut payload = vec![0u8; length];
+                    r.read_exact(&mut payload).unwrap();
+                    if let Some(last) = payload.last() {
+                        req.push_str(&format!("[{length} bytes, last {last}]"));
                     }
                     seen.push(req);
                     w.write_all(a.as_bytes()).unwrap();
@@ -370,19 +399,19 @@ mod tests {
         ]]);
         let mut c = connection(&authority);
         let a = c
-            .request("GET", "/b/k", "range: bytes=0-4\r\n", BodyUse::Count)
+            .request("GET", "/b/k", "range: bytes=0-4\r\n", None, BodyUse::Count)
             .unwrap();
         assert_eq!((a.status, a.body_bytes, a.body.len()), (206, 5, 0));
-        let h = c.request("HEAD", "/b/k", "", BodyUse::None).unwrap();
+        let h = c.request("HEAD", "/b/k", "", None, BodyUse::None).unwrap();
         assert_eq!(
             (h.status, h.content_length, h.body_bytes),
             (200, Some(42), 0)
         );
         let l = c
-            .request("GET", "/b?list-type=2", "", BodyUse::Keep)
+            .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
             .unwrap();
         assert_eq!(l.body, b"<a></a>");
-        let e = c.request("GET", "/b/k", "", BodyUse::Count).unwrap();
+        let e = c.request("GET", "/b/k", "", None, BodyUse::Count).unwrap();
         assert_eq!((e.status, e.reason.as_str()), (403, "Forbidden"));
         assert_eq!(e.body, b"<Error/>\n", "an error's body is kept to say why");
         assert!(c.stream.is_none(), "closed as the store asked");
@@ -393,15 +422,34 @@ mod tests {
     }
 
     #[test]
+    fn payloads_small_and_large_are_sent_whole_with_their_length() {
+        let ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let (authority, server) = serve(vec![vec![ok, ok, ok]]);
+        let mut c = connection(&authority);
+        let small = vec![7u8; 1000];
+        let large: Vec<u8> = (0..(1 << 20) + 3).map(|i| i as u8).collect();
+        for p in [&small[..], &large[..], &[][..]] {
+            let a = c
+                .request("PUT", "/b/k", "", Some(p), BodyUse::Count)
+                .unwrap();
+            assert_eq!(a.status, 200);
+        }
+        let seen = server.join().unwrap();
+        assert!(seen[0].ends_with("[1000 bytes, last 7]"), "{}", seen[0]);
+        assert!(seen[1].ends_with(&format!("[{} bytes, last 2]", (1 << 20) + 3)));
+        assert!(seen[2].contains("content-length: 0\r\n"));
+    }
+
+    #[test]
     fn a_connection_the_store_closed_is_opened_again_once() {
         let (authority, server) = serve(vec![
             vec!["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"],
             vec!["HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"],
         ]);
         let mut c = connection(&authority);
-        c.request("HEAD", "/b/k", "", BodyUse::None).unwrap();
+        c.request("HEAD", "/b/k", "", None, BodyUse::None).unwrap();
         // The first connection is gone; the request goes out on a second.
-        let a = c.request("GET", "/b/k", "", BodyUse::Count).unwrap();
+        let a = c.request("GET", "/b/k", "", None, BodyUse::Count).unwrap();
         assert_eq!(a.body_bytes, 2);
         assert_eq!(server.join().unwrap().len(), 2);
     }
@@ -411,7 +459,7 @@ mod tests {
         let (authority, server) = serve(vec![vec!["HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]]);
         let port = authority.rsplit(':').next().unwrap();
         let mut v6 = connection(&format!("[::ffff:127.0.0.1]:{port}"));
-        v6.request("HEAD", "/", "", BodyUse::None).unwrap();
+        v6.request("HEAD", "/", "", None, BodyUse::None).unwrap();
         assert!(server.join().unwrap()[0].contains("host: [::ffff:127.0.0.1]:"));
     }
 
@@ -421,7 +469,9 @@ mod tests {
             "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
         ]]);
         let mut c = connection(&authority);
-        let e = c.request("GET", "/b/k", "", BodyUse::Count).unwrap_err();
+        let e = c
+            .request("GET", "/b/k", "", None, BodyUse::Count)
+            .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
         server.join().unwrap();
     }
