@@ -3,10 +3,10 @@
 //! request in flight as the traced thread had one call in flight; single
 //! requests (GET, HEAD, LIST, PUT, DELETE) to an `http://` endpoint go the
 //! `direct` way instead (object_store's client is then built only if
-//! another request needs it). A request
-//! that fails with a 5xx, a 429 or a transport error (a timeout, a reset)
-//! is made again up to `--s3-retries` times, backing off; the retries, and
-//! the throttling answers met (503 SlowDown, 429), are counted. Every request
+//! another request needs it). A request that fails with a 5xx, a 429 or a
+//! transport error (a timeout, a reset) is made again up to
+//! `--s3-retries` times, backing off; the retries, and the throttling
+//! answers met (503 SlowDown, 429), are counted. Every request
 //! is measured into the caller's [`RequestStats`], from its first attempt to
 //! its answer; GETs also give their time to first byte.
 //!
@@ -299,7 +299,8 @@ pub struct ObjectClient {
     /// Its settings (boxed, as `direct`: large, and needed once).
     builder: Box<object_store::aws::AmazonS3Builder>,
     endpoint: String,
-    /// GETs, HEADs and listings to an `http://` endpoint.
+    /// Single requests (GET, HEAD, LIST, PUT, DELETE) to an `http://`
+    /// endpoint.
     direct: Option<Box<Direct>>,
     rt: tokio::runtime::Runtime,
     /// Retries, the bucket's name for messages, and where the requests

@@ -2,11 +2,10 @@
 //! file lands as an object, how a loader reads it (`--s3-read`), and how its
 //! writes become uploads (`--s3-multipart-threshold`, `--s3-part-size`).
 //! `client` makes the requests and measures them, through object_store or,
-//! for the small requests to an `http://` endpoint, `direct` (over `http`,
+//! for single requests to an `http://` endpoint, `direct` (over `http`,
 //! signed by `sigv4`); `settings` finds the endpoint and credentials as
-//! the AWS CLI does; `prepare` uploads the
-//! objects the replay reads. What each traced call becomes is
-//! [`crate::execute`]'s (its `objects` file).
+//! the AWS CLI does; `prepare` uploads the objects the replay reads. What
+//! each traced call becomes is [`crate::execute`]'s (its `objects` file).
 
 mod client;
 mod direct;

@@ -116,7 +116,7 @@ pub fn builder(bucket: &str) -> AmazonS3Builder {
 
 /// The settings of the direct request path (`direct`), where it serves:
 /// an `http://` endpoint, path-style requests, static keys, and nothing
-/// object_store would add to a GET or HEAD that `direct` does not (a proxy,
+/// object_store would add to a request that `direct` does not (a proxy,
 /// customer-provided encryption keys, requester pays, unsigned requests,
 /// S3 Express sessions). Elsewhere, `None`: every request goes through
 /// object_store.
