@@ -60,10 +60,35 @@ pub fn encode(text: &str) -> String {
         .collect()
 }
 
-/// A TCP port free now on 127.0.0.1 (for a server the test starts next).
+/// A TCP port free now on every local address, for a server the test
+/// starts next.
+///
+/// The port lies below the kernel's ephemeral range, so no client
+/// connection (srun's, slurmd's, an S3 client's) can take it between now
+/// and the server's bind: a port the kernel handed out for a moment
+/// (`bind(":0")`) could be, and torch.distributed's rendezvous failed on
+/// that with EADDRINUSE. Each call in a process gets a port of its own, so
+/// tests running side by side never share one; processes start apart.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = ephemeral_low().clamp(2048, 32768);
+    let first = 1024 + (low - 1024) / 3;
+    let span = low - first;
+    let start = std::process::id() * 97;
+    for _ in 0..span {
+        let port = first + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        if std::net::TcpListener::bind(("0.0.0.0", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free port between {first} and {low}");
+}
+
+/// The lowest port the kernel hands out on its own (32768 where unread).
+fn ephemeral_low() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
 }
