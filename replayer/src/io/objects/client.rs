@@ -378,16 +378,30 @@ impl ObjectClient {
             .block_on(self.requests.request(kind, key, make, bytes))
     }
 
+    /// Makes `call` on the direct path, retrying it as allowed and
+    /// measuring it as `kind`; `None` where this client has no direct
+    /// path (the request goes through object_store).
+    fn direct<T>(
+        &mut self,
+        kind: RequestKind,
+        key: &str,
+        mut call: impl FnMut(&mut Direct) -> Result<T, DirectError>,
+        bytes: impl Fn(&T) -> u64,
+    ) -> Option<Result<T, RequestError>> {
+        let direct = self.direct.as_mut()?;
+        let make = || std::future::ready(call(direct));
+        Some(
+            self.rt
+                .block_on(self.requests.request(kind, key, make, bytes)),
+        )
+    }
+
     /// A GET of `range` (the whole object if `None`): the bytes it
     /// brought, read to the end and dropped.
     pub fn get(&mut self, key: &str, range: Option<Range<u64>>) -> Result<u64, RequestError> {
-        if let Some(direct) = self.direct.as_mut() {
-            let (n, first_byte) = self.rt.block_on(self.requests.request(
-                RequestKind::Get,
-                key,
-                || std::future::ready(direct.get(key, range.as_ref())),
-                |(n, _)| *n,
-            ))?;
+        let get = |d: &mut Direct| d.get(key, range.as_ref());
+        if let Some(answer) = self.direct(RequestKind::Get, key, get, |(n, _)| *n) {
+            let (n, first_byte) = answer?;
             self.stats().first_byte(first_byte.as_nanos() as u64);
             return Ok(n);
         }
@@ -439,13 +453,8 @@ impl ObjectClient {
 
     /// A HEAD: the object's size.
     pub fn head(&mut self, key: &str) -> Result<u64, RequestError> {
-        if let Some(direct) = self.direct.as_mut() {
-            return self.rt.block_on(self.requests.request(
-                RequestKind::Head,
-                key,
-                || std::future::ready(direct.head(key)),
-                |_| 0,
-            ));
+        if let Some(answer) = self.direct(RequestKind::Head, key, |d| d.head(key), |_| 0) {
+            return answer;
         }
         let store = self.store()?;
         let path = Key::from(key);
@@ -454,18 +463,12 @@ impl ObjectClient {
     }
 
     pub fn put(&mut self, key: &str, data: Bytes) -> Result<(), RequestError> {
-        if let Some(direct) = self.direct.as_mut() {
-            let n = data.len() as u64;
-            return self.rt.block_on(self.requests.request(
-                RequestKind::Put,
-                key,
-                || std::future::ready(direct.put(key, &data)),
-                |_| n,
-            ));
+        let n = data.len() as u64;
+        if let Some(answer) = self.direct(RequestKind::Put, key, |d| d.put(key, &data), |_| n) {
+            return answer;
         }
         let store = self.store()?;
         let path = Key::from(key);
-        let n = data.len() as u64;
         let payload = PutPayload::from_bytes(data);
         self.request(
             RequestKind::Put,
@@ -577,20 +580,16 @@ impl ObjectClient {
         max_keys: Option<usize>,
         token: Option<String>,
     ) -> Result<Page, RequestError> {
-        let Some(direct) = self.direct.as_mut() else {
-            let page = self.listing(prefix, true, max_keys, token)?;
-            return Ok(Page {
-                entries: (page.result.objects.len() + page.result.common_prefixes.len()) as u64,
-                next: page.page_token,
-            });
-        };
         let dir = as_directory(prefix);
-        self.rt.block_on(self.requests.request(
-            RequestKind::List,
-            prefix,
-            || std::future::ready(direct.list_page(&dir, true, max_keys, token.as_deref())),
-            |_| 0,
-        ))
+        let list = |d: &mut Direct| d.list_page(&dir, true, max_keys, token.as_deref());
+        if let Some(answer) = self.direct(RequestKind::List, prefix, list, |_| 0) {
+            return answer;
+        }
+        let page = self.listing(prefix, true, max_keys, token)?;
+        Ok(Page {
+            entries: (page.result.objects.len() + page.result.common_prefixes.len()) as u64,
+            next: page.page_token,
+        })
     }
 
     /// One page of the listing beneath `prefix` (as a directory, so with
@@ -663,13 +662,8 @@ impl ObjectClient {
     }
 
     pub fn delete(&mut self, key: &str) -> Result<(), RequestError> {
-        if let Some(direct) = self.direct.as_mut() {
-            return self.rt.block_on(self.requests.request(
-                RequestKind::Delete,
-                key,
-                || std::future::ready(direct.delete(key)),
-                |_| 0,
-            ));
+        if let Some(answer) = self.direct(RequestKind::Delete, key, |d| d.delete(key), |_| 0) {
+            return answer;
         }
         self.delete_key(&Key::from(key))
     }
