@@ -36,7 +36,7 @@ use crate::error::{TraceError, TraceResult};
 use crate::normalise::{absent_column, normalise_column, plan_columns};
 use crate::reader::TraceReader;
 use crate::schema::{dict_type, idx, trace_schema, Op, COLUMNS, COL_PATH};
-use crate::segment_file::{guard, SegmentFile};
+use crate::segment_file::{guard, MappedSegment, SegmentFile};
 
 /// Rows per batch of a scan: fewer than the reader's, so that the columns of
 /// a batch (about 600 KiB for a summary's fourteen, near a core's L2) are
@@ -245,7 +245,7 @@ fn read_unit(
     visit: &mut dyn FnMut(&ScanBatch),
 ) -> TraceResult<()> {
     let path = seg.path.as_path();
-    let file = SegmentFile::open(path)?;
+    let file = MappedSegment::open(path)?;
     let canon = trace_schema();
     // Optional columns the row group holds no value of (a trace without
     // runs has no `span_ns`, most have no `path2`) are not decoded: their

@@ -58,6 +58,100 @@ impl ChunkReader for SegmentFile {
     }
 }
 
+/// A segment file mapped into memory, for a scan that reads most of it:
+/// the decoder takes its pages straight from the page cache, with no read
+/// call, copy or buffer per page. The same defences as [`SegmentFile`]: a
+/// range past the end is refused, and reading past it is an error.
+///
+/// A file cut shorter while it is mapped would stop the process (SIGBUS);
+/// segments are written whole under a temporary name and renamed, and never
+/// changed afterwards, so only a file changed by hand could.
+pub struct MappedSegment {
+    bytes: Bytes,
+}
+
+/// The mapping, unmapped when the last page handed out is dropped.
+struct Mapping {
+    at: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and private; it is only read, from any thread.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl AsRef<[u8]> for Mapping {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `at` maps `len` readable bytes until `drop`.
+        unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `at` and `len` are those `mmap` returned.
+        unsafe { libc::munmap(self.at, self.len) };
+    }
+}
+
+impl MappedSegment {
+    pub fn open(path: &Path) -> TraceResult<Self> {
+        use std::os::fd::AsRawFd;
+        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let len = file.metadata().map_err(|e| TraceError::io(path, e))?.len() as usize;
+        if len == 0 {
+            return Ok(MappedSegment {
+                bytes: Bytes::new(),
+            });
+        }
+        // SAFETY: a fresh private read-only mapping of an open file.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(TraceError::io(path, std::io::Error::last_os_error()));
+        }
+        Ok(MappedSegment {
+            bytes: Bytes::from_owner(Mapping { at, len }),
+        })
+    }
+}
+
+impl Length for MappedSegment {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for MappedSegment {
+    type T = EndIsError<bytes::buf::Reader<Bytes>>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        let start = (start as usize).min(self.bytes.len());
+        Ok(EndIsError(self.bytes.slice(start..).reader()))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match start.checked_add(length as u64) {
+            Some(end) if end <= self.bytes.len() as u64 => {
+                Ok(self.bytes.slice(start as usize..end as usize))
+            }
+            _ => Err(ParquetError::EOF(format!(
+                "{length} bytes at offset {start} reach past the end of the file ({} bytes)",
+                self.bytes.len()
+            ))),
+        }
+    }
+}
+
 /// A reader whose end is an `UnexpectedEof` error.
 pub struct EndIsError<R>(R);
 
