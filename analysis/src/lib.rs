@@ -14,7 +14,7 @@
 //! Which room may import which (`cargo xtask imports --rooms` checks it):
 //! each only rooms of the lines above its own, and no two files of the
 //! crate import each other (`cargo xtask imports`).
-//! - `by_op`, `access`, `histogram`, `timeline`, `activity`
+//! - `by_op`, `intern`, `access`, `histogram`, `timeline`, `activity`
 //! - `phases`, `roles`, `tally`
 //! - `overview`, `filter`
 //! - `compare`, `summary`
@@ -26,6 +26,7 @@ mod by_op;
 pub mod compare;
 pub mod filter;
 pub mod histogram;
+mod intern;
 pub mod overview;
 pub mod phases;
 pub mod roles;

@@ -15,6 +15,7 @@ use crate::access::AccessTracker;
 use crate::activity::{writer_of, Activity};
 use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
+use crate::intern::Interner;
 use crate::timeline::Timeline;
 use iorepro_format::runs::{calls_in, span_in};
 use iorepro_format::scan::{Fold, OnlyWhereNull, ScanBatch};
@@ -140,20 +141,16 @@ impl Ranks {
 /// reach these counters once per row group.
 #[derive(Debug, Clone, Default)]
 struct Files {
-    ids: FxHashMap<String, u32>,
-    paths: Vec<String>,
+    paths: Interner,
     counts: Vec<FileCounts>,
 }
 
 impl Files {
     fn id(&mut self, path: &str) -> u32 {
-        if let Some(&id) = self.ids.get(path) {
-            return id;
+        let id = self.paths.id(path);
+        if id as usize == self.counts.len() {
+            self.counts.push(FileCounts::default());
         }
-        let id = self.paths.len() as u32;
-        self.ids.insert(path.to_string(), id);
-        self.paths.push(path.to_string());
-        self.counts.push(FileCounts::default());
         id
     }
 
@@ -162,7 +159,7 @@ impl Files {
             .iter()
             .zip(&self.counts)
             .map(|(path, c)| FileStats {
-                path: path.clone(),
+                path: path.to_string(),
                 events: c.events,
                 read_bytes: c.read,
                 write_bytes: c.write,
@@ -556,10 +553,14 @@ impl Tally {
             mine.write_bytes += rs.write_bytes;
         }
         self.ranks.unranked += other.ranks.unranked;
-        let ids: Vec<u32> = (0..other.files.paths.len())
-            .map(|i| {
-                let id = self.files.id(&other.files.paths[i]);
-                self.files.counts[id as usize].absorb(&other.files.counts[i]);
+        let ids: Vec<u32> = other
+            .files
+            .paths
+            .iter()
+            .zip(&other.files.counts)
+            .map(|(path, counts)| {
+                let id = self.files.id(path);
+                self.files.counts[id as usize].absorb(counts);
                 id
             })
             .collect();
@@ -606,10 +607,6 @@ impl Tally {
     /// Every file seen and what its rows add up to (a full tally's, once
     /// sealed or merged).
     pub(crate) fn file_counts(&self) -> impl Iterator<Item = (&str, &FileCounts)> {
-        self.files
-            .paths
-            .iter()
-            .map(String::as_str)
-            .zip(&self.files.counts)
+        self.files.paths.iter().zip(&self.files.counts)
     }
 }

@@ -11,6 +11,7 @@ use super::names::{family_of, under};
 use super::observe::{RolesBuilder, Stats};
 use super::traits::Evidence;
 use super::{FileRole, FileRoles, Role, RoleTotals};
+use crate::intern::Interner;
 use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
 use iorepro_format::paths::{canonical, spelling};
 
@@ -151,7 +152,7 @@ pub(super) fn by_name_alone(p: &str) -> Role {
 }
 
 /// The spellings of one path merged, each spelling canonicalised once.
-fn paths(names: &[Box<str>], stats: Vec<Stats>) -> BTreeMap<String, Stats> {
+fn paths(names: &Interner, stats: Vec<Stats>) -> BTreeMap<String, Stats> {
     let mut out: BTreeMap<String, Stats> = BTreeMap::new();
     for (raw, mut s) in names.iter().zip(stats) {
         let (key, names_dir) = match canonical(raw) {

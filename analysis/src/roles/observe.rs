@@ -13,9 +13,9 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, Int32Array, StringArray};
-use rustc_hash::FxHashMap;
 
 use crate::by_op::by_op;
+use crate::intern::Interner;
 use iorepro_format::columns::Events;
 use iorepro_format::runs::calls_in;
 use iorepro_format::scan::{Fold, ScanBatch};
@@ -212,9 +212,9 @@ pub(crate) struct RolesBatch<'a> {
 /// Feeds rows (one at a time, or a scan's batches); [`finish`](Self::finish) judges.
 #[derive(Debug, Default)]
 pub struct RolesBuilder {
-    /// Every distinct spelling, its slot, and what was done with it.
-    pub(super) slots: FxHashMap<Box<str>, u32>,
-    pub(super) names: Vec<Box<str>>,
+    /// Every distinct spelling (numbered by its slot), and what was done
+    /// with it.
+    names: Interner,
     /// Everything but the busy loop's counters until [`Self::settle`].
     pub(super) stats: Vec<Stats>,
     hot: Vec<Hot>,
@@ -241,23 +241,14 @@ impl RolesBuilder {
         if raw.is_empty() {
             return NO_SLOT;
         }
-        if let Some(n) = self.names.get(self.last as usize) {
-            if **n == *raw {
-                return self.last;
-            }
+        if (self.last as usize) < self.names.len() && self.names.name(self.last) == raw {
+            return self.last;
         }
-        let slot = match self.slots.get(raw) {
-            Some(&s) => s,
-            None => {
-                let s = self.names.len() as u32;
-                let name: Box<str> = raw.into();
-                self.slots.insert(name.clone(), s);
-                self.names.push(name);
-                self.stats.push(Stats::default());
-                self.hot.push(Hot::default());
-                s
-            }
-        };
+        let slot = self.names.id(raw);
+        if slot as usize == self.stats.len() {
+            self.stats.push(Stats::default());
+            self.hot.push(Hot::default());
+        }
         self.last = slot;
         slot
     }
@@ -491,7 +482,7 @@ impl RolesBuilder {
     }
 
     /// The spellings seen and what was done with each.
-    pub(super) fn into_parts(mut self) -> (Vec<Box<str>>, Vec<Stats>, i64, i64) {
+    pub(super) fn into_parts(mut self) -> (Interner, Vec<Stats>, i64, i64) {
         self.settle();
         (self.names, self.stats, self.start_ns, self.end_ns)
     }
