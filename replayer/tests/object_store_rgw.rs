@@ -24,7 +24,7 @@ use std::time::Duration;
 use common::rgw::{replay, store, BUCKET};
 use common::{
     assert_records_the_same_bytes, checkpoint_rows, json, json_ok, one_write, replay_bin,
-    replay_ok, u, write_rows,
+    replay_ok, u, write_rows, write_rows_renaming,
 };
 use iorepro_tests::bins::scratch;
 use iorepro_tests::rgw::RgwStore;
@@ -372,6 +372,32 @@ fn odd_names_are_signed_as_the_gateway_checks_them() {
     assert_eq!(second["prepare"]["paths_cleared"], 1, "{second}");
     assert_eq!(store.objects(BUCKET, "odd/"), objects);
     assert_eq!(second["write_bytes"], first["write_bytes"]);
+}
+
+/// A save written under a temporary name and renamed, as `torch.save`
+/// through a temporary file does: the rename is a COPY and a DELETE, the
+/// copy's source named as the gateway checks it (odd letters in both names).
+#[test]
+fn a_rename_is_a_copy_and_a_delete_on_the_gateway() {
+    let Some(store) = store("rgw-rename") else {
+        return;
+    };
+    let tmp = scratch("rgw-rename-trace");
+    let (from, to) = ("/ckpt/step #2 ~tmp é.pt", "/ckpt/step #2 ~final é.pt");
+    let mut rows = one_write(from, 5, 8192);
+    rows.push((0, iorepro_format::Op::Rename, from, -1, None, 0, None));
+    let trace = write_rows_renaming(&tmp, &rows, to);
+    let target = format!("s3://{BUCKET}/renamed");
+    let r = json_ok(&replay(&store, &store.user, &trace, &target, &["--json"]));
+    assert_eq!(kind(&r, "COPY").0, 1, "{}", r["requests"]);
+    assert_eq!(r["results_differed"], 0, "{r}");
+    let objects = store.objects(BUCKET, "renamed/");
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert!(
+        objects[0].0.ends_with("ckpt/step %232 %7Efinal %C3%A9.pt"),
+        "{objects:?}"
+    );
+    assert_eq!(objects[0].1, 8192, "{objects:?}");
 }
 
 /// Four processes under a launcher (torchrun's environment, meeting

@@ -151,6 +151,11 @@ pub type Row<'a> = (
 
 /// Writes rows 1 ms apart as a trace.
 pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
+    write_rows_renaming(dir, rows, "")
+}
+
+/// [`write_rows`], its renames naming `renamed_to` as their new name.
+pub fn write_rows_renaming(dir: &Path, rows: &[Row<'_>], renamed_to: &str) -> PathBuf {
     let out = dir.join("trace");
     let mut w =
         iorepro_format::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
@@ -177,7 +182,7 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
             flags,
             calls: 1,
             span_ns: None,
-            path2: None,
+            path2: (op == iorepro_format::Op::Rename).then_some(renamed_to),
             via: None,
         })
         .unwrap();

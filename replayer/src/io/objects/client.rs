@@ -680,6 +680,9 @@ impl ObjectClient {
     }
 
     pub fn copy(&mut self, from: &str, to: &str) -> Result<(), RequestError> {
+        if let Some(answer) = self.direct(RequestKind::Copy, from, |d| d.copy(from, to), |_| 0) {
+            return answer;
+        }
         let store = self.store()?;
         let (a, b) = (Key::from(from), Key::from(to));
         self.request(RequestKind::Copy, from, || store.copy(&a, &b), |_| 0)

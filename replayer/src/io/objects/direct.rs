@@ -1,4 +1,4 @@
-//! The single S3 requests, GET, HEAD, LIST, PUT and DELETE, made directly
+//! The single S3 requests, GET, HEAD, LIST, PUT, COPY and DELETE, made directly
 //! over a kept-alive plain-HTTP connection with SigV4 signing of our own,
 //! for endpoints named with `http://` (an in-cluster gateway, a test store).
 //! object_store's client spends about 75 µs of CPU on a HEAD (its runtime's
@@ -6,9 +6,8 @@
 //! `fmt`); this path spends a fraction of that, so a rank can replay a
 //! metadata storm at the store's pace rather than its own. Keys are
 //! spelled as object_store spells them (`Path`), so objects one path writes
-//! the other reads. TLS endpoints, multipart uploads, copies (whose
-//! failures can come in a success's answer) and parallel parts stay with
-//! object_store.
+//! the other reads. TLS endpoints, multipart uploads and parallel parts
+//! stay with object_store.
 
 use std::fmt;
 use std::io;
@@ -140,22 +139,21 @@ impl Direct {
     }
 
     /// Signs and sends the request for `self.target` (a path, and `query`
-    /// unless empty).
+    /// unless empty), with the headers `extra` besides the signature's.
     fn send(
         &mut self,
         method: &'static str,
         query: &str,
-        range: Option<&str>,
+        extra: &[(&'static str, &str)],
         payload: Option<&[u8]>,
         body: BodyUse,
     ) -> Result<super::http::Answer, DirectError> {
-        let range = range.map(|r| ("range", r));
         let headers = self.signer.sign(
             method,
             &self.authority,
             &self.target,
             query,
-            range.as_slice(),
+            extra,
             AmzDate::now(),
         );
         if !query.is_empty() {
@@ -191,29 +189,54 @@ impl Direct {
     ) -> Result<(u64, Duration), DirectError> {
         self.object_path(key);
         let range = range.map(|r| format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
-        let a = self.send("GET", "", range.as_deref(), None, BodyUse::Count)?;
+        let range = range.as_deref().map(|r| ("range", r));
+        let a = self.send("GET", "", range.as_slice(), None, BodyUse::Count)?;
         Ok((a.body_bytes, a.first_byte))
     }
 
     /// A HEAD: the object's size.
     pub fn head(&mut self, key: &str) -> Result<u64, DirectError> {
         self.object_path(key);
-        let a = self.send("HEAD", "", None, None, BodyUse::None)?;
+        let a = self.send("HEAD", "", &[], None, BodyUse::None)?;
         Ok(a.content_length.unwrap_or(0))
     }
 
     /// A PUT of `data` as the object `key`.
     pub fn put(&mut self, key: &str, data: &[u8]) -> Result<(), DirectError> {
         self.object_path(key);
-        self.send("PUT", "", None, Some(data), BodyUse::Count)
+        self.send("PUT", "", &[], Some(data), BodyUse::Count)
             .map(drop)
+    }
+
+    /// A copy of `from` to `to` in the bucket: a PUT of `to` naming its
+    /// source, spelled as object_store spells it. A copy can fail after
+    /// the store has answered 200 (it sends the status before it copies):
+    /// the error is then in the body, and read as the 500 it stands for,
+    /// retried as object_store retries it.
+    pub fn copy(&mut self, from: &str, to: &str) -> Result<(), DirectError> {
+        let mut source = String::with_capacity(self.bucket.len() + from.len() + 8);
+        source.push_str(&self.bucket);
+        source.push('/');
+        uri_encode(&mut source, Key::from(from).as_ref(), true);
+        self.object_path(to);
+        let extra = [("x-amz-copy-source", source.as_str())];
+        let a = self.send("PUT", "", &extra, None, BodyUse::Keep)?;
+        if !error_in(&a.body) {
+            return Ok(());
+        }
+        Err(DirectError::Status {
+            method: "PUT",
+            url: self.url(&self.target),
+            status: 500,
+            reason: "(the store answered 200 OK, then this error)".into(),
+            body: String::from_utf8_lossy(&a.body).into_owned(),
+        })
     }
 
     /// A DELETE of `key` (S3 answers success whether it was there or not).
     pub fn delete(&mut self, key: &str) -> Result<(), DirectError> {
         self.object_path(key);
-        self.send("DELETE", "", None, None, BodyUse::Count)
-            .map(drop)
+        self.send("DELETE", "", &[], None, BodyUse::Count).map(drop)
     }
 
     /// One ListObjectsV2 page beneath `dir` (a prefix ending in `/`, or
@@ -239,12 +262,18 @@ impl Direct {
         let query = canonical_query(&mut params);
         self.target.clear();
         self.target.push_str(&self.bucket_path);
-        let a = self.send("GET", &query, None, None, BodyUse::Keep)?;
+        let a = self.send("GET", &query, &[], None, BodyUse::Keep)?;
         read_page(&a.body).map_err(|why| DirectError::Answer {
             url: format!("s3://{}/{dir}", self.bucket),
             why,
         })
     }
+}
+
+/// Whether a successful answer's body is an S3 error (`<Error>`), as a
+/// copy that failed after its 200 sends.
+fn error_in(body: &[u8]) -> bool {
+    body.windows(b"<Error>".len()).any(|w| w == b"<Error>")
 }
 
 /// The entries and the next page's token of a ListObjectsV2 answer.
@@ -322,6 +351,16 @@ mod tests {
         let last = br#"<ListBucketResult><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>"#;
         assert_eq!(read_page(last).unwrap(), Page::default());
         assert!(read_page(b"<ListBucketResult><Contents></ListBucketResult>").is_err());
+    }
+
+    #[test]
+    fn a_copy_answered_200_can_still_have_failed() {
+        let done = br#"<?xml version="1.0" encoding="UTF-8"?>
+<CopyObjectResult><LastModified>2026-11-27T20:00:00.000Z</LastModified><ETag>"9b2cf535f27731c974343645a3985328"</ETag></CopyObjectResult>"#;
+        let failed = br#"<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>"#;
+        assert!(!error_in(done));
+        assert!(error_in(failed));
     }
 
     #[test]
