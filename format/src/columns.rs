@@ -178,10 +178,12 @@ impl Events {
             .map(move |i| names.value(i))
     }
 
+    #[inline]
     pub fn opt_i32(a: &Int32Array, row: usize) -> Option<i32> {
         a.is_valid(row).then(|| a.value(row))
     }
 
+    #[inline]
     pub fn opt_i64(a: &Int64Array, row: usize) -> Option<i64> {
         a.is_valid(row).then(|| a.value(row))
     }

@@ -350,3 +350,54 @@ fn a_spared_column_is_read_only_in_row_groups_where_its_guard_has_nulls() {
         }
     }
 }
+
+/// A row group of single calls hands `calls` over as nulls (which mean 1);
+/// one holding a run hands every `calls` over as written. Either way each
+/// row counts its calls.
+#[test]
+fn calls_are_decoded_only_in_row_groups_with_a_run() {
+    use iorepro_format::runs::calls_in;
+    use iorepro_format::scan::{scan, Fold, ScanBatch};
+    use iorepro_format::schema::{COL_CALLS, COL_TS};
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t");
+    let mut opts = WriterOptions::new(Source::Synth);
+    opts.row_group_rows = 100;
+    let mut w = TraceWriter::create(&trace, opts).unwrap();
+    // Three row groups of 100 rows: row 150 is a run of 5 calls.
+    let rows: Vec<Row> = (0..300).map(bare_row).collect();
+    for r in &rows {
+        let mut e = event_row(r);
+        if r.ts == 150 {
+            e.calls = 5;
+            e.span_ns = Some(10);
+        }
+        w.push(&e).unwrap();
+    }
+    w.finish().unwrap();
+
+    /// Each row's `ts`, its calls, and whether `calls` came decoded.
+    struct Calls(Vec<(i64, i64, bool)>);
+    impl Fold for Calls {
+        fn add(&mut self, b: &ScanBatch) {
+            let calls = b.calls();
+            for (i, &ts) in b.ts().iter().enumerate() {
+                self.0.push((ts, calls_in(calls, i), calls.is_valid(i)));
+            }
+        }
+    }
+    let reader = TraceReader::open(&trace).unwrap();
+    let mut seen = Vec::new();
+    scan(
+        &reader,
+        &[COL_TS, COL_CALLS],
+        || Calls(Vec::new()),
+        |p| seen.extend(p.0),
+    )
+    .unwrap();
+    assert_eq!(seen.len(), 300);
+    for (ts, calls, decoded) in seen {
+        assert_eq!(calls, if ts == 150 { 5 } else { 1 }, "row {ts}");
+        assert_eq!(decoded, (100..200).contains(&ts), "row {ts}");
+    }
+}
