@@ -38,12 +38,20 @@ impl Timeline {
     }
 
     /// Index of the window holding `ts`, grown into the vectors.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, ts: i64) -> usize {
         let (at, lo, hi) = self.cursor;
         if lo <= ts && ts < hi {
             return at;
         }
+        self.move_to(ts)
+    }
+
+    /// [`Timeline::slot`] for a `ts` outside the window last added to
+    /// (once a window for rows in time order): kept out of the row loops.
+    #[cold]
+    #[inline(never)]
+    fn move_to(&mut self, ts: i64) -> usize {
         let w = ((ts - self.origin_ns).max(0) / self.window_ns) as usize;
         if self.read.is_empty() {
             self.first = w;
