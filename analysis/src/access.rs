@@ -257,11 +257,11 @@ pub struct AccessTracker {
 
 impl AccessTracker {
     /// Records a data access of `len` bytes at `offset` to file `file` by `owner`.
-    #[inline]
     ///
     /// `calls` back-to-back accesses covering `len` bytes from `offset` (one
     /// access, or a run of calls, each after the last): all but the first are
     /// sequential, and counted here; the first is judged against its stream.
+    #[inline(always)]
     pub fn record(
         &mut self,
         file: u32,
@@ -366,11 +366,16 @@ impl AccessTracker {
         self.read.random += other.read.random;
         self.write.sequential += other.write.sequential;
         self.write.random += other.write.random;
+        // The part's owner slots as this tracker's, looked up once.
+        let owners: Vec<u32> = other
+            .owners
+            .owner
+            .iter()
+            .map(|&o| self.owners.slot(o))
+            .collect();
         for s in &other.streams {
             let file = file_ids[(s.stream >> 32) as usize] as usize;
-            let owner = self
-                .owners
-                .slot(other.owners.owner[(s.stream & 0xffff_ffff) as usize]);
+            let owner = owners[(s.stream & 0xffff_ffff) as usize];
             let cell = self.table.cell(file, owner as usize);
             let expected = if *cell == UNSEEN { 0 } else { *cell };
             let c = if s.first_write {
