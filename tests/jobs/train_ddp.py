@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
@@ -125,6 +126,32 @@ def main():
     # Buffers are not synchronised each step: the state buffer stays the
     # same on every rank, and broadcasting it would be compute of its own.
     ddp = DistributedDataParallel(model, broadcast_buffers=not args.state_mib)
+    # The gradients' all-reduce, timed from when the step's first bucket is
+    # handed to it to when its last completes: the training loop waits there
+    # for a rank whose batch came late, and that wait is the data stall too
+    # (MLPerf Storage counts only the accelerator's compute as compute).
+    # The buckets' all-reduces overlap one another, so the step's wait is
+    # that window, not their sum.
+    allreduce_window = [None, 0]
+
+    def timed_allreduce(group, bucket):
+        handed = time.time_ns()
+        if allreduce_window[0] is None:
+            allreduce_window[0] = handed
+
+        def done(fut):
+            allreduce_window[1] = max(allreduce_window[1], time.time_ns())
+            return fut.value()
+
+        return default_hooks.allreduce_hook(group, bucket).then(done)
+
+    def allreduce_wait_ns():
+        """The last step's all-reduce window, and the window cleared."""
+        first, last = allreduce_window
+        allreduce_window[:] = [None, 0]
+        return 0 if first is None else max(0, last - first)
+
+    ddp.register_comm_hook(dist.group.WORLD, timed_allreduce)
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     loss_fn = nn.MSELoss()
 
@@ -165,6 +192,7 @@ def main():
             opt.zero_grad()
             loss = loss_fn(ddp(x), y)
             loss.backward()
+            waited_ns += allreduce_wait_ns()
             opt.step()
             time.sleep(args.compute_s)
             step += 1
