@@ -64,21 +64,46 @@ impl ReadTimes {
     fn finish(mut self) -> HashMap<i32, Vec<(i64, i64)>> {
         self.ranks
             .drain()
-            .map(|(rank, (mut runs, sorted))| {
-                if !sorted {
-                    runs.sort_unstable();
-                }
-                let mut out: Vec<(i64, i64)> = Vec::with_capacity(runs.len());
-                for r in runs {
-                    match out.last_mut() {
-                        Some(last) if r.0 <= last.1 + JOIN_NS => last.1 = last.1.max(r.1),
-                        _ => out.push(r),
-                    }
-                }
-                (rank, out)
-            })
+            .map(|(rank, (runs, sorted))| (rank, joined(runs, sorted)))
             .collect()
     }
+
+    /// The usual pause between two stretches of a rank's reading within a
+    /// read phase (the median of the kept ranks' pauses): one step's
+    /// compute, for a job that reads a batch a step. `None` when no rank
+    /// paused within a read phase.
+    pub fn step_pause_ns(&self, phases: &[Phase]) -> Option<i64> {
+        let read_phases: Vec<(i64, i64)> = phases
+            .iter()
+            .filter(|p| matches!(p.kind, PhaseKind::Load | PhaseKind::Read))
+            .map(|p| (p.start_unix_ns, p.end_unix_ns))
+            .collect();
+        let mut pauses = Vec::new();
+        for (runs, sorted) in self.ranks.values() {
+            for w in joined(runs.clone(), *sorted).windows(2) {
+                let (from, to) = (w[0].1, w[1].0);
+                if read_phases.iter().any(|&(s, e)| from >= s && to <= e) {
+                    pauses.push(to - from);
+                }
+            }
+        }
+        median(pauses)
+    }
+}
+
+/// A rank's stretches in time order, those closer than [`JOIN_NS`] joined.
+fn joined(mut runs: Vec<(i64, i64)>, sorted: bool) -> Vec<(i64, i64)> {
+    if !sorted {
+        runs.sort_unstable();
+    }
+    let mut out: Vec<(i64, i64)> = Vec::with_capacity(runs.len());
+    for r in runs {
+        match out.last_mut() {
+            Some(last) if r.0 <= last.1 + JOIN_NS => last.1 = last.1.max(r.1),
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 /// The pause in a rank's reading around `t`: from the end of the stretch
@@ -304,5 +329,28 @@ mod tests {
         assert_eq!(gap_at(&runs, 40), Some(20));
         assert_eq!(gap_at(&runs, 65), None);
         assert_eq!(gap_at(&runs, -1), None);
+    }
+
+    #[test]
+    fn a_step_is_the_usual_pause_between_bursts_within_read_phases() {
+        let phases = vec![
+            phase(PhaseKind::Read, 0, 1000),
+            phase(PhaseKind::Checkpoint, 1000, 1600),
+            phase(PhaseKind::Read, 1600, 3000),
+        ];
+        let mut reads = ReadTimes::default();
+        // Bursts of 20 ms every 300 ms (280 ms of compute between them),
+        // reads a millisecond apart within a burst; the save's pause
+        // (960 -> 1600 ms) is not a step.
+        for rank in 0..2 {
+            for at in [0, 300, 600, 900, 1600, 1900, 2200, 2500] {
+                for k in 0..10 {
+                    let t = (at + 2 * k) * MS;
+                    reads.observe(rank, t, t + MS);
+                }
+            }
+        }
+        assert_eq!(reads.step_pause_ns(&phases), Some(281 * MS));
+        assert_eq!(ReadTimes::default().step_pause_ns(&phases), None);
     }
 }

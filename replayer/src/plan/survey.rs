@@ -122,6 +122,9 @@ pub struct Survey {
     pub paths: Vec<PathInfo>,
     pub path_ids: HashMap<Arc<str>, u32>,
     pub phases: Vec<Phase>,
+    /// The ranks' usual pause between bursts of reading in the read phases,
+    /// in seconds: a step's compute (0 when the trace shows none).
+    pub step_compute_s: f64,
     pub start_ns: i64,
     pub end_ns: i64,
     pub events: u64,
@@ -343,6 +346,7 @@ impl Survey {
             });
         }
         let reads = std::mem::take(&mut self.read_times);
+        self.step_compute_s = reads.step_pause_ns(&self.phases).unwrap_or(0) as f64 / 1e9;
         self.meetings = Meetings::judge(&self.phases, reads, &activity.writes);
     }
 }

@@ -312,7 +312,13 @@ impl Forecast {
         let epochs_at_bandwidth = bandwidth.map_or_else(Vec::new, |b| {
             let reads: Vec<u64> = c.at_n.iter().map(|p| p.read).collect();
             let au = model.options.au_threshold;
-            super::what_if::epochs(&survey.phases, &reads, speedup, b, au)
+            // The last step's compute at N: the traced step's, or, with the
+            // global batch held, its share of it (a rank's batch is R/N).
+            let last_step_s = match model.options.batch {
+                BatchMode::PerRank => survey.step_compute_s,
+                BatchMode::Global => survey.step_compute_s / speedup.max(1.0),
+            };
+            super::what_if::epochs(&survey.phases, &reads, speedup, last_step_s, b, au)
         });
         let per_rank = traced_read_rate_per_rank(survey, r);
         Ok(Forecast {

@@ -8,10 +8,14 @@
 //! rank is its traced time over k, taking the traced storage to have kept
 //! the job fed (a trace does not show compute apart from waiting; where the
 //! traced job stalled, its stalls count as compute here, and the forecast
-//! errs towards "fed"). The loader overlaps reading with compute, so the
-//! epoch takes the longer of the compute and the time the storage needs for
-//! the epoch's bytes: T = max(C, D / B), and AU = C / T. The AU falls below
-//! a threshold `a` once B < D · a / C.
+//! errs towards "fed"). The loader overlaps reading with compute, all but
+//! the last step: once the storage has given a rank its last batch, the
+//! rank computes on it with nothing left to read. So an epoch takes the
+//! longer of its compute and the time the storage needs for its bytes
+//! followed by one step's compute L (the ranks' usual pause between
+//! bursts of reading in the trace; with the global batch held, its share
+//! at N): T = max(C, D / B + L), and AU = C / T. The AU falls below a
+//! threshold `a` once B < D / (C / a - L).
 
 use serde::Serialize;
 
@@ -25,6 +29,8 @@ pub struct EpochForecast {
     pub traced_s: f64,
     /// Compute per rank at N.
     pub compute_s: f64,
+    /// Of that, the last step's: it follows the epoch's last read.
+    pub last_step_s: f64,
     /// Dataset bytes all N ranks read in it.
     pub read_bytes: u64,
     /// Its time at N on storage of the given bandwidth, and the AU.
@@ -56,11 +62,13 @@ pub fn stretches(phases: &[Phase], replayed: &[bool]) -> Vec<(usize, usize)> {
 }
 
 /// Each epoch at `bandwidth` (bytes/s), given the dataset bytes read at N
-/// in each phase and the speed-up `k` of a rank's clock in read phases.
+/// in each phase, the speed-up `k` of a rank's clock in read phases and a
+/// step's compute at N (`last_step_s`).
 pub fn epochs(
     phases: &[Phase],
     read_at_n: &[u64],
     k: f64,
+    last_step_s: f64,
     bandwidth: f64,
     au_threshold: f64,
 ) -> Vec<EpochForecast> {
@@ -73,12 +81,14 @@ pub fn epochs(
                 .sum();
             let read_bytes: u64 = read_at_n[a..=b].iter().sum();
             let compute_s = traced_s / k.max(1.0);
+            let last_step_s = last_step_s.clamp(0.0, compute_s);
             let io_s = read_bytes as f64 / bandwidth;
-            let seconds = compute_s.max(io_s);
+            let seconds = compute_s.max(io_s + last_step_s);
             EpochForecast {
                 phases: (a, b),
                 traced_s,
                 compute_s,
+                last_step_s,
                 read_bytes,
                 seconds,
                 au_percent: if seconds > 0.0 {
@@ -86,11 +96,11 @@ pub fn epochs(
                 } else {
                     100.0
                 },
+                // D / B + L = C / a: the reading may take C / a - L.
                 au_threshold_gib_s: if compute_s > 0.0 {
-                    read_bytes as f64 * au_threshold
-                        / 100.0
-                        / compute_s
-                        / iorepro_format::units::GIB
+                    let reading_s =
+                        (compute_s * 100.0 / au_threshold - last_step_s).max(f64::MIN_POSITIVE);
+                    read_bytes as f64 / reading_s / iorepro_format::units::GIB
                 } else {
                     0.0
                 },
@@ -128,14 +138,38 @@ mod tests {
         let read = [128 * mib, 0, 128 * mib];
         // At twice the traced ranks, 1 s of compute per epoch; 128 MiB at
         // 80 MiB/s takes 1.6 s.
-        let e = epochs(&phases, &read, 2.0, 80.0 * mib as f64, 90.0);
+        let e = epochs(&phases, &read, 2.0, 0.0, 80.0 * mib as f64, 90.0);
         assert_eq!(e.len(), 2);
         assert!((e[0].compute_s - 1.0).abs() < 1e-9);
         assert!((e[0].seconds - 1.6).abs() < 1e-9);
         assert!((e[0].au_percent - 62.5).abs() < 1e-9);
         // 90 % AU needs 128 MiB in 1/0.9 s: 115.2 MiB/s.
         assert!((e[0].au_threshold_gib_s * 1024.0 - 115.2).abs() < 1e-6);
-        let fast = epochs(&phases, &read, 2.0, 1e12, 90.0);
+        let fast = epochs(&phases, &read, 2.0, 0.0, 1e12, 90.0);
         assert!((fast[1].seconds - 1.0).abs() < 1e-9 && fast[1].au_percent == 100.0);
+    }
+
+    #[test]
+    fn the_last_steps_compute_follows_the_reading() {
+        let phases = vec![
+            phase(PhaseKind::Read, 0.0, 2.0),
+            phase(PhaseKind::Checkpoint, 2.0, 2.1),
+        ];
+        let mib = iorepro_format::units::MIB_BYTES;
+        let read = [64 * mib, 0];
+        // At twice the ranks a rank computes 1 s an epoch, 0.2 s a step.
+        let e = epochs(&phases, &read, 2.0, 0.2, 80.0 * mib as f64, 90.0);
+        // 64 MiB at 80 MiB/s is 0.8 s, then the last step: 1.0 s.
+        assert!((e[0].seconds - 1.0).abs() < 1e-9, "{}", e[0].seconds);
+        // Slower storage: 1.6 s of reading and 0.2 s after it.
+        let slow = epochs(&phases, &read, 2.0, 0.2, 40.0 * mib as f64, 90.0);
+        assert!((slow[0].seconds - 1.8).abs() < 1e-9);
+        assert!((slow[0].au_percent - 100.0 / 1.8).abs() < 1e-9);
+        // 90 % AU: the reading may take 1 / 0.9 - 0.2 s.
+        let need = 64.0 / (1.0 / 0.9 - 0.2);
+        assert!((slow[0].au_threshold_gib_s * 1024.0 - need).abs() < 1e-6);
+        // Fast storage: compute bounds it.
+        let fast = epochs(&phases, &read, 2.0, 0.2, 1e12, 90.0);
+        assert!((fast[0].seconds - 1.0).abs() < 1e-9);
     }
 }
