@@ -339,9 +339,9 @@ mod tests {
             phase(PhaseKind::Read, 1600, 3000),
         ];
         let mut reads = ReadTimes::default();
-        // Bursts of 20 ms every 300 ms (280 ms of compute between them),
-        // reads a millisecond apart within a burst; the save's pause
-        // (960 -> 1600 ms) is not a step.
+        // Bursts of 19 ms every 300 ms (281 ms of compute between them),
+        // reads a millisecond apart within a burst; the pause across the
+        // save (919 -> 1600 ms) is not a step.
         for rank in 0..2 {
             for at in [0, 300, 600, 900, 1600, 1900, 2200, 2500] {
                 for k in 0..10 {
