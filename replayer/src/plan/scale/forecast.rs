@@ -501,11 +501,12 @@ impl Forecast {
             for (i, e) in self.epochs_at_bandwidth.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "  epoch {} at {b:.3} GiB/s: {:.2} s (traced {:.2} s; compute {:.2} s a rank; reads {}), AU {:.1} %",
+                    "  epoch {} at {b:.3} GiB/s: {:.2} s (traced {:.2} s; compute {:.2} s a rank, {:.2} s of it after the last read; reads {}), AU {:.1} %",
                     i + 1,
                     e.seconds,
                     e.traced_s,
                     e.compute_s,
+                    e.last_step_s,
                     fmt_bytes(e.read_bytes as f64),
                     e.au_percent
                 );
