@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use super::names::looks_like_code;
 use iorepro_format::paths::{canonical, spelling};
 use serde::Serialize;
 
@@ -121,12 +122,19 @@ fn is_pseudo(path: &str) -> bool {
 ///   `torchelastic`);
 /// - Python multiprocessing's `pymp-*` directories and their sockets;
 /// - NCCL, Gloo and PyTorch shared memory (`/dev/shm/nccl-*`, `gloo*`,
-///   `torch_*`) and POSIX semaphores (`/dev/shm/sem.*`).
+///   `torch_*`) and POSIX semaphores (`/dev/shm/sem.*`);
+/// - a user's Open MPI and PMIx settings (`~/.openmpi`, `~/.pmix`).
+///
+/// A launcher's installed code (`pmix_mca_*.so`, a framework's
+/// `torchelastic.py`) is code, not one of these.
 pub fn is_launcher_file(path: &str) -> bool {
     let Some(c) = canonical(path) else {
         return false;
     };
     let p = c.path.as_str();
+    if looks_like_code(p) && !dot_settings_of_a_launcher(p) {
+        return false;
+    }
     let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
     let Some((&name, dirs)) = comps.split_last() else {
         return false;
@@ -134,6 +142,9 @@ pub fn is_launcher_file(path: &str) -> bool {
     let session = |c: &str| c.starts_with("ompi.") || c.starts_with("openmpi-sessions");
     let runtime =
         |c: &str| c.starts_with("pmix") || c.starts_with("torchelastic") || c.starts_with("pymp-");
+    if dot_settings_of_a_launcher(p) {
+        return true;
+    }
     if dirs.iter().any(|c| session(c)) || comps.iter().any(|c| runtime(c)) {
         return true;
     }
@@ -179,6 +190,12 @@ pub fn is_launcher_file(path: &str) -> bool {
             .and_then(|rest| rest.strip_prefix('/'))
             .is_some_and(|rest| rest.starts_with("slurm"))
     })
+}
+
+/// `~/.openmpi` and `~/.pmix`: the settings Open MPI and PMIx read from a
+/// home directory.
+fn dot_settings_of_a_launcher(p: &str) -> bool {
+    p.split('/').any(|c| matches!(c, ".openmpi" | ".pmix"))
 }
 
 #[cfg(test)]
@@ -249,6 +266,8 @@ mod tests {
             // A cluster configured in a directory of its own.
             "/scratch/cluster/slurm.conf",
             "/scratch/cluster/spool/job00001/slurm_script",
+            "/root/.openmpi/mca-params.conf",
+            "/home/u/.pmix/components",
         ] {
             assert!(is_launcher_file(p), "{p}");
         }
@@ -262,6 +281,8 @@ mod tests {
             "/tmp/job/lock",
             "/var/lib/apt/lists/x",
             "/run/user/0/bus",
+            "/venv/lib/python3.12/site-packages/lightning/fabric/plugins/environments/torchelastic.py",
+            "/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/pmix_mca_prm_slurm.so",
             "",
             "pipe:[3]",
         ] {

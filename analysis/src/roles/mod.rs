@@ -14,8 +14,9 @@
 //!    /sys, /dev (not /dev/shm), /etc, pipes, sockets, anonymous inodes and
 //!    memfds are *system*; the files of a launcher or runtime (Open MPI and
 //!    PMIx session files, Slurm's spool, torchrun's, multiprocessing's
-//!    `pymp-*`, NCCL, Gloo and PyTorch shared memory, semaphores: see
-//!    [`forms::is_launcher_file`]) are *launcher*; the rest of /dev/shm is
+//!    `pymp-*`, NCCL, Gloo and PyTorch shared memory, semaphores, a user's
+//!    `~/.openmpi` and `~/.pmix`: see [`forms::is_launcher_file`]; not a
+//!    launcher's installed code) are *launcher*; the rest of /dev/shm is
 //!    *scratch*.
 //! 2. A file the job wrote or created, in this order: *code* if it looks
 //!    like code (a Python byte-code cache, a compiled kernel); *scratch* if
@@ -43,7 +44,10 @@
 //! 3. A file that looks like code (Python sources and byte code, shared
 //!    libraries, site-packages and its `.pth` files and package metadata,
 //!    `pyvenv.cfg`, `.egg-link`, the system's library and binary trees,
-//!    executables in a `bin` directory) is *code*.
+//!    executables in a `bin` directory, a user's tool settings and caches
+//!    in a home directory's dot-folders such as `~/.cache`, `~/.config` and
+//!    `~/.nv`, but not the model hubs' and dataset libraries' downloads
+//!    there) is *code*.
 //! 4. A file the job read: *checkpoint* when its name says so (`.pt`,
 //!    `.pth`, `.ckpt`, `.safetensors`, `.distcp`, `zero_pp_rank_*`, a
 //!    `checkpoint` or `ckpt` in the path), else *dataset*.

@@ -18,8 +18,12 @@ fn extension(name: &str) -> &str {
 /// Python sources and byte code, shared libraries, installed packages and
 /// their metadata, an environment's configuration (`pyvenv.cfg`, `.pth`
 /// and `.egg-link` files, which live in site-packages), the system's
-/// program and library trees, and executables.
+/// program and library trees, executables, and a user's tool settings and
+/// caches (see [`in_home_settings`]).
 pub fn looks_like_code(p: &str) -> bool {
+    if in_home_settings(p) {
+        return true;
+    }
     const TREES: [&str; 8] = [
         "/usr",
         "/lib",
@@ -56,6 +60,37 @@ pub fn looks_like_code(p: &str) -> bool {
         || comps
             .windows(2)
             .any(|w| w[0] == "lib" && w[1].starts_with("python"))
+}
+
+/// A dot-folder of a home directory (`~/.cache`, `~/.config`, `~/.nv`
+/// with CUDA's compiled kernels, `~/.triton`, `~/.local`): the settings
+/// and caches of the tools a job starts with (matplotlib's font list,
+/// accelerate's configuration), part of its environment as its code is,
+/// never its data or its saves. Left to the other rules: what model hubs
+/// and dataset libraries download there (`~/.cache/huggingface/hub`,
+/// `.../datasets`, `~/.cache/torch/hub`, `~/.keras`), which a job reads as
+/// its weights or its data.
+fn in_home_settings(p: &str) -> bool {
+    let mut comps = p.split('/').filter(|c| !c.is_empty());
+    let dot = match comps.next() {
+        Some("root") => comps.next(),
+        Some("home") => comps.nth(1),
+        _ => None,
+    };
+    let Some(dot) = dot.filter(|d| d.starts_with('.') && d.len() > 1 && *d != "..") else {
+        return false;
+    };
+    let downloads = matches!(
+        (dot, comps.next(), comps.next()),
+        (".keras", ..)
+            | (
+                ".cache",
+                Some("huggingface"),
+                Some("hub" | "datasets" | "transformers")
+            )
+            | (".cache", Some("torch"), Some("hub"))
+    );
+    !downloads
 }
 
 /// Saved state read back: a model's weights, an optimizer's state, a
@@ -154,6 +189,28 @@ mod tests {
             "/venv/lib/python3.12/site-packages/torch-2.4.dist-info/RECORD"
         ));
         assert!(!looks_like_code("/ckpt/model.pth"));
+        for settings in [
+            "/root/.cache/matplotlib/fontlist-v3.11.0.json",
+            "/root/.nv/ComputeCache/a/2/daf144f9da5951",
+            "/root/.cache/huggingface/accelerate/default_config.yaml",
+            "/home/u/.config/matplotlib/matplotlibrc",
+            "/home/u/.triton/cache/x/kernel.cubin",
+            "/root/.cache",
+            "/root/.cache/torch/kernels/x.bin",
+        ] {
+            assert!(looks_like_code(settings), "{settings}");
+        }
+        for data in [
+            "/root/.cache/huggingface/hub/models--gpt2/snapshots/x/model.safetensors",
+            "/home/u/.cache/torch/hub/checkpoints/resnet50.pth",
+            "/home/u/.keras/datasets/mnist.npz",
+            "/home/u/.cache/huggingface/datasets/c4/train-00000.arrow",
+            "/home/u/data/.hidden/x.bin",
+            "/root/data/x.npz",
+            "/home/u/train.log",
+        ] {
+            assert!(!looks_like_code(data), "{data}");
+        }
         assert!(looks_like_checkpoint("/ckpt/model.pth"));
         assert!(looks_like_checkpoint(
             "/c/zero_pp_rank_0_mp_rank_00_optim_states"
