@@ -6,10 +6,12 @@
 mod detect;
 
 use iorepro_format::units::GIB;
+
+use crate::activity::Stretch;
 use serde::{Deserialize, Serialize};
 
 pub use detect::{
-    detect, CHECKPOINT_GAP_NS, CHECKPOINT_TAIL_GAP_NS, EDGE_SHARE, IDLE_MIN_NS,
+    detect, reading_floor, CHECKPOINT_GAP_NS, CHECKPOINT_TAIL_GAP_NS, EDGE_SHARE, IDLE_MIN_NS,
     LOAD_MIN_EXCESS_RUNS, METADATA_BYTES_PER_CALL, METADATA_GAP_NS, METADATA_MIN_CALLS,
     MIN_CHECKPOINT_BYTES, READING_FLOOR_SHARE, RESUME_GAP_NS, WRITE_SHARE_OF_PEAK,
 };
@@ -140,6 +142,54 @@ pub fn fold_startup(phases: Vec<Phase>, first_data_ns: Option<i64>) -> Vec<Phase
         end_unix_ns: last.end_unix_ns,
     };
     std::iter::once(startup).chain(rest).collect()
+}
+
+/// Each checkpoint begun where the job first named what it saves, when
+/// that comes after its last reading before the save: a job that looks up
+/// a checkpoint's path or makes its folder, then serialises its state in
+/// memory before it writes a byte (`torch.save` into a buffer, then one
+/// write: PyTorch Lightning's atomic save), is saving from that first
+/// call; its training loop is held from there. `named_ns`: when the job
+/// first named each checkpoint file or folder it made (Unix ns); `reads`:
+/// the trace's read runs, in time order. The phase before gives up the
+/// stretch; reading (a run that moves at least [`reading_floor`]) stays
+/// where it was.
+pub fn begin_saves_where_named(
+    mut phases: Vec<Phase>,
+    reads: &[Stretch],
+    named_ns: &[i64],
+) -> Vec<Phase> {
+    if named_ns.is_empty() {
+        return phases;
+    }
+    let mut named = named_ns.to_vec();
+    named.sort_unstable();
+    let floor = reading_floor(reads);
+    for i in 1..phases.len() {
+        if phases[i].kind != PhaseKind::Checkpoint || phases[i - 1].kind == PhaseKind::Checkpoint {
+            continue;
+        }
+        let start = phases[i].start_unix_ns;
+        let before = reads.partition_point(|r| r.start < start);
+        let last_reading = reads[..before]
+            .iter()
+            .rev()
+            .find(|r| r.bytes >= floor)
+            .map_or(i64::MIN, |r| r.end);
+        let after = phases[i - 1].start_unix_ns.max(last_reading);
+        let Some(&first) = named.get(named.partition_point(|&t| t <= after)) else {
+            continue;
+        };
+        if first >= start {
+            continue;
+        }
+        let earlier_s = (start - first) as f64 / 1e9;
+        phases[i].start_unix_ns = first;
+        phases[i].start_s -= earlier_s;
+        phases[i - 1].end_unix_ns = first;
+        phases[i - 1].end_s -= earlier_s;
+    }
+    phases
 }
 
 /// How many phases of a kind there are.

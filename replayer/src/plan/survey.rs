@@ -75,6 +75,8 @@ pub struct PathInfo {
     pub keeps: bool,
     /// Calls naming it first, per source rank.
     pub calls: Vec<(i32, u64)>,
+    /// When a call first named it, first or second (Unix ns).
+    pub first_named_ns: Option<i64>,
     /// What its first telling call found it to be (true: a directory).
     first_form: Option<bool>,
     /// A path beneath it was found (a call on it did not fail with ENOTDIR).
@@ -91,6 +93,10 @@ fn add_rank(ranks: &mut Vec<i32>, rank: i32) {
 }
 
 impl PathInfo {
+    fn named_at(&mut self, ts: i64) {
+        self.first_named_ns = Some(self.first_named_ns.map_or(ts, |f| f.min(ts)));
+    }
+
     /// What one call tells about the path.
     fn observe(
         &mut self,
@@ -286,6 +292,7 @@ impl Survey {
             let (id, names_dir) = self.intern(path);
             let info = &mut self.paths[id as usize];
             info.observe(op, Role::First, r, flags, rank, names_dir);
+            info.named_at(t);
             match info.calls.iter_mut().find(|(k, _)| *k == rank) {
                 Some((_, n)) => *n += calls,
                 None => info.calls.push((rank, calls)),
@@ -298,7 +305,9 @@ impl Survey {
         }
         if let Some(path2) = ev.path2_at(row) {
             let (id, names_dir) = self.intern(path2);
-            self.paths[id as usize].observe(op, Role::Second, r, flags, rank, names_dir);
+            let info = &mut self.paths[id as usize];
+            info.observe(op, Role::Second, r, flags, rank, names_dir);
+            info.named_at(t);
         }
     }
 
@@ -332,6 +341,11 @@ impl Survey {
         }
         activity.finish();
         self.phases = phases::fold_startup(phases::detect(&activity), self.roles.first_data_ns());
+        self.phases = phases::begin_saves_where_named(
+            std::mem::take(&mut self.phases),
+            activity.reads.runs(),
+            &self.checkpoints_named_ns(),
+        );
         if self.phases.is_empty() {
             self.phases.push(Phase {
                 kind: PhaseKind::Idle,
@@ -345,9 +359,28 @@ impl Survey {
                 end_unix_ns: self.end_ns.max(self.start_ns + 1),
             });
         }
-        let reads = std::mem::take(&mut self.read_times);
+        let reads = std::mem::take(&mut self.read_times).finish();
         self.step_compute_s = reads.step_pause_ns(&self.phases).unwrap_or(0) as f64 / 1e9;
-        self.meetings = Meetings::judge(&self.phases, reads, &activity.writes);
+        self.meetings = Meetings::judge(&self.phases, &reads, &activity.writes);
+    }
+}
+
+impl Survey {
+    /// When the job first named each checkpoint file or folder it made:
+    /// where a save begins that looks up its path before it writes.
+    fn checkpoints_named_ns(&self) -> Vec<i64> {
+        self.paths
+            .iter()
+            .filter(|p| p.written)
+            .filter(|p| {
+                let role = self
+                    .roles
+                    .get(&p.path)
+                    .map_or_else(|| self.roles.role(&p.path), |f| f.role);
+                role == iorepro_analysis::roles::Role::Checkpoint
+            })
+            .filter_map(|p| p.first_named_ns)
+            .collect()
     }
 }
 

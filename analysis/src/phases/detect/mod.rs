@@ -137,8 +137,8 @@ pub fn detect(activity: &Activity) -> Vec<Phase> {
     let t0 = activity.first_ns;
     let t1 = activity.end_ns.max(t0 + 1);
     let reads = ReadIndex::new(activity.reads.runs());
-    let typical_read = median(reads.runs.iter().map(|r| r.bytes).collect());
-    let reading_floor = ((typical_read as f64 * READING_FLOOR_SHARE) as u64).max(1);
+    let typical_read = typical_read(reads.runs);
+    let reading_floor = floor_of(typical_read);
 
     let checkpoints = checkpoints(activity, &reads, reading_floor, t1);
     let mut metadata = metadata(activity, &reads, &checkpoints);
@@ -152,6 +152,22 @@ pub fn detect(activity: &Activity) -> Vec<Phase> {
     marks.sort_by_key(|m| m.start);
     let spans = tile(&marks, &reads, t0, t1);
     account(spans, activity, t0)
+}
+
+/// The bytes of a typical read run: the median run's.
+fn typical_read(runs: &[Stretch]) -> u64 {
+    median(runs.iter().map(|r| r.bytes).collect())
+}
+
+/// The least a read run moves to count as reading (see
+/// [`READING_FLOOR_SHARE`]), given a typical run's bytes.
+fn floor_of(typical_read: u64) -> u64 {
+    ((typical_read as f64 * READING_FLOOR_SHARE) as u64).max(1)
+}
+
+/// The least a read run of `runs` (a trace's) moves to count as reading.
+pub fn reading_floor(runs: &[Stretch]) -> u64 {
+    floor_of(typical_read(runs))
 }
 
 /// Stretches where name-space calls dominate (see the module notes), outside

@@ -10,13 +10,17 @@ fn kinds(p: &[Phase]) -> Vec<&'static str> {
     p.iter().map(|p| p.kind.as_str()).collect()
 }
 
-fn detect_calls(calls: &[(i64, i64, Op, i64, i32)]) -> Vec<Phase> {
+fn activity(calls: &[(i64, i64, Op, i64, i32)]) -> Activity {
     let mut a = Activity::default();
     for &(ts, dur, op, ret, rank) in calls {
         a.observe(ts, dur, op, ret, writer_of(Some(rank), 1));
     }
     a.finish();
-    detect(&a)
+    a
+}
+
+fn detect_calls(calls: &[(i64, i64, Op, i64, i32)]) -> Vec<Phase> {
+    detect(&activity(calls))
 }
 
 /// A job of `steps` steps of `per_step` bytes every `step` ns, with a
@@ -198,4 +202,47 @@ fn back_to_back_checkpoints_without_reading_are_split_by_idle() {
         kinds(&p),
         ["load", "idle", "checkpoint", "idle", "checkpoint"]
     );
+}
+
+/// A save that looks up its checkpoint's path, serialises the state in
+/// memory for 300 ms, then writes it in one call (Lightning's atomic save):
+/// the checkpoint begins at the look-up; a name first seen before the last
+/// reading (a resume probe at start-up) moves nothing.
+#[test]
+fn a_save_begins_where_its_path_is_first_named() {
+    let mut c = Vec::new();
+    let mut t = 0;
+    for _ in 0..40 {
+        c.push((t, MS, Op::Read, MIB, 0));
+        t += 20 * MS;
+    }
+    let last_read_end = t - 20 * MS + MS;
+    let named = t + 50 * MS;
+    let first_write = named + 300 * MS;
+    c.push((first_write, 60 * MS, Op::Write, 64 * MIB, 0));
+    c.push((first_write + 60 * MS, 5 * MS, Op::Close, 0, 0));
+    let mut later = first_write + 400 * MS;
+    for _ in 0..40 {
+        c.push((later, MS, Op::Read, MIB, 0));
+        later += 20 * MS;
+    }
+    let a = activity(&c);
+    let p = detect(&a);
+    let save = p
+        .iter()
+        .position(|p| p.kind == PhaseKind::Checkpoint)
+        .unwrap();
+    assert_eq!(p[save].start_unix_ns, first_write);
+
+    let moved = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &[5 * MS, named]);
+    assert_eq!(moved[save].start_unix_ns, named);
+    assert_eq!(moved[save - 1].end_unix_ns, named);
+    let shift = (first_write - named) as f64 / 1e9;
+    assert!((p[save].start_s - moved[save].start_s - shift).abs() < 1e-9);
+    assert_eq!(moved[save].end_unix_ns, p[save].end_unix_ns);
+
+    // Named only before the last reading: nothing moves.
+    let early = last_read_end - 10 * MS;
+    let kept = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &[early]);
+    assert_eq!(kept[save].start_unix_ns, first_write);
 }
