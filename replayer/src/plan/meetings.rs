@@ -61,13 +61,21 @@ impl ReadTimes {
     }
 
     /// Puts each rank's stretches in time order, joined.
-    fn finish(mut self) -> HashMap<i32, Vec<(i64, i64)>> {
-        self.ranks
-            .drain()
-            .map(|(rank, (runs, sorted))| (rank, joined(runs, sorted)))
-            .collect()
+    pub fn finish(mut self) -> ReadStretches {
+        ReadStretches(
+            self.ranks
+                .drain()
+                .map(|(rank, (runs, sorted))| (rank, joined(runs, sorted)))
+                .collect(),
+        )
     }
+}
 
+/// Each kept rank's stretches of reading, in time order and joined.
+#[derive(Debug, Default)]
+pub struct ReadStretches(HashMap<i32, Vec<(i64, i64)>>);
+
+impl ReadStretches {
     /// The usual pause between two stretches of a rank's reading within a
     /// read phase (the median of the kept ranks' pauses): one step's
     /// compute, for a job that reads a batch a step. `None` when no rank
@@ -79,8 +87,8 @@ impl ReadTimes {
             .map(|p| (p.start_unix_ns, p.end_unix_ns))
             .collect();
         let mut pauses = Vec::new();
-        for (runs, sorted) in self.ranks.values() {
-            for w in joined(runs.clone(), *sorted).windows(2) {
+        for runs in self.0.values() {
+            for w in runs.windows(2) {
                 let (from, to) = (w[0].1, w[1].0);
                 if read_phases.iter().any(|&(s, e)| from >= s && to <= e) {
                     pauses.push(to - from);
@@ -154,8 +162,8 @@ impl Default for Meetings {
 impl Meetings {
     /// Judges the saves among `phases` from when each rank read and who
     /// wrote (`writes`, the trace's write runs).
-    pub fn judge(phases: &[Phase], reads: ReadTimes, writes: &Runs) -> Meetings {
-        let reads = reads.finish();
+    pub fn judge(phases: &[Phase], reads: &ReadStretches, writes: &Runs) -> Meetings {
+        let reads = &reads.0;
         let read_phases: Vec<&Phase> = phases
             .iter()
             .filter(|p| matches!(p.kind, PhaseKind::Load | PhaseKind::Read))
@@ -192,7 +200,7 @@ impl Meetings {
             let middle = p.start_unix_ns + (p.end_unix_ns - p.start_unix_ns) / 2;
             let len = (p.end_unix_ns - p.start_unix_ns) as f64;
             let mut others = false;
-            for (&rank, runs) in &reads {
+            for (&rank, runs) in reads {
                 if writers.contains(&(rank as Writer)) {
                     continue;
                 }
@@ -295,7 +303,7 @@ mod tests {
             writes.add(1000 * MS, 1250 * MS, 64 << 20, Some(1));
         }
         writes.finish();
-        Meetings::judge(&phases, reads, &writes)
+        Meetings::judge(&phases, &reads.finish(), &writes)
     }
 
     #[test]
@@ -350,7 +358,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(reads.step_pause_ns(&phases), Some(281 * MS));
-        assert_eq!(ReadTimes::default().step_pause_ns(&phases), None);
+        assert_eq!(reads.finish().step_pause_ns(&phases), Some(281 * MS));
+        assert_eq!(ReadTimes::default().finish().step_pause_ns(&phases), None);
     }
 }
