@@ -153,6 +153,44 @@ def evict(root):
                 os.close(fd)
 
 
+def job_figures(r):
+    """A job's own record (its --report) as the figures the replay's are
+    judged against: span, epochs, AU and checkpoints, in seconds."""
+    # The replay's epochs are the stretches of steps between saves; the
+    # job's are too where it records them (one an epoch when it saves at
+    # each epoch's end).
+    if "stretches_ns" in r:
+        spans = [(e - b, c) for b, e, c in r["stretches_ns"]]
+    else:
+        spans = [(e - b, c) for (b, e), c in zip(r["epoch_times_ns"], r["epoch_compute_ns"])]
+    return {
+        "span_s": (r["checkpoint_times_ns"][-1][1] - r["epoch_times_ns"][0][0]) / 1e9,
+        "epochs_s": [d / 1e9 for d, _ in spans],
+        # The job's own AU: its compute (its record) over its epoch time.
+        "au_percent": [100 * min(1.0, c / d) for d, c in spans],
+        "checkpoints_s": [(b - e) / 1e9 for e, b in r["checkpoint_times_ns"]],
+    }
+
+
+def replay_figures(rep, wall_s):
+    """A replay's --json report as the same figures as `job_figures`."""
+    t = rep["training"]
+    return {
+        # Span as the job's: from the first epoch to the last save's end
+        # (the report's `span_s`, the slowest rank's), without the traced
+        # start-up before the first epoch and what follows the last save,
+        # which the whole replay holds.
+        "span_s": t["span_s"],
+        "duration_s": rep["duration_s"],
+        "epochs_s": [e["duration_s"] for e in t["epochs"]],
+        "au_percent": [e["au_percent"] for e in t["epochs"]],
+        "checkpoints_s": [c["duration_s"] for c in t["checkpoints"]],
+        "stall_s": rep["stall_s"],
+        "wall_s": wall_s,
+        "errors": rep["errors"],
+    }
+
+
 def err(a, b):
     return (a - b) / b if b else 0.0
 
@@ -257,22 +295,7 @@ def main():
             cmd = cgroup.wrap(cmd) if cgroup else cmd
             run(collect + cmd if collect else cmd)
             with open(report) as f:
-                r = json.load(f)
-            # The replay's epochs are the stretches of steps between saves;
-            # the job's are too where it records them (one an epoch when it
-            # saves at each epoch's end).
-            if "stretches_ns" in r:
-                spans = [(e - b, c) for b, e, c in r["stretches_ns"]]
-            else:
-                spans = [(e - b, c) for (b, e), c in zip(r["epoch_times_ns"], r["epoch_compute_ns"])]
-            epochs = [d / 1e9 for d, _ in spans]
-            return {
-                "span_s": (r["checkpoint_times_ns"][-1][1] - r["epoch_times_ns"][0][0]) / 1e9,
-                "epochs_s": epochs,
-                # The job's own AU: its compute (its record) over its epoch time.
-                "au_percent": [100 * min(1.0, c / d) for d, c in spans],
-                "checkpoints_s": [(b - e) / 1e9 for e, b in r["checkpoint_times_ns"]],
-            }
+                return job_figures(json.load(f))
 
         trace = os.path.join(s, "trace")
         # The trace: the job at R on the storage as it is, as captured in production.
@@ -300,22 +323,7 @@ def main():
                    "--evict-reads", "--prepare", "skip", "--json", "--batch", a.batch]
             started = time.time()
             rep = json.loads(run(cgroup.wrap(cmd) if cgroup else cmd))
-            t = rep["training"]
-            # Span as the job's: from the first epoch to the last save's
-            # end (the report's `span_s`, the slowest rank's), without the
-            # traced start-up before the first epoch and what follows the
-            # last save (0.15 to 0.45 s here), which the whole replay holds.
-            span = t["span_s"]
-            replay = {
-                "span_s": span,
-                "duration_s": rep["duration_s"],
-                "epochs_s": [e["duration_s"] for e in t["epochs"]],
-                "au_percent": [e["au_percent"] for e in t["epochs"]],
-                "checkpoints_s": [c["duration_s"] for c in t["checkpoints"]],
-                "stall_s": rep["stall_s"],
-                "wall_s": time.time() - started,
-                "errors": rep["errors"],
-            }
+            replay = replay_figures(rep, time.time() - started)
             side = {"job": truth, "replay": replay}
             if cgroup:
                 rates = ["--bandwidth", f"{a.throttle_mib}MiB/s"]
