@@ -70,6 +70,7 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--crop", type=int, default=224)
+    p.add_argument("--state-mib", type=int, default=0)
     a = p.parse_args()
     if os.geteuid() != 0:
         print("cannot run: capturing needs root", file=sys.stderr)
@@ -89,7 +90,8 @@ def main():
         report = os.path.join(s, f"{name}.json")
         cmd = [a.python, job, "--data", data, "--root", os.path.join(s, "run"), "--report", report,
                "--arch", a.arch, "--batch", str(a.batch), "--workers", str(a.workers),
-               "--epochs", str(a.epochs), "--steps", str(a.steps), "--crop", str(a.crop)]
+               "--epochs", str(a.epochs), "--steps", str(a.steps), "--crop", str(a.crop),
+               "--state-mib", str(a.state_mib)]
         evict(data)
         began = time.time()
         run(collect + cmd if collect else cmd)

@@ -3,7 +3,10 @@ ImageFolder of JPEG files decoded by DataLoader worker processes, a
 torchvision ResNet trained on the GPU in bf16 (on the CPU where there is
 none), Lightning's ModelCheckpoint saving after every epoch and its CSV
 logger keeping a run directory (hparams.yaml, metrics.csv). The training
-loop, the checkpoint files and the logs are Lightning's own.
+loop, the checkpoint files and the logs are Lightning's own. With
+`--arch small` it needs no torchvision: the folders are read with Pillow
+and the model is a small convolutional network, for a machine without a
+GPU (the end-to-end tests).
 
 `--make-data DIR --images N` writes the dataset first: N JPEG images of
 --size pixels a side in 10 class folders, encoded in parallel.
@@ -47,22 +50,76 @@ def make_data(root, images, size):
         pool.map(write_images, jobs)
 
 
+def torchvision_parts(a):
+    """torchvision's ImageFolder (random resized crops, flips) and model."""
+    import torchvision
+    from torchvision import transforms
+
+    shape = transforms.Compose([transforms.RandomResizedCrop(a.crop), transforms.RandomHorizontalFlip(),
+                                transforms.ToTensor()])
+    return torchvision.datasets.ImageFolder(a.data, transform=shape), getattr(torchvision.models, a.arch)(num_classes=10)
+
+
+class Folders:
+    """The class folders read with Pillow: each sample a random crop of
+    `crop` pixels a side, flipped half the time (a map-style dataset)."""
+
+    def __init__(self, root, crop):
+        self.crop = crop
+        self.samples = [(os.path.join(root, c, n), k)
+                        for k, c in enumerate(sorted(os.listdir(root)))
+                        for n in sorted(os.listdir(os.path.join(root, c)))]
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        path, label = self.samples[i]
+        with Image.open(path) as im:
+            pixels = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
+        h, w, _ = pixels.shape
+        y, x = np.random.randint(0, h - self.crop + 1), np.random.randint(0, w - self.crop + 1)
+        crop = pixels[y:y + self.crop, x:x + self.crop]
+        if np.random.rand() < 0.5:
+            crop = crop[:, ::-1]
+        return torch.from_numpy(np.ascontiguousarray(crop.transpose(2, 0, 1))), label
+
+
+def small(a):
+    """Folders and a small convolutional network: the job without
+    torchvision."""
+    import torch
+    from torch import nn
+
+    net = nn.Sequential(
+        nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    if a.state_mib:
+        # Saved with the layers, never computed on: a large model's
+        # checkpoint with a small model's compute.
+        net.register_buffer("state", torch.zeros((a.state_mib << 20) // 4))
+    return Folders(a.data, a.crop), net
+
+
 def train(a):
     import lightning as L
     import torch
-    import torchvision
     from lightning.pytorch.callbacks import Callback, ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
     from torch.utils.data import DataLoader
-    from torchvision import transforms
 
     gpu = torch.cuda.is_available()
 
     class Classifier(L.LightningModule):
-        def __init__(self, arch, lr):
+        def __init__(self, net, arch, lr):
             super().__init__()
-            self.save_hyperparameters()
-            self.net = getattr(torchvision.models, arch)(num_classes=10)
+            self.save_hyperparameters("arch", "lr")
+            self.net = net
             self.loss = torch.nn.CrossEntropyLoss()
 
         def training_step(self, batch, _):
@@ -105,9 +162,7 @@ def train(a):
             self.saves.append([started, time.time_ns()])
 
     torch.manual_seed(0)
-    shape = transforms.Compose([transforms.RandomResizedCrop(a.crop), transforms.RandomHorizontalFlip(),
-                                transforms.ToTensor()])
-    data = torchvision.datasets.ImageFolder(a.data, transform=shape)
+    data, net = (small if a.arch == "small" else torchvision_parts)(a)
     loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers,
                         persistent_workers=a.workers > 0, pin_memory=gpu, drop_last=True)
     record = Record()
@@ -127,7 +182,7 @@ def train(a):
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
-    model = Classifier(a.arch, a.lr)
+    model = Classifier(net, a.arch, a.lr)
     if gpu:
         model = model.to(memory_format=torch.channels_last)
     trainer.fit(model, loader)
@@ -151,13 +206,14 @@ def main():
     p.add_argument("--images", type=int, default=6400)
     p.add_argument("--size", type=int, default=256, help="pixels a side of the written images")
     p.add_argument("--root", help="the run's directory: checkpoints and logs")
-    p.add_argument("--arch", default="resnet50")
+    p.add_argument("--arch", default="resnet50", help="a torchvision model, or small (no torchvision)")
     p.add_argument("--crop", type=int, default=224)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps", type=int, default=0, help="steps an epoch (0: the whole dataset)")
     p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--state-mib", type=int, default=0, help="small: model state beyond its layers")
     p.add_argument("--report")
     a = p.parse_args()
     if a.make_data:

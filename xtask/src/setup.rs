@@ -58,7 +58,8 @@ const MPI_LIBCLANG: &str = "/usr/lib/llvm-14/lib";
 /// tests; PyTorch (CPU) runs the real training job of the end-to-end tests;
 /// virtme-ng boots the kernel matrix; moto's S3 server (with Flask, which
 /// its server needs) is the object store of the replay's tests, and boto3
-/// the client the object-storage bench line compares with.
+/// the client the object-storage bench line compares with; PyTorch
+/// Lightning and Pillow run the framework job.
 /// (distribution, version)
 const PY_PACKAGES: &[(&str, &str)] = &[
     ("duckdb", "2.0.0"),
@@ -71,6 +72,11 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("flask", "3.1.3"),
     ("flask-cors", "6.0.2"),
     ("boto3", "1.43.11"),
+    // A job whose loop, checkpoints and logs are a framework's
+    // (tests/tests/framework_job.rs): PyTorch Lightning, and Pillow to
+    // decode its images.
+    ("lightning", "2.6.6"),
+    ("pillow", "13.0.0"),
 ];
 
 /// bpf-linker, exactly, and the LLVM it is built against: the pinned nightly's
