@@ -225,8 +225,17 @@ impl Training {
         meetings: &Meetings,
         afap: bool,
     ) -> Training {
+        // A stretch in which no rank read what it replays (the reads of a
+        // whole capture's exit, left out as code) is no epoch.
+        let reads = |span: (usize, usize)| -> u64 {
+            results
+                .iter()
+                .map(|r| sum(r, span, &|p| p.read_bytes + p.samples))
+                .sum()
+        };
         let epochs: Vec<EpochFigures> = stretches(phases, replayed)
             .into_iter()
+            .filter(|&span| reads(span) > 0)
             .enumerate()
             .map(|(k, span)| epoch(span, k == 0, results, afap))
             .collect();
@@ -377,6 +386,7 @@ mod tests {
                 .map(|(i, &s)| PhaseStats {
                     duration_ns: s * 1_000_000_000,
                     write_bytes: if i == 3 || i == 5 { 1 << 20 } else { 0 },
+                    read_bytes: if matches!(i, 1 | 2 | 4) { 1 << 20 } else { 0 },
                     ..Default::default()
                 })
                 .collect(),
@@ -449,6 +459,28 @@ mod tests {
     }
 
     #[test]
+    fn a_stretch_that_reads_nothing_replayed_is_no_epoch() {
+        use crate::report::stats::PhaseStats;
+        use PhaseKind::*;
+        // A whole capture's exit reads code after the last save: a read
+        // phase of the trace in which the replay reads nothing.
+        let phases: Vec<Phase> = [Read, Checkpoint, Read].into_iter().map(phase).collect();
+        let stats = |read_bytes, write_bytes| PhaseStats {
+            duration_ns: 1_000_000_000,
+            read_bytes,
+            write_bytes,
+            ..Default::default()
+        };
+        let rank = RankResult {
+            phases: vec![stats(1 << 20, 0), stats(0, 1 << 20), stats(0, 0)],
+            ..Default::default()
+        };
+        let t = Training::build(&phases, &[true; 3], &[rank], &Meetings::default(), false);
+        assert_eq!(t.epochs.len(), 1, "{:?}", t.epochs);
+        assert_eq!(t.epochs[0].phases, (0, 0));
+    }
+
+    #[test]
     fn a_rank_with_no_steps_in_a_stretch_has_no_au_there() {
         use crate::report::stats::PhaseStats;
         let phases = vec![phase(PhaseKind::Read)];
@@ -457,6 +489,7 @@ mod tests {
                 duration_ns: 1_000_000_000,
                 compute_ns,
                 ideal_ns: compute_ns,
+                read_bytes: 1 << 20,
                 ..Default::default()
             }],
             ..Default::default()

@@ -74,6 +74,8 @@ pub fn epochs(
 ) -> Vec<EpochForecast> {
     stretches(phases, &[])
         .into_iter()
+        // A stretch that reads none of the dataset at N is no epoch.
+        .filter(|&(a, b)| read_at_n[a..=b].iter().sum::<u64>() > 0)
         .map(|(a, b)| {
             let traced_s: f64 = phases[a..=b]
                 .iter()
