@@ -131,6 +131,10 @@ pub struct Survey {
     /// The ranks' usual pause between bursts of reading in the read phases,
     /// in seconds: a step's compute (0 when the trace shows none).
     pub step_compute_s: f64,
+    /// Per phase, for a checkpoint: seconds from its start to its first
+    /// write (a save that serialises its state in memory first, see
+    /// [`phases::begin_saves_where_named`]); 0 for the others.
+    pub save_lead_s: Vec<f64>,
     pub start_ns: i64,
     pub end_ns: i64,
     pub events: u64,
@@ -359,6 +363,20 @@ impl Survey {
                 end_unix_ns: self.end_ns.max(self.start_ns + 1),
             });
         }
+        let writes = activity.writes.runs();
+        self.save_lead_s = self
+            .phases
+            .iter()
+            .map(|p| {
+                let first = writes.partition_point(|w| w.start < p.start_unix_ns);
+                match writes.get(first) {
+                    Some(w) if p.kind == PhaseKind::Checkpoint && p.holds(w.start) => {
+                        (w.start - p.start_unix_ns) as f64 / 1e9
+                    }
+                    _ => 0.0,
+                }
+            })
+            .collect();
         let reads = std::mem::take(&mut self.read_times).finish();
         self.step_compute_s = reads.step_pause_ns(&self.phases).unwrap_or(0) as f64 / 1e9;
         self.meetings = Meetings::judge(&self.phases, &reads, &activity.writes);
@@ -366,6 +384,21 @@ impl Survey {
 }
 
 impl Survey {
+    /// The phases as an epoch is timed: the one in which the job made its
+    /// first data call begins there, what came before it in that phase
+    /// being start-up (imports, a loader's workers starting), as the
+    /// replay's report leaves it out of the first epoch.
+    pub fn phases_from_first_data(&self) -> Vec<Phase> {
+        let mut phases = self.phases.clone();
+        if let Some(first) = self.roles.first_data_ns() {
+            if let Some(p) = phases.iter_mut().find(|p| p.holds(first)) {
+                p.start_s += (first - p.start_unix_ns) as f64 / 1e9;
+                p.start_unix_ns = first;
+            }
+        }
+        phases
+    }
+
     /// When the job first named each checkpoint file or folder it made:
     /// where a save begins that looks up its path before it writes.
     fn checkpoints_named_ns(&self) -> Vec<i64> {

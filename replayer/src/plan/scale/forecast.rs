@@ -66,7 +66,9 @@ pub struct CheckpointPlan {
     pub files: usize,
     pub bytes_per_writer: Range,
     /// Seconds it takes at `--write-bandwidth`, else `--bandwidth` (all
-    /// writers together).
+    /// writers together), after the traced time from the save's start to
+    /// its first write (state serialised in memory first), which no
+    /// storage shortens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_at_bandwidth: Option<f64>,
 }
@@ -242,7 +244,9 @@ impl Counts {
                 writers: scaled.writers.len(),
                 files: scaled.files.len(),
                 bytes_per_writer: Range::of(&scaled.writers.values().copied().collect::<Vec<_>>()),
-                seconds_at_bandwidth: bandwidth.map(|b| scaled.bytes as f64 / b),
+                seconds_at_bandwidth: bandwidth.map(|b| {
+                    survey.save_lead_s.get(i).copied().unwrap_or(0.0) + scaled.bytes as f64 / b
+                }),
             });
         }
         checkpoints
@@ -318,7 +322,8 @@ impl Forecast {
                 BatchMode::PerRank => survey.step_compute_s,
                 BatchMode::Global => survey.step_compute_s / speedup.max(1.0),
             };
-            super::what_if::epochs(&survey.phases, &reads, speedup, last_step_s, b, au)
+            let phases = survey.phases_from_first_data();
+            super::what_if::epochs(&phases, &reads, speedup, last_step_s, b, au)
         });
         let per_rank = traced_read_rate_per_rank(survey, r);
         Ok(Forecast {
