@@ -65,10 +65,11 @@ pub struct CheckpointPlan {
     pub writers: usize,
     pub files: usize,
     pub bytes_per_writer: Range,
+    /// The traced time from the save's start to its first write (state
+    /// serialised in memory first), which no storage shortens.
+    pub before_first_write_s: f64,
     /// Seconds it takes at `--write-bandwidth`, else `--bandwidth` (all
-    /// writers together), after the traced time from the save's start to
-    /// its first write (state serialised in memory first), which no
-    /// storage shortens.
+    /// writers together), after `before_first_write_s`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_at_bandwidth: Option<f64>,
 }
@@ -233,6 +234,7 @@ impl Counts {
                 continue;
             }
             let phase = &survey.phases[i];
+            let lead_s = survey.save_lead_s.get(i).copied().unwrap_or(0.0);
             checkpoints.push(CheckpointPlan {
                 phase: i,
                 kind: phase.kind,
@@ -244,9 +246,8 @@ impl Counts {
                 writers: scaled.writers.len(),
                 files: scaled.files.len(),
                 bytes_per_writer: Range::of(&scaled.writers.values().copied().collect::<Vec<_>>()),
-                seconds_at_bandwidth: bandwidth.map(|b| {
-                    survey.save_lead_s.get(i).copied().unwrap_or(0.0) + scaled.bytes as f64 / b
-                }),
+                before_first_write_s: lead_s,
+                seconds_at_bandwidth: bandwidth.map(|b| lead_s + scaled.bytes as f64 / b),
             });
         }
         checkpoints
