@@ -405,13 +405,7 @@ impl Survey {
         self.paths
             .iter()
             .filter(|p| p.written)
-            .filter(|p| {
-                let role = self
-                    .roles
-                    .get(&p.path)
-                    .map_or_else(|| self.roles.role(&p.path), |f| f.role);
-                role == iorepro_analysis::roles::Role::Checkpoint
-            })
+            .filter(|p| self.roles.role(&p.path) == iorepro_analysis::roles::Role::Checkpoint)
             .filter_map(|p| p.first_named_ns)
             .collect()
     }
