@@ -233,48 +233,71 @@ impl RgwStore {
     /// operations (the requests that made the store's buckets and listed
     /// them for a test included: compare two with [`Served::since`]).
     ///
-    /// The gateway logs each request as it ends, from a thread of its own,
-    /// a millisecond or so after the answer: so this asks the gateway for
-    /// a bucket of a name no one has, and reads the log up to that
-    /// request's line, which comes after those of the requests answered
-    /// before it was sent.
+    /// The gateway logs each request as it ends, from the thread that
+    /// served it, after the answer has gone: a request answered before
+    /// another was sent may be logged after it. So this asks the gateway
+    /// for a bucket no one has (the marker), then for another (the fence),
+    /// and, once the fence is logged, tallies every request the log holds
+    /// that began before the marker. Call it when nothing else is asking.
     pub fn served(&self) -> Served {
         let n = self.asked.fetch_add(1, Ordering::Relaxed);
         let marker = format!("iorepro-served-{n}");
+        let fence = format!("iorepro-fence-{n}");
         let addr = self.endpoint.trim_start_matches("http://");
-        // Answered 404 NoSuchBucket, which is all it is for.
+        // Each is answered 404 NoSuchBucket, which is all it is for.
         let _ = get(addr, &format!("/{marker}"));
+        // Logged a few milliseconds after the answer at most: the fence,
+        // sent a tenth of a second later, is logged after them all.
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = get(addr, &format!("/{fence}"));
         let mut served = None;
         let logged = wait_for(Duration::from_secs(10), || {
             let text = std::fs::read_to_string(&self.ops_log).unwrap_or_default();
-            served = tally_until(&text, &marker);
+            served = tally_begun_before(&text, &marker, &fence);
             served.is_some()
         });
         assert!(
             logged,
-            "the gateway did not log the request for bucket {marker} in {}",
+            "the gateway did not log the requests for buckets {marker} and {fence} in {}",
             self.ops_log.display()
         );
         served.expect("tallied")
     }
 }
 
-/// The ops log's requests, tallied, up to the one for bucket `marker`
-/// (the markers of earlier calls left out); `None` before it is logged.
-fn tally_until(ops_log: &str, marker: &str) -> Option<Served> {
-    let mut served = Served::default();
+/// The ops log's requests that began before the one for bucket `marker`,
+/// tallied (the markers and fences left out); `None` until the request
+/// for bucket `fence` is logged.
+fn tally_begun_before(ops_log: &str, marker: &str, fence: &str) -> Option<Served> {
     // One JSON object a request, most on a line of their own but some run
     // together (`}{`): read as a stream of objects. The last may be half
-    // written; the marker's is whole when found, and every one before it.
+    // written; the fence's is whole when found, and every one before it.
+    let mut entries = Vec::new();
+    let mut fenced = false;
     for entry in serde_json::Deserializer::from_str(ops_log).into_iter::<serde_json::Value>() {
         let Ok(entry) = entry else {
-            return None;
+            break;
         };
-        let bucket = entry["bucket"].as_str().unwrap_or_default();
-        if bucket == marker {
-            return Some(served);
+        if entry["bucket"] == fence {
+            fenced = true;
+            break;
         }
-        if bucket.starts_with("iorepro-served-") {
+        entries.push(entry);
+    }
+    if !fenced {
+        return None;
+    }
+    // Each entry's `time` is when its request began, written in one width
+    // (`2026-11-28T04:25:43.699838Z`): as strings, they sort as times.
+    let began = |entry: &serde_json::Value| entry["time"].as_str().unwrap_or_default().to_owned();
+    let marked = began(entries.iter().find(|e| e["bucket"] == marker)?);
+    let mut served = Served::default();
+    for entry in &entries {
+        let bucket = entry["bucket"].as_str().unwrap_or_default();
+        if bucket.starts_with("iorepro-served-") || bucket.starts_with("iorepro-fence-") {
+            continue;
+        }
+        if began(entry) >= marked {
             continue;
         }
         let method = entry["uri"]
@@ -297,7 +320,7 @@ fn tally_until(ops_log: &str, marker: &str) -> Option<Served> {
                 received: entry["bytes_received"].as_u64().unwrap_or(0),
             });
     }
-    None
+    Some(served)
 }
 
 impl Drop for RgwStore {
@@ -311,5 +334,62 @@ impl Drop for RgwStore {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(bucket: &str, began: &str, operation: &str, received: u64) -> String {
+        serde_json::json!({
+            "bucket": bucket, "time": began, "operation": operation,
+            "uri": format!("PUT /{bucket}/k HTTP/1.1"), "http_status": "200",
+            "bytes_sent": 0, "bytes_received": received,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_request_logged_after_the_marker_but_begun_before_it_counts() {
+        // As the gateway wrote it once: a PUT answered before the marker
+        // was sent, logged after it.
+        let log = [
+            line("bench", "2026-11-28T04:25:43.600000Z", "put_obj", 10),
+            line(
+                "iorepro-served-5",
+                "2026-11-28T04:25:43.711838Z",
+                "list_bucket",
+                0,
+            ),
+            line("bench", "2026-11-28T04:25:43.699838Z", "put_obj", 9254),
+        ]
+        .join("\n");
+        assert!(tally_begun_before(&log, "iorepro-served-5", "iorepro-fence-5").is_none());
+        let fenced = format!(
+            "{log}{}",
+            line(
+                "iorepro-fence-5",
+                "2026-11-28T04:25:43.812000Z",
+                "list_bucket",
+                0
+            )
+        );
+        let served = tally_begun_before(&fenced, "iorepro-served-5", "iorepro-fence-5").unwrap();
+        assert_eq!(served.of("PUT put_obj").count, 2);
+        assert_eq!(served.of("PUT put_obj").received, 9264);
+        // A later request, begun after the marker, is the next tally's.
+        let later = format!(
+            "{fenced}\n{}\n{}",
+            line("bench", "2026-11-28T04:25:44.000000Z", "put_obj", 7),
+            line(
+                "iorepro-fence-6",
+                "2026-11-28T04:25:44.100000Z",
+                "list_bucket",
+                0
+            )
+        );
+        let served = tally_begun_before(&later, "iorepro-served-5", "iorepro-fence-5").unwrap();
+        assert_eq!(served.of("PUT put_obj").received, 9264);
     }
 }
