@@ -407,3 +407,58 @@ dir = "/checkpoints"
     assert_eq!(r["write_bytes"].as_u64().unwrap(), write, "{r:#}");
     assert_eq!(r["read_bytes"].as_u64().unwrap(), read, "{r:#}");
 }
+
+#[test]
+fn a_digit_run_is_a_rank_number_only_where_ranks_share_the_name() {
+    use iorepro_format::Op;
+    let tmp = tempfile::tempdir().unwrap();
+    // Each rank writes its shard of a save; rank 0 alone also writes a
+    // temporary file whose random name ends in `00`.
+    let rows: Vec<Row<'_>> = vec![
+        (
+            0,
+            Op::Open,
+            "/ckpt/shard_0.pt",
+            5,
+            None,
+            0,
+            Some(O_WRITE_CREATE),
+        ),
+        (
+            1,
+            Op::Open,
+            "/ckpt/shard_1.pt",
+            5,
+            None,
+            0,
+            Some(O_WRITE_CREATE),
+        ),
+        (0, Op::Write, "/ckpt/shard_0.pt", 5, Some(0), 1 << 20, None),
+        (1, Op::Write, "/ckpt/shard_1.pt", 5, Some(0), 1 << 20, None),
+        (0, Op::Close, "/ckpt/shard_0.pt", 5, None, 0, None),
+        (1, Op::Close, "/ckpt/shard_1.pt", 5, None, 0, None),
+        (
+            0,
+            Op::Open,
+            "/ckpt/tmpmskd_c00",
+            6,
+            None,
+            0,
+            Some(O_WRITE_CREATE),
+        ),
+        (0, Op::Write, "/ckpt/tmpmskd_c00", 6, Some(0), 4096, None),
+        (0, Op::Close, "/ckpt/tmpmskd_c00", 6, None, 0, None),
+    ];
+    let trace = write_rows(tmp.path(), &rows);
+    let out = assert_cmd::Command::new(replay_bin())
+        .arg(&trace)
+        .args(["--ranks", "4", "--plan-only"])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("/ckpt/shard_{rank}.pt"), "{text}");
+    assert!(text.contains("/ckpt/tmpmskd_c00"), "{text}");
+    assert!(!text.contains("tmpmskd_c{rank}"), "{text}");
+}

@@ -9,7 +9,7 @@ use std::path::Path;
 use iorepro_format::Op;
 use serde::Serialize;
 
-use super::roles::{file_role, names_a_shard, rank_template, FileRole};
+use super::roles::{file_name, file_role, names_a_shard, rank_template, FileRole};
 use super::{BatchMode, CheckpointMode, DataMode, ScaleOptions};
 use crate::error::ReplayResult;
 use crate::plan::ops::for_each_op;
@@ -307,6 +307,17 @@ fn families_of(
                 *traced_writers.entry(*s).or_default() += b;
             }
         }
+        // A digit run that happens to be its one writer's rank number
+        // (`tmpmskd_c00` by rank 0) is part of the file's name, unless the
+        // name says it is a rank's shard.
+        let name = match ids[..] {
+            [id] if traced_writers.len() == 1
+                && !names_a_shard(&survey.paths[id as usize].path) =>
+            {
+                file_name(&survey.paths[id as usize].path)
+            }
+            _ => name,
+        };
         let by_name = r == 1 && options.checkpoint == CheckpointMode::Auto;
         let layout = match options.checkpoint {
             CheckpointMode::Replicate => CheckpointLayout::Replicated,

@@ -44,16 +44,19 @@ pub fn file_role(info: &PathInfo) -> FileRole {
 /// write of one checkpoint share one name; the name as it is when no digit
 /// run in it is the rank's number.
 pub fn rank_template(path: &str, rank: i32) -> (String, String) {
-    let p = Path::new(path);
-    let dir = p
+    let dir = Path::new(path)
         .parent()
         .map(|d| d.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let name = p
+    (dir, replace_rank(&file_name(path), rank))
+}
+
+/// The last part of `path`.
+pub fn file_name(path: &str) -> String {
+    Path::new(path)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    (dir, replace_rank(&name, rank))
+        .unwrap_or_default()
 }
 
 fn replace_rank(name: &str, rank: i32) -> String {
