@@ -70,10 +70,17 @@ impl Overview {
     }
 
     /// The overview of a merged tally, its start-up (before the first read
-    /// or write of a dataset or checkpoint file) one phase.
+    /// or write of a dataset or checkpoint file) one phase, and each save
+    /// begun where the job first named what it saves (see
+    /// [`phases::begin_saves_where_named`]).
     pub fn with_startup(t: &mut Tally, roles: &FileRoles) -> Overview {
         let mut o = Overview::from_tally(t);
         o.phases = phases::fold_startup(std::mem::take(&mut o.phases), roles.first_data_ns());
+        o.phases = phases::begin_saves_where_named(
+            std::mem::take(&mut o.phases),
+            t.activity.reads.runs(),
+            &roles.checkpoints_named_ns(),
+        );
         o
     }
 

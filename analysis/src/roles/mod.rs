@@ -199,6 +199,10 @@ pub struct FileRole {
     /// When the job first read or wrote its data (Unix ns).
     #[serde(skip)]
     pub first_data_ns: Option<i64>,
+    /// Where the job made, changed or removed it: when it first named it
+    /// (Unix ns): a lookup that failed before it was there, or the first call that made it.
+    #[serde(skip)]
+    pub made_named_ns: Option<i64>,
 }
 
 /// Files, calls and bytes on one mount (file system).
@@ -342,6 +346,17 @@ impl FileRoles {
             .filter(|f| matches!(f.role, Role::Dataset | Role::Checkpoint))
             .filter_map(|f| f.first_data_ns)
             .min()
+    }
+
+    /// When the job first named each checkpoint file or folder it made:
+    /// where a save that looks up its path before it writes begins (see
+    /// [`crate::phases::begin_saves_where_named`]).
+    pub fn checkpoints_named_ns(&self) -> Vec<i64> {
+        self.files
+            .values()
+            .filter(|f| f.role == Role::Checkpoint)
+            .filter_map(|f| f.made_named_ns)
+            .collect()
     }
 
     /// Files, calls and bytes per role (every role, zero where none).

@@ -54,6 +54,11 @@ pub(super) struct Stats {
     /// Renamed away to this spelling (the last time, and when).
     pub renamed_to: Option<(i64, Box<str>)>,
     pub first_data_ns: Option<i64>,
+    /// The first call that named it and was more than a lookup that found
+    /// it: a lookup that failed (the name not there yet), or a call that
+    /// made, changed or removed it (Unix ns; `i64::MAX`: none). For a name
+    /// the job made, where it first named it.
+    pub first_named_ns: i64,
     /// What the name said before it was anonymized (`path_traits`); `None`
     /// where the name is as captured.
     pub traits: Option<i32>,
@@ -77,6 +82,7 @@ impl Default for Stats {
             found: false,
             renamed_to: None,
             first_data_ns: None,
+            first_named_ns: i64::MAX,
             traits: None,
         }
     }
@@ -118,7 +124,14 @@ impl Stats {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        self.first_named_ns = self.first_named_ns.min(other.first_named_ns);
         self.traits = self.traits.or(other.traits);
+    }
+
+    /// Created, truncated, written, renamed to, or made or removed as a
+    /// directory by the job.
+    pub fn changed(&self) -> bool {
+        self.made || self.changed_ns != i64::MIN
     }
 }
 
@@ -289,7 +302,7 @@ impl RolesBuilder {
         self.note_traits(slot, Events::opt_i32(ev.path_traits(), row));
         let second = ev.path2_at(row);
         self.count_hot(r.op, slot, r.ret, r.calls, r.ts);
-        if second.is_none() && quiet(r.op, || r.flags) {
+        if second.is_none() && quiet(r.op, || r.ret, || r.flags) {
             return;
         }
         let traits2 = Events::opt_i32(ev.path2_traits(), row);
@@ -408,7 +421,7 @@ impl RolesBuilder {
         };
         let second = (c.has_path2 && c.path2.is_valid(i)).then(|| c.path2.value(i));
         self.hot_by_key[key].count(op, c.ret[i], n, c.ts[i]);
-        if second.is_none() && quiet(op, || Events::opt_i32(c.flags, i).unwrap_or(0)) {
+        if second.is_none() && quiet(op, || c.ret[i], || Events::opt_i32(c.flags, i).unwrap_or(0)) {
             return;
         }
         self.loud_row(c, i, key, op, n, second);
@@ -421,7 +434,7 @@ impl RolesBuilder {
     #[inline(always)]
     pub(crate) fn loud_row_at(&mut self, c: &RolesBatch, i: usize, op: Op, n: u64) {
         let second = (c.has_path2 && c.path2.is_valid(i)).then(|| c.path2.value(i));
-        if second.is_none() && quiet(op, || Events::opt_i32(c.flags, i).unwrap_or(0)) {
+        if second.is_none() && quiet(op, || c.ret[i], || Events::opt_i32(c.flags, i).unwrap_or(0)) {
             return;
         }
         let key = if c.keys.is_valid(i) {
@@ -507,6 +520,7 @@ impl RolesBuilder {
         });
         // Its calls, reads and success are in the busy loop's counters.
         if let Some(s) = self.stats.get_mut(slot as usize) {
+            s.first_named_ns = s.first_named_ns.min(ts);
             if ret > 0 && op == Op::Write {
                 s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
             }
@@ -559,6 +573,7 @@ impl RolesBuilder {
             if let Some(t) = traits2 {
                 s.traits.get_or_insert(t);
             }
+            s.first_named_ns = s.first_named_ns.min(ts);
             s.calls += calls;
             s.found |= ret >= 0;
             if ret >= 0 && matches!(op, Op::Rename | Op::Link | Op::Symlink) {
@@ -582,14 +597,18 @@ impl RolesBuilder {
     }
 }
 
-/// Whether a call of `op` (with open flags `flags`) only bumps the busy
-/// loop's counters (most rows: a read, a close, a stat, a plain open).
+/// Whether a call of `op` (with open flags `flags`, its result `ret`) only
+/// bumps the busy loop's counters (most rows: a read, a close, a stat, a
+/// plain open). A lookup that failed is more: a name looked up before it
+/// is there is where a job that then makes it first named it
+/// ([`Stats::first_named_ns`]).
 #[inline(always)]
-fn quiet(op: Op, flags: impl FnOnce() -> i32) -> bool {
+fn quiet(op: Op, ret: impl FnOnce() -> i64, flags: impl FnOnce() -> i32) -> bool {
     match op {
-        Op::Read | Op::Fault | Op::Close | Op::Stat | Op::Access | Op::Lseek => true,
+        Op::Read | Op::Fault | Op::Close | Op::Lseek => true,
         Op::Fsync | Op::Fdatasync | Op::Mmap | Op::Other => true,
-        Op::Open => flags() & (O_CREAT | O_TRUNC | libc::O_DIRECTORY) == 0,
+        Op::Stat | Op::Access => ret() >= 0,
+        Op::Open => ret() >= 0 && flags() & (O_CREAT | O_TRUNC | libc::O_DIRECTORY) == 0,
         _ => false,
     }
 }

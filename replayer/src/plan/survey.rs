@@ -75,8 +75,6 @@ pub struct PathInfo {
     pub keeps: bool,
     /// Calls naming it first, per source rank.
     pub calls: Vec<(i32, u64)>,
-    /// When a call first named it, first or second (Unix ns).
-    pub first_named_ns: Option<i64>,
     /// What its first telling call found it to be (true: a directory).
     first_form: Option<bool>,
     /// A path beneath it was found (a call on it did not fail with ENOTDIR).
@@ -93,10 +91,6 @@ fn add_rank(ranks: &mut Vec<i32>, rank: i32) {
 }
 
 impl PathInfo {
-    fn named_at(&mut self, ts: i64) {
-        self.first_named_ns = Some(self.first_named_ns.map_or(ts, |f| f.min(ts)));
-    }
-
     /// What one call tells about the path.
     fn observe(
         &mut self,
@@ -296,7 +290,6 @@ impl Survey {
             let (id, names_dir) = self.intern(path);
             let info = &mut self.paths[id as usize];
             info.observe(op, Role::First, r, flags, rank, names_dir);
-            info.named_at(t);
             match info.calls.iter_mut().find(|(k, _)| *k == rank) {
                 Some((_, n)) => *n += calls,
                 None => info.calls.push((rank, calls)),
@@ -311,7 +304,6 @@ impl Survey {
             let (id, names_dir) = self.intern(path2);
             let info = &mut self.paths[id as usize];
             info.observe(op, Role::Second, r, flags, rank, names_dir);
-            info.named_at(t);
         }
     }
 
@@ -348,7 +340,7 @@ impl Survey {
         self.phases = phases::begin_saves_where_named(
             std::mem::take(&mut self.phases),
             activity.reads.runs(),
-            &self.checkpoints_named_ns(),
+            &self.roles.checkpoints_named_ns(),
         );
         if self.phases.is_empty() {
             self.phases.push(Phase {
@@ -397,17 +389,6 @@ impl Survey {
             }
         }
         phases
-    }
-
-    /// When the job first named each checkpoint file or folder it made:
-    /// where a save begins that looks up its path before it writes.
-    fn checkpoints_named_ns(&self) -> Vec<i64> {
-        self.paths
-            .iter()
-            .filter(|p| p.written)
-            .filter(|p| self.roles.role(&p.path) == iorepro_analysis::roles::Role::Checkpoint)
-            .filter_map(|p| p.first_named_ns)
-            .collect()
     }
 }
 
