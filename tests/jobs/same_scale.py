@@ -15,6 +15,9 @@ Prints one JSON document:
   against the traced run (its own record of the run that was captured),
   `errors_beyond_job` what of them the job's own run-to-run variation does
   not explain;
+- `phases`: the checkpoint phases `iorepro-trace phases` finds in the
+  trace, each one's seconds, and `errors["phases_checkpoints"]` against
+  the traced run's own saves;
 - `roles`: the role the trace gave each of the job's files (dataset images,
   Lightning's .ckpt files, its hparams.yaml and metrics.csv) against what
   they are, and the replay's `left_out` (what it left out and why).
@@ -30,7 +33,7 @@ import sys
 import tarfile
 import time
 
-from time_fidelity import errors, errors_beyond, evict, job_figures, replay_figures, run
+from time_fidelity import err, errors, errors_beyond, evict, job_figures, replay_figures, run
 
 JOBS = os.path.dirname(os.path.abspath(__file__))
 
@@ -125,6 +128,10 @@ def main():
     out["replay"]["results_differed"] = rep["results_differed"]
     out["roles"]["left_out"] = rep["left_out"]
     out["errors"] = errors(out["replay"], out["traced"])
+    phases = json.loads(run([a.trace_tool, "phases", "--json", trace]))["phases"]
+    saves = [p["end_s"] - p["start_s"] for p in phases if p["kind"] == "checkpoint"]
+    out["phases"] = {"checkpoints_s": saves}
+    out["errors"]["phases_checkpoints"] = [err(p, j) for p, j in zip(saves, out["traced"]["checkpoints_s"])]
     out["errors_beyond_job"] = errors_beyond(out["replay"], out["traced"], out["job"])
     document = json.dumps(out, indent=1)
     print(document)

@@ -104,4 +104,18 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
             e * 100.0
         );
     }
+    // `iorepro-trace phases` finds the job's saves in its trace, each as
+    // long as the job's own record says, to within 50 ms (saves of about
+    // 0.1 s here; Lightning's serialisation before the write is short on
+    // the CPU, 0.33 s on the GPU: see the README).
+    let found = list(&r["phases"]["checkpoints_s"]);
+    let saves = list(&job["checkpoints_s"]);
+    assert_eq!(found.len(), saves.len(), "{r}");
+    for (i, (f, s)) in found.iter().zip(&saves).enumerate() {
+        assert!(
+            (f - s).abs() <= 0.05,
+            "save {}: phases {f:.3} s, the job {s:.3} s: {r}",
+            i + 1
+        );
+    }
 }
