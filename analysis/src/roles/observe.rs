@@ -446,7 +446,7 @@ impl RolesBuilder {
     }
 
     /// A row that is more than its [`Hot`] counters: a write, a create, a
-    /// rename, a listing.
+    /// rename, a listing, a lookup that failed.
     #[inline]
     fn loud_row(
         &mut self,
