@@ -69,16 +69,14 @@ impl Overview {
         Ok(Overview::with_startup(&mut t, &roles))
     }
 
-    /// The overview of a merged tally, its start-up (before the first read
-    /// or write of a dataset or checkpoint file) one phase, and each save
-    /// begun where the job first named what it saves (see
-    /// [`phases::begin_saves_where_named`]).
+    /// The overview of a merged tally, its phases as the job ran them (see
+    /// [`phases::as_the_job_ran`]).
     pub fn with_startup(t: &mut Tally, roles: &FileRoles) -> Overview {
         let mut o = Overview::from_tally(t);
-        o.phases = phases::fold_startup(std::mem::take(&mut o.phases), roles.first_data_ns());
-        o.phases = phases::begin_saves_where_named(
+        o.phases = phases::as_the_job_ran(
             std::mem::take(&mut o.phases),
             t.activity.reads.runs(),
+            roles.first_data_ns(),
             &roles.checkpoints_named_ns(),
         );
         o

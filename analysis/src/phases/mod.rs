@@ -113,6 +113,19 @@ pub fn phase_at(phases: &[Phase], ts: i64) -> usize {
         .saturating_sub(1)
 }
 
+/// Detected phases as the job ran them: its start-up one phase (see
+/// [`fold_startup`]), then each save begun where the job first named what
+/// it saves (see [`begin_saves_where_named`]). What `phases`, `summary` and
+/// the replay's plan all show; the two times come from the files' roles.
+pub fn as_the_job_ran(
+    detected: Vec<Phase>,
+    reads: &[Stretch],
+    first_data_ns: Option<i64>,
+    named_ns: &[i64],
+) -> Vec<Phase> {
+    begin_saves_where_named(fold_startup(detected, first_data_ns), reads, named_ns)
+}
+
 /// A process tree's start-up as one phase: the phases that end before the
 /// job's first data call (`first_data_ns`, its first read or write of a
 /// dataset or checkpoint file; see [`crate::roles`]) become one

@@ -336,10 +336,10 @@ impl Survey {
             self.sources.push(0);
         }
         activity.finish();
-        self.phases = phases::fold_startup(phases::detect(&activity), self.roles.first_data_ns());
-        self.phases = phases::begin_saves_where_named(
-            std::mem::take(&mut self.phases),
+        self.phases = phases::as_the_job_ran(
+            phases::detect(&activity),
             activity.reads.runs(),
+            self.roles.first_data_ns(),
             &self.roles.checkpoints_named_ns(),
         );
         if self.phases.is_empty() {
