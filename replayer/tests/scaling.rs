@@ -462,3 +462,128 @@ fn a_digit_run_is_a_rank_number_only_where_ranks_share_the_name() {
     assert!(text.contains("/ckpt/tmpmskd_c00"), "{text}");
     assert!(!text.contains("tmpmskd_c{rank}"), "{text}");
 }
+
+/// Ranks sharing a traced rank's reads make their steps side by side, as
+/// the job's ranks at N each make a step at once. Two traced ranks read a
+/// sample (1 MiB) every 100 ms for an epoch over 8 files, rank 0 saves
+/// while rank 1 waits, and they read another epoch. At 4 ranks, each
+/// pair sharing a traced rank reads its first samples after the save
+/// together: before, the second of each pair came one traced step (50 ms
+/// at the doubled pace) after the first, a wait counted as its compute;
+/// and the ranks that did not save sat out the traced save's 40 ms, where
+/// the writer, on faster storage, was done in a few.
+#[test]
+fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
+    use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("trace");
+    let mut w = TraceWriter::create(&trace, WriterOptions::new(Source::Synth)).unwrap();
+    let ms = 1_000_000i64;
+    let t0 = 1_000_000_000_000i64;
+    // (when, rank, call, path, descriptor, bytes)
+    let mut calls: Vec<(i64, i32, Op, String, i32, i64)> = Vec::new();
+    let epoch = |start: i64, flip: bool, calls: &mut Vec<_>| {
+        for step in 0..4i64 {
+            for rank in 0..2i32 {
+                let file = if flip { 1 - rank } else { rank } as i64 * 4 + step;
+                let path = format!("/data/sample-{file}.bin");
+                let at = start + step * 100 * ms + rank as i64 * 200_000;
+                calls.push((at, rank, Op::Open, path.clone(), 10, 0));
+                calls.push((at + 300_000, rank, Op::Read, path.clone(), 10, 1 << 20));
+                calls.push((at + 600_000, rank, Op::Close, path, 10, 0));
+            }
+        }
+    };
+    epoch(0, false, &mut calls);
+    // Rank 0 saves 4 MiB in 40 ms from 400 ms, its writes back to back;
+    // rank 1 waits.
+    let ckpt = "/ckpt/model.pt".to_string();
+    calls.push((400 * ms, 0, Op::Open, ckpt.clone(), 11, 0));
+    for k in 0..4 {
+        let at = 400 * ms + 200_000 + k * 10 * ms;
+        calls.push((at, 0, Op::Write, ckpt.clone(), 11, 1 << 20));
+    }
+    calls.push((440 * ms + 400_000, 0, Op::Close, ckpt, 11, 0));
+    epoch(441 * ms, true, &mut calls);
+    calls.sort_by_key(|c| c.0);
+    for (at, rank, op, path, fd, bytes) in calls {
+        let data = matches!(op, Op::Read | Op::Write);
+        // The traced storage took 10 ms a save's write.
+        let took = if op == Op::Write { 10 * ms } else { 100_000 };
+        let flags = if path.ends_with(".pt") {
+            O_WRITE_CREATE
+        } else {
+            0
+        };
+        w.push(&EventRow {
+            ts_ns: t0 + at,
+            dur_ns: took,
+            host: "h",
+            pid: 100 + rank,
+            tid: 100 + rank,
+            rank: Some(rank),
+            comm: "python",
+            op,
+            path: Some(&path),
+            fd: Some(fd),
+            offset: data.then_some(0),
+            size: data.then_some(bytes),
+            ret: if op == Op::Open { fd as i64 } else { bytes },
+            flags: (op == Op::Open).then_some(flags),
+            calls: 1,
+            span_ns: None,
+            path2: None,
+            via: None,
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+
+    let target = tmp.path().join("target");
+    let rec = tmp.path().join("rec");
+    let out = replay()
+        .arg(&trace)
+        .arg("--target")
+        .arg(&target)
+        .arg("--record-ops")
+        .arg(&rec)
+        .args(["--ranks", "4", "--timing", "original", "--json"])
+        .output()
+        .unwrap();
+    let r = json_ok(&out);
+    assert_eq!(
+        r["training"]["checkpoints"].as_array().unwrap().len(),
+        1,
+        "{r}"
+    );
+    // The save's end and each rank's first read after it, in the replay's
+    // own record.
+    let mut rows = Vec::new();
+    let reader = iorepro_format::TraceReader::open(&rec).unwrap();
+    for ev in reader.events().unwrap() {
+        let ev = ev.unwrap();
+        for (i, op) in ev.ops().iter().enumerate() {
+            rows.push((ev.ts().value(i), ev.rank().value(i), *op));
+        }
+    }
+    let saved = rows
+        .iter()
+        .filter(|r| r.2 == Op::Write)
+        .map(|r| r.0)
+        .max()
+        .unwrap();
+    let mut first = std::collections::BTreeMap::new();
+    for &(ts, rank, op) in &rows {
+        if op == Op::Read && ts > saved {
+            first.entry(rank).or_insert(ts);
+        }
+    }
+    assert_eq!(first.len(), 4, "{first:?}");
+    let late = |ts: i64| (ts - saved) as f64 / 1e6;
+    let (lo, hi) = (first.values().min().unwrap(), first.values().max().unwrap());
+    assert!(
+        late(*hi) - late(*lo) < 25.0 && late(*hi) < 25.0,
+        "first reads after the save, ms after its last write: {:?}",
+        first.values().map(|&t| late(t)).collect::<Vec<_>>()
+    );
+}

@@ -376,11 +376,13 @@ impl RolesBuilder {
     /// [`super::ROLE_COLUMNS`].
     pub(crate) fn begin<'a>(&mut self, b: &'a ScanBatch) -> RolesBatch<'a> {
         let ts = b.ts();
-        let (first, last) = ts
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-        self.span(first);
-        self.span(last);
+        // Rows are in `ts` order within a segment (docs/FORMAT.md), so a
+        // batch spans from its first row to its last: no pass over the
+        // column for it.
+        if let (Some(&first), Some(&last)) = (ts.first(), ts.last()) {
+            self.span(first);
+            self.span(last);
+        }
         let path2 = b.path2();
         let path = b.path();
         self.use_dictionary(path.values());

@@ -12,8 +12,10 @@
 //! the trace's ([`Schedule::set_speedup`]). An epoch then takes 1/k of the
 //! traced time when the storage keeps up, the N ranks ask for N/R times the
 //! traced bandwidth, and a rank whose reads are slower waits for its batch,
-//! as the job's training loop would: that wait is the stall. Checkpoints
-//! keep the traced clock (the ranks meet around them).
+//! as the job's training loop would: that wait is the stall. The sharers
+//! make their steps side by side (see `plan::scale::route`). Checkpoints
+//! keep the traced gaps between the writers' calls (the ranks meet around
+//! them).
 
 use std::time::{Duration, Instant};
 

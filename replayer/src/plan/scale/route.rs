@@ -6,7 +6,11 @@
 //!   target ranks that share its source rank's reads, in turn, as a
 //!   distributed sampler deals samples: every visit is made once, so every
 //!   file is read as many times as traced and the bytes add up to the
-//!   trace's. With `--data replicate` it goes to every clone.
+//!   trace's. With `--data replicate` it goes to every clone. The k ranks
+//!   sharing a source rank make its visits k at a time, side by side, as
+//!   the job's ranks at N each make a step at once: each visit of such a
+//!   group is moved to the time the group's first was traced at (see
+//!   [`Group`]).
 //! - A checkpoint file's calls go to the writers of its family; their
 //!   writes are cut (or stretched) so each writer writes its share: while a
 //!   writer's budget is below its pattern's bytes, calls keep their traced
@@ -27,8 +31,24 @@ use crate::plan::survey::NO_PATH;
 /// Where an open descriptor's calls go.
 #[derive(Debug, Clone, Copy)]
 enum Held {
-    /// A dataset visit made by one target rank.
-    Visit(u32),
+    /// A dataset visit made by one target rank, its calls moved this much
+    /// earlier (ns).
+    Visit(u32, i64),
+}
+
+/// The visits of a source rank being dealt, one to each rank sharing its
+/// reads. The traced rank made them one step after another; at N the
+/// sharers make them at once, each at the time the first was traced at.
+/// Without it the k-th sharer of a phase would start its steps k - 1
+/// traced steps late, its ranks would never read side by side as the
+/// job's do after a save, and that wait would count as its compute.
+#[derive(Debug, Default, Clone, Copy)]
+struct Group {
+    phase: u16,
+    /// When the group's first visit was traced.
+    first_ns: i64,
+    /// Visits the group still takes.
+    left: u32,
 }
 
 /// How much of a writer's budget is spent.
@@ -44,6 +64,8 @@ pub struct Router<'m> {
     model: &'m Model,
     /// Dataset visits dealt so far, per source index.
     dealt: Vec<u64>,
+    /// The group being dealt, per source index.
+    groups: Vec<Group>,
     held: HashMap<(i32, i32, i32), Held>,
     spent: HashMap<(u32, u32), Spent>,
 }
@@ -53,17 +75,29 @@ impl<'m> Router<'m> {
         Router {
             model,
             dealt: vec![0; model.sources.len()],
+            groups: vec![Group::default(); model.sources.len()],
             held: HashMap::new(),
             spent: HashMap::new(),
         }
     }
 
-    /// The next dataset visit of source index `s`: the target that makes it.
-    fn deal(&mut self, s: usize) -> u32 {
+    /// The next dataset visit of source index `s`, begun by `op`: the
+    /// target that makes it, and how much earlier (see [`Group`]). A
+    /// phase's first visit begins a group.
+    fn deal(&mut self, s: usize, op: &PlannedOp) -> (u32, i64) {
         let share = &self.model.shares[s];
         let t = share[(self.dealt[s] % share.len() as u64) as usize];
         self.dealt[s] += 1;
-        t
+        let g = &mut self.groups[s];
+        if g.left == 0 || g.phase != op.phase {
+            *g = Group {
+                phase: op.phase,
+                first_ns: op.ts,
+                left: share.len() as u32,
+            };
+        }
+        g.left -= 1;
+        (t, (op.ts - g.first_ns).max(0))
     }
 
     /// Appends to `out` each target rank that makes `op` (a call of source
@@ -74,11 +108,11 @@ impl<'m> Router<'m> {
         };
         let key = (source, op.pid, op.fd);
         if op.op != Op::Open && op.fd >= 0 {
-            if let Some(Held::Visit(t)) = self.held.get(&key).copied() {
+            if let Some(Held::Visit(t, earlier)) = self.held.get(&key).copied() {
                 if op.op == Op::Close {
                     self.held.remove(&key);
                 }
-                out.push((t, *op));
+                out.push((t, moved_earlier(op, earlier)));
                 return;
             }
         }
@@ -93,11 +127,11 @@ impl<'m> Router<'m> {
         }
         match role {
             PathRole::Dataset if self.model.data_mode() == DataMode::Shard => {
-                let t = self.deal(s);
+                let (t, earlier) = self.deal(s, op);
                 if op.op == Op::Open && !op.failed && op.fd >= 0 {
-                    self.held.insert(key, Held::Visit(t));
+                    self.held.insert(key, Held::Visit(t, earlier));
                 }
-                out.push((t, *op));
+                out.push((t, moved_earlier(op, earlier)));
             }
             PathRole::Family(f)
                 if self.model.families[f as usize].layout != CheckpointLayout::Replicated
@@ -160,5 +194,13 @@ impl<'m> Router<'m> {
             spent.written += call.bytes as u64;
             out.push((t, call));
         }
+    }
+}
+
+/// `op` as made `earlier` ns before its traced time.
+fn moved_earlier(op: &PlannedOp, earlier: i64) -> PlannedOp {
+    PlannedOp {
+        ts: op.ts - earlier,
+        ..*op
     }
 }
