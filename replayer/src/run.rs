@@ -466,8 +466,8 @@ fn run_ranks(
             let shared = &shared;
             handles.push(s.spawn(move || run_rank(shared, rank, node, rx)));
         }
-        let mut router = Router::new(&plan.model);
         let phases = &plan.phase_selected;
+        let mut router = Router::new(&plan.model, plan.survey.stretches(phases));
         if let Err(e) = dispatch(&plan.trace, &plan.survey, &mut router, phases, senders) {
             let msg = format!("reading the trace: {e}");
             shared.rendezvous.abort(plan.lay.my_rank(), &msg);

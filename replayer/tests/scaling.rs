@@ -471,7 +471,10 @@ fn a_digit_run_is_a_rank_number_only_where_ranks_share_the_name() {
 /// together: before, the second of each pair came one traced step (50 ms
 /// at the doubled pace) after the first, a wait counted as its compute;
 /// and the ranks that did not save sat out the traced save's 40 ms, where
-/// the writer, on faster storage, was done in a few.
+/// the writer, on faster storage, was done in a few. The run's first
+/// samples, too, are read together: before, a sharer whose first visit
+/// came after the trace's first load phase began one step late, and
+/// waited for it as the process's start-up, at the traced pace.
 #[test]
 fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
     use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
@@ -585,5 +588,20 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
         late(*hi) - late(*lo) < 25.0 && late(*hi) < 25.0,
         "first reads after the save, ms after its last write: {:?}",
         first.values().map(|&t| late(t)).collect::<Vec<_>>()
+    );
+    // And the run's first reads: the trace's first step is a load phase of
+    // its own (a pause follows it), the epoch's read phase the rest.
+    let begun = rows.iter().map(|r| r.0).min().unwrap();
+    let mut opening = std::collections::BTreeMap::new();
+    for &(ts, rank, op) in &rows {
+        if op == Op::Read {
+            opening.entry(rank).or_insert(ts);
+        }
+    }
+    let since = |ts: i64| (ts - begun) as f64 / 1e6;
+    assert!(
+        opening.values().all(|&t| since(t) < 25.0),
+        "first reads of the run, ms after its first call: {:?}",
+        opening.values().map(|&t| since(t)).collect::<Vec<_>>()
     );
 }

@@ -101,7 +101,13 @@ impl Worker<'_> {
     /// measures and records it.
     pub(super) fn execute(&mut self, op: &PlannedOp) -> ReplayResult<()> {
         let intended = if self.processes.insert(op.pid) {
-            self.sched.start_of_process(op.ts, op.dur)
+            let started = self
+                .shared
+                .survey
+                .process_starts
+                .get(&(self.result.source_rank, op.pid));
+            self.sched
+                .start_of_process(started.copied().unwrap_or(op.ts), op.ts, op.dur)
         } else {
             self.sched.start(op.ts, op.dur)
         };

@@ -40,7 +40,7 @@ use crate::plan::timing::{Schedule, Timing};
 use crate::ranks::rendezvous::Rendezvous;
 use crate::report::record::{RankRecorder, Recorder};
 use crate::report::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
-use iorepro_analysis::phases::{Phase, PhaseKind};
+use iorepro_analysis::phases::Phase;
 
 /// How each call is made: `--timing`, `--direct`, `--evict-reads` and
 /// `--engine`.
@@ -95,22 +95,14 @@ impl Shared {
             .map_or(self.survey.start_ns, |(p, _)| p.start_unix_ns)
     }
 
-    /// A save replayed at which the traced ranks met (see
-    /// [`crate::plan::meetings`]).
+    /// A save replayed at which the traced ranks met.
     fn is_barrier_phase(&self, i: usize) -> bool {
-        self.phases()[i].kind == PhaseKind::Checkpoint
-            && self.phase_selected[i]
-            && self.survey.meetings.met_at(i)
+        self.survey.ranks_meet_at(i, &self.phase_selected)
     }
 
-    /// A phase in which ranks make their steps: a read phase, or a save
-    /// the traced ranks read on through.
+    /// A phase in which ranks make their steps.
     fn has_steps(&self, i: usize) -> bool {
-        match self.phases()[i].kind {
-            PhaseKind::Load | PhaseKind::Read => true,
-            PhaseKind::Checkpoint => !self.survey.meetings.met_at(i),
-            _ => false,
-        }
+        self.survey.has_steps(i)
     }
 
     /// Barriers every rank meets in a full replay: the start, and the start

@@ -147,6 +147,9 @@ pub struct Survey {
     pub meetings: Meetings,
     /// When ranks read, for [`Survey::meetings`] (taken when it is judged).
     read_times: ReadTimes,
+    /// When each traced process made its first call, by source rank and
+    /// pid: where its start-up ends (see [`crate::plan::timing::Schedule::start_of_process`]).
+    pub process_starts: HashMap<(i32, i32), i64>,
 }
 
 /// Rows without a rank (a trace of one untagged process) replay as rank 0.
@@ -159,6 +162,45 @@ pub fn open_reader(trace: &Path) -> ReplayResult<TraceReader> {
 }
 
 impl Survey {
+    /// Whether the replay's ranks meet at the start and end of phase `i`: a
+    /// save replayed (`selected`, by `--phases`) at which the traced ranks
+    /// met (see [`crate::plan::meetings`]).
+    pub fn ranks_meet_at(&self, i: usize, selected: &[bool]) -> bool {
+        self.phases[i].kind == PhaseKind::Checkpoint && selected[i] && self.meetings.met_at(i)
+    }
+
+    /// A phase in which ranks make their steps: a load or read phase, or a
+    /// save the traced ranks read on through.
+    pub fn has_steps(&self, i: usize) -> bool {
+        match self.phases[i].kind {
+            PhaseKind::Load | PhaseKind::Read => true,
+            PhaseKind::Checkpoint => !self.meetings.met_at(i),
+            _ => false,
+        }
+    }
+
+    /// Per phase, the stretch of steps it belongs to: phases in a row in
+    /// which ranks make steps, no meeting between them, are one stretch
+    /// (the first batch's load and the epoch read after it, say). The job's
+    /// ranks begin a stretch together: at the start, after a save they met
+    /// at, after a pause in reading.
+    pub fn stretches(&self, selected: &[bool]) -> Vec<u32> {
+        let mut stretch = 0;
+        (0..self.phases.len())
+            .map(|i| {
+                let goes_on = i > 0
+                    && self.has_steps(i - 1)
+                    && self.has_steps(i)
+                    && !self.ranks_meet_at(i - 1, selected)
+                    && !self.ranks_meet_at(i, selected);
+                if i > 0 && !goes_on {
+                    stretch += 1;
+                }
+                stretch
+            })
+            .collect()
+    }
+
     /// Settles what the calls alone could not: paths beneath a directory
     /// that ranks change are the ranks' own too (a probe for a missing file
     /// in a directory the job made looks in the rank's copy, where that
@@ -268,6 +310,10 @@ impl Survey {
         let r = ev.ret().value(row);
         let rank = rank_or_zero(ev, row);
         *self.ops_per_source.entry(rank).or_default() += calls;
+        self.process_starts
+            .entry((rank, ev.pid().value(row)))
+            .and_modify(|first| *first = (*first).min(t))
+            .or_insert(t);
         let bytes = if r > 0 && op.moves_data() {
             r as u64
         } else {

@@ -141,14 +141,19 @@ impl Schedule {
     }
 
     /// As [`Schedule::start`], for the first op of a process this rank has
-    /// not made one for: the gap before it is the process's start-up (a
+    /// not made one for, a process whose first call was traced at
+    /// `started_ns`. The time up to then is the process's start-up (a
     /// DataLoader worker forked, an interpreter importing), as long at any
-    /// N, so it keeps the traced pace instead of shrinking with the steps.
-    pub fn start_of_process(&mut self, ts: i64, dur: i64) -> Instant {
+    /// N, so it keeps the traced pace; from then on the process makes steps,
+    /// whose gaps shrink as the rank's others do. A rank sharing its traced
+    /// rank's reads may make none of the process's first calls (another
+    /// sharer makes those visits): its first op of the process can come
+    /// several traced steps after the start-up ended.
+    pub fn start_of_process(&mut self, started_ns: i64, ts: i64, dur: i64) -> Instant {
         let k = std::mem::replace(&mut self.speedup, 1.0);
-        let intended = self.start(ts, dur);
+        self.wait_for(started_ns.min(ts));
         self.speedup = k;
-        intended
+        self.start(ts, dur)
     }
 
     /// Waits, as the rank's compute, until trace time `ts` (at once when
@@ -234,13 +239,30 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
         s.set_speedup(4.0);
-        let first = s.start_of_process(8_000_000, 0);
+        let first = s.start_of_process(8_000_000, 8_000_000, 0);
         assert!(first.duration_since(t0) >= Duration::from_millis(8));
         s.finished(first, first, first);
         // Its steps then run 4 times as fast.
         let next = s.start(16_000_000, 0);
         assert_eq!(next.duration_since(first), Duration::from_millis(2));
         assert_eq!(s.compute_ns, 10_000_000);
+    }
+
+    #[test]
+    fn a_process_first_met_after_its_start_up_makes_the_steps_since_at_the_rank_pace() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        s.set_speedup(4.0);
+        // Started at 8 ms; this rank's first op of it was traced at 48 ms,
+        // 40 ms of steps later, which take 10 ms at 4 times the pace.
+        let first = s.start_of_process(8_000_000, 48_000_000, 0);
+        assert_eq!(first.duration_since(t0), Duration::from_millis(18));
+        assert_eq!(s.compute_ns, 18_000_000);
+        // A process already under way when the rank got to it: all steps.
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        s.set_speedup(4.0);
+        let first = s.start_of_process(-1, 40_000_000, 0);
+        assert_eq!(first.duration_since(t0), Duration::from_millis(10));
     }
 
     #[test]

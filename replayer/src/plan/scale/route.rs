@@ -9,8 +9,8 @@
 //!   trace's. With `--data replicate` it goes to every clone. The k ranks
 //!   sharing a source rank make its visits k at a time, side by side, as
 //!   the job's ranks at N each make a step at once: each visit of such a
-//!   group is moved to the time the group's first was traced at (see
-//!   [`Group`]).
+//!   group is moved to the time the group's first was traced at, and a
+//!   stretch of steps begins a group (see [`Group`]).
 //! - A checkpoint file's calls go to the writers of its family; their
 //!   writes are cut (or stretched) so each writer writes its share: while a
 //!   writer's budget is below its pattern's bytes, calls keep their traced
@@ -26,6 +26,8 @@ use iorepro_format::Op;
 use super::model::{CheckpointLayout, Model, PathRole};
 use super::DataMode;
 use crate::plan::ops::PlannedOp;
+#[cfg(doc)]
+use crate::plan::survey::Survey;
 use crate::plan::survey::NO_PATH;
 
 /// Where an open descriptor's calls go.
@@ -44,7 +46,8 @@ enum Held {
 /// job's do after a save, and that wait would count as its compute.
 #[derive(Debug, Default, Clone, Copy)]
 struct Group {
-    phase: u16,
+    /// The stretch of steps it is in (see [`Survey::stretches`]).
+    stretch: u32,
     /// When the group's first visit was traced.
     first_ns: i64,
     /// Visits the group still takes.
@@ -66,16 +69,21 @@ pub struct Router<'m> {
     dealt: Vec<u64>,
     /// The group being dealt, per source index.
     groups: Vec<Group>,
+    /// Per phase, its stretch of steps.
+    stretches: Vec<u32>,
     held: HashMap<(i32, i32, i32), Held>,
     spent: HashMap<(u32, u32), Spent>,
 }
 
 impl<'m> Router<'m> {
-    pub fn new(model: &'m Model) -> Self {
+    /// A router for `model`, its groups begun anew at each of `stretches`
+    /// (per phase, see [`Survey::stretches`]).
+    pub fn new(model: &'m Model, stretches: Vec<u32>) -> Self {
         Router {
             model,
             dealt: vec![0; model.sources.len()],
             groups: vec![Group::default(); model.sources.len()],
+            stretches,
             held: HashMap::new(),
             spent: HashMap::new(),
         }
@@ -83,15 +91,18 @@ impl<'m> Router<'m> {
 
     /// The next dataset visit of source index `s`, begun by `op`: the
     /// target that makes it, and how much earlier (see [`Group`]). A
-    /// phase's first visit begins a group.
+    /// stretch's first visit begins a group: the job's ranks begin a
+    /// stretch together, the first batch's load and the epoch after it
+    /// alike.
     fn deal(&mut self, s: usize, op: &PlannedOp) -> (u32, i64) {
         let share = &self.model.shares[s];
         let t = share[(self.dealt[s] % share.len() as u64) as usize];
         self.dealt[s] += 1;
+        let stretch = self.stretches.get(op.phase as usize).copied().unwrap_or(0);
         let g = &mut self.groups[s];
-        if g.left == 0 || g.phase != op.phase {
+        if g.left == 0 || g.stretch != stretch {
             *g = Group {
-                phase: op.phase,
+                stretch,
                 first_ns: op.ts,
                 left: share.len() as u32,
             };
