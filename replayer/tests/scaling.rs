@@ -306,16 +306,12 @@ fn record_ops_writes_a_replay_trace() {
     let trace = synth(tmp.path(), TWO_RANKS);
     let target = tmp.path().join("target");
     let rec = tmp.path().join("rec");
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .arg("--record-ops")
-        .arg(&rec)
-        .args(["--ranks", "4", "--json"])
-        .output()
-        .unwrap();
-    let r = json_ok(&out);
+    let recording = ["--record-ops", rec.to_str().unwrap()];
+    let r = replay_ok(
+        &trace,
+        &target,
+        &[&recording[..], &["--ranks", "4", "--json"]].concat(),
+    );
     let reader = iorepro_format::TraceReader::open(&rec).unwrap();
     assert_eq!(reader.manifest().source, iorepro_format::Source::Replay);
     let replayed: u64 = r["ops"]
@@ -477,10 +473,8 @@ fn a_digit_run_is_a_rank_number_only_where_ranks_share_the_name() {
 /// waited for it as the process's start-up, at the traced pace.
 #[test]
 fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
-    use iorepro_format::{EventRow, Op, Source, TraceWriter, WriterOptions};
+    use iorepro_format::Op;
     let tmp = tempfile::tempdir().unwrap();
-    let trace = tmp.path().join("trace");
-    let mut w = TraceWriter::create(&trace, WriterOptions::new(Source::Synth)).unwrap();
     let ms = 1_000_000i64;
     let t0 = 1_000_000_000_000i64;
     // (when, rank, call, path, descriptor, bytes)
@@ -509,51 +503,37 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
     calls.push((440 * ms + 400_000, 0, Op::Close, ckpt, 11, 0));
     epoch(441 * ms, true, &mut calls);
     calls.sort_by_key(|c| c.0);
-    for (at, rank, op, path, fd, bytes) in calls {
-        let data = matches!(op, Op::Read | Op::Write);
-        // The traced storage took 10 ms a save's write.
-        let took = if op == Op::Write { 10 * ms } else { 100_000 };
-        let flags = if path.ends_with(".pt") {
-            O_WRITE_CREATE
-        } else {
-            0
-        };
-        w.push(&EventRow {
-            ts_ns: t0 + at,
-            dur_ns: took,
-            host: "h",
-            pid: 100 + rank,
-            tid: 100 + rank,
-            rank: Some(rank),
-            comm: "python",
-            op,
-            path: Some(&path),
-            fd: Some(fd),
-            offset: data.then_some(0),
-            size: data.then_some(bytes),
-            ret: if op == Op::Open { fd as i64 } else { bytes },
-            flags: (op == Op::Open).then_some(flags),
-            calls: 1,
-            span_ns: None,
-            path2: None,
-            via: None,
+    let rows: Vec<TimedRow> = calls
+        .iter()
+        .map(|(at, rank, op, path, fd, bytes)| {
+            let data = matches!(op, Op::Read | Op::Write);
+            // The traced storage took 10 ms a save's write.
+            let took = if *op == Op::Write { 10 * ms } else { 100_000 };
+            let flags = if path.ends_with(".pt") {
+                O_WRITE_CREATE
+            } else {
+                0
+            };
+            let offset = data.then_some(0);
+            let open_flags = (*op == Op::Open).then_some(flags);
+            (
+                t0 + at,
+                took,
+                (*rank, *op, path.as_str(), *fd, offset, *bytes, open_flags),
+            )
         })
-        .unwrap();
-    }
-    w.finish().unwrap();
+        .collect();
+    let trace = write_timed_rows(tmp.path(), &rows, "");
 
     let target = tmp.path().join("target");
     let rec = tmp.path().join("rec");
-    let out = replay()
-        .arg(&trace)
-        .arg("--target")
-        .arg(&target)
-        .arg("--record-ops")
-        .arg(&rec)
-        .args(["--ranks", "4", "--timing", "original", "--json"])
-        .output()
-        .unwrap();
-    let r = json_ok(&out);
+    let recording = ["--record-ops", rec.to_str().unwrap()];
+    let args = [
+        &recording[..],
+        &["--ranks", "4", "--timing", "original", "--json"],
+    ]
+    .concat();
+    let r = replay_ok(&trace, &target, &args);
     assert_eq!(
         r["training"]["checkpoints"].as_array().unwrap().len(),
         1,

@@ -156,14 +156,28 @@ pub fn write_rows(dir: &Path, rows: &[Row<'_>]) -> PathBuf {
 
 /// [`write_rows`], its renames naming `renamed_to` as their new name.
 pub fn write_rows_renaming(dir: &Path, rows: &[Row<'_>], renamed_to: &str) -> PathBuf {
+    let timed: Vec<TimedRow> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, &row)| (1_000_000_000 + i as i64 * 1_000_000, 10_000, row))
+        .collect();
+    write_timed_rows(dir, &timed, renamed_to)
+}
+
+/// A row with its own time and duration (ns): (ts, dur, row).
+pub type TimedRow<'a> = (i64, i64, Row<'a>);
+
+/// A trace of `rows`, each at its own time (in `ts` order), in `dir/trace`;
+/// renames name `renamed_to` as their new name.
+pub fn write_timed_rows(dir: &Path, rows: &[TimedRow<'_>], renamed_to: &str) -> PathBuf {
     let out = dir.join("trace");
     let mut w =
         iorepro_format::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
-    for (i, &(rank, op, path, fd, offset, bytes, flags)) in rows.iter().enumerate() {
+    for &(ts_ns, dur_ns, (rank, op, path, fd, offset, bytes, flags)) in rows {
         let data = matches!(op, iorepro_format::Op::Read | iorepro_format::Op::Write);
         w.push(&iorepro_format::EventRow {
-            ts_ns: 1_000_000_000 + i as i64 * 1_000_000,
-            dur_ns: 10_000,
+            ts_ns,
+            dur_ns,
             host: "h",
             pid: 100 + rank,
             tid: 100 + rank,

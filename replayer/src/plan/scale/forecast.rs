@@ -577,6 +577,7 @@ fn layout_name(l: CheckpointLayout) -> &'static str {
     match l {
         CheckpointLayout::Sharded => "sharded over all ranks",
         CheckpointLayout::RankZero => "one writer",
+        CheckpointLayout::Lead => "one writer's bulk, the rest sharded over the others",
         CheckpointLayout::Replicated => "each rank its own copy",
     }
 }
