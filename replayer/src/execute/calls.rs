@@ -168,12 +168,19 @@ impl Worker<'_> {
             && op.phase as usize == self.phase
             && self.result.phases[self.phase].samples == 0;
         if first_sample {
+            let started = self
+                .shared
+                .survey
+                .process_starts
+                .get(&(self.result.source_rank, op.pid));
+            let phase_start = self.shared.phases()[self.phase].start_unix_ns;
             self.result.phases[self.phase].lead = Some(Lead {
                 duration_ns: issued
                     .saturating_duration_since(self.phase_entered)
                     .as_nanos() as u64,
                 compute_ns: self.sched.compute_ns - self.phase_clock.0,
                 ideal_ns: self.sched.ideal_ns - self.phase_clock.1,
+                loader_started: started.is_some_and(|&t| t >= phase_start),
             });
         }
         let ph = &mut self.result.phases[op.phase as usize];

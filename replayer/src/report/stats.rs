@@ -57,6 +57,13 @@ pub struct Lead {
     pub compute_ns: u64,
     /// What it would have taken at the traced storage's speed.
     pub ideal_ns: u64,
+    /// The traced process that opened the sample made its first call in
+    /// the phase: the stretch is a loader's workers starting (a DataLoader
+    /// without persistent workers forks them each epoch), which the job's
+    /// epoch counts. Otherwise, after a save, it is what the job did
+    /// between its save and its next epoch's first batch.
+    #[serde(default)]
+    pub loader_started: bool,
 }
 
 /// When a rank reached a barrier and when it left it (Unix ns).

@@ -11,7 +11,11 @@
 //! job that saves every K steps. The first starts, on each rank, where the
 //! rank opens its first sample: what comes before in the trace's first
 //! phase is the job's start-up (interpreter, imports, process group), which
-//! the job's own log does not count in its first epoch. Unlike MLPerf
+//! the job's own log does not count in its first epoch. A later one starts
+//! there too, unless the process that opens that sample started in its
+//! phase (a loader's workers, forked each epoch, which the job's epoch
+//! counts): what a job does between a save and its next epoch's first
+//! batch is in its log as neither. Unlike MLPerf
 //! Storage, the first step is not left out of the AU: a trace does not mark
 //! where a step begins.
 //! Without compute in the schedule (`--timing afap`) there is no AU.
@@ -108,10 +112,14 @@ fn sum(r: &RankResult, (a, b): (usize, usize), f: &dyn Fn(&PhaseStats) -> u64) -
 }
 
 /// What rank `r` did in the phase that starts `span` before its first
-/// sample, where `span` is the first epoch (its start-up); nothing else.
+/// sample that is not the epoch's: in the first epoch, the job's start-up;
+/// in a later one, what the job did between its save and its next epoch's
+/// first batch, unless that was its loader's workers starting (see
+/// [`Lead::loader_started`]).
 fn start_up(r: &RankResult, span: (usize, usize), first: bool) -> Lead {
-    let lead = first.then(|| r.phases.get(span.0).and_then(|p| p.lead));
-    lead.flatten().unwrap_or_default()
+    let lead = r.phases.get(span.0).and_then(|p| p.lead);
+    lead.filter(|l| first || !l.loader_started)
+        .unwrap_or_default()
 }
 
 /// A rank's time figure over the phases `span`, its start-up left out
@@ -407,7 +415,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_epoch_starts_at_each_ranks_first_sample_and_later_ones_at_their_phase() {
+    fn an_epoch_starts_at_each_ranks_first_sample_unless_its_loader_started_there() {
         use crate::report::stats::{Lead, PhaseStats};
         use PhaseKind::*;
         let phases: Vec<Phase> = [Load, Read, Checkpoint, Read, Checkpoint]
@@ -430,6 +438,7 @@ mod tests {
                         duration_ns: startup * S / 2,
                         compute_ns: startup * S / 2,
                         ideal_ns: startup * S / 2,
+                        loader_started: false,
                     }),
                     ..Default::default()
                 })
@@ -451,11 +460,37 @@ mod tests {
         let au = (1.5 / 3.5 + 1.0 / 3.0) / 2.0 * 100.0;
         assert!((t.epochs[0].au_percent.unwrap() - au).abs() < 1e-6);
         assert_eq!(t.epochs[0].stall_s, 0.0);
-        // Later epochs begin where their phase does: a loader's start after
-        // a save is the job's epoch.
-        assert!((t.epochs[1].duration_s - 2.0).abs() < 1e-9);
+        // Later epochs begin at each rank's first sample too, when what
+        // came before was not a loader's workers starting: here, after the
+        // save, rank 0 computed 0.5 s and rank 1 1 s before its first
+        // batch (the slowest: rank 0, 1.5 s).
+        assert!(
+            (t.epochs[1].duration_s - 1.5).abs() < 1e-9,
+            "{:?}",
+            t.epochs[1]
+        );
         // The span: phases 0-4 (10 s) less the start-up, the slowest rank's.
         assert_eq!(t.span_s, Some(9.5));
+        // A loader's workers started after a save are the job's epoch: it
+        // begins where its phase does.
+        let started = |startup: u64| {
+            let mut r = rank(startup);
+            for p in &mut r.phases {
+                if let Some(l) = &mut p.lead {
+                    l.loader_started = true;
+                }
+            }
+            r
+        };
+        let t = Training::build(
+            &phases,
+            &all,
+            &[started(1), started(2)],
+            &Meetings::default(),
+            false,
+        );
+        assert!((t.epochs[0].duration_s - 3.5).abs() < 1e-9);
+        assert!((t.epochs[1].duration_s - 2.0).abs() < 1e-9);
     }
 
     #[test]
