@@ -467,7 +467,7 @@ fn run_ranks(
             handles.push(s.spawn(move || run_rank(shared, rank, node, rx)));
         }
         let phases = &plan.phase_selected;
-        let mut router = Router::new(&plan.model, plan.survey.stretches(phases));
+        let mut router = Router::new(&plan.model, plan.survey.stretches());
         if let Err(e) = dispatch(&plan.trace, &plan.survey, &mut router, phases, senders) {
             let msg = format!("reading the trace: {e}");
             shared.rendezvous.abort(plan.lay.my_rank(), &msg);

@@ -97,17 +97,20 @@ impl<'s> Calls<'s> {
 }
 
 impl Worker<'_> {
+    /// When the traced process `pid` of this rank's source rank made its
+    /// first call.
+    fn process_start(&self, pid: i32) -> Option<i64> {
+        self.shared
+            .survey
+            .process_start(self.result.source_rank, pid)
+    }
+
     /// Makes `op` on the target at its time on the rank's schedule, and
     /// measures and records it.
     pub(super) fn execute(&mut self, op: &PlannedOp) -> ReplayResult<()> {
         let intended = if self.processes.insert(op.pid) {
-            let started = self
-                .shared
-                .survey
-                .process_starts
-                .get(&(self.result.source_rank, op.pid));
-            self.sched
-                .start_of_process(started.copied().unwrap_or(op.ts), op.ts, op.dur)
+            let started = self.process_start(op.pid).unwrap_or(op.ts);
+            self.sched.start_of_process(started, op.ts, op.dur)
         } else {
             self.sched.start(op.ts, op.dur)
         };
@@ -168,11 +171,6 @@ impl Worker<'_> {
             && op.phase as usize == self.phase
             && self.result.phases[self.phase].samples == 0;
         if first_sample {
-            let started = self
-                .shared
-                .survey
-                .process_starts
-                .get(&(self.result.source_rank, op.pid));
             let phase_start = self.shared.phases()[self.phase].start_unix_ns;
             self.result.phases[self.phase].lead = Some(Lead {
                 duration_ns: issued
@@ -180,7 +178,7 @@ impl Worker<'_> {
                     .as_nanos() as u64,
                 compute_ns: self.sched.compute_ns - self.phase_clock.0,
                 ideal_ns: self.sched.ideal_ns - self.phase_clock.1,
-                loader_started: started.is_some_and(|&t| t >= phase_start),
+                loader_started: self.process_start(op.pid).is_some_and(|t| t >= phase_start),
             });
         }
         let ph = &mut self.result.phases[op.phase as usize];

@@ -149,7 +149,7 @@ pub struct Survey {
     read_times: ReadTimes,
     /// When each traced process made its first call, by source rank and
     /// pid: where its start-up ends (see [`crate::plan::timing::Schedule::start_of_process`]).
-    pub process_starts: HashMap<(i32, i32), i64>,
+    process_starts: HashMap<(i32, i32), i64>,
 }
 
 /// Rows without a rank (a trace of one untagged process) replay as rank 0.
@@ -180,25 +180,25 @@ impl Survey {
     }
 
     /// Per phase, the stretch of steps it belongs to: phases in a row in
-    /// which ranks make steps, no meeting between them, are one stretch
-    /// (the first batch's load and the epoch read after it, say). The job's
-    /// ranks begin a stretch together: at the start, after a save they met
-    /// at, after a pause in reading.
-    pub fn stretches(&self, selected: &[bool]) -> Vec<u32> {
+    /// which ranks make steps are one stretch (the first batch's load and
+    /// the epoch read after it, say). The job's ranks begin a stretch
+    /// together: at the start, after a save they met at (no steps), after
+    /// a pause in reading.
+    pub fn stretches(&self) -> Vec<u32> {
         let mut stretch = 0;
         (0..self.phases.len())
             .map(|i| {
-                let goes_on = i > 0
-                    && self.has_steps(i - 1)
-                    && self.has_steps(i)
-                    && !self.ranks_meet_at(i - 1, selected)
-                    && !self.ranks_meet_at(i, selected);
-                if i > 0 && !goes_on {
+                if i > 0 && !(self.has_steps(i - 1) && self.has_steps(i)) {
                     stretch += 1;
                 }
                 stretch
             })
             .collect()
+    }
+
+    /// When traced process `pid` of source rank `rank` made its first call.
+    pub fn process_start(&self, rank: i32, pid: i32) -> Option<i64> {
+        self.process_starts.get(&(rank, pid)).copied()
     }
 
     /// Settles what the calls alone could not: paths beneath a directory

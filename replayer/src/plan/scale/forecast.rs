@@ -173,7 +173,7 @@ impl Counts {
             traced_visits: 0,
             visits: 0,
         };
-        let mut router = Router::new(model, survey.stretches(phase_selected));
+        let mut router = Router::new(model, survey.stretches());
         let mut routed = Vec::new();
         for_each_op(trace, survey, phase_selected, |source, op| {
             let dataset = model.role(op.path) == PathRole::Dataset;

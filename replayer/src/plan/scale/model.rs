@@ -196,7 +196,6 @@ impl Saves {
     }
 }
 
-/// Splits `total` into `n` parts that differ by at most one.
 /// The writer of a family that writes its bulk: one of several whose
 /// bytes are at least [`LEAD_SHARE`] times the others' together. Writers
 /// of even shards have none.
@@ -212,6 +211,7 @@ fn lead_writer(traced_writers: &BTreeMap<i32, u64>) -> Option<(i32, u64)> {
 /// How many times the other writers' bytes together a lead writer writes.
 const LEAD_SHARE: u64 = 4;
 
+/// Splits `total` into `n` parts that differ by at most one.
 pub fn split(total: u64, n: u32, i: u32) -> u64 {
     let n = n.max(1) as u64;
     total / n + u64::from((i as u64) < total % n)
