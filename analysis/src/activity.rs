@@ -47,7 +47,7 @@ pub struct Stretch {
     pub end: i64,
     /// Bytes the calls moved (positive `ret` of reads and writes).
     pub bytes: u64,
-    /// Distinct writers, sorted (write runs only).
+    /// Distinct writers, sorted (write and mkdir runs only).
     pub writers: Vec<Writer>,
 }
 
@@ -288,6 +288,9 @@ pub struct Activity {
     /// Name-space calls (see [`Op::is_metadata`]); a run's `bytes` counts
     /// its calls.
     pub metadata: Runs,
+    /// mkdir calls, with their writers (also in `metadata`): where a save
+    /// that makes its own directory began.
+    pub dirs_made: Runs,
     /// Entry `ts` of the first call (any op), Unix ns; `i64::MAX` when none.
     pub first_ns: i64,
     /// Latest `ts + dur_ns` of any call; `i64::MIN` when none.
@@ -301,6 +304,7 @@ impl Default for Activity {
             writes: Runs::default(),
             syncs: Runs::default(),
             metadata: Runs::default(),
+            dirs_made: Runs::default(),
             first_ns: i64::MAX,
             end_ns: i64::MIN,
         }
@@ -329,6 +333,10 @@ impl Activity {
                 self.syncs.add(ts, end, 0, None);
                 self.metadata.add(ts, end, calls, None);
             }
+            Op::Mkdir => {
+                self.metadata.add(ts, end, calls, None);
+                self.dirs_made.add(ts, end, calls, Some(writer));
+            }
             _ if op.is_metadata() => self.metadata.add(ts, end, calls, None),
             _ => {}
         }
@@ -340,6 +348,7 @@ impl Activity {
         self.writes.merge(other.writes);
         self.syncs.merge(other.syncs);
         self.metadata.merge(other.metadata);
+        self.dirs_made.merge(other.dirs_made);
         self.first_ns = self.first_ns.min(other.first_ns);
         self.end_ns = self.end_ns.max(other.end_ns);
     }
@@ -350,6 +359,7 @@ impl Activity {
         self.writes.finish();
         self.syncs.finish();
         self.metadata.finish();
+        self.dirs_made.finish();
     }
 
     pub fn is_sorted(&self) -> bool {
@@ -357,6 +367,7 @@ impl Activity {
             && self.writes.is_sorted()
             && self.syncs.is_sorted()
             && self.metadata.is_sorted()
+            && self.dirs_made.is_sorted()
     }
 
     /// Whether any call was seen.

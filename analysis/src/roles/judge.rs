@@ -325,6 +325,7 @@ fn file_role(p: &str, s: &Stats, role: Role, directory: bool) -> FileRole {
         mount: UNKNOWN_MOUNT.to_string(),
         fs_type: UNKNOWN_MOUNT.to_string(),
         first_data_ns: s.first_data_ns,
-        made_named_ns: (s.changed() && s.first_named_ns != i64::MAX).then_some(s.first_named_ns),
+        made_named_ns: ((s.changed() || s.made_again) && s.first_named_ns != i64::MAX)
+            .then_some(s.first_named_ns),
     }
 }

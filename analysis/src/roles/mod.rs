@@ -199,8 +199,9 @@ pub struct FileRole {
     /// When the job first read or wrote its data (Unix ns).
     #[serde(skip)]
     pub first_data_ns: Option<i64>,
-    /// Where the job made, changed or removed it: when it first named it
-    /// (Unix ns): a lookup that failed before it was there, or the first call that made it.
+    /// Where the job made, changed or removed it (or asked to make it where
+    /// it already was): when it first named it (Unix ns): a lookup that
+    /// failed before it was there, or the first call that made it.
     #[serde(skip)]
     pub made_named_ns: Option<i64>,
 }

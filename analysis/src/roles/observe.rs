@@ -48,6 +48,10 @@ pub(super) struct Stats {
     pub changed_ns: i64,
     /// Listed, opened, created or removed as a directory.
     pub directory: bool,
+    /// A mkdir found it already there (`os.makedirs(..., exist_ok=True)`
+    /// into a folder an earlier run left): the job asked for it as if it
+    /// made it, and a save into it begins there all the same.
+    pub made_again: bool,
     /// Some call on it succeeded (a spelling ending in `/` that succeeded
     /// names a directory).
     pub found: bool,
@@ -79,6 +83,7 @@ impl Default for Stats {
             removed: false,
             changed_ns: i64::MIN,
             directory: false,
+            made_again: false,
             found: false,
             renamed_to: None,
             first_data_ns: None,
@@ -114,6 +119,7 @@ impl Stats {
             self.change(other.changed_ns, other.removed);
         }
         self.directory |= other.directory;
+        self.made_again |= other.made_again;
         self.found |= other.found;
         if let Some((ts, to)) = &other.renamed_to {
             if self.renamed_to.as_ref().is_none_or(|(mine, _)| ts >= mine) {
@@ -525,6 +531,10 @@ impl RolesBuilder {
             s.first_named_ns = s.first_named_ns.min(ts);
             if ret > 0 && op == Op::Write {
                 s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
+            }
+            if op == Op::Mkdir && ret == -(libc::EEXIST as i64) {
+                s.directory = true;
+                s.made_again = true;
             }
             if ret >= 0 {
                 match op {

@@ -643,3 +643,33 @@ fn a_role_list_reads_once_for_every_command() {
         "{e}"
     );
 }
+
+/// A save's folder made again (mkdir finds it there, as a second run into
+/// the folders of the first does) is named there all the same; a folder
+/// only looked up is not.
+#[test]
+fn a_folder_made_again_is_where_its_save_was_first_named() {
+    let eexist = -(libc::EEXIST as i64);
+    let rows = [
+        (10, (Op::Stat, "/w/ckpt", 0, 0, None)),
+        (20, (Op::Mkdir, "/w/ckpt/step_4", eexist, 0, None)),
+        (30, (Op::Mkdir, "/w/ckpt/step_4", eexist, 0, None)),
+        (90, (Op::Open, "/w/ckpt/step_4/rank_0.pt", 3, WC, None)),
+        (
+            95,
+            (Op::Write, "/w/ckpt/step_4/rank_0.pt", 4 * MIB, 0, None),
+        ),
+        (
+            99,
+            (Op::Write, "/w/ckpt/step_4/rank_0.pt", 4 * MIB, 0, None),
+        ),
+    ];
+    let r = roles_of_timed(&rows);
+    let dir = r.get("/w/ckpt/step_4").unwrap();
+    assert!(dir.directory);
+    assert_eq!(dir.made_named_ns, Some(1_000_000_020));
+    assert_eq!(r.get("/w/ckpt").unwrap().made_named_ns, None);
+    let mut named = r.checkpoints_named_ns();
+    named.sort_unstable();
+    assert_eq!(named.first(), Some(&1_000_000_020));
+}

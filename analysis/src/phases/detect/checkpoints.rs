@@ -1,6 +1,7 @@
 //! Write bursts that are checkpoints: which writes belong together, which
 //! bursts are large enough to be a save, where a save ends (its syncs), and
-//! when one long burst is two saves of the same state.
+//! when one long burst is two saves (of the same state, or each into a
+//! folder of its own).
 
 use super::*;
 
@@ -92,14 +93,22 @@ pub(super) fn checkpoints(
     marks
 }
 
+/// Whether one of `writes`' writers made a directory in `dirs_made`' run `d`.
+fn made_by_a_writer(d: &Stretch, writes: &[Stretch]) -> bool {
+    d.writers
+        .iter()
+        .any(|w| writes.iter().any(|r| r.writers.binary_search(w).is_ok()))
+}
+
 /// Splits one write burst (`writes[a..=b]`) where the job saved again: after
 /// a pause longer than [`CHECKPOINT_TAIL_GAP_NS`] that follows a sync
 /// (close, fsync, rename: the files of the save so far were finished), the
-/// same writers write about as much again ([`REPEAT_BYTES_RATIO`]). Two
-/// saves of one state a few steps apart, with nothing read between, look
-/// like one long burst otherwise; a save that pauses between two files of
-/// different sizes (a model, then its optimizer state) or waits for a late
-/// rank stays whole.
+/// same writers write about as much again ([`REPEAT_BYTES_RATIO`]), or one
+/// of the burst's writers made a directory in the pause (a save of its own
+/// into it). Two saves of one state a few steps apart, with nothing read
+/// between, look like one long burst otherwise; a save that pauses between
+/// two files of different sizes (a model, then its optimizer state) or waits
+/// for a late rank stays whole.
 fn split_repeated_saves(
     activity: &Activity,
     writes: &[Stretch],
@@ -107,9 +116,18 @@ fn split_repeated_saves(
     b: usize,
 ) -> Vec<(usize, usize)> {
     let syncs = activity.syncs.runs();
-    // Segments between pauses that come after a sync.
-    let mut segments: Vec<(usize, usize)> = Vec::new();
-    let (mut seg_start, mut seg_end) = (a, writes[a].end);
+    let dirs = activity.dirs_made.runs();
+    // A directory made by one of the burst's writers in `(from, to]`.
+    let dir_made = |from: i64, to: i64| {
+        dirs[dirs.partition_point(|d| d.start <= from)..]
+            .iter()
+            .take_while(|d| d.start <= to)
+            .any(|d| made_by_a_writer(d, &writes[a..=b]))
+    };
+    // Segments between pauses that come after a sync, and whether each
+    // began with a directory made.
+    let mut segments: Vec<(usize, usize, bool)> = Vec::new();
+    let (mut seg_start, mut seg_end, mut seg_dir) = (a, writes[a].end, false);
     for (i, w) in writes.iter().enumerate().take(b + 1).skip(a + 1) {
         let gap = w.start - seg_end;
         // The first sync not long over when the writes so far ended came
@@ -119,12 +137,13 @@ fn split_repeated_saves(
             syncs.get(k).is_some_and(|s| s.start < w.start)
         };
         if gap > CHECKPOINT_TAIL_GAP_NS && synced() {
-            segments.push((seg_start, i - 1));
+            segments.push((seg_start, i - 1, seg_dir));
             seg_start = i;
+            seg_dir = dir_made(seg_end, w.start);
         }
         seg_end = seg_end.max(w.end);
     }
-    segments.push((seg_start, b));
+    segments.push((seg_start, b, seg_dir));
     let writers = |(x, y): (usize, usize)| {
         let mut w: Vec<Writer> = writes[x..=y]
             .iter()
@@ -136,13 +155,14 @@ fn split_repeated_saves(
     };
     let bytes = |(x, y): (usize, usize)| writes[x..=y].iter().map(|r| r.bytes).sum::<u64>();
     let mut saves: Vec<(usize, usize)> = Vec::new();
-    for seg in segments {
+    for (x, y, opens_dir) in segments {
+        let seg = (x, y);
         if let Some(last) = saves.last_mut() {
             let (before, after) = (bytes(*last) as f64, bytes(seg) as f64);
             let repeated = writers(*last) == writers(seg)
                 && after <= before * REPEAT_BYTES_RATIO
                 && before <= after * REPEAT_BYTES_RATIO;
-            if !repeated {
+            if !repeated && !opens_dir {
                 last.1 = seg.1;
                 continue;
             }

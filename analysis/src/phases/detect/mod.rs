@@ -10,7 +10,8 @@
 //!   or a metrics flush is not). It ends when its files are synced (fsync,
 //!   close, rename following its writes within [`CHECKPOINT_TAIL_GAP_NS`]).
 //!   The same writers writing about as much again after such a sync and a
-//!   pause is the next save, however short the pause.
+//!   pause is the next save, however short the pause; so is one of them
+//!   making a directory in the pause (a save into a folder of its own).
 //! - **idle**: at least [`IDLE_MIN_NS`] without a read or a checkpoint
 //!   (shorter pauses are compute between steps and belong to the phase
 //!   around them), or any stretch between other phases that reads nothing.

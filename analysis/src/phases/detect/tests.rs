@@ -170,6 +170,41 @@ fn two_saves_of_the_same_state_close_together_are_two_checkpoints() {
 }
 
 #[test]
+fn a_save_into_a_folder_of_its_own_begins_a_checkpoint() {
+    // Two saves 300 ms apart, nothing read between: each makes its folder,
+    // the two ranks write their shards (4 MiB each) and close them; 60 ms
+    // later rank 0 writes the model (4 MiB) on its own. The second save's
+    // shards are not "about as much again" as the whole first save, but
+    // its folder begins it.
+    let mut c = vec![(0, MS, Op::Read, 4 * MIB, 0)];
+    for save in 0..2 {
+        let t = 50 * MS + save * 300 * MS;
+        for r in 0..2 {
+            c.push((t + r as i64 * MS, 50_000, Op::Mkdir, 0, r));
+            for k in 0..4 {
+                c.push((t + 5 * MS + k * MS, MS / 2, Op::Write, MIB, r));
+            }
+            c.push((t + 10 * MS, 10_000, Op::Close, 0, r));
+        }
+        for k in 0..4 {
+            c.push((t + 70 * MS + k * MS, MS / 2, Op::Write, MIB, 0));
+        }
+        c.push((t + 75 * MS, 10_000, Op::Close, 0, 0));
+    }
+    c.sort_by_key(|c| c.0);
+    let p = detect_calls(&c);
+    let saves: Vec<&Phase> = p
+        .iter()
+        .filter(|p| p.kind == PhaseKind::Checkpoint)
+        .collect();
+    assert_eq!(saves.len(), 2, "{:?}", kinds(&p));
+    assert!(
+        saves.iter().all(|s| s.write_bytes == 12 * MIB as u64),
+        "{saves:?}"
+    );
+}
+
+#[test]
 fn a_model_then_its_optimizer_state_is_one_checkpoint() {
     // One writer, a pause between two files of different sizes.
     let mut c = vec![(0, MS, Op::Read, 4 * MIB, 0)];
