@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use iorepro_analysis::activity::{writer_of, Activity};
 use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
@@ -121,6 +123,10 @@ pub struct Survey {
     pub ops_per_source: BTreeMap<i32, u64>,
     pub paths: Vec<PathInfo>,
     pub path_ids: HashMap<Arc<str>, u32>,
+    /// Each spelling the rows used, with the path id and form it stands for:
+    /// most rows spell a path as an earlier row did, and putting it in
+    /// canonical form again costs more than the rest of the row.
+    spelled: FxHashMap<Box<str>, (u32, bool)>,
     pub phases: Vec<Phase>,
     /// The ranks' usual pause between bursts of reading in the read phases,
     /// in seconds: a step's compute (0 when the trace shows none).
@@ -253,24 +259,34 @@ impl Survey {
         self.intern(path).0
     }
 
-    fn intern(&mut self, path: &str) -> (u32, bool) {
-        let (path, names_dir) = pathforms::spelling(path);
-        if let Some(&id) = self.path_ids.get(&*path) {
-            return (id, names_dir);
+    fn intern(&mut self, spelled: &str) -> (u32, bool) {
+        if let Some(&known) = self.spelled.get(spelled) {
+            return known;
         }
-        let id = self.paths.len() as u32;
-        let p: Arc<str> = Arc::from(&*path);
-        self.paths.push(PathInfo {
-            path: p.clone(),
-            ..Default::default()
-        });
-        self.path_ids.insert(p, id);
+        let (path, names_dir) = pathforms::spelling(spelled);
+        let id = match self.path_ids.get(&*path) {
+            Some(&id) => id,
+            None => {
+                let id = self.paths.len() as u32;
+                let p: Arc<str> = Arc::from(&*path);
+                self.paths.push(PathInfo {
+                    path: p.clone(),
+                    ..Default::default()
+                });
+                self.path_ids.insert(p, id);
+                id
+            }
+        };
+        self.spelled.insert(spelled.into(), (id, names_dir));
         (id, names_dir)
     }
 
     /// The id of a path the survey has seen, however the row spells it.
     pub fn find_path(&self, path: &str) -> Option<u32> {
-        self.path_ids.get(&*pathforms::spelling(path).0).copied()
+        match self.spelled.get(path) {
+            Some(&(id, _)) => Some(id),
+            None => self.path_ids.get(&*pathforms::spelling(path).0).copied(),
+        }
     }
 
     pub fn run(trace: &Path) -> ReplayResult<Survey> {
