@@ -116,33 +116,33 @@ fn sum(r: &RankResult, (a, b): (usize, usize), f: &dyn Fn(&PhaseStats) -> u64) -
 /// in a later one, what the job did between its save and its next epoch's
 /// first batch, unless that was its loader's workers starting (see
 /// [`Lead::loader_started`]).
-fn start_up(r: &RankResult, span: (usize, usize), first: bool) -> Lead {
+fn lead_before_epoch(r: &RankResult, span: (usize, usize), first: bool) -> Lead {
     let lead = r.phases.get(span.0).and_then(|p| p.lead);
     lead.filter(|l| first || !l.loader_started)
         .unwrap_or_default()
 }
 
-/// A rank's time figure over the phases `span`, its start-up left out
-/// where `span` is the first epoch: `phase`'s sum less `lead`'s.
-fn without_start_up(
+/// A rank's time figure over the phases `span`, what it did before the
+/// epoch's first sample left out (see [`lead_before_epoch`]): `phase`'s sum
+/// less `lead`'s.
+fn without_lead(
     r: &RankResult,
     span: (usize, usize),
     first: bool,
     phase: fn(&PhaseStats) -> u64,
     lead: fn(&Lead) -> u64,
 ) -> u64 {
-    sum(r, span, &phase).saturating_sub(lead(&start_up(r, span, first)))
+    sum(r, span, &phase).saturating_sub(lead(&lead_before_epoch(r, span, first)))
 }
 
 /// One epoch (the stretch of phases `span`; `first`: the first epoch) over
 /// the ranks: its time (the slowest rank's), compute, stall, AU and rates.
 fn epoch(span: (usize, usize), first: bool, results: &[RankResult], afap: bool) -> EpochFigures {
     let duration_ns =
-        |r: &RankResult| without_start_up(r, span, first, |p| p.duration_ns, |l| l.duration_ns);
+        |r: &RankResult| without_lead(r, span, first, |p| p.duration_ns, |l| l.duration_ns);
     let compute_ns =
-        |r: &RankResult| without_start_up(r, span, first, |p| p.compute_ns, |l| l.compute_ns);
-    let ideal_ns =
-        |r: &RankResult| without_start_up(r, span, first, |p| p.ideal_ns, |l| l.ideal_ns);
+        |r: &RankResult| without_lead(r, span, first, |p| p.compute_ns, |l| l.compute_ns);
+    let ideal_ns = |r: &RankResult| without_lead(r, span, first, |p| p.ideal_ns, |l| l.ideal_ns);
     let duration_s = results
         .iter()
         .map(|r| secs(duration_ns(r)))
@@ -281,7 +281,7 @@ fn span(
     // starts this stretch too.
     let time = |r: &RankResult| {
         sum(r, (first.0, last), &|p| p.duration_ns)
-            .saturating_sub(start_up(r, first, true).duration_ns)
+            .saturating_sub(lead_before_epoch(r, first, true).duration_ns)
     };
     Some(results.iter().map(|r| secs(time(r))).fold(0.0, f64::max))
 }
