@@ -19,6 +19,7 @@ use crate::error::CollectResult;
 use crate::files::{user_dev, FileTable};
 use crate::live::written::Written;
 use crate::probes::Probes;
+use crate::ring::Ring;
 use crate::procs::{self, ProcTable};
 use crate::rows::{op_of, row_from_event, Reorder};
 
@@ -114,7 +115,49 @@ impl Decoder {
     /// a child's rank is known before its I/O.
     pub fn drain(&mut self, probes: &mut Probes) -> CollectResult<usize> {
         let mut forked = Vec::new();
-        let mut n = probes.proc_events.drain(|item| {
+        let Probes {
+            events,
+            proc_events,
+            ..
+        } = probes;
+        let mut n = self.drain_procs(proc_events, &mut forked);
+        let mut late = 0;
+        n += events.drain(|item| {
+            // The two rings are read one after the other, so a process that
+            // forked, ran and exited between the two reads has its I/O here
+            // and its fork not yet read: read the process ring again first,
+            // or its rows would take no rank (its environment is gone).
+            if tgid_of(item).is_some_and(|tgid| !self.procs.knows(tgid)) {
+                late += self.drain_procs(proc_events, &mut forked);
+            }
+            match item.len() {
+                IO_EVENT_SIZE => {
+                    // SAFETY: the kernel wrote an IoEvent of this size.
+                    let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                    self.on_io(&ev);
+                }
+                NAME_EVENT_SIZE => {
+                    // SAFETY: the kernel wrote a NameEvent of this size.
+                    let ev: NameEvent =
+                        unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                    self.names.insert(ev.pid_tgid as u32, ev.comm);
+                }
+                _ => {
+                    if let Some(named) = Named::parse(item) {
+                        self.on_named(named);
+                    }
+                }
+            }
+        });
+        for tgid in forked {
+            probes.forked(tgid);
+        }
+        Ok(n + late)
+    }
+
+    /// Reads the process ring, noting the children forked.
+    fn drain_procs(&mut self, ring: &mut Ring, forked: &mut Vec<u32>) -> usize {
+        ring.drain(|item| {
             if item.len() >= std::mem::size_of::<ProcEvent>() {
                 // SAFETY: the kernel wrote a ProcEvent of this size.
                 let ev: ProcEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
@@ -123,28 +166,7 @@ impl Decoder {
                 }
                 self.on_proc(&ev);
             }
-        });
-        for tgid in forked {
-            probes.forked(tgid);
-        }
-        n += probes.events.drain(|item| match item.len() {
-            IO_EVENT_SIZE => {
-                // SAFETY: the kernel wrote an IoEvent of this size.
-                let ev: IoEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.on_io(&ev);
-            }
-            NAME_EVENT_SIZE => {
-                // SAFETY: the kernel wrote a NameEvent of this size.
-                let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-                self.names.insert(ev.pid_tgid as u32, ev.comm);
-            }
-            _ => {
-                if let Some(named) = Named::parse(item) {
-                    self.on_named(named);
-                }
-            }
-        });
-        Ok(n)
+        })
     }
 
     fn on_proc(&mut self, ev: &ProcEvent) {
@@ -313,4 +335,15 @@ fn op_has_second_path(k: u32) -> bool {
 fn under(path: &str, dir: &str) -> bool {
     let dir = dir.trim_end_matches('/');
     path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')) || dir.is_empty()
+}
+
+/// The process of an I/O or path record (a path record begins with an I/O
+/// record); `None` for a thread's name.
+fn tgid_of(item: &[u8]) -> Option<u32> {
+    if item.len() != IO_EVENT_SIZE && item.len() < PATH_EVENT_SIZE {
+        return None;
+    }
+    let at = std::mem::offset_of!(IoEvent, pid_tgid);
+    let bytes = item.get(at..at + 8)?;
+    Some((u64::from_ne_bytes(bytes.try_into().ok()?) >> 32) as u32)
 }

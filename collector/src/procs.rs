@@ -1,13 +1,12 @@
 //! The traced processes: their rank, inherited from the parent at fork and
 //! re-read from the environment at exec, and finding a running job's tree.
 
-use std::collections::HashMap;
-
 use iorepro_format::launchers;
+use rustc_hash::FxHashMap;
 
 #[derive(Default)]
 pub struct ProcTable {
-    ranks: HashMap<u32, Option<i32>>,
+    ranks: FxHashMap<u32, Option<i32>>,
 }
 
 impl ProcTable {
@@ -31,6 +30,11 @@ impl ProcTable {
         if let Some(r) = rank_from_environ(tgid) {
             self.ranks.insert(tgid, Some(r));
         }
+    }
+
+    /// Whether the process has been seen (forked, adopted or looked up).
+    pub fn knows(&self, tgid: u32) -> bool {
+        self.ranks.contains_key(&tgid)
     }
 
     pub fn on_exit(&mut self, tgid: u32) {
@@ -79,7 +83,7 @@ pub fn parent_of(tgid: u32) -> Option<u32> {
 
 /// `root` and all its living descendants, parents before children.
 pub fn descendants(root: u32) -> Vec<u32> {
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut children: std::collections::HashMap<u32, Vec<u32>> = Default::default();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
