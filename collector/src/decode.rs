@@ -19,8 +19,8 @@ use crate::error::CollectResult;
 use crate::files::{user_dev, FileTable};
 use crate::live::written::Written;
 use crate::probes::Probes;
-use crate::ring::Ring;
 use crate::procs::{self, ProcTable};
+use crate::ring::Ring;
 use crate::rows::{op_of, row_from_event, Reorder};
 
 /// Everything needed to turn records into rows.
@@ -138,8 +138,7 @@ impl Decoder {
                 }
                 NAME_EVENT_SIZE => {
                     // SAFETY: the kernel wrote a NameEvent of this size.
-                    let ev: NameEvent =
-                        unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                    let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
                     self.names.insert(ev.pid_tgid as u32, ev.comm);
                 }
                 _ => {
