@@ -532,8 +532,8 @@ impl RolesBuilder {
             if ret > 0 && op == Op::Write {
                 s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
             }
+            // Not a directory for that alone: a file may hold the name.
             if op == Op::Mkdir && ret == -(libc::EEXIST as i64) {
-                s.directory = true;
                 s.made_again = true;
             }
             if ret >= 0 {

@@ -93,13 +93,6 @@ pub(super) fn checkpoints(
     marks
 }
 
-/// Whether one of `writes`' writers made a directory in `dirs_made`' run `d`.
-fn made_by_a_writer(d: &Stretch, writes: &[Stretch]) -> bool {
-    d.writers
-        .iter()
-        .any(|w| writes.iter().any(|r| r.writers.binary_search(w).is_ok()))
-}
-
 /// Splits one write burst (`writes[a..=b]`) where the job saved again: after
 /// a pause longer than [`CHECKPOINT_TAIL_GAP_NS`] that follows a sync
 /// (close, fsync, rename: the files of the save so far were finished), the
@@ -117,12 +110,26 @@ fn split_repeated_saves(
 ) -> Vec<(usize, usize)> {
     let syncs = activity.syncs.runs();
     let dirs = activity.dirs_made.runs();
+    let writers = |(x, y): (usize, usize)| {
+        let mut w: Vec<Writer> = writes[x..=y]
+            .iter()
+            .flat_map(|r| r.writers.iter().copied())
+            .collect();
+        w.sort_unstable();
+        w.dedup();
+        w
+    };
+    let burst_writers = writers((a, b));
     // A directory made by one of the burst's writers in `(from, to]`.
     let dir_made = |from: i64, to: i64| {
         dirs[dirs.partition_point(|d| d.start <= from)..]
             .iter()
             .take_while(|d| d.start <= to)
-            .any(|d| made_by_a_writer(d, &writes[a..=b]))
+            .any(|d| {
+                d.writers
+                    .iter()
+                    .any(|w| burst_writers.binary_search(w).is_ok())
+            })
     };
     // Segments between pauses that come after a sync, and whether each
     // began with a directory made.
@@ -144,15 +151,6 @@ fn split_repeated_saves(
         seg_end = seg_end.max(w.end);
     }
     segments.push((seg_start, b, seg_dir));
-    let writers = |(x, y): (usize, usize)| {
-        let mut w: Vec<Writer> = writes[x..=y]
-            .iter()
-            .flat_map(|r| r.writers.iter().copied())
-            .collect();
-        w.sort_unstable();
-        w.dedup();
-        w
-    };
     let bytes = |(x, y): (usize, usize)| writes[x..=y].iter().map(|r| r.bytes).sum::<u64>();
     let mut saves: Vec<(usize, usize)> = Vec::new();
     for (x, y, opens_dir) in segments {
