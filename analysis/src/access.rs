@@ -183,11 +183,13 @@ struct CompactKeys {
 }
 
 impl CompactKeys {
-    fn of(v: &[Access]) -> Self {
-        let max_file = v.iter().map(|a| a.key >> 32).max().unwrap_or(0);
-        let max_slot = v.iter().map(|a| a.key & SLOT_MASK).max().unwrap_or(0);
-        let slot_bits = 64 - max_slot.leading_zeros();
-        let bits = 64 - ((max_file << slot_bits) | max_slot).leading_zeros();
+    /// The widths of keys whose bits, ORed together, are `any`: an OR has
+    /// the bit length of the largest, which is all the widths need, and is
+    /// kept as the accesses are recorded rather than found in a pass.
+    fn covering(any: u64) -> Self {
+        let (files, slots) = (any >> 32, any & SLOT_MASK);
+        let slot_bits = 64 - slots.leading_zeros();
+        let bits = 64 - ((files << slot_bits) | slots).leading_zeros();
         CompactKeys { slot_bits, bits }
     }
 
@@ -247,6 +249,8 @@ pub struct AccessTracker {
     owners: Owners,
     /// This part's accesses, in row order, until [`AccessTracker::seal`].
     pending: Vec<Access>,
+    /// The keys of `pending` ORed together (see [`CompactKeys::covering`]).
+    pending_bits: u64,
     /// This part's streams, after [`AccessTracker::seal`].
     streams: Vec<PartStream>,
     /// Of the merged trace: each stream's next offset.
@@ -278,8 +282,10 @@ impl AccessTracker {
             self.read.sequential += within_run;
         }
         let slot = self.owners.slot(owner) as u64;
+        let key = (file as u64) << 32 | (write as u64) << 31 | (slot & SLOT_MASK);
+        self.pending_bits |= key;
         self.pending.push(Access {
-            key: (file as u64) << 32 | (write as u64) << 31 | (slot & SLOT_MASK),
+            key,
             offset,
             next: offset + len.max(0),
         });
@@ -297,14 +303,14 @@ impl AccessTracker {
     /// first access to the merge. The accesses are grouped by the high bits
     /// of their stream, and each group judged on its own, its streams found
     /// by the low bits: one scattering pass over the list in memory (after
-    /// the reads that size the keys and count the groups), the rest in cache.
+    /// the read that counts the groups), the rest in cache.
     pub fn seal(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         if pending.is_empty() {
             give_back(pending);
             return;
         }
-        let keys = CompactKeys::of(&pending);
+        let keys = CompactKeys::covering(std::mem::take(&mut self.pending_bits) & !WRITE_BIT);
         let low_bits = keys.bits.saturating_sub(GROUP_BITS);
         let mut grouped = spare_scratch();
         let starts = group_by_high_bits(&pending, &keys, low_bits, &mut grouped);
@@ -397,6 +403,7 @@ impl AccessTracker {
         let own = AccessTracker {
             owners: self.owners.clone(),
             pending: std::mem::take(&mut self.pending),
+            pending_bits: std::mem::take(&mut self.pending_bits),
             streams: std::mem::take(&mut self.streams),
             ..Default::default()
         };

@@ -16,7 +16,7 @@ use crate::tally::{Depth, Tally, PID_WHERE_NO_RANK};
 use crate::timeline::{Timeline, BASE_WINDOW_NS};
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
-use iorepro_format::runs::calls_in;
+use iorepro_format::runs::CallsOf;
 use iorepro_format::scan::{scan, scan_sparing, Fold, ScanBatch};
 use iorepro_format::schema::{Op, COL_RANK, COL_TS};
 
@@ -227,12 +227,12 @@ impl Fold for WithRoles {
         }
         let (tally, roles) = (self.tally.begin(b), self.roles.begin(b));
         let (keys, table) = b.ops();
-        let calls = b.calls();
+        let calls = CallsOf::new(b.calls());
         if self.tally.counts_files() {
             for i in 0..b.len() {
                 let op = table[keys[i] as usize];
                 // A run of calls counts as its calls (see format::runs).
-                let n = calls_in(calls, i) as u64;
+                let n = calls.at(i) as u64;
                 by_op!(op, |o| {
                     self.tally.row(&tally, i, o, n);
                     self.roles.loud_row_at(&roles, i, o, n);
@@ -241,7 +241,7 @@ impl Fold for WithRoles {
         } else {
             for i in 0..b.len() {
                 let op = table[keys[i] as usize];
-                let n = calls_in(calls, i) as u64;
+                let n = calls.at(i) as u64;
                 by_op!(op, |o| {
                     self.tally.row(&tally, i, o, n);
                     self.roles.row_at(&roles, i, o, n);

@@ -17,7 +17,7 @@ use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
 use crate::intern::Interner;
 use crate::timeline::Timeline;
-use iorepro_format::runs::{calls_in, span_in};
+use iorepro_format::runs::{CallsOf, SpanOf};
 use iorepro_format::scan::{Fold, OnlyWhereNull, ScanBatch};
 use iorepro_format::schema::{
     Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
@@ -269,11 +269,10 @@ struct FullColumns<'a> {
 /// The columns of one batch a tally reads (see [`Tally::begin`]).
 pub(crate) struct TallyBatch<'a> {
     ts: &'a [i64],
-    dur: &'a [i64],
     pid: &'a [i32],
     ret: &'a [i64],
     rank: &'a Int32Array,
-    span: &'a Int64Array,
+    span: SpanOf<'a>,
     full: Option<FullColumns<'a>>,
 }
 
@@ -336,11 +335,11 @@ impl Tally {
         }
         let cols = self.begin(b);
         let (keys, table) = b.ops();
-        let calls = b.calls();
+        let calls = CallsOf::new(b.calls());
         for i in 0..b.len() {
             let op = table[keys[i] as usize];
             // A run of calls counts as its calls (see format::runs).
-            let n = calls_in(calls, i) as u64;
+            let n = calls.at(i) as u64;
             by_op!(op, |o| self.row(&cols, i, o, n));
         }
     }
@@ -366,11 +365,10 @@ impl Tally {
         });
         TallyBatch {
             ts: b.ts(),
-            dur: b.dur_ns(),
             pid: b.pid(),
             ret: b.ret(),
             rank: b.rank(),
-            span: b.span_ns(),
+            span: SpanOf::new(b.span_ns(), b.dur_ns()),
             full,
         }
     }
@@ -439,7 +437,7 @@ impl Tally {
         let writer = writer_of(r, c.pid[i]);
         self.events += n;
         self.activity
-            .observe_row(ts, span_in(c.span, c.dur, i), op, ret, writer, n);
+            .observe_row(ts, c.span.at(i), op, ret, writer, n);
         let st = &mut self.ops[op as usize];
         st.count += n;
         if ret > 0 {
@@ -460,7 +458,7 @@ impl Tally {
         let owner = writer_of(r, c.pid[i]);
         self.events += n;
         self.activity
-            .observe_row(ts, span_in(c.span, c.dur, i), op, ret, owner, n);
+            .observe_row(ts, c.span.at(i), op, ret, owner, n);
         let write = op.is_write_data();
         let data = write || op.is_read_data();
         let moved = if data && ret > 0 { ret as u64 } else { 0 };

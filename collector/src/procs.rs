@@ -83,7 +83,7 @@ pub fn parent_of(tgid: u32) -> Option<u32> {
 
 /// `root` and all its living descendants, parents before children.
 pub fn descendants(root: u32) -> Vec<u32> {
-    let mut children: std::collections::HashMap<u32, Vec<u32>> = Default::default();
+    let mut children: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {

@@ -34,6 +34,51 @@ pub fn span_in(span: &Int64Array, dur: &[i64], row: usize) -> i64 {
     }
 }
 
+/// A batch's `calls` column as its rows read it ([`calls_in`]), with the
+/// batch's commonest case found once: where no row is a run (the column all
+/// null), a row's count is 1 without a look at the null mask.
+#[derive(Debug, Clone, Copy)]
+pub struct CallsOf<'a>(Option<&'a Int64Array>);
+
+impl<'a> CallsOf<'a> {
+    pub fn new(calls: &'a Int64Array) -> Self {
+        CallsOf((calls.null_count() < calls.len()).then_some(calls))
+    }
+
+    #[inline(always)]
+    pub fn at(self, row: usize) -> i64 {
+        match self.0 {
+            Some(calls) => calls_in(calls, row),
+            None => 1,
+        }
+    }
+}
+
+/// A batch's `span_ns` and `dur_ns` columns as its rows read them
+/// ([`span_in`]): where no row is a run, a row's span is its `dur_ns`.
+#[derive(Debug, Clone, Copy)]
+pub struct SpanOf<'a> {
+    span: Option<&'a Int64Array>,
+    dur: &'a [i64],
+}
+
+impl<'a> SpanOf<'a> {
+    pub fn new(span: &'a Int64Array, dur: &'a [i64]) -> Self {
+        SpanOf {
+            span: (span.null_count() < span.len()).then_some(span),
+            dur,
+        }
+    }
+
+    #[inline(always)]
+    pub fn at(self, row: usize) -> i64 {
+        match self.span {
+            Some(span) => span_in(span, self.dur, row),
+            None => self.dur[row],
+        }
+    }
+}
+
 /// One call of a row (the row itself when it is not a run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {

@@ -585,3 +585,89 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
         opening.values().map(|&t| since(t)).collect::<Vec<_>>()
     );
 }
+
+/// A job's epoch holds its loader's workers starting: a DataLoader forks
+/// them when the epoch's loop begins, and each makes calls of its own
+/// before its first sample. The job's start-up before (the interpreter,
+/// imports, the process group) is not the first epoch's. Here the main
+/// process starts up for 300 ms (reading its code, with no pause that would
+/// make it a phase of its own), and each epoch's worker makes its first
+/// call 100 ms before its first sample: the first epoch holds that 100 ms
+/// (it was left out with the start-up before), the second too.
+#[test]
+fn a_loader_worker_starting_is_its_epochs_time_and_the_start_up_before_is_not() {
+    use iorepro_format::Op;
+    let tmp = tempfile::tempdir().unwrap();
+    let ms = 1_000_000i64;
+    let t0 = 1_000_000_000_000i64;
+    let (main, code, ckpt) = (100, "/venv/lib/site.py", "/ckpt/model.pt");
+    // (pid, when, call, path, descriptor, bytes)
+    let mut calls: Vec<(i32, i64, Op, String, i32, i64)> = Vec::new();
+    for k in 0..60 {
+        calls.push((main, k * 5 * ms, Op::Open, code.into(), 3, 0));
+        calls.push((main, k * 5 * ms + ms, Op::Read, code.into(), 3, 4096));
+        calls.push((main, k * 5 * ms + 2 * ms, Op::Close, code.into(), 3, 0));
+    }
+    let epoch = |start: i64, worker: i32, first_file: i64, calls: &mut Vec<_>| {
+        let first = format!("/data/sample-{first_file}.bin");
+        calls.push((worker, start, Op::Stat, first, -1, 0));
+        for step in 0..4 {
+            let path = format!("/data/sample-{}.bin", first_file + step);
+            let at = start + (step + 1) * 100 * ms;
+            calls.push((worker, at, Op::Open, path.clone(), 10, 0));
+            calls.push((worker, at + ms, Op::Read, path.clone(), 10, 1 << 20));
+            calls.push((worker, at + 2 * ms, Op::Close, path, 10, 0));
+        }
+    };
+    let save = |start: i64, calls: &mut Vec<_>| {
+        calls.push((main, start, Op::Open, ckpt.to_string(), 11, 0));
+        for k in 0..4 {
+            let at = start + ms + k * 10 * ms;
+            calls.push((main, at, Op::Write, ckpt.to_string(), 11, 1 << 20));
+        }
+        calls.push((main, start + 42 * ms, Op::Close, ckpt.to_string(), 11, 0));
+    };
+    epoch(300 * ms, 200, 0, &mut calls);
+    save(800 * ms, &mut calls);
+    epoch(900 * ms, 201, 4, &mut calls);
+    save(1_400 * ms, &mut calls);
+    calls.sort_by_key(|c| c.1);
+    let rows: Vec<(i32, TimedRow)> = calls
+        .iter()
+        .map(|(pid, at, op, path, fd, bytes)| {
+            let data = matches!(op, Op::Read | Op::Write);
+            let flags = (*op == Op::Open).then_some(if path.ends_with(".pt") {
+                O_WRITE_CREATE
+            } else {
+                0
+            });
+            let row = (0, *op, path.as_str(), *fd, data.then_some(0), *bytes, flags);
+            (*pid, (t0 + at, 100_000, row))
+        })
+        .collect();
+    let trace = write_process_rows(tmp.path(), &rows, "");
+    let target = tmp.path().join("target");
+    let r = replay_ok(&trace, &target, &["--timing", "original", "--json"]);
+    let epochs: Vec<f64> = r["training"]["epochs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["duration_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(epochs.len(), 2, "{}", r["training"]);
+    // Each epoch: the worker's 100 ms start, then 4 steps to the save (the
+    // second's follows the first save's 58 ms after it). Without the
+    // worker's start the first would be 0.4 s; with the start-up, 0.8 s.
+    assert!(
+        (0.47..0.7).contains(&epochs[0]),
+        "first epoch {} s: {}",
+        epochs[0],
+        r["training"]
+    );
+    assert!(
+        (0.47..0.75).contains(&epochs[1]),
+        "second epoch {} s: {}",
+        epochs[1],
+        r["training"]
+    );
+}

@@ -153,6 +153,33 @@ def evict(root):
                 os.close(fd)
 
 
+WRITE_PROBE = """
+import os, sys, time
+path, mib = sys.argv[1], int(sys.argv[2])
+block = os.urandom(4 << 20)
+t = time.monotonic()
+with open(path, "wb") as f:
+    for _ in range(mib // 4):
+        f.write(block)
+    f.flush()
+    os.fsync(f.fileno())
+print(time.monotonic() - t)
+os.unlink(path)
+"""
+
+
+def write_rate_mib_s(root, mib, cgroup):
+    """The storage's write rate as a user would measure it before asking
+    the plan, in the job's way of saving (4 MiB writes of a checkpoint's
+    size, then fsync), from inside the throttled cgroup: the median of
+    three. The plan needs it apart from the read rate: a cgroup v1 blkio
+    throttle holds the reads, but buffered writes reach the disk from the
+    kernel's flusher, outside the cgroup, at the disk's own speed."""
+    cmd = [sys.executable, "-c", WRITE_PROBE, os.path.join(root, "write-probe"), str(mib)]
+    took = sorted(float(run(cgroup.wrap(cmd) if cgroup else cmd)) for _ in range(3))
+    return mib / max(took[1], 1e-6)
+
+
 def job_figures(r):
     """A job's own record (its --report) as the figures the replay's are
     judged against: span, epochs, AU and checkpoints, in seconds."""
@@ -329,9 +356,9 @@ def main():
             replay = replay_figures(rep, time.time() - started)
             side = {"job": truth, "replay": replay}
             if cgroup:
-                rates = ["--bandwidth", f"{a.throttle_mib}MiB/s"]
-                if a.throttle_write_mib:
-                    rates += ["--write-bandwidth", f"{a.throttle_write_mib}MiB/s"]
+                write_mib_s = write_rate_mib_s(s, a.ckpt_mib, cgroup)
+                rates = ["--bandwidth", f"{a.throttle_mib}MiB/s",
+                         "--write-bandwidth", f"{write_mib_s:.1f}MiB/s"]
                 plan = json.loads(run([a.replay, trace, "--ranks", str(n), "--plan-only", "--json",
                                        "--batch", a.batch] + rates))
                 made = [c for c in plan["checkpoints"] if c["phase"] not in plan["saves"]["dropped"]]
@@ -340,6 +367,7 @@ def main():
                     "au_percent": [e["au_percent"] for e in plan["epochs_at_bandwidth"]],
                     "bandwidth_for_au_gib_s": plan["bandwidth_for_au_gib_s"],
                     "checkpoints_s": [c["seconds_at_bandwidth"] for c in made],
+                    "write_mib_s": round(write_mib_s, 1),
                 }
             side["errors"] = errors(replay, truth)
             if again:
@@ -355,6 +383,9 @@ def main():
                     side["errors_beyond_job"]["plan_epochs"] = [
                         beyond(p, j, k) for p, j, k in
                         zip(side["plan"]["epochs_s"], truth["epochs_s"], again["epochs_s"])]
+                    side["errors_beyond_job"]["plan_checkpoints"] = [
+                        beyond(p, j, k) for p, j, k in
+                        zip(side["plan"]["checkpoints_s"], truth["checkpoints_s"], again["checkpoints_s"])]
             out[storage] = side
         print(json.dumps(out, indent=1))
     finally:

@@ -17,7 +17,7 @@ use arrow_array::{Array, ArrayRef, Int32Array, StringArray};
 use crate::by_op::by_op;
 use crate::intern::Interner;
 use iorepro_format::columns::Events;
-use iorepro_format::runs::calls_in;
+use iorepro_format::runs::CallsOf;
 use iorepro_format::scan::{Fold, ScanBatch};
 use iorepro_format::schema::Op;
 
@@ -368,10 +368,10 @@ impl RolesBuilder {
         }
         let cols = self.begin(b);
         let (keys, table) = b.ops();
-        let calls = b.calls();
+        let calls = CallsOf::new(b.calls());
         for i in 0..b.len() {
             let op = table[keys[i] as usize];
-            let n = calls_in(calls, i) as u64;
+            let n = calls.at(i) as u64;
             by_op!(op, |o| self.row_at(&cols, i, o, n));
         }
     }

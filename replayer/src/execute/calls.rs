@@ -14,7 +14,7 @@ use iorepro_format::Op;
 use super::files::FileCalls;
 use super::objects::ObjectCalls;
 use super::outcome::CallOutcome;
-use super::{Places, Shared, Worker};
+use super::{Places, ProcessBegan, Shared, Worker};
 use crate::error::ReplayResult;
 use crate::io::engine::EngineKind;
 use crate::io::objects::RequestStats;
@@ -108,7 +108,8 @@ impl Worker<'_> {
     /// Makes `op` on the target at its time on the rank's schedule, and
     /// measures and records it.
     pub(super) fn execute(&mut self, op: &PlannedOp) -> ReplayResult<()> {
-        let intended = if self.processes.insert(op.pid) {
+        let began = !self.processes.contains_key(&op.pid);
+        let intended = if began {
             let started = self.process_start(op.pid).unwrap_or(op.ts);
             self.sched.start_of_process(started, op.ts, op.dur)
         } else {
@@ -118,6 +119,11 @@ impl Worker<'_> {
         // the recorded trace says what the replay did: when it issued the call
         // and how long the call took.
         let issued = Instant::now();
+        if began {
+            let clock = (self.sched.compute_ns, self.sched.ideal_ns);
+            self.processes
+                .insert(op.pid, ProcessBegan { issued, clock });
+        }
         if op.op == Op::Write {
             if let Some(compute_at_barrier) = self.awaiting_first_write.take() {
                 let planned_gap = self.sched.compute_ns - compute_at_barrier;
@@ -172,13 +178,24 @@ impl Worker<'_> {
             && self.result.phases[self.phase].samples == 0;
         if first_sample {
             let phase_start = self.shared.phases()[self.phase].start_unix_ns;
+            let started = self.process_start(op.pid);
+            let loader_started = started.is_some_and(|t| t >= phase_start);
+            // A loader's worker (a process that began after the rank's
+            // first), started in the phase: the lead ends at the worker's
+            // first call. What follows, up to its first sample, is the
+            // worker starting, which the job's epoch counts (it starts its
+            // loader inside the epoch), the first epoch's as a later one's.
+            let rank_start = self.shared.survey.rank_start(self.result.source_rank);
+            let worker = loader_started && started > rank_start;
+            let (at, clock) = match self.processes.get(&op.pid) {
+                Some(p) if worker => (p.issued, p.clock),
+                _ => (issued, (self.sched.compute_ns, self.sched.ideal_ns)),
+            };
             self.result.phases[self.phase].lead = Some(Lead {
-                duration_ns: issued
-                    .saturating_duration_since(self.phase_entered)
-                    .as_nanos() as u64,
-                compute_ns: self.sched.compute_ns - self.phase_clock.0,
-                ideal_ns: self.sched.ideal_ns - self.phase_clock.1,
-                loader_started: self.process_start(op.pid).is_some_and(|t| t >= phase_start),
+                duration_ns: at.saturating_duration_since(self.phase_entered).as_nanos() as u64,
+                compute_ns: clock.0.saturating_sub(self.phase_clock.0),
+                ideal_ns: clock.1.saturating_sub(self.phase_clock.1),
+                loader_started,
             });
         }
         let ph = &mut self.result.phases[op.phase as usize];

@@ -18,7 +18,7 @@ mod metadata;
 mod objects;
 mod outcome;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::Receiver;
@@ -170,13 +170,22 @@ impl<'s> Places<'s> {
     }
 }
 
+/// Where a rank stood when it made a traced process's first op.
+#[derive(Debug, Clone, Copy)]
+struct ProcessBegan {
+    issued: Instant,
+    /// The schedule's compute and ideal time then.
+    clock: (u64, u64),
+}
+
 pub struct Worker<'s> {
     shared: &'s Shared,
     rank: u32,
     /// The rank's calls on the target, with what they hold open there.
     calls: Calls<'s>,
-    /// Traced processes this rank has made an op of.
-    processes: HashSet<i32>,
+    /// Traced processes this rank has made an op of, and where the rank
+    /// stood when it made each one's first.
+    processes: HashMap<i32, ProcessBegan>,
     /// The rank's op figures, kept where status lines and metrics read them.
     live: Arc<RankLive>,
     result: RankResult,
@@ -210,7 +219,7 @@ impl<'s> Worker<'s> {
             shared,
             rank,
             calls,
-            processes: HashSet::new(),
+            processes: HashMap::new(),
             live,
             result,
             sched: Schedule::new(shared.timing, now, shared.origin_ns()),

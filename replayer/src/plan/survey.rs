@@ -207,6 +207,16 @@ impl Survey {
         self.process_starts.get(&(rank, pid)).copied()
     }
 
+    /// When source rank `rank`'s first process made its first call: the
+    /// start of the job's own start-up on that rank.
+    pub fn rank_start(&self, rank: i32) -> Option<i64> {
+        self.process_starts
+            .iter()
+            .filter(|((r, _), _)| *r == rank)
+            .map(|(_, &t)| t)
+            .min()
+    }
+
     /// Settles what the calls alone could not: paths beneath a directory
     /// that ranks change are the ranks' own too (a probe for a missing file
     /// in a directory the job made looks in the rank's copy, where that

@@ -51,7 +51,9 @@ pub struct PhaseStats {
 /// own first epoch does not count.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Lead {
-    /// From the phase's start to the first sample's open.
+    /// From the phase's start to the first sample's open; where a loader's
+    /// worker opened it (a process the rank's main one started in the
+    /// phase), to that worker's first call: its start is the epoch's.
     pub duration_ns: u64,
     /// Compute the schedule kept in it.
     pub compute_ns: u64,

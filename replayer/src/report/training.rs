@@ -111,15 +111,35 @@ fn sum(r: &RankResult, (a, b): (usize, usize), f: &dyn Fn(&PhaseStats) -> u64) -
         .map_or(0, |p| p.iter().map(f).sum::<u64>())
 }
 
-/// What rank `r` did in the phase that starts `span` before its first
-/// sample that is not the epoch's: in the first epoch, the job's start-up;
-/// in a later one, what the job did between its save and its next epoch's
-/// first batch, unless that was its loader's workers starting (see
-/// [`Lead::loader_started`]).
+/// What rank `r` did in `span` before its first sample that is not the
+/// epoch's: in the first epoch, the job's start-up; in a later one, what
+/// the job did between its save and its next epoch's first batch, unless
+/// that was its loader's workers starting (see [`Lead::loader_started`]).
+/// That is the lead of the span's first phase with a sample, and every
+/// phase before it in the span (a start-up can be a phase of its own).
 fn lead_before_epoch(r: &RankResult, span: (usize, usize), first: bool) -> Lead {
-    let lead = r.phases.get(span.0).and_then(|p| p.lead);
-    lead.filter(|l| first || !l.loader_started)
-        .unwrap_or_default()
+    let mut before = Lead::default();
+    for p in r.phases.get(span.0..=span.1).unwrap_or_default() {
+        match p.lead {
+            Some(l) if first || !l.loader_started => {
+                return Lead {
+                    duration_ns: before.duration_ns + l.duration_ns,
+                    compute_ns: before.compute_ns + l.compute_ns,
+                    ideal_ns: before.ideal_ns + l.ideal_ns,
+                    loader_started: l.loader_started,
+                }
+            }
+            Some(_) => return Lead::default(),
+            None if p.samples > 0 => return Lead::default(),
+            None => {
+                before.duration_ns += p.duration_ns;
+                before.compute_ns += p.compute_ns;
+                before.ideal_ns += p.ideal_ns;
+            }
+        }
+    }
+    // No sample in the span: nothing in it is before an epoch's.
+    Lead::default()
 }
 
 /// A rank's time figure over the phases `span`, what it did before the
@@ -277,8 +297,8 @@ fn span(
         .map(|c| c.phase)
         .chain(epochs.iter().map(|e| e.phases.1))
         .max()?;
-    // The start-up is looked up in the first epoch's first phase, which
-    // starts this stretch too.
+    // The start-up is looked up in the first epoch's phases up to its
+    // first sample, which start this stretch too.
     let time = |r: &RankResult| {
         sum(r, (first.0, last), &|p| p.duration_ns)
             .saturating_sub(lead_before_epoch(r, first, true).duration_ns)
@@ -491,6 +511,21 @@ mod tests {
         );
         assert!((t.epochs[0].duration_s - 3.5).abs() < 1e-9);
         assert!((t.epochs[1].duration_s - 2.0).abs() < 1e-9);
+        // A start-up that is a phase of its own (no sample in it) is the
+        // start-up too, with the lead of the phase of the first sample.
+        let mut own_phase = [rank(1), rank(2)];
+        for r in &mut own_phase {
+            r.phases[0].samples = 0;
+            r.phases[0].lead = None;
+        }
+        let t = Training::build(&phases, &all, &own_phase, &Meetings::default(), false);
+        // Rank 0: 4 s less phase 0's 2 s and phase 1's 0.5 s lead.
+        assert!(
+            (t.epochs[0].duration_s - 1.5).abs() < 1e-9,
+            "{:?}",
+            t.epochs[0]
+        );
+        assert_eq!(t.span_s, Some(7.5));
     }
 
     #[test]

@@ -170,17 +170,23 @@ pub type TimedRow<'a> = (i64, i64, Row<'a>);
 /// A trace of `rows`, each at its own time (in `ts` order), in `dir/trace`;
 /// renames name `renamed_to` as their new name.
 pub fn write_timed_rows(dir: &Path, rows: &[TimedRow<'_>], renamed_to: &str) -> PathBuf {
+    let made_by: Vec<(i32, TimedRow)> = rows.iter().map(|&r| (100 + r.2 .0, r)).collect();
+    write_process_rows(dir, &made_by, renamed_to)
+}
+
+/// [`write_timed_rows`], each row made by the process it names: (pid, row).
+pub fn write_process_rows(dir: &Path, rows: &[(i32, TimedRow<'_>)], renamed_to: &str) -> PathBuf {
     let out = dir.join("trace");
     let mut w =
         iorepro_format::TraceWriter::create(&out, WriterOptions::new(Source::Synth)).unwrap();
-    for &(ts_ns, dur_ns, (rank, op, path, fd, offset, bytes, flags)) in rows {
+    for &(pid, (ts_ns, dur_ns, (rank, op, path, fd, offset, bytes, flags))) in rows {
         let data = matches!(op, iorepro_format::Op::Read | iorepro_format::Op::Write);
         w.push(&iorepro_format::EventRow {
             ts_ns,
             dur_ns,
             host: "h",
-            pid: 100 + rank,
-            tid: 100 + rank,
+            pid,
+            tid: pid,
             rank: Some(rank),
             comm: "python",
             op,
