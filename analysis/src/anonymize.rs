@@ -156,6 +156,7 @@ fn write_one(input: &Path, out: &Path, names: &mut Names, keep: bool) -> TraceRe
     if let Some(m) = c.mounts {
         w.set_mounts(m);
     }
+    w.set_process_starts(c.process_starts);
     w.set_dropped_events(src.dropped_events);
     w.set_anonymized(c.anonymized);
     w.finish()?;

@@ -109,6 +109,7 @@ pub fn filter(input: &Path, out: &Path, f: &Filter, segment_rows: usize) -> Trac
     if let Some(m) = &src.mounts {
         w.set_mounts(m.clone());
     }
+    w.set_process_starts(src.process_starts.clone());
     w.set_dropped_events(src.dropped_events);
     if let Some(a) = &src.anonymized {
         w.set_anonymized(a.clone());

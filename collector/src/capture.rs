@@ -360,6 +360,8 @@ impl<'a> Capture<'a> {
     fn finish(mut self, dropped: (Vec<(u32, u64)>, u64)) -> CollectResult<Outcome> {
         let (dropped_by_kind, dropped_proc) = dropped;
         self.mount_watch.finish(&mut self.writer);
+        self.writer
+            .set_process_starts(self.session.process_starts());
         let dropped_io = record_losses(&mut self.writer, &dropped_by_kind, dropped_proc);
         if let Some(sig) = signals::received() {
             self.writer

@@ -12,6 +12,7 @@ use iorepro_common::{
     kind, proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, IO_EVENT_SIZE,
     NAME_EVENT_SIZE, PATH_EVENT_SIZE, RET_PENDING, VIA_IO_URING,
 };
+use iorepro_format::processes::ProcessStart;
 use iorepro_format::{Op, TraceError, TraceWriter};
 use rustc_hash::FxHashMap;
 
@@ -104,6 +105,21 @@ impl Decoder {
             .release(watermark, comm, &mut self.written, writer)
     }
 
+    /// When the traced processes that made rows were forked, for the
+    /// manifest (see [`iorepro_format::processes`]).
+    pub fn process_starts(&self) -> Vec<ProcessStart> {
+        self.procs
+            .starts()
+            .iter()
+            .map(|s| ProcessStart {
+                host: None,
+                pid: s.tgid as i32,
+                parent: s.parent as i32,
+                forked_unix_ns: s.at_ns as i64 + self.wall_offset_ns,
+            })
+            .collect()
+    }
+
     /// A process found already running (in an attached tree or cgroup).
     pub fn adopt(&mut self, tgid: u32) {
         let parent = procs::parent_of(tgid).and_then(|p| self.procs.rank(p));
@@ -170,7 +186,7 @@ impl Decoder {
 
     fn on_proc(&mut self, ev: &ProcEvent) {
         match ev.kind {
-            proc_kind::FORK => self.procs.on_fork(ev.tgid, ev.parent_tgid),
+            proc_kind::FORK => self.procs.on_fork(ev.tgid, ev.parent_tgid, ev.ts_ns),
             proc_kind::EXEC => {
                 self.procs.on_exec(ev.tgid);
                 self.files.learn_exe(ev.tgid);
@@ -217,7 +233,7 @@ impl Decoder {
             dev: ev.dev,
             ..header.io
         };
-        let rank = self.procs.rank((io.pid_tgid >> 32) as u32);
+        let rank = self.procs.rank_of_row((io.pid_tgid >> 32) as u32);
         self.rows.push(row_from_event(
             &io,
             op,
@@ -287,7 +303,7 @@ impl Decoder {
         if !self.decide(decides) {
             return;
         }
-        let rank = self.procs.rank(tgid);
+        let rank = self.procs.rank_of_row(tgid);
         let mut row = row_from_event(&ev.io, op, rank, Some(path), self.wall_offset_ns);
         row.path2 = path2.map(Rc::from);
         self.rows.push(row);
@@ -297,7 +313,7 @@ impl Decoder {
         if !self.wanted(path.as_ref()) {
             return;
         }
-        let rank = self.procs.rank((ev.pid_tgid >> 32) as u32);
+        let rank = self.procs.rank_of_row((ev.pid_tgid >> 32) as u32);
         self.rows
             .push(row_from_event(ev, op, rank, path, self.wall_offset_ns));
     }

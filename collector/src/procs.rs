@@ -6,51 +6,122 @@ use rustc_hash::FxHashMap;
 
 #[derive(Default)]
 pub struct ProcTable {
-    ranks: FxHashMap<u32, Option<i32>>,
+    procs: FxHashMap<u32, Proc>,
+    /// Starts of processes whose pid was since reused, that made rows.
+    earlier_starts: Vec<Started>,
+}
+
+/// What the table keeps of a traced process.
+#[derive(Clone, Copy, Default)]
+struct Proc {
+    rank: Option<i32>,
+    /// Its fork, when the capture saw it.
+    forked: Option<Started>,
+    /// Whether it made a row: only those processes' starts are written.
+    made_rows: bool,
+}
+
+/// A fork the capture saw: the parent, and when (the kernel's monotonic ns).
+#[derive(Clone, Copy)]
+pub struct Started {
+    pub tgid: u32,
+    pub parent: u32,
+    pub at_ns: u64,
 }
 
 impl ProcTable {
     /// A process seen for the first time (root of the job, or found by a scan).
     pub fn adopt(&mut self, tgid: u32, inherited: Option<i32>) {
         let rank = rank_from_environ(tgid).or(inherited);
-        self.ranks.insert(tgid, rank);
+        self.procs.entry(tgid).or_default().rank = rank;
     }
 
     pub fn set_rank(&mut self, tgid: u32, rank: Option<i32>) {
-        self.ranks.insert(tgid, rank);
+        self.procs.entry(tgid).or_default().rank = rank;
     }
 
-    pub fn on_fork(&mut self, child: u32, parent: u32) {
+    /// A process forked at `at_ns`: it inherits its parent's rank.
+    pub fn on_fork(&mut self, child: u32, parent: u32, at_ns: u64) {
         let rank = self.rank(parent);
-        self.ranks.insert(child, rank);
+        let forked = Some(Started {
+            tgid: child,
+            parent,
+            at_ns,
+        });
+        let before = self.procs.insert(
+            child,
+            Proc {
+                rank,
+                forked,
+                made_rows: false,
+            },
+        );
+        // The pid is reused: the process that had it is gone.
+        if let Some(Proc {
+            forked: Some(s),
+            made_rows: true,
+            ..
+        }) = before
+        {
+            self.earlier_starts.push(s);
+        }
     }
 
     /// A new program may set its own rank; otherwise it keeps its parent's.
     pub fn on_exec(&mut self, tgid: u32) {
         if let Some(r) = rank_from_environ(tgid) {
-            self.ranks.insert(tgid, Some(r));
+            self.procs.entry(tgid).or_default().rank = Some(r);
         }
     }
 
     /// Whether the process has been seen (forked, adopted or looked up).
     pub fn knows(&self, tgid: u32) -> bool {
-        self.ranks.contains_key(&tgid)
-    }
-
-    pub fn on_exit(&mut self, tgid: u32) {
-        self.ranks.remove(&tgid);
+        self.procs.contains_key(&tgid)
     }
 
     /// The rank of a traced process; one not seen yet (a cgroup member) is
     /// looked up on first use.
     pub fn rank(&mut self, tgid: u32) -> Option<i32> {
-        if let Some(r) = self.ranks.get(&tgid) {
-            return *r;
+        self.entry(tgid).rank
+    }
+
+    /// The rank of the process that made a row, noting that it made one.
+    pub fn rank_of_row(&mut self, tgid: u32) -> Option<i32> {
+        if let Some(p) = self.procs.get_mut(&tgid) {
+            p.made_rows = true;
+            return p.rank;
         }
-        let r = rank_from_environ(tgid)
-            .or_else(|| parent_of(tgid).and_then(|p| self.ranks.get(&p).copied().flatten()));
-        self.ranks.insert(tgid, r);
-        r
+        let p = self.entry(tgid);
+        p.made_rows = true;
+        p.rank
+    }
+
+    fn entry(&mut self, tgid: u32) -> &mut Proc {
+        if !self.procs.contains_key(&tgid) {
+            let rank = rank_from_environ(tgid)
+                .or_else(|| parent_of(tgid).and_then(|p| self.procs.get(&p).and_then(|p| p.rank)));
+            self.procs.insert(
+                tgid,
+                Proc {
+                    rank,
+                    ..Proc::default()
+                },
+            );
+        }
+        self.procs.get_mut(&tgid).expect("inserted above")
+    }
+
+    /// The forks seen of the processes that made rows, oldest first.
+    pub fn starts(&self) -> Vec<Started> {
+        let mut all: Vec<Started> = self
+            .procs
+            .values()
+            .filter(|p| p.made_rows)
+            .filter_map(|p| p.forked)
+            .chain(self.earlier_starts.iter().copied())
+            .collect();
+        all.sort_by_key(|s| (s.at_ns, s.tgid));
+        all
     }
 }
 
@@ -133,6 +204,24 @@ mod tests {
         );
         assert_eq!(rank_from_env_block(b"RANKS=1\0XRANK=2\0"), None);
         assert_eq!(rank_from_env_block(b"RANK=abc\0PMI_RANK=4\0"), Some(4));
+    }
+
+    #[test]
+    fn only_the_starts_of_processes_that_made_rows_are_kept_a_reused_pid_included() {
+        let mut t = ProcTable::default();
+        t.set_rank(100, Some(3));
+        t.on_fork(200, 100, 1_000);
+        t.on_fork(201, 100, 2_000);
+        assert_eq!(t.rank_of_row(200), Some(3));
+        // 200 ends and its pid comes back for a process that makes no row.
+        t.on_fork(200, 201, 3_000);
+        let starts: Vec<(u32, u32, u64)> = t
+            .starts()
+            .iter()
+            .map(|s| (s.tgid, s.parent, s.at_ns))
+            .collect();
+        assert_eq!(starts, vec![(200, 100, 1_000)]);
+        assert_eq!(t.rank(200), Some(3));
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub(crate) mod normalise;
 pub mod partitions;
 pub mod paths;
 pub mod private_file;
+pub mod processes;
 pub mod reader;
 pub mod repair;
 pub mod runs;

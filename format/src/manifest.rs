@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{one_line, TraceError, TraceResult};
 use crate::mounts::Mount;
+use crate::processes::ProcessStart;
 use crate::schema::{FORMAT_NAME, SCHEMA_VERSION};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -54,6 +55,11 @@ pub struct Manifest {
         deserialize_with = "lenient_mounts"
     )]
     pub mounts: Option<Vec<Mount>>,
+    /// When each traced process that made a row was forked, and by which
+    /// parent (see [`crate::processes`]); empty in traces captured before
+    /// starts were recorded, and where no traced process was forked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_starts: Vec<ProcessStart>,
     /// False while a writer is still appending (or was killed before closing).
     #[serde(default = "default_true")]
     pub complete: bool,
@@ -133,6 +139,7 @@ impl Manifest {
             segments: Vec::new(),
             command: None,
             mounts: None,
+            process_starts: Vec::new(),
             complete: false,
             anonymized: None,
             extra: serde_json::Map::new(),

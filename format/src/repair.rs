@@ -405,6 +405,9 @@ fn salvage(value: &serde_json::Value) -> Manifest {
     m.command = get("command").and_then(|v| serde_json::from_value(v).ok());
     m.mounts = get("mounts").and_then(|v| serde_json::from_value(v).ok());
     m.anonymized = get("anonymized").and_then(|v| serde_json::from_value(v).ok());
+    m.process_starts = get("process_starts")
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
     // Only plain names count: a hostile list cannot make the repair look outside.
     m.segments = get("segments")
         .and_then(|v| serde_json::from_value::<Vec<String>>(v).ok())

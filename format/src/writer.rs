@@ -214,6 +214,11 @@ impl TraceWriter {
         self.manifest.mounts = Some(mounts);
     }
 
+    /// When the traced processes began (see [`crate::processes`]).
+    pub fn set_process_starts(&mut self, starts: Vec<crate::processes::ProcessStart>) {
+        self.manifest.process_starts = starts;
+    }
+
     pub fn events_written(&self) -> u64 {
         self.manifest.events
             + self.segment.as_ref().map_or(0, |s| s.rows as u64)

@@ -671,3 +671,88 @@ fn a_loader_worker_starting_is_its_epochs_time_and_the_start_up_before_is_not() 
         r["training"]
     );
 }
+
+#[test]
+fn a_loader_worker_forked_before_its_first_call_begins_the_first_epoch_at_its_fork() {
+    use iorepro_format::processes::ProcessStart;
+    use iorepro_format::{Manifest, Op};
+    let tmp = tempfile::tempdir().unwrap();
+    let ms = 1_000_000i64;
+    let t0 = 1_000_000_000_000i64;
+    let (main, worker, code, ckpt) = (100, 200, "/venv/lib/site.py", "/ckpt/model.pt");
+    // (pid, when, call, path, descriptor, bytes)
+    let mut calls: Vec<(i32, i64, Op, String, i32, i64)> = Vec::new();
+    // 300 ms of the main process's start-up; its worker is forked at 150 ms
+    // and opens its first sample at 300 ms (a persistent DataLoader
+    // worker's first call is its first read).
+    for k in 0..60 {
+        calls.push((main, k * 5 * ms, Op::Open, code.into(), 3, 0));
+        calls.push((main, k * 5 * ms + ms, Op::Read, code.into(), 3, 4096));
+        calls.push((main, k * 5 * ms + 2 * ms, Op::Close, code.into(), 3, 0));
+    }
+    for step in 0..4 {
+        let path = format!("/data/sample-{step}.bin");
+        let at = 300 * ms + step * 100 * ms;
+        calls.push((worker, at, Op::Open, path.clone(), 10, 0));
+        calls.push((worker, at + ms, Op::Read, path.clone(), 10, 1 << 20));
+        calls.push((worker, at + 2 * ms, Op::Close, path, 10, 0));
+    }
+    calls.push((main, 700 * ms, Op::Open, ckpt.to_string(), 11, 0));
+    for k in 0..4 {
+        calls.push((
+            main,
+            701 * ms + k * 10 * ms,
+            Op::Write,
+            ckpt.into(),
+            11,
+            1 << 20,
+        ));
+    }
+    calls.push((main, 742 * ms, Op::Close, ckpt.to_string(), 11, 0));
+    calls.sort_by_key(|c| c.1);
+    let rows: Vec<(i32, TimedRow)> = calls
+        .iter()
+        .map(|(pid, at, op, path, fd, bytes)| {
+            let data = matches!(op, Op::Read | Op::Write);
+            let flags = (*op == Op::Open).then_some(if path.ends_with(".pt") {
+                O_WRITE_CREATE
+            } else {
+                0
+            });
+            let row = (0, *op, path.as_str(), *fd, data.then_some(0), *bytes, flags);
+            (*pid, (t0 + at, 100_000, row))
+        })
+        .collect();
+    let first_epoch = |forked: Option<i64>| {
+        let dir = tempfile::tempdir_in(tmp.path()).unwrap();
+        let trace = write_process_rows(dir.path(), &rows, "");
+        let mut m = Manifest::load(&trace).unwrap();
+        m.process_starts = forked
+            .map(|at| ProcessStart {
+                host: None,
+                pid: worker,
+                parent: main,
+                forked_unix_ns: t0 + at,
+            })
+            .into_iter()
+            .collect();
+        m.store(&trace).unwrap();
+        let r = replay_ok(
+            &trace,
+            &dir.path().join("target"),
+            &["--timing", "original", "--json"],
+        );
+        r["training"]["epochs"][0]["duration_s"].as_f64().unwrap()
+    };
+    // From the worker's first call to the save: 0.4 s; from its fork, 0.55 s.
+    let from_fork = first_epoch(Some(150 * ms));
+    assert!(
+        (0.52..0.65).contains(&from_fork),
+        "first epoch {from_fork} s"
+    );
+    let from_first_call = first_epoch(None);
+    assert!(
+        (0.37..0.5).contains(&from_first_call),
+        "first epoch {from_first_call} s"
+    );
+}

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use super::{Anonymizer, SCHEME};
 use crate::manifest::{Anonymized, Manifest};
 use crate::mounts::Mount;
+use crate::processes::{self, ProcessStart};
 
 /// Keys that hold figures and fixed words only (what the kernel let the
 /// collector capture, what it cost, what was lost): kept as they are.
@@ -94,6 +95,8 @@ pub fn extra(key: &str, value: &Value) -> Option<Value> {
 pub struct Carried {
     pub command: Option<Vec<String>>,
     pub mounts: Option<Vec<Mount>>,
+    /// Pids and times are figures; the host is a name, hashed.
+    pub process_starts: Vec<ProcessStart>,
     pub extra: Map<String, Value>,
     pub anonymized: Anonymized,
 }
@@ -118,6 +121,12 @@ pub fn carried(a: &Anonymizer, m: &Manifest, keep_program: bool) -> Carried {
             .mounts
             .as_ref()
             .map(|ms| ms.iter().map(|x| a.mount(x)).collect()),
+        process_starts: processes::with_hosts(m)
+            .map(|s| ProcessStart {
+                host: s.host.map(|h| a.host(&h)),
+                ..s
+            })
+            .collect(),
         extra: kept,
     }
 }

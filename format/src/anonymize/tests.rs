@@ -157,3 +157,21 @@ fn the_command_line_goes_and_the_program_stays_on_request() {
     assert_eq!(c["target"], "command");
     assert!(manifest::extra("filtered_from", &serde_json::json!({})).is_none());
 }
+
+#[test]
+fn a_process_start_keeps_its_figures_and_hashes_its_host_as_the_rows() {
+    let a = anon("k");
+    let mut m = crate::Manifest::new(crate::Source::Ebpf);
+    m.hosts = vec!["gpu-node-17".into()];
+    m.process_starts = vec![crate::processes::ProcessStart {
+        host: None,
+        pid: 42,
+        parent: 7,
+        forked_unix_ns: 123,
+    }];
+    let c = manifest::carried(&a, &m, false);
+    let s = &c.process_starts[0];
+    assert_eq!((s.pid, s.parent, s.forked_unix_ns), (42, 7, 123));
+    assert_eq!(s.host.as_deref(), Some(a.host("gpu-node-17").as_str()));
+    assert!(!s.host.as_deref().unwrap().contains("gpu"));
+}

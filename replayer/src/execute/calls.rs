@@ -177,26 +177,7 @@ impl Worker<'_> {
             && op.phase as usize == self.phase
             && self.result.phases[self.phase].samples == 0;
         if first_sample {
-            let phase_start = self.shared.phases()[self.phase].start_unix_ns;
-            let started = self.process_start(op.pid);
-            let loader_started = started.is_some_and(|t| t >= phase_start);
-            // A loader's worker (a process that began after the rank's
-            // first), started in the phase: the lead ends at the worker's
-            // first call. What follows, up to its first sample, is the
-            // worker starting, which the job's epoch counts (it starts its
-            // loader inside the epoch), the first epoch's as a later one's.
-            let rank_start = self.shared.survey.rank_start(self.result.source_rank);
-            let worker = loader_started && started > rank_start;
-            let (at, clock) = match self.processes.get(&op.pid) {
-                Some(p) if worker => (p.issued, p.clock),
-                _ => (issued, (self.sched.compute_ns, self.sched.ideal_ns)),
-            };
-            self.result.phases[self.phase].lead = Some(Lead {
-                duration_ns: at.saturating_duration_since(self.phase_entered).as_nanos() as u64,
-                compute_ns: clock.0.saturating_sub(self.phase_clock.0),
-                ideal_ns: clock.1.saturating_sub(self.phase_clock.1),
-                loader_started,
-            });
+            self.note_lead(op.pid, issued);
         }
         let ph = &mut self.result.phases[op.phase as usize];
         ph.ops += 1;
@@ -237,6 +218,53 @@ impl Worker<'_> {
             self.record = Some(rec);
         }
         Ok(())
+    }
+
+    /// At the phase's first sample (opened by process `pid`, the call issued
+    /// at `issued`), what of the phase came before the epoch's start: its
+    /// [`Lead`].
+    ///
+    /// Where a loader's worker opened it (a process that began after the
+    /// rank's first, started in the phase), the epoch starts where the
+    /// worker did: the job starts its loader inside its epoch, the first
+    /// epoch's as a later one's. That is at the worker's fork where the trace
+    /// records it, else at its first call. The worker's start keeps the
+    /// traced pace (see [`crate::plan::timing::Schedule::start_of_process`]),
+    /// so its fork was that long before the rank made its first call. A fork
+    /// before the phase (in an idle stretch before the first epoch) is
+    /// [`Lead::before_ns`]. The schedule counts the worker's start as compute;
+    /// the job's accelerator idles then, so the compute left out of the
+    /// epoch still runs to the worker's first call.
+    fn note_lead(&mut self, pid: i32, issued: Instant) {
+        let phase_start = self.shared.phases()[self.phase].start_unix_ns;
+        let started = self.process_start(pid);
+        let loader_started = started.is_some_and(|t| t >= phase_start);
+        let worker = loader_started && started > self.rank_start;
+        let now = (self.sched.compute_ns, self.sched.ideal_ns);
+        let (first_call, clock, starting) = match self.processes.get(&pid) {
+            Some(p) if worker => {
+                let fork = self
+                    .shared
+                    .survey
+                    .process_fork(self.result.source_rank, pid);
+                let starting = started
+                    .zip(fork)
+                    .map_or(0, |(first, fork)| (first - fork).max(0) as u64);
+                (p.issued, p.clock, starting)
+            }
+            _ => (issued, now, 0),
+        };
+        let ran = first_call
+            .saturating_duration_since(self.phase_entered)
+            .as_nanos() as u64;
+        let ideal = clock.1.saturating_sub(self.phase_clock.1);
+        self.result.phases[self.phase].lead = Some(Lead {
+            duration_ns: ran.saturating_sub(starting),
+            compute_ns: clock.0.saturating_sub(self.phase_clock.0),
+            ideal_ns: ideal.saturating_sub(starting),
+            loader_started,
+            before_ns: starting.saturating_sub(ran),
+        });
     }
 
     /// A call made with another outcome than the traced one, in words.

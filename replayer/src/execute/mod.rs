@@ -186,6 +186,8 @@ pub struct Worker<'s> {
     /// Traced processes this rank has made an op of, and where the rank
     /// stood when it made each one's first.
     processes: HashMap<i32, ProcessBegan>,
+    /// When the source rank's first traced process made its first call.
+    rank_start: Option<i64>,
     /// The rank's op figures, kept where status lines and metrics read them.
     live: Arc<RankLive>,
     result: RankResult,
@@ -207,9 +209,10 @@ impl<'s> Worker<'s> {
         let live = shared.live.rank(rank);
         let calls = Calls::open(shared, rank, &live)?;
         let now = Instant::now();
+        let source_rank = shared.map.source_rank(rank);
         let result = RankResult {
             rank,
-            source_rank: shared.map.source_rank(rank),
+            source_rank,
             node,
             host: shared.host.clone(),
             phases: vec![PhaseStats::default(); shared.phases().len()],
@@ -220,6 +223,7 @@ impl<'s> Worker<'s> {
             rank,
             calls,
             processes: HashMap::new(),
+            rank_start: shared.survey.rank_start(source_rank),
             live,
             result,
             sched: Schedule::new(shared.timing, now, shared.origin_ns()),

@@ -13,8 +13,9 @@ use iorepro_analysis::activity::{writer_of, Activity};
 use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
+use iorepro_format::processes::{self, ProcessStart};
 use iorepro_format::schema::{
-    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2,
+    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2,
     COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS,
     COL_VIA,
 };
@@ -28,9 +29,10 @@ use crate::plan::scope::{LeftOut, LeftOutCount, Scope, Skip};
 
 /// The columns the replayer reads (the rest are never decoded); an
 /// anonymized trace's `path_traits` for the roles.
-pub const REPLAY_COLUMNS: [&str; 17] = [
+pub const REPLAY_COLUMNS: [&str; 18] = [
     COL_TS,
     COL_DUR_NS,
+    COL_HOST,
     COL_RANK,
     COL_PID,
     COL_OP,
@@ -154,8 +156,19 @@ pub struct Survey {
     /// When ranks read, for [`Survey::meetings`] (taken when it is judged).
     read_times: ReadTimes,
     /// When each traced process made its first call, by source rank and
-    /// pid: where its start-up ends (see [`crate::plan::timing::Schedule::start_of_process`]).
-    process_starts: HashMap<(i32, i32), i64>,
+    /// pid: where its start-up ends (see [`crate::plan::timing::Schedule::start_of_process`]);
+    /// and the host it ran on.
+    process_starts: HashMap<(i32, i32), FirstCall>,
+    /// When each traced process was forked, by source rank and pid, where
+    /// the trace records it (see [`iorepro_format::processes`]).
+    process_forks: HashMap<(i32, i32), i64>,
+}
+
+/// A traced process's first call, and its host.
+#[derive(Debug, Clone)]
+struct FirstCall {
+    ts: i64,
+    host: Arc<str>,
 }
 
 /// Rows without a rank (a trace of one untagged process) replay as rank 0.
@@ -204,7 +217,13 @@ impl Survey {
 
     /// When traced process `pid` of source rank `rank` made its first call.
     pub fn process_start(&self, rank: i32, pid: i32) -> Option<i64> {
-        self.process_starts.get(&(rank, pid)).copied()
+        self.process_starts.get(&(rank, pid)).map(|f| f.ts)
+    }
+
+    /// When traced process `pid` of source rank `rank` was forked, where
+    /// the trace records it.
+    pub fn process_fork(&self, rank: i32, pid: i32) -> Option<i64> {
+        self.process_forks.get(&(rank, pid)).copied()
     }
 
     /// When source rank `rank`'s first process made its first call: the
@@ -213,8 +232,24 @@ impl Survey {
         self.process_starts
             .iter()
             .filter(|((r, _), _)| *r == rank)
-            .map(|(_, &t)| t)
+            .map(|(_, f)| f.ts)
             .min()
+    }
+
+    /// Each traced process's fork from the manifest's starts: the latest
+    /// fork of its pid on its host before its first call.
+    fn find_forks(&mut self, starts: &[ProcessStart]) {
+        if starts.is_empty() {
+            return;
+        }
+        self.process_forks = self
+            .process_starts
+            .iter()
+            .filter_map(|(&key, first)| {
+                let fork = processes::fork_before(starts, &first.host, key.1, first.ts)?;
+                Some((key, fork))
+            })
+            .collect();
     }
 
     /// Settles what the calls alone could not: paths beneath a directory
@@ -316,6 +351,7 @@ impl Survey {
             }
         }
         s.roles = roles.finish();
+        s.find_forks(&reader.manifest().process_starts);
         if let Some(m) = &reader.manifest().mounts {
             s.roles.assign_mounts(&iorepro_format::MountTable::new(m));
         }
@@ -338,8 +374,11 @@ impl Survey {
         *self.ops_per_source.entry(rank).or_default() += calls;
         self.process_starts
             .entry((rank, ev.pid().value(row)))
-            .and_modify(|first| *first = (*first).min(t))
-            .or_insert(t);
+            .and_modify(|first| first.ts = first.ts.min(t))
+            .or_insert_with(|| FirstCall {
+                ts: t,
+                host: Arc::from(ev.host_at(row)),
+            });
         let bytes = if r > 0 && op.moves_data() {
             r as u64
         } else {

@@ -53,9 +53,11 @@ pub struct PhaseStats {
 pub struct Lead {
     /// From the phase's start to the first sample's open; where a loader's
     /// worker opened it (a process the rank's main one started in the
-    /// phase), to that worker's first call: its start is the epoch's.
+    /// phase), to that worker's fork (or, where the trace has no fork, its
+    /// first call): its start is the epoch's.
     pub duration_ns: u64,
-    /// Compute the schedule kept in it.
+    /// Compute the schedule kept in it (up to the first call of the worker
+    /// that opened the sample: a worker starting is no compute of the job's).
     pub compute_ns: u64,
     /// What it would have taken at the traced storage's speed.
     pub ideal_ns: u64,
@@ -66,6 +68,40 @@ pub struct Lead {
     /// between its save and its next epoch's first batch.
     #[serde(default)]
     pub loader_started: bool,
+    /// How long before the phase's start the epoch began: the loader's
+    /// worker that opened the first sample was forked in the stretch
+    /// before the phase (the idle start-up before a first epoch), and its
+    /// start is the epoch's.
+    #[serde(default)]
+    pub before_ns: u64,
+}
+
+impl Lead {
+    /// A whole phase before the epoch's first sample.
+    pub fn whole(p: &PhaseStats) -> Lead {
+        Lead {
+            duration_ns: p.duration_ns,
+            compute_ns: p.compute_ns,
+            ideal_ns: p.ideal_ns,
+            ..Lead::default()
+        }
+    }
+
+    /// This stretch before the epoch followed by `next`'s (the next
+    /// phase's lead). What of this stretch `next` says is the epoch's
+    /// ([`Lead::before_ns`], at most all of it) comes off; it ran at the
+    /// traced pace, so off its ideal time too, but not off its compute:
+    /// a loader's worker starting is no compute of the job's.
+    pub fn then(&self, next: &Lead) -> Lead {
+        let back = next.before_ns.min(self.duration_ns);
+        Lead {
+            duration_ns: self.duration_ns - back + next.duration_ns,
+            compute_ns: self.compute_ns + next.compute_ns,
+            ideal_ns: self.ideal_ns.saturating_sub(back) + next.ideal_ns,
+            loader_started: next.loader_started,
+            before_ns: next.before_ns - back,
+        }
+    }
 }
 
 /// When a rank reached a barrier and when it left it (Unix ns).

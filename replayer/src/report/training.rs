@@ -121,68 +121,77 @@ fn lead_before_epoch(r: &RankResult, span: (usize, usize), first: bool) -> Lead 
     let mut before = Lead::default();
     for p in r.phases.get(span.0..=span.1).unwrap_or_default() {
         match p.lead {
-            Some(l) if first || !l.loader_started => {
-                return Lead {
-                    duration_ns: before.duration_ns + l.duration_ns,
-                    compute_ns: before.compute_ns + l.compute_ns,
-                    ideal_ns: before.ideal_ns + l.ideal_ns,
-                    loader_started: l.loader_started,
-                }
-            }
+            Some(l) if first || !l.loader_started => return before.then(&l),
             Some(_) => return Lead::default(),
             None if p.samples > 0 => return Lead::default(),
-            None => {
-                before.duration_ns += p.duration_ns;
-                before.compute_ns += p.compute_ns;
-                before.ideal_ns += p.ideal_ns;
-            }
+            None => before = before.then(&Lead::whole(p)),
         }
     }
     // No sample in the span: nothing in it is before an epoch's.
     Lead::default()
 }
 
-/// A rank's time figure over the phases `span`, what it did before the
-/// epoch's first sample left out (see [`lead_before_epoch`]): `phase`'s sum
-/// less `lead`'s.
-fn without_lead(
-    r: &RankResult,
-    span: (usize, usize),
-    first: bool,
-    phase: fn(&PhaseStats) -> u64,
-    lead: fn(&Lead) -> u64,
-) -> u64 {
-    sum(r, span, &phase).saturating_sub(lead(&lead_before_epoch(r, span, first)))
+/// What of the phase before `span` is the first epoch's: where the loader's
+/// worker that opened its first sample was forked before the span's first
+/// phase (in the idle start-up before it), the time from the fork on, at
+/// most that phase's ([`Lead::before_ns`] left over by `lead`).
+fn before_span(r: &RankResult, span: (usize, usize), first: bool, lead: &Lead) -> u64 {
+    match span.0.checked_sub(1).and_then(|i| r.phases.get(i)) {
+        Some(p) if first => lead.before_ns.min(p.duration_ns),
+        _ => 0,
+    }
+}
+
+/// A rank's time in an epoch.
+#[derive(Debug, Clone, Copy)]
+struct EpochTimes {
+    duration_ns: u64,
+    compute_ns: u64,
+    /// At the traced storage's pace.
+    ideal_ns: u64,
+}
+
+/// Rank `r`'s times in the epoch over the phases `span`: the phases' sums,
+/// less what it did before the epoch's first sample ([`lead_before_epoch`]),
+/// plus what of the phase before is the epoch's ([`before_span`]), which ran
+/// at the traced pace and is no compute of the job's.
+fn epoch_times(r: &RankResult, span: (usize, usize), first: bool) -> EpochTimes {
+    let lead = lead_before_epoch(r, span, first);
+    let back = before_span(r, span, first, &lead);
+    EpochTimes {
+        duration_ns: (sum(r, span, &|p| p.duration_ns) + back).saturating_sub(lead.duration_ns),
+        compute_ns: sum(r, span, &|p| p.compute_ns).saturating_sub(lead.compute_ns),
+        ideal_ns: (sum(r, span, &|p| p.ideal_ns) + back).saturating_sub(lead.ideal_ns),
+    }
 }
 
 /// One epoch (the stretch of phases `span`; `first`: the first epoch) over
 /// the ranks: its time (the slowest rank's), compute, stall, AU and rates.
 fn epoch(span: (usize, usize), first: bool, results: &[RankResult], afap: bool) -> EpochFigures {
-    let duration_ns =
-        |r: &RankResult| without_lead(r, span, first, |p| p.duration_ns, |l| l.duration_ns);
-    let compute_ns =
-        |r: &RankResult| without_lead(r, span, first, |p| p.compute_ns, |l| l.compute_ns);
-    let ideal_ns = |r: &RankResult| without_lead(r, span, first, |p| p.ideal_ns, |l| l.ideal_ns);
-    let duration_s = results
+    let times: Vec<EpochTimes> = results
         .iter()
-        .map(|r| secs(duration_ns(r)))
+        .map(|r| epoch_times(r, span, first))
+        .collect();
+    let duration_s = times
+        .iter()
+        .map(|t| secs(t.duration_ns))
         .fold(0.0, f64::max);
-    let compute: Vec<f64> = results.iter().map(|r| secs(compute_ns(r))).collect();
+    let compute: Vec<f64> = times.iter().map(|t| secs(t.compute_ns)).collect();
     // A rank with no steps in the stretch (its share read before it, as a
     // rank that does not wait for another's save does) has no AU there.
-    let per_rank: Vec<f64> = results
+    let per_rank: Vec<f64> = times
         .iter()
-        .filter(|r| compute_ns(r) > 0)
-        .map(|r| match duration_ns(r) {
+        .filter(|t| t.compute_ns > 0)
+        .map(|t| match t.duration_ns {
             0 => 0.0,
-            d => compute_ns(r) as f64 / d as f64,
+            d => t.compute_ns as f64 / d as f64,
         })
         .collect();
     let au = (!afap && !per_rank.is_empty())
         .then(|| 100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64);
-    let stall_s = results
+    let stall_s = times
         .iter()
-        .map(|r| secs(duration_ns(r).saturating_sub(ideal_ns(r))))
+        .map(|t| secs(t.duration_ns.saturating_sub(t.ideal_ns)))
         .fold(0.0, f64::max);
     let samples: u64 = results.iter().map(|r| sum(r, span, &|p| p.samples)).sum();
     let read_bytes: u64 = results
@@ -300,8 +309,9 @@ fn span(
     // The start-up is looked up in the first epoch's phases up to its
     // first sample, which start this stretch too.
     let time = |r: &RankResult| {
-        sum(r, (first.0, last), &|p| p.duration_ns)
-            .saturating_sub(lead_before_epoch(r, first, true).duration_ns)
+        let lead = lead_before_epoch(r, first, true);
+        (sum(r, (first.0, last), &|p| p.duration_ns) + before_span(r, first, true, &lead))
+            .saturating_sub(lead.duration_ns)
     };
     Some(results.iter().map(|r| secs(time(r))).fold(0.0, f64::max))
 }
@@ -459,6 +469,7 @@ mod tests {
                         compute_ns: startup * S / 2,
                         ideal_ns: startup * S / 2,
                         loader_started: false,
+                        before_ns: 0,
                     }),
                     ..Default::default()
                 })
@@ -526,6 +537,84 @@ mod tests {
             t.epochs[0]
         );
         assert_eq!(t.span_s, Some(7.5));
+        // A loader's worker forked 0.25 s before the phase of its first
+        // sample (in the start-up's phase) and opened the sample as the
+        // phase began: the epoch runs from the fork. Its start is not the
+        // job's compute, and no stall either.
+        let mut forked = own_phase.clone();
+        for r in &mut forked {
+            r.phases[1].lead = Some(Lead {
+                loader_started: true,
+                before_ns: S / 4,
+                ..Lead::default()
+            });
+        }
+        let t = Training::build(&phases, &all, &forked, &Meetings::default(), false);
+        assert!(
+            (t.epochs[0].duration_s - 2.25).abs() < 1e-9,
+            "{:?}",
+            t.epochs[0]
+        );
+        let au = 1.0 / 2.25 * 100.0;
+        assert!((t.epochs[0].au_percent.unwrap() - au).abs() < 1e-6);
+        assert_eq!(t.epochs[0].stall_s, 0.0);
+        assert_eq!(t.span_s, Some(8.25));
+    }
+
+    #[test]
+    fn a_loader_worker_forked_in_the_idle_start_up_begins_the_first_epoch_there() {
+        use crate::report::stats::{Lead, PhaseStats};
+        use PhaseKind::*;
+        const S: u64 = 1_000_000_000;
+        let phases: Vec<Phase> = [Idle, Load, Read, Checkpoint]
+            .into_iter()
+            .map(phase)
+            .collect();
+        // 1 s of start-up (no sample), then the loader's worker opens the
+        // first sample as the load phase begins, forked `fork_ns` before.
+        let rank = |fork_ns: u64| {
+            let stats = |duration_ns, compute_ns, samples, write_bytes| PhaseStats {
+                duration_ns,
+                compute_ns,
+                ideal_ns: duration_ns,
+                samples,
+                write_bytes,
+                ..Default::default()
+            };
+            let mut phases = vec![
+                stats(S, S, 0, 0),
+                stats(2 * S, S, 1, 0),
+                stats(2 * S, S, 1, 0),
+                stats(S, 0, 0, 1 << 20),
+            ];
+            phases[1].lead = Some(Lead {
+                loader_started: true,
+                before_ns: fork_ns,
+                ..Lead::default()
+            });
+            RankResult {
+                phases,
+                ..Default::default()
+            }
+        };
+        let all = vec![true; phases.len()];
+        let t = Training::build(
+            &phases,
+            &all,
+            &[rank(S * 3 / 10)],
+            &Meetings::default(),
+            false,
+        );
+        assert_eq!(t.epochs[0].phases, (1, 2));
+        let e = &t.epochs[0];
+        assert!((e.duration_s - 4.3).abs() < 1e-9, "{e:?}");
+        // The worker starting is neither the job's compute nor a stall.
+        assert!((e.au_percent.unwrap() - 200.0 / 4.3).abs() < 1e-6, "{e:?}");
+        assert_eq!(e.stall_s, 0.0);
+        assert!((t.span_s.unwrap() - 5.3).abs() < 1e-9);
+        // A fork before all of the start-up's phase takes that phase only.
+        let t = Training::build(&phases, &all, &[rank(5 * S)], &Meetings::default(), false);
+        assert!((t.epochs[0].duration_s - 5.0).abs() < 1e-9);
     }
 
     #[test]

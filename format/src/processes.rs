@@ -1,0 +1,122 @@
+//! `process_starts` in `manifest.json`: when each traced process that made a
+//! row began (its fork), and its parent. A process's first row says when it
+//! first touched a file, not when it began: a DataLoader worker is forked,
+//! imports and sets itself up before its first open, and a job's epoch counts
+//! that time. The rows cannot hold it (a fork is no file call), so the
+//! collector writes it beside them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::Manifest;
+
+/// One process's start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStart {
+    /// The node it ran on, as the rows' `host` names it. One node's own
+    /// capture leaves it out (its manifest's `hosts` names the one node);
+    /// a trace of several nodes (`merge`, `host=*` partitions) fills it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    pub pid: i32,
+    /// The process that forked it.
+    pub parent: i32,
+    /// When it was forked (Unix ns, the rows' clock).
+    pub forked_unix_ns: i64,
+}
+
+impl ProcessStart {
+    /// Whether this start is of process `pid` on `host`.
+    pub fn is_of(&self, host: &str, pid: i32) -> bool {
+        self.pid == pid && self.host.as_deref().is_none_or(|h| h == host)
+    }
+}
+
+/// The starts a manifest records, each naming its host where the manifest
+/// is one node's (so that several traces' starts can be put together).
+pub fn with_hosts(m: &Manifest) -> impl Iterator<Item = ProcessStart> + '_ {
+    let only_host = match m.hosts.as_slice() {
+        [h] => Some(h.clone()),
+        _ => None,
+    };
+    m.process_starts.iter().map(move |s| ProcessStart {
+        host: s.host.clone().or_else(|| only_host.clone()),
+        ..s.clone()
+    })
+}
+
+/// The starts of several traces' manifests, as one trace made of their rows
+/// records them.
+pub fn of_all<'a>(parts: impl IntoIterator<Item = &'a Manifest>) -> Vec<ProcessStart> {
+    let mut all: Vec<ProcessStart> = parts.into_iter().flat_map(with_hosts).collect();
+    all.sort_by(|a, b| (&a.host, a.pid, a.forked_unix_ns).cmp(&(&b.host, b.pid, b.forked_unix_ns)));
+    all.dedup();
+    all
+}
+
+/// The fork of process `pid` on `host` that began the process whose first
+/// row is at `first_row_ns`: the latest fork of that pid at or before it (a
+/// pid can be reused in a long capture).
+pub fn fork_before(
+    starts: &[ProcessStart],
+    host: &str,
+    pid: i32,
+    first_row_ns: i64,
+) -> Option<i64> {
+    starts
+        .iter()
+        .filter(|s| s.is_of(host, pid) && s.forked_unix_ns <= first_row_ns)
+        .map(|s| s.forked_unix_ns)
+        .max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Source;
+
+    fn start(host: Option<&str>, pid: i32, at: i64) -> ProcessStart {
+        ProcessStart {
+            host: host.map(str::to_string),
+            pid,
+            parent: 1,
+            forked_unix_ns: at,
+        }
+    }
+
+    #[test]
+    fn a_nodes_own_starts_take_its_host_when_traces_are_put_together() {
+        let mut a = Manifest::new(Source::Ebpf);
+        a.hosts = vec!["n1".into()];
+        a.process_starts = vec![start(None, 10, 5)];
+        let mut b = Manifest::new(Source::Ebpf);
+        b.hosts = vec!["n2".into()];
+        b.process_starts = vec![start(None, 10, 7)];
+        let all = of_all([&a, &b]);
+        assert_eq!(
+            all,
+            vec![start(Some("n1"), 10, 5), start(Some("n2"), 10, 7)]
+        );
+        assert_eq!(fork_before(&all, "n2", 10, 100), Some(7));
+        assert_eq!(fork_before(&all, "n3", 10, 100), None);
+    }
+
+    #[test]
+    fn a_reused_pid_is_the_process_forked_last_before_its_first_row() {
+        let starts = [start(None, 10, 5), start(None, 10, 50)];
+        assert_eq!(fork_before(&starts, "any", 10, 40), Some(5));
+        assert_eq!(fork_before(&starts, "any", 10, 60), Some(50));
+        assert_eq!(fork_before(&starts, "any", 10, 4), None);
+    }
+
+    #[test]
+    fn a_manifest_without_the_key_reads_as_no_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        Manifest::new(Source::Ebpf).store(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("manifest.json")).unwrap();
+        assert!(!text.contains("process_starts"), "{text}");
+        assert!(Manifest::load(dir.path())
+            .unwrap()
+            .process_starts
+            .is_empty());
+    }
+}
