@@ -137,6 +137,11 @@ pub struct Survey {
     /// write (a save that serialises its state in memory first, see
     /// [`phases::begin_saves_where_named`]); 0 for the others.
     pub save_lead_s: Vec<f64>,
+    /// Per phase, for a checkpoint: seconds from its first write to its end
+    /// in which no traced rank wrote or synced (planning, serialising a
+    /// shard, the ranks' collectives between writes), which the storage's
+    /// speed does not change (see [`save_work_ns`]); 0 for the others.
+    pub save_work_s: Vec<f64>,
     pub start_ns: i64,
     pub end_ns: i64,
     pub events: u64,
@@ -480,10 +485,47 @@ impl Survey {
                 }
             })
             .collect();
+        let storage: Vec<(i64, i64)> = writes
+            .iter()
+            .chain(activity.syncs.runs())
+            .map(|r| (r.start, r.end))
+            .collect();
+        self.save_work_s = self
+            .phases
+            .iter()
+            .map(
+                |p| match writes.get(writes.partition_point(|w| w.start < p.start_unix_ns)) {
+                    Some(w) if p.kind == PhaseKind::Checkpoint && p.holds(w.start) => {
+                        save_work_ns((w.start, p.end_unix_ns), &storage) as f64 / 1e9
+                    }
+                    _ => 0.0,
+                },
+            )
+            .collect();
         let reads = std::mem::take(&mut self.read_times).finish();
         self.step_compute_s = reads.step_pause_ns(&self.phases).unwrap_or(0) as f64 / 1e9;
         self.meetings = Meetings::judge(&self.phases, &reads, &activity.writes);
     }
+}
+
+/// Of the stretch `within` (a save from its first write to its end), the
+/// time no stretch of `storage` (writes and syncs, of any rank) covers.
+fn save_work_ns(within: (i64, i64), storage: &[(i64, i64)]) -> i64 {
+    let mut busy: Vec<(i64, i64)> = storage
+        .iter()
+        .map(|&(a, b)| (a.max(within.0), b.min(within.1)))
+        .filter(|(a, b)| a < b)
+        .collect();
+    busy.sort_unstable();
+    let mut covered = 0;
+    let mut reach = within.0;
+    for (a, b) in busy {
+        if b > reach {
+            covered += b - a.max(reach);
+            reach = b;
+        }
+    }
+    (within.1 - within.0 - covered).max(0)
 }
 
 impl Survey {
@@ -623,4 +665,20 @@ pub fn row_paths(
         }
     };
     Some((id(path)?, id(path2)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::save_work_ns;
+
+    #[test]
+    fn a_saves_work_is_its_time_no_rank_wrote_or_synced() {
+        // A save from 100 to 200: two ranks' writes overlap (110-140 and
+        // 120-150), a sync runs past the end (190-260), one write comes
+        // before it (50-105).
+        let storage = [(110, 140), (120, 150), (190, 260), (50, 105)];
+        assert_eq!(save_work_ns((100, 200), &storage), 100 - 5 - 40 - 10);
+        assert_eq!(save_work_ns((100, 200), &[]), 100);
+        assert_eq!(save_work_ns((100, 200), &[(0, 300)]), 0);
+    }
 }

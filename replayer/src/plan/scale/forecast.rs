@@ -68,8 +68,13 @@ pub struct CheckpointPlan {
     /// The traced time from the save's start to its first write (state
     /// serialised in memory first), which no storage shortens.
     pub before_first_write_s: f64,
+    /// The traced time after the first write in which no rank wrote or
+    /// synced (the save's own work between its writes), which no storage
+    /// shortens either.
+    pub between_writes_s: f64,
     /// Seconds it takes at `--write-bandwidth`, else `--bandwidth` (all
-    /// writers together), after `before_first_write_s`.
+    /// writers together): `before_first_write_s` and `between_writes_s`,
+    /// then its bytes at that rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_at_bandwidth: Option<f64>,
 }
@@ -235,6 +240,7 @@ impl Counts {
             }
             let phase = &survey.phases[i];
             let lead_s = survey.save_lead_s.get(i).copied().unwrap_or(0.0);
+            let work_s = survey.save_work_s.get(i).copied().unwrap_or(0.0);
             checkpoints.push(CheckpointPlan {
                 phase: i,
                 kind: phase.kind,
@@ -247,7 +253,8 @@ impl Counts {
                 files: scaled.files.len(),
                 bytes_per_writer: Range::of(&scaled.writers.values().copied().collect::<Vec<_>>()),
                 before_first_write_s: lead_s,
-                seconds_at_bandwidth: bandwidth.map(|b| lead_s + scaled.bytes as f64 / b),
+                between_writes_s: work_s,
+                seconds_at_bandwidth: bandwidth.map(|b| lead_s + work_s + scaled.bytes as f64 / b),
             });
         }
         checkpoints
