@@ -122,11 +122,13 @@ fn the_plan_alone_says_what_n_ranks_will_do() {
         assert_eq!(c["traced_writers"], 2, "{c}");
         assert_eq!(c["bytes"].as_u64().unwrap(), write / 2);
         // Its bytes at the bandwidth, after what the traced save did before
-        // its first write.
+        // its first write and between its writes.
         let secs = c["seconds_at_bandwidth"].as_f64().unwrap();
         let lead = c["before_first_write_s"].as_f64().unwrap();
-        assert!(lead >= 0.0, "{c}");
-        assert!((secs - lead - (write / 2) as f64 / (1u64 << 30) as f64).abs() < 1e-9);
+        let work = c["between_writes_s"].as_f64().unwrap();
+        assert!(lead >= 0.0 && work >= 0.0, "{c}");
+        let at_rate = (write / 2) as f64 / (1u64 << 30) as f64;
+        assert!((secs - lead - work - at_rate).abs() < 1e-9, "{c}");
     }
     let clones = assert_cmd::Command::new(replay_bin())
         .arg(&trace)
