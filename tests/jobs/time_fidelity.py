@@ -123,7 +123,8 @@ class TrainDdp:
         return mpirun(n, "train_ddp.py", [
             "--data", data, "--ckpt", ckpt, "--report", report, "--epochs", str(a.epochs),
             "--compute-s", str(a.compute_s), "--batch", str(self.batch), "--ckpt-every", "0",
-            "--prefetch", "2", "--evict", "--hidden", "256", "--state-mib", "48", "--cpu-threads", "1"])
+            "--prefetch", "2", "--evict", "--hidden", "256", "--state-mib", "48", "--cpu-threads", "1"]
+            + (["--workers-each-epoch"] if a.workers_each_epoch else []))
 
 
 JOB_KINDS = {"bench_like": BenchLike, "train_ddp": TrainDdp}
@@ -284,6 +285,8 @@ def main():
     p.add_argument("--throttle-mib", type=int, default=80)
     p.add_argument("--throttle-write-mib", type=int, default=0,
                    help="writes' rate on the throttled storage (0: writes not throttled)")
+    p.add_argument("--workers-each-epoch", action="store_true",
+                   help="train_ddp: its DataLoader forks its workers at each epoch's start")
     p.add_argument("--no-meet", action="store_true",
                    help="bench_like: the ranks do not meet around saves (the others read on)")
     p.add_argument("--storage", action="append", choices=["same_scale", "fast", "throttled"],

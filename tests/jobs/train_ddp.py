@@ -88,6 +88,8 @@ def main():
                    help="torch's threads a process (0: its default); 1 keeps several ranks on a "
                         "few cores from taking each other's, as ranks with a GPU each do not")
     p.add_argument("--evict", action="store_true", help="drop each file from the page cache after reading it")
+    p.add_argument("--workers-each-epoch", action="store_true",
+                   help="the DataLoader forks its workers at each epoch's start (persistent_workers=False)")
     p.add_argument("--resume", action="store_true", help="first load the newest checkpoint in --ckpt")
     p.add_argument("--rank0-save", action="store_true", help="rank 0 also torch.saves the model at each checkpoint")
     p.add_argument("--out", help="a Hydra-style run directory and log")
@@ -110,7 +112,7 @@ def main():
         sampler=sampler,
         num_workers=2,
         multiprocessing_context="fork",
-        persistent_workers=True,
+        persistent_workers=not args.workers_each_epoch,
         prefetch_factor=args.prefetch,
     )
 

@@ -241,19 +241,19 @@ impl Worker<'_> {
         let loader_started = started.is_some_and(|t| t >= phase_start);
         let worker = loader_started && started > self.rank_start;
         let now = (self.sched.compute_ns, self.sched.ideal_ns);
-        let (first_call, clock, starting) = match self.processes.get(&pid) {
+        let (first_call, clock, fork) = match self.processes.get(&pid) {
             Some(p) if worker => {
                 let fork = self
                     .shared
                     .survey
                     .process_fork(self.result.source_rank, pid);
-                let starting = started
-                    .zip(fork)
-                    .map_or(0, |(first, fork)| (first - fork).max(0) as u64);
-                (p.issued, p.clock, starting)
+                (p.issued, p.clock, fork)
             }
-            _ => (issued, now, 0),
+            _ => (issued, now, None),
         };
+        let starting = started
+            .zip(fork)
+            .map_or(0, |(first, fork)| (first - fork).max(0) as u64);
         let ran = first_call
             .saturating_duration_since(self.phase_entered)
             .as_nanos() as u64;
@@ -264,6 +264,7 @@ impl Worker<'_> {
             ideal_ns: ideal.saturating_sub(starting),
             loader_started,
             before_ns: starting.saturating_sub(ran),
+            to_fork: fork.is_some(),
         });
     }
 

@@ -74,6 +74,12 @@ pub struct Lead {
     /// start is the epoch's.
     #[serde(default)]
     pub before_ns: u64,
+    /// The stretch ends at the fork of the loader's worker that opened the
+    /// sample, which the trace records: in a later epoch too, what came
+    /// before the fork (the job's logging, an evaluation after its save)
+    /// is not the epoch's.
+    #[serde(default)]
+    pub to_fork: bool,
 }
 
 impl Lead {
@@ -100,6 +106,7 @@ impl Lead {
             ideal_ns: self.ideal_ns.saturating_sub(back) + next.ideal_ns,
             loader_started: next.loader_started,
             before_ns: next.before_ns - back,
+            to_fork: next.to_fork,
         }
     }
 }

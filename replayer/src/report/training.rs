@@ -114,14 +114,16 @@ fn sum(r: &RankResult, (a, b): (usize, usize), f: &dyn Fn(&PhaseStats) -> u64) -
 /// What rank `r` did in `span` before its first sample that is not the
 /// epoch's: in the first epoch, the job's start-up; in a later one, what
 /// the job did between its save and its next epoch's first batch, unless
-/// that was its loader's workers starting (see [`Lead::loader_started`]).
+/// that was its loader's workers starting (see [`Lead::loader_started`]):
+/// then what came before their fork where the trace records it
+/// ([`Lead::to_fork`]), else nothing.
 /// That is the lead of the span's first phase with a sample, and every
 /// phase before it in the span (a start-up can be a phase of its own).
 fn lead_before_epoch(r: &RankResult, span: (usize, usize), first: bool) -> Lead {
     let mut before = Lead::default();
     for p in r.phases.get(span.0..=span.1).unwrap_or_default() {
         match p.lead {
-            Some(l) if first || !l.loader_started => return before.then(&l),
+            Some(l) if first || !l.loader_started || l.to_fork => return before.then(&l),
             Some(_) => return Lead::default(),
             None if p.samples > 0 => return Lead::default(),
             None => before = before.then(&Lead::whole(p)),
@@ -374,6 +376,13 @@ mod tests {
         let mut some = all.clone();
         some[4] = false;
         assert_eq!(stretches(&phases, &some), vec![(1, 2), (6, 6)]);
+        // The last steps computed on batches read ahead, before the save,
+        // are the epoch's; a pause after the last save is not.
+        let phases: Vec<Phase> = [Load, Idle, Metadata, Checkpoint, Read, Idle]
+            .into_iter()
+            .map(phase)
+            .collect();
+        assert_eq!(stretches(&phases, &[]), vec![(0, 2), (4, 4)]);
     }
 
     #[test]
@@ -470,6 +479,7 @@ mod tests {
                         ideal_ns: startup * S / 2,
                         loader_started: false,
                         before_ns: 0,
+                        to_fork: false,
                     }),
                     ..Default::default()
                 })
@@ -522,6 +532,30 @@ mod tests {
         );
         assert!((t.epochs[0].duration_s - 3.5).abs() < 1e-9);
         assert!((t.epochs[1].duration_s - 2.0).abs() < 1e-9);
+        // Where the trace records the workers' fork, a later epoch starts
+        // there too: what came before it is not the epoch's.
+        let forked = |startup| {
+            let mut r = started(startup);
+            for p in &mut r.phases {
+                if let Some(l) = &mut p.lead {
+                    l.to_fork = true;
+                }
+            }
+            r
+        };
+        let t = Training::build(
+            &phases,
+            &all,
+            &[forked(1), forked(2)],
+            &Meetings::default(),
+            false,
+        );
+        assert!((t.epochs[0].duration_s - 3.5).abs() < 1e-9);
+        assert!(
+            (t.epochs[1].duration_s - 1.5).abs() < 1e-9,
+            "{:?}",
+            t.epochs
+        );
         // A start-up that is a phase of its own (no sample in it) is the
         // start-up too, with the lead of the phase of the first sample.
         let mut own_phase = [rank(1), rank(2)];

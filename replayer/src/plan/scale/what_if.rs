@@ -43,7 +43,11 @@ pub struct EpochForecast {
 /// The epochs of a replay: the stretches of reading (load and read
 /// phases, those `replayed`) between checkpoints, as (first, last) phase.
 /// One epoch each for a job that saves at each epoch's end; the steps
-/// between two saves for one that saves every K steps.
+/// between two saves for one that saves every K steps. A stretch without
+/// reads between its last reading and its save (idle, or name-space calls
+/// alone) is the stretch's: its last steps, computed on batches its loader
+/// read ahead (a DataLoader whose workers prefetched all of a short
+/// epoch), which the job's epoch holds.
 pub fn stretches(phases: &[Phase], replayed: &[bool]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut open: Option<(usize, usize)> = None;
@@ -53,7 +57,14 @@ pub fn stretches(phases: &[Phase], replayed: &[bool]) -> Vec<(usize, usize)> {
             PhaseKind::Load | PhaseKind::Read if on => {
                 open = Some(open.map_or((i, i), |(a, _)| (a, i)));
             }
-            PhaseKind::Checkpoint => out.extend(open.take()),
+            PhaseKind::Checkpoint => {
+                if let Some((a, b)) = open.take() {
+                    let no_reads = phases[b + 1..i]
+                        .iter()
+                        .all(|q| matches!(q.kind, PhaseKind::Idle | PhaseKind::Metadata));
+                    out.push((a, if no_reads { i - 1 } else { b }));
+                }
+            }
             _ => {}
         }
     }
