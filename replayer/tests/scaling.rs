@@ -596,6 +596,29 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
 /// make it a phase of its own), and each epoch's worker makes its first
 /// call 100 ms before its first sample: the first epoch holds that 100 ms
 /// (it was left out with the start-up before), the second too.
+/// One call of a test job: (pid, when after the start, call, path,
+/// descriptor, bytes).
+type JobCall = (i32, i64, iorepro_format::Op, String, i32, i64);
+
+/// The rows of `calls` from `t0`, rank 0, each 0.1 ms long: a `.pt` file is
+/// opened to write, others to read.
+fn process_rows(calls: &[JobCall], t0: i64) -> Vec<(i32, TimedRow<'_>)> {
+    use iorepro_format::Op;
+    calls
+        .iter()
+        .map(|(pid, at, op, path, fd, bytes)| {
+            let data = matches!(op, Op::Read | Op::Write);
+            let flags = (*op == Op::Open).then_some(if path.ends_with(".pt") {
+                O_WRITE_CREATE
+            } else {
+                0
+            });
+            let row = (0, *op, path.as_str(), *fd, data.then_some(0), *bytes, flags);
+            (*pid, (t0 + at, 100_000, row))
+        })
+        .collect()
+}
+
 #[test]
 fn a_loader_worker_starting_is_its_epochs_time_and_the_start_up_before_is_not() {
     use iorepro_format::Op;
@@ -604,7 +627,7 @@ fn a_loader_worker_starting_is_its_epochs_time_and_the_start_up_before_is_not() 
     let t0 = 1_000_000_000_000i64;
     let (main, code, ckpt) = (100, "/venv/lib/site.py", "/ckpt/model.pt");
     // (pid, when, call, path, descriptor, bytes)
-    let mut calls: Vec<(i32, i64, Op, String, i32, i64)> = Vec::new();
+    let mut calls: Vec<JobCall> = Vec::new();
     for k in 0..60 {
         calls.push((main, k * 5 * ms, Op::Open, code.into(), 3, 0));
         calls.push((main, k * 5 * ms + ms, Op::Read, code.into(), 3, 4096));
@@ -634,19 +657,7 @@ fn a_loader_worker_starting_is_its_epochs_time_and_the_start_up_before_is_not() 
     epoch(900 * ms, 201, 4, &mut calls);
     save(1_400 * ms, &mut calls);
     calls.sort_by_key(|c| c.1);
-    let rows: Vec<(i32, TimedRow)> = calls
-        .iter()
-        .map(|(pid, at, op, path, fd, bytes)| {
-            let data = matches!(op, Op::Read | Op::Write);
-            let flags = (*op == Op::Open).then_some(if path.ends_with(".pt") {
-                O_WRITE_CREATE
-            } else {
-                0
-            });
-            let row = (0, *op, path.as_str(), *fd, data.then_some(0), *bytes, flags);
-            (*pid, (t0 + at, 100_000, row))
-        })
-        .collect();
+    let rows = process_rows(&calls, t0);
     let trace = write_process_rows(tmp.path(), &rows, "");
     let target = tmp.path().join("target");
     let r = replay_ok(&trace, &target, &["--timing", "original", "--json"]);
@@ -683,7 +694,7 @@ fn a_loader_worker_forked_before_its_first_call_begins_the_first_epoch_at_its_fo
     let t0 = 1_000_000_000_000i64;
     let (main, worker, code, ckpt) = (100, 200, "/venv/lib/site.py", "/ckpt/model.pt");
     // (pid, when, call, path, descriptor, bytes)
-    let mut calls: Vec<(i32, i64, Op, String, i32, i64)> = Vec::new();
+    let mut calls: Vec<JobCall> = Vec::new();
     // 300 ms of the main process's start-up; its worker is forked at 150 ms
     // and opens its first sample at 300 ms (a persistent DataLoader
     // worker's first call is its first read).
@@ -712,19 +723,7 @@ fn a_loader_worker_forked_before_its_first_call_begins_the_first_epoch_at_its_fo
     }
     calls.push((main, 742 * ms, Op::Close, ckpt.to_string(), 11, 0));
     calls.sort_by_key(|c| c.1);
-    let rows: Vec<(i32, TimedRow)> = calls
-        .iter()
-        .map(|(pid, at, op, path, fd, bytes)| {
-            let data = matches!(op, Op::Read | Op::Write);
-            let flags = (*op == Op::Open).then_some(if path.ends_with(".pt") {
-                O_WRITE_CREATE
-            } else {
-                0
-            });
-            let row = (0, *op, path.as_str(), *fd, data.then_some(0), *bytes, flags);
-            (*pid, (t0 + at, 100_000, row))
-        })
-        .collect();
+    let rows = process_rows(&calls, t0);
     let first_epoch = |forked: Option<i64>| {
         let dir = tempfile::tempdir_in(tmp.path()).unwrap();
         let trace = write_process_rows(dir.path(), &rows, "");
