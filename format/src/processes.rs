@@ -5,6 +5,8 @@
 //! that time. The rows cannot hold it (a fork is no file call), so the
 //! collector writes it beside them.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::Manifest;
@@ -53,20 +55,30 @@ pub fn of_all<'a>(parts: impl IntoIterator<Item = &'a Manifest>) -> Vec<ProcessS
     all
 }
 
-/// The fork of process `pid` on `host` that began the process whose first
-/// row is at `first_row_ns`: the latest fork of that pid at or before it (a
-/// pid can be reused in a long capture).
-pub fn fork_before(
-    starts: &[ProcessStart],
-    host: &str,
-    pid: i32,
-    first_row_ns: i64,
-) -> Option<i64> {
-    starts
-        .iter()
-        .filter(|s| s.is_of(host, pid) && s.forked_unix_ns <= first_row_ns)
-        .map(|s| s.forked_unix_ns)
-        .max()
+/// The starts by pid, for finding many processes' forks: a whole capture
+/// can hold a hundred thousand.
+pub struct Forks(HashMap<i32, Vec<ProcessStart>>);
+
+impl Forks {
+    pub fn new(starts: &[ProcessStart]) -> Forks {
+        let mut by_pid: HashMap<i32, Vec<ProcessStart>> = HashMap::new();
+        for s in starts {
+            by_pid.entry(s.pid).or_default().push(s.clone());
+        }
+        Forks(by_pid)
+    }
+
+    /// The fork of process `pid` on `host` that began the process whose
+    /// first row is at `first_row_ns`: the latest fork of that pid at or
+    /// before it (a pid can be reused in a long capture).
+    pub fn before(&self, host: &str, pid: i32, first_row_ns: i64) -> Option<i64> {
+        self.0
+            .get(&pid)?
+            .iter()
+            .filter(|s| s.is_of(host, pid) && s.forked_unix_ns <= first_row_ns)
+            .map(|s| s.forked_unix_ns)
+            .max()
+    }
 }
 
 #[cfg(test)]
@@ -96,16 +108,18 @@ mod tests {
             all,
             vec![start(Some("n1"), 10, 5), start(Some("n2"), 10, 7)]
         );
-        assert_eq!(fork_before(&all, "n2", 10, 100), Some(7));
-        assert_eq!(fork_before(&all, "n3", 10, 100), None);
+        let forks = Forks::new(&all);
+        assert_eq!(forks.before("n2", 10, 100), Some(7));
+        assert_eq!(forks.before("n3", 10, 100), None);
+        assert_eq!(forks.before("n1", 11, 100), None);
     }
 
     #[test]
     fn a_reused_pid_is_the_process_forked_last_before_its_first_row() {
-        let starts = [start(None, 10, 5), start(None, 10, 50)];
-        assert_eq!(fork_before(&starts, "any", 10, 40), Some(5));
-        assert_eq!(fork_before(&starts, "any", 10, 60), Some(50));
-        assert_eq!(fork_before(&starts, "any", 10, 4), None);
+        let forks = Forks::new(&[start(None, 10, 5), start(None, 10, 50)]);
+        assert_eq!(forks.before("any", 10, 40), Some(5));
+        assert_eq!(forks.before("any", 10, 60), Some(50));
+        assert_eq!(forks.before("any", 10, 4), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use iorepro_analysis::activity::{writer_of, Activity};
 use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
-use iorepro_format::processes::{self, ProcessStart};
+use iorepro_format::processes::{Forks, ProcessStart};
 use iorepro_format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2,
     COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS,
@@ -167,6 +167,8 @@ pub struct Survey {
     /// When each traced process was forked, by source rank and pid, where
     /// the trace records it (see [`iorepro_format::processes`]).
     process_forks: HashMap<(i32, i32), i64>,
+    /// When each source rank's first process made its first call.
+    rank_starts: HashMap<i32, i64>,
 }
 
 /// A traced process's first call, and its host.
@@ -234,11 +236,7 @@ impl Survey {
     /// When source rank `rank`'s first process made its first call: the
     /// start of the job's own start-up on that rank.
     pub fn rank_start(&self, rank: i32) -> Option<i64> {
-        self.process_starts
-            .iter()
-            .filter(|((r, _), _)| *r == rank)
-            .map(|(_, f)| f.ts)
-            .min()
+        self.rank_starts.get(&rank).copied()
     }
 
     /// Each traced process's fork from the manifest's starts: the latest
@@ -247,13 +245,11 @@ impl Survey {
         if starts.is_empty() {
             return;
         }
+        let forks = Forks::new(starts);
         self.process_forks = self
             .process_starts
             .iter()
-            .filter_map(|(&key, first)| {
-                let fork = processes::fork_before(starts, &first.host, key.1, first.ts)?;
-                Some((key, fork))
-            })
+            .filter_map(|(&key, first)| Some((key, forks.before(&first.host, key.1, first.ts)?)))
             .collect();
     }
 
@@ -357,6 +353,10 @@ impl Survey {
         }
         s.roles = roles.finish();
         s.find_forks(&reader.manifest().process_starts);
+        for (&(rank, _), first) in &s.process_starts {
+            let start = s.rank_starts.entry(rank).or_insert(first.ts);
+            *start = (*start).min(first.ts);
+        }
         if let Some(m) = &reader.manifest().mounts {
             s.roles.assign_mounts(&iorepro_format::MountTable::new(m));
         }
