@@ -56,14 +56,25 @@ impl ProcTable {
                 made_rows: false,
             },
         );
-        // The pid is reused: the process that had it is gone.
-        if let Some(Proc {
-            forked: Some(s),
-            made_rows: true,
-            ..
-        }) = before
-        {
-            self.earlier_starts.push(s);
+        match before {
+            // The pid is reused: the process that had it is gone.
+            Some(Proc {
+                forked: Some(s),
+                made_rows: true,
+                ..
+            }) => self.earlier_starts.push(s),
+            // Rows decoded before their process's fork (or a reused pid of a
+            // process found running): the rows may be this process's.
+            Some(Proc {
+                forked: None,
+                made_rows: true,
+                ..
+            }) => {
+                if let Some(p) = self.procs.get_mut(&child) {
+                    p.made_rows = true;
+                }
+            }
+            _ => {}
         }
     }
 
