@@ -213,3 +213,20 @@ impl Manifest {
         (self.end_unix_ns - self.start_unix_ns).max(0) as f64 / 1e9
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_without_process_starts_reads_as_none_and_none_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        Manifest::new(Source::Ebpf).store(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(MANIFEST_FILE)).unwrap();
+        assert!(!text.contains("process_starts"), "{text}");
+        assert!(Manifest::load(dir.path())
+            .unwrap()
+            .process_starts
+            .is_empty());
+    }
+}

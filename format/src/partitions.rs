@@ -87,7 +87,11 @@ pub fn combine(parts: &[(String, Manifest)]) -> Manifest {
         m.end_unix_ns = 0;
     }
     m.anonymized = Anonymized::of_all(parts.iter().map(|(_, p)| p));
-    m.process_starts = crate::processes::of_all(parts.iter().map(|(_, p)| p));
+    m.process_starts = crate::processes::of_all(
+        parts
+            .iter()
+            .map(|(_, p)| (p.hosts.as_slice(), p.process_starts.as_slice())),
+    );
     m.extra.insert(
         "partitions".into(),
         serde_json::json!(parts.iter().map(|(n, _)| n).collect::<Vec<_>>()),

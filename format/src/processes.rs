@@ -9,8 +9,6 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::Manifest;
-
 /// One process's start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessStart {
@@ -33,23 +31,32 @@ impl ProcessStart {
     }
 }
 
-/// The starts a manifest records, each naming its host where the manifest
-/// is one node's (so that several traces' starts can be put together).
-pub fn with_hosts(m: &Manifest) -> impl Iterator<Item = ProcessStart> + '_ {
-    let only_host = match m.hosts.as_slice() {
+/// The starts a manifest records (`starts`, of a trace of `hosts`), each
+/// naming its host where the trace is one node's (so that several traces'
+/// starts can be put together).
+pub fn with_hosts<'a>(
+    hosts: &'a [String],
+    starts: &'a [ProcessStart],
+) -> impl Iterator<Item = ProcessStart> + 'a {
+    let only_host = match hosts {
         [h] => Some(h.clone()),
         _ => None,
     };
-    m.process_starts.iter().map(move |s| ProcessStart {
+    starts.iter().map(move |s| ProcessStart {
         host: s.host.clone().or_else(|| only_host.clone()),
         ..s.clone()
     })
 }
 
-/// The starts of several traces' manifests, as one trace made of their rows
-/// records them.
-pub fn of_all<'a>(parts: impl IntoIterator<Item = &'a Manifest>) -> Vec<ProcessStart> {
-    let mut all: Vec<ProcessStart> = parts.into_iter().flat_map(with_hosts).collect();
+/// The starts of several traces (each its hosts and its starts), as one
+/// trace made of their rows records them.
+pub fn of_all<'a>(
+    parts: impl IntoIterator<Item = (&'a [String], &'a [ProcessStart])>,
+) -> Vec<ProcessStart> {
+    let mut all: Vec<ProcessStart> = parts
+        .into_iter()
+        .flat_map(|(hosts, starts)| with_hosts(hosts, starts))
+        .collect();
     all.sort_by(|a, b| (&a.host, a.pid, a.forked_unix_ns).cmp(&(&b.host, b.pid, b.forked_unix_ns)));
     all.dedup();
     all
@@ -84,7 +91,6 @@ impl Forks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Source;
 
     fn start(host: Option<&str>, pid: i32, at: i64) -> ProcessStart {
         ProcessStart {
@@ -97,13 +103,9 @@ mod tests {
 
     #[test]
     fn a_nodes_own_starts_take_its_host_when_traces_are_put_together() {
-        let mut a = Manifest::new(Source::Ebpf);
-        a.hosts = vec!["n1".into()];
-        a.process_starts = vec![start(None, 10, 5)];
-        let mut b = Manifest::new(Source::Ebpf);
-        b.hosts = vec!["n2".into()];
-        b.process_starts = vec![start(None, 10, 7)];
-        let all = of_all([&a, &b]);
+        let (n1, n2) = (vec!["n1".to_string()], vec!["n2".to_string()]);
+        let (a, b) = ([start(None, 10, 5)], [start(None, 10, 7)]);
+        let all = of_all([(n1.as_slice(), a.as_slice()), (n2.as_slice(), b.as_slice())]);
         assert_eq!(
             all,
             vec![start(Some("n1"), 10, 5), start(Some("n2"), 10, 7)]
@@ -120,17 +122,5 @@ mod tests {
         assert_eq!(forks.before("any", 10, 40), Some(5));
         assert_eq!(forks.before("any", 10, 60), Some(50));
         assert_eq!(forks.before("any", 10, 4), None);
-    }
-
-    #[test]
-    fn a_manifest_without_the_key_reads_as_no_starts() {
-        let dir = tempfile::tempdir().unwrap();
-        Manifest::new(Source::Ebpf).store(dir.path()).unwrap();
-        let text = std::fs::read_to_string(dir.path().join("manifest.json")).unwrap();
-        assert!(!text.contains("process_starts"), "{text}");
-        assert!(Manifest::load(dir.path())
-            .unwrap()
-            .process_starts
-            .is_empty());
     }
 }

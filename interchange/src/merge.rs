@@ -53,9 +53,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path, segment_rows: usize) -> TraceResult
     if let Some(m) = mounts {
         w.set_mounts(m);
     }
-    w.set_process_starts(iorepro_format::processes::of_all(
-        readers.iter().map(|r| r.manifest()),
-    ));
+    w.set_process_starts(iorepro_format::processes::of_all(readers.iter().map(|r| {
+        let m = r.manifest();
+        (m.hosts.as_slice(), m.process_starts.as_slice())
+    })));
     w.set_dropped_events(readers.iter().map(|r| r.manifest().dropped_events).sum());
     match anonymized {
         Some(a) => w.set_anonymized(a),

@@ -121,7 +121,7 @@ pub fn carried(a: &Anonymizer, m: &Manifest, keep_program: bool) -> Carried {
             .mounts
             .as_ref()
             .map(|ms| ms.iter().map(|x| a.mount(x)).collect()),
-        process_starts: processes::with_hosts(m)
+        process_starts: processes::with_hosts(&m.hosts, &m.process_starts)
             .map(|s| ProcessStart {
                 host: s.host.map(|h| a.host(&h)),
                 ..s
