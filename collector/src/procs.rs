@@ -43,39 +43,34 @@ impl ProcTable {
     /// A process forked at `at_ns`: it inherits its parent's rank.
     pub fn on_fork(&mut self, child: u32, parent: u32, at_ns: u64) {
         let rank = self.rank(parent);
-        let forked = Some(Started {
-            tgid: child,
-            parent,
-            at_ns,
-        });
-        let before = self.procs.insert(
-            child,
-            Proc {
-                rank,
-                forked,
-                made_rows: false,
-            },
-        );
-        match before {
+        let made_rows = match self.procs.get(&child) {
             // The pid is reused: the process that had it is gone.
             Some(Proc {
                 forked: Some(s),
                 made_rows: true,
                 ..
-            }) => self.earlier_starts.push(s),
+            }) => {
+                self.earlier_starts.push(*s);
+                false
+            }
             // Rows decoded before their process's fork (or a reused pid of a
             // process found running): the rows may be this process's.
-            Some(Proc {
-                forked: None,
-                made_rows: true,
-                ..
-            }) => {
-                if let Some(p) = self.procs.get_mut(&child) {
-                    p.made_rows = true;
-                }
-            }
-            _ => {}
-        }
+            Some(p) => p.forked.is_none() && p.made_rows,
+            None => false,
+        };
+        let forked = Some(Started {
+            tgid: child,
+            parent,
+            at_ns,
+        });
+        self.procs.insert(
+            child,
+            Proc {
+                rank,
+                forked,
+                made_rows,
+            },
+        );
     }
 
     /// A new program may set its own rank; otherwise it keeps its parent's.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use iorepro_analysis::activity::{writer_of, Activity};
+use iorepro_analysis::activity::{writer_of, Activity, Stretch};
 use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
@@ -471,41 +471,48 @@ impl Survey {
                 end_unix_ns: self.end_ns.max(self.start_ns + 1),
             });
         }
-        let writes = activity.writes.runs();
-        self.save_lead_s = self
+        // Per save, its first write: where the time before its writes ends
+        // and its work between them begins.
+        let (writes, syncs) = (activity.writes.runs(), activity.syncs.runs());
+        (self.save_lead_s, self.save_work_s) = self
             .phases
             .iter()
             .map(|p| {
-                let first = writes.partition_point(|w| w.start < p.start_unix_ns);
-                match writes.get(first) {
-                    Some(w) if p.kind == PhaseKind::Checkpoint && p.holds(w.start) => {
-                        (w.start - p.start_unix_ns) as f64 / 1e9
-                    }
-                    _ => 0.0,
-                }
+                let first = writes
+                    .get(writes.partition_point(|w| w.start < p.start_unix_ns))
+                    .filter(|w| p.kind == PhaseKind::Checkpoint && p.holds(w.start));
+                let Some(w) = first else {
+                    return (0.0, 0.0);
+                };
+                let within = (w.start, p.end_unix_ns);
+                let busy: Vec<(i64, i64)> = reaching(writes, within)
+                    .iter()
+                    .chain(reaching(syncs, within))
+                    .map(|r| (r.start, r.end))
+                    .collect();
+                (
+                    (w.start - p.start_unix_ns) as f64 / 1e9,
+                    save_work_ns(within, &busy) as f64 / 1e9,
+                )
             })
-            .collect();
-        let storage: Vec<(i64, i64)> = writes
-            .iter()
-            .chain(activity.syncs.runs())
-            .map(|r| (r.start, r.end))
-            .collect();
-        self.save_work_s = self
-            .phases
-            .iter()
-            .map(
-                |p| match writes.get(writes.partition_point(|w| w.start < p.start_unix_ns)) {
-                    Some(w) if p.kind == PhaseKind::Checkpoint && p.holds(w.start) => {
-                        save_work_ns((w.start, p.end_unix_ns), &storage) as f64 / 1e9
-                    }
-                    _ => 0.0,
-                },
-            )
-            .collect();
+            .unzip();
         let reads = std::mem::take(&mut self.read_times).finish();
         self.step_compute_s = reads.step_pause_ns(&self.phases).unwrap_or(0) as f64 / 1e9;
         self.meetings = Meetings::judge(&self.phases, &reads, &activity.writes);
     }
+}
+
+/// The runs of one kind (in time order and apart, as [`Activity`] keeps
+/// them) that reach into `within`: a save's look at the writes and syncs
+/// costs its own few runs, not every run of the trace.
+fn reaching(runs: &[Stretch], within: (i64, i64)) -> &[Stretch] {
+    let end = runs.partition_point(|r| r.start < within.1);
+    let mut begin = runs[..end].partition_point(|r| r.start < within.0);
+    // The one run begun before the window may still be going on in it.
+    while begin > 0 && runs[begin - 1].end > within.0 {
+        begin -= 1;
+    }
+    &runs[begin..end]
 }
 
 /// Of the stretch `within` (a save from its first write to its end), the
@@ -669,7 +676,8 @@ pub fn row_paths(
 
 #[cfg(test)]
 mod tests {
-    use super::save_work_ns;
+    use super::{reaching, save_work_ns};
+    use iorepro_analysis::activity::Stretch;
 
     #[test]
     fn a_saves_work_is_its_time_no_rank_wrote_or_synced() {
@@ -680,5 +688,29 @@ mod tests {
         assert_eq!(save_work_ns((100, 200), &storage), 100 - 5 - 40 - 10);
         assert_eq!(save_work_ns((100, 200), &[]), 100);
         assert_eq!(save_work_ns((100, 200), &[(0, 300)]), 0);
+    }
+
+    #[test]
+    fn a_save_looks_only_at_the_runs_that_reach_into_it() {
+        let run = |start, end| Stretch {
+            start,
+            end,
+            bytes: 0,
+            writers: Vec::new(),
+        };
+        let runs = [
+            run(0, 10),
+            run(20, 110),
+            run(120, 130),
+            run(190, 260),
+            run(300, 310),
+        ];
+        let starts: Vec<i64> = reaching(&runs, (100, 200))
+            .iter()
+            .map(|r| r.start)
+            .collect();
+        assert_eq!(starts, vec![20, 120, 190]);
+        assert!(reaching(&runs, (11, 19)).is_empty());
+        assert!(reaching(&[], (0, 1)).is_empty());
     }
 }
