@@ -87,6 +87,7 @@ fn load_probes(opts: &CaptureOptions, cgroup: Option<&Cgroup>) -> CollectResult<
         cgroup: cgroup.map(|c| &c.dir),
         all_files: opts.all_files,
         merge_runs: opts.merge_runs,
+        requests: opts.requests,
     })?;
     let load_s = loading.elapsed().as_secs_f64();
     for line in probes.capabilities.warnings() {
@@ -297,7 +298,9 @@ impl<'a> Capture<'a> {
                     }
                 }
             }
-            let watermark = monotonic_ns() + self.session.wall_offset_ns - REORDER_WINDOW_NS;
+            let watermark = self
+                .session
+                .watermark(monotonic_ns() + self.session.wall_offset_ns - REORDER_WINDOW_NS);
             if let Err(e) = self.session.release(Some(watermark), &mut self.writer) {
                 return Ok(Some(e));
             }
@@ -326,6 +329,7 @@ impl<'a> Capture<'a> {
         for run in probes.open_runs(named.into_iter()) {
             self.session.on_io(&run);
         }
+        self.session.end_requests();
         Ok(self
             .session
             .release(None, &mut self.writer)

@@ -54,6 +54,13 @@ pub struct Opts {
     /// which costs the job and the collector far less.
     #[arg(long)]
     pub no_runs: bool,
+    /// Do not record object-storage requests. By default every HTTP
+    /// request a traced process sends on a socket (an S3 client over plain
+    /// `http://`) is a row of op `request`: method, URL, range, status,
+    /// bytes and times, parsed from a bounded head of the bytes (bodies
+    /// are counted, never kept).
+    #[arg(long)]
+    pub no_requests: bool,
     /// Print a JSON status line every DUR while capturing (e.g. 5s): calls
     /// and bytes per op kind, rates and p99 latency over the interval,
     /// records lost, ring fill. To stderr unless --status-file.
@@ -127,6 +134,7 @@ pub struct CaptureOptions {
     pub ring_buffer_bytes: u32,
     pub all_files: bool,
     pub merge_runs: bool,
+    pub requests: bool,
     pub on_load_failure: OnLoadFailure,
     pub live: LiveOptions,
     pub anonymize: Option<Anonymize>,
@@ -185,6 +193,7 @@ impl Opts {
             ring_buffer_bytes: rb,
             all_files: self.all_files,
             merge_runs: !self.no_runs,
+            requests: !self.no_requests,
             on_load_failure: self.on_load_failure,
             live: LiveOptions {
                 status_interval: self.status_interval,

@@ -21,6 +21,7 @@ use crate::files::{user_dev, FileTable};
 use crate::live::written::Written;
 use crate::probes::Probes;
 use crate::procs::{self, ProcTable};
+use crate::requests::{Finished, Requests, SocketCall};
 use crate::ring::Ring;
 use crate::rows::{op_of, row_from_event, Reorder};
 
@@ -43,7 +44,12 @@ pub struct Decoder {
     pending: FxHashMap<i64, (PathEvent, Rc<str>)>,
     /// What has been written so far, for status lines and metrics.
     pub written: Written,
+    /// Object-storage requests under way.
+    requests: Requests,
 }
+
+/// The longest rows are held back for a request under way.
+const REQUEST_HOLD_NS: i64 = 60_000_000_000;
 
 /// A path record: its header and its two path strings.
 struct Named {
@@ -85,6 +91,7 @@ impl Decoder {
             wall_offset_ns,
             pending: FxHashMap::default(),
             written: Written::default(),
+            requests: Requests::default(),
         }
     }
 
@@ -158,7 +165,9 @@ impl Decoder {
                     self.names.insert(ev.pid_tgid as u32, ev.comm);
                 }
                 _ => {
-                    if let Some(named) = Named::parse(item) {
+                    if let Some((kind, call)) = socket_call(item) {
+                        self.on_socket(kind, &call);
+                    } else if let Some(named) = Named::parse(item) {
                         self.on_named(named);
                     }
                 }
@@ -194,6 +203,44 @@ impl Decoder {
             proc_kind::JOIN => self.adopt(ev.tgid),
             // Ranks are kept: the process's last records may still be queued.
             _ => {}
+        }
+    }
+
+    /// A send or a receive on a socket that carries HTTP requests.
+    fn on_socket(&mut self, kind: u32, call: &SocketCall) {
+        let finished = if kind == kind::SEND {
+            self.requests.on_send(call, self.wall_offset_ns)
+        } else {
+            self.requests.on_recv(call, self.wall_offset_ns)
+        };
+        if let Some(done) = finished {
+            self.push_request(done);
+        }
+    }
+
+    fn push_request(&mut self, done: Finished) {
+        let rank = self.procs.rank_of_row((done.pid_tgid >> 32) as u32);
+        self.rows.push(done.into_row(rank));
+    }
+
+    /// Ends the requests still under way (the capture is ending).
+    pub fn end_requests(&mut self) {
+        for done in self.requests.drain(self.wall_offset_ns) {
+            self.push_request(done);
+        }
+    }
+
+    /// How far rows may be released (wall clock): `watermark_ns`, held
+    /// back to the start of the oldest request under way, by at most
+    /// [`REQUEST_HOLD_NS`] (a request longer than that is written out of
+    /// order, in a segment of its own).
+    pub fn watermark(&self, watermark_ns: i64) -> i64 {
+        match self.requests.oldest_open_ns() {
+            Some(oldest) => {
+                let oldest = oldest as i64 + self.wall_offset_ns;
+                watermark_ns.min(oldest.max(watermark_ns - REQUEST_HOLD_NS))
+            }
+            None => watermark_ns,
         }
     }
 
@@ -350,6 +397,33 @@ fn op_has_second_path(k: u32) -> bool {
 fn under(path: &str, dir: &str) -> bool {
     let dir = dir.trim_end_matches('/');
     path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')) || dir.is_empty()
+}
+
+/// A socket record (a path record of kind SEND or RECV, whose "path" is
+/// the head of the bytes moved).
+fn socket_call(item: &[u8]) -> Option<(u32, SocketCall<'_>)> {
+    if item.len() < PATH_EVENT_SIZE {
+        return None;
+    }
+    // SAFETY: the kernel wrote a PathEvent header at the start.
+    let header: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+    let io = header.io;
+    if io.kind != kind::SEND && io.kind != kind::RECV {
+        return None;
+    }
+    let head = item.get(PATH_EVENT_SIZE..PATH_EVENT_SIZE + header.path_len as usize)?;
+    Some((
+        io.kind,
+        SocketCall {
+            pid_tgid: io.pid_tgid,
+            socket: io.ino,
+            fd: io.fd,
+            ts_ns: io.ts_ns,
+            dur_ns: io.dur_ns,
+            moved: io.ret.max(0) as u64,
+            head,
+        },
+    ))
 }
 
 /// The process of an I/O or path record (a path record begins with an I/O

@@ -114,6 +114,7 @@ pub mod live;
 pub mod mounts;
 pub mod probes;
 pub mod procs;
+pub mod requests;
 pub mod ring;
 pub mod rows;
 pub mod salvage;

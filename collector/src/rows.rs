@@ -96,6 +96,7 @@ pub fn row_from_event(
         span_ns: (ev.calls > 1).then_some(ev.span_ns as i64),
         path2: None,
         via: via_name(ev.via),
+        exchange: None,
     }
 }
 

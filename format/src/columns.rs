@@ -113,6 +113,26 @@ impl Events {
         self.batch.column(idx::PATH2_TRAITS).as_primitive()
     }
 
+    /// What a request row exchanged (see [`crate::schema::COL_METHOD`]);
+    /// `None` for every other row.
+    pub fn exchange_at(&self, row: usize) -> Option<crate::event::Exchange<'_>> {
+        let method = self.batch.column(idx::METHOD).as_dictionary::<Int32Type>();
+        if !method.is_valid(row) {
+            return None;
+        }
+        let names: &StringArray = method.values().as_string();
+        let int = |i: usize| -> &Int64Array { self.batch.column(i).as_primitive() };
+        let status: &Int32Array = self.batch.column(idx::STATUS).as_primitive();
+        let first_byte = int(idx::FIRST_BYTE_NS);
+        Some(crate::event::Exchange {
+            method: names.value(method.keys().value(row) as usize),
+            status: status.is_valid(row).then(|| status.value(row)),
+            first_byte_ns: first_byte.is_valid(row).then(|| first_byte.value(row)),
+            sent: int(idx::SENT).value(row),
+            received: int(idx::RECEIVED).value(row),
+        })
+    }
+
     /// How a row's call was made: null for a plain syscall (see
     /// [`crate::schema::COL_VIA`]).
     pub fn via_at(&self, row: usize) -> Option<&str> {

@@ -37,6 +37,23 @@ pub struct EventRow<'a> {
     pub path2: Option<&'a str>,
     /// `Some("io_uring")` for an io_uring request; `None` for a syscall.
     pub via: Option<&'a str>,
+    /// What an object-storage request exchanged (op `request` only).
+    pub exchange: Option<Exchange<'a>>,
+}
+
+/// The columns of an object-storage request row (see
+/// [`crate::schema::COL_METHOD`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exchange<'a> {
+    pub method: &'a str,
+    /// The answer's HTTP status; `None` when no answer came.
+    pub status: Option<i32>,
+    /// From the request's first byte sent to the answer's first byte received.
+    pub first_byte_ns: Option<i64>,
+    /// The request's body bytes.
+    pub sent: i64,
+    /// The answer's body bytes.
+    pub received: i64,
 }
 
 /// What a row's names said before they were anonymized (see
@@ -71,6 +88,7 @@ pub struct OwnedRow<P> {
     pub span_ns: Option<i64>,
     pub path2: Option<P>,
     pub via: Option<&'static str>,
+    pub exchange: Option<Exchange<'static>>,
 }
 
 impl<P: AsRef<str>> OwnedRow<P> {
@@ -95,6 +113,7 @@ impl<P: AsRef<str>> OwnedRow<P> {
             span_ns: self.span_ns,
             path2: self.path2.as_ref().map(AsRef::as_ref),
             via: self.via,
+            exchange: self.exchange,
         }
     }
 }
@@ -122,6 +141,7 @@ impl EventRow<'_> {
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         }
     }
 }
@@ -148,6 +168,11 @@ pub struct EventBatchBuilder {
     via: StringDictionaryBuilder<Int32Type>,
     path_traits: Int32Builder,
     path2_traits: Int32Builder,
+    method: StringDictionaryBuilder<Int32Type>,
+    status: Int32Builder,
+    first_byte_ns: Int64Builder,
+    sent: Int64Builder,
+    received: Int64Builder,
     rows: usize,
     sorted: bool,
     last_ts: i64,
@@ -176,6 +201,11 @@ impl EventBatchBuilder {
             via: StringDictionaryBuilder::new(),
             path_traits: Int32Builder::new(),
             path2_traits: Int32Builder::new(),
+            method: StringDictionaryBuilder::new(),
+            status: Int32Builder::new(),
+            first_byte_ns: Int64Builder::new(),
+            sent: Int64Builder::new(),
+            received: Int64Builder::new(),
             rows: 0,
             sorted: true,
             last_ts: i64::MIN,
@@ -209,6 +239,13 @@ impl EventBatchBuilder {
         self.via.append_option(e.via);
         self.path_traits.append_option(t.path);
         self.path2_traits.append_option(t.path2);
+        let x = e.exchange;
+        self.method.append_option(x.map(|x| x.method));
+        self.status.append_option(x.and_then(|x| x.status));
+        self.first_byte_ns
+            .append_option(x.and_then(|x| x.first_byte_ns));
+        self.sent.append_option(x.map(|x| x.sent));
+        self.received.append_option(x.map(|x| x.received));
         self.rows += 1;
         self.sorted &= e.ts_ns >= self.last_ts;
         self.last_ts = e.ts_ns;
@@ -250,6 +287,11 @@ impl EventBatchBuilder {
             Arc::new(self.via.finish()),
             Arc::new(self.path_traits.finish()),
             Arc::new(self.path2_traits.finish()),
+            Arc::new(self.method.finish()),
+            Arc::new(self.status.finish()),
+            Arc::new(self.first_byte_ns.finish()),
+            Arc::new(self.sent.finish()),
+            Arc::new(self.received.finish()),
         ];
         self.rows = 0;
         self.sorted = true;

@@ -73,6 +73,26 @@ pub const COL_PATH_TRAITS: &str = "path_traits";
 /// The same for `path2`.
 pub const COL_PATH2_TRAITS: &str = "path2_traits";
 
+/// The columns of an object-storage request (a row whose `op` is
+/// `request`), null in every other row. Such a row is one HTTP exchange a
+/// traced process made with a store (S3 and its kin): `ts` is when the
+/// request's first byte was sent, `dur_ns` the time to the answer's last
+/// byte, `path` the URL (`http://HOST/BUCKET/KEY`, its query left out),
+/// `fd` the socket, `offset` and `size` the byte range asked for (`Range:
+/// bytes=A-B`, null for a whole object; a PUT's `size` is its
+/// `Content-Length`), and `ret` the body bytes moved (sent plus received).
+///
+/// - [`COL_METHOD`]: the HTTP method (`GET`, `PUT`, `HEAD`, `POST`, `DELETE`);
+/// - [`COL_STATUS`]: the answer's status (null when none came);
+/// - [`COL_FIRST_BYTE_NS`]: from the request's start to the answer's first byte;
+/// - [`COL_SENT`]: the request's body bytes (headers left out);
+/// - [`COL_RECEIVED`]: the answer's body bytes.
+pub const COL_METHOD: &str = "method";
+pub const COL_STATUS: &str = "status";
+pub const COL_FIRST_BYTE_NS: &str = "first_byte_ns";
+pub const COL_SENT: &str = "sent";
+pub const COL_RECEIVED: &str = "received";
+
 /// The bits of [`COL_PATH_TRAITS`]: each says that one of the name rules of
 /// `iorepro-analysis`'s roles held on the original name (spelled
 /// canonically). What the directory structure, the numbers in a name, its
@@ -108,7 +128,7 @@ pub const REQUIRED_COLUMNS: [&str; 14] = [
 /// Every column of the canonical schema, in order: the required ones, then
 /// those added later, which a trace may lack (readers fill them in: `calls`
 /// with 1, the others with nulls).
-pub const COLUMNS: [&str; 20] = [
+pub const COLUMNS: [&str; 25] = [
     COL_TS,
     COL_DUR_NS,
     COL_HOST,
@@ -129,6 +149,11 @@ pub const COLUMNS: [&str; 20] = [
     COL_VIA,
     COL_PATH_TRAITS,
     COL_PATH2_TRAITS,
+    COL_METHOD,
+    COL_STATUS,
+    COL_FIRST_BYTE_NS,
+    COL_SENT,
+    COL_RECEIVED,
 ];
 
 /// Position of each column in [`trace_schema`].
@@ -153,6 +178,11 @@ pub mod idx {
     pub const VIA: usize = 17;
     pub const PATH_TRAITS: usize = 18;
     pub const PATH2_TRAITS: usize = 19;
+    pub const METHOD: usize = 20;
+    pub const STATUS: usize = 21;
+    pub const FIRST_BYTE_NS: usize = 22;
+    pub const SENT: usize = 23;
+    pub const RECEIVED: usize = 24;
 }
 
 pub fn ts_type() -> DataType {
@@ -197,6 +227,11 @@ fn build_schema() -> Schema {
         Field::new(COL_VIA, dict_type(), true),
         Field::new(COL_PATH_TRAITS, DataType::Int32, true),
         Field::new(COL_PATH2_TRAITS, DataType::Int32, true),
+        Field::new(COL_METHOD, dict_type(), true),
+        Field::new(COL_STATUS, DataType::Int32, true),
+        Field::new(COL_FIRST_BYTE_NS, DataType::Int64, true),
+        Field::new(COL_SENT, DataType::Int64, true),
+        Field::new(COL_RECEIVED, DataType::Int64, true),
     ])
 }
 
@@ -230,12 +265,15 @@ pub enum Op {
     Link,
     /// A symbolic link: `path` its target as written, `path2` the link.
     Symlink,
+    /// An object-storage request over HTTP: `path` is its URL, and the
+    /// request columns ([`COL_METHOD`] and those after it) say the rest.
+    Request,
     /// An op name this version does not know (kept by readers, counted as-is).
     Other,
 }
 
 impl Op {
-    pub const ALL: [Op; 20] = [
+    pub const ALL: [Op; 21] = [
         Op::Open,
         Op::Close,
         Op::Read,
@@ -255,6 +293,7 @@ impl Op {
         Op::Getdents,
         Op::Link,
         Op::Symlink,
+        Op::Request,
         Op::Other,
     ];
 
@@ -279,6 +318,7 @@ impl Op {
             Op::Getdents => "getdents",
             Op::Link => "link",
             Op::Symlink => "symlink",
+            Op::Request => "request",
             Op::Other => "other",
         }
     }
@@ -397,10 +437,11 @@ mod op_tests {
 
     /// A new op must be placed: it names a path, or acts on a descriptor,
     /// never both (the replay decides by these which failed calls to make).
+    /// A request is neither: it names a URL, not a file.
     #[test]
     fn every_known_op_names_a_path_or_acts_on_a_descriptor() {
         for op in Op::ALL {
-            let known = op != Op::Other;
+            let known = op != Op::Other && op != Op::Request;
             assert_eq!(
                 op.always_names_path() ^ op.acts_on_descriptor(),
                 known,

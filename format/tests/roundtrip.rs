@@ -107,6 +107,7 @@ fn event_row(r: &Row) -> EventRow<'_> {
         span_ns: None,
         path2: None,
         via: None,
+        exchange: None,
     }
 }
 

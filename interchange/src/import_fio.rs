@@ -194,6 +194,7 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         }
     });
     write_imported(out, opts.segment_rows, "fio-iolog", input, rows)

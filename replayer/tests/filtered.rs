@@ -97,6 +97,7 @@ fn job(dir: &Path) -> PathBuf {
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         })
         .unwrap();
     }

@@ -47,6 +47,7 @@ fn trace_of(dir: &Path, rows: &[R<'_>]) -> std::path::PathBuf {
             span_ns: None,
             path2,
             via: None,
+            exchange: None,
         })
         .unwrap();
     }

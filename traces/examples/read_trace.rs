@@ -53,6 +53,7 @@ fn call(
         span_ns: None,
         path2: None,
         via: None,
+        exchange: None,
     }
 }
 

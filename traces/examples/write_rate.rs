@@ -156,6 +156,7 @@ fn main() -> anyhow::Result<()> {
         span_ns: None,
         path2: None,
         via: None,
+        exchange: None,
     };
 
     let start = Instant::now();

@@ -79,6 +79,7 @@ fn with_log_noise(src: &Path, dst: &Path) {
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         })
         .unwrap();
         off += size;
@@ -360,6 +361,7 @@ fn save_after_a_lookup(dir: &Path) -> std::path::PathBuf {
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         })
         .unwrap();
     }

@@ -29,6 +29,7 @@ fn good_trace(dir: &Path) {
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         })
         .unwrap();
     }

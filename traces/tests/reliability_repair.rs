@@ -33,6 +33,7 @@ fn row(i: i64) -> EventRow<'static> {
         span_ns: None,
         path2: None,
         via: None,
+        exchange: None,
     }
 }
 

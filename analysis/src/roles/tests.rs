@@ -51,6 +51,7 @@ fn both_ways(rows: &[(i64, Row<'_>)]) -> (FileRoles, FileRoles) {
             span_ns: None,
             path2,
             via: None,
+            exchange: None,
         })
         .unwrap();
     }

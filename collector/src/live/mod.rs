@@ -222,6 +222,7 @@ mod tests {
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         }
     }
 

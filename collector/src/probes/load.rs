@@ -79,6 +79,7 @@ pub(super) fn load_object(
     let slots = slot_count();
     let slot_mask = slots as u64 - 1;
     let merge_runs = cfg.merge_runs as u64;
+    let requests = cfg.requests as u64;
     let mut loader = EbpfLoader::new();
     loader.btf(Some(btf));
     for (name, value) in kernel
@@ -94,6 +95,7 @@ pub(super) fn load_object(
         .override_global(globals::ALL_FILES, &all_files, true)
         .override_global(globals::SLOT_MASK, &slot_mask, true)
         .override_global(globals::MERGE_RUNS, &merge_runs, true)
+        .override_global(globals::REQUESTS, &requests, true)
         .map_max_entries("EVENTS", cfg.ring_buffer_bytes)
         .map_max_entries("SLOTS", slots)
         .map_max_entries("TRACED", pid_limit());

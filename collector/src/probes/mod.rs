@@ -53,6 +53,8 @@ pub struct ProbeConfig<'a> {
     pub all_files: bool,
     /// Merge runs of back-to-back equal-sized calls into one record.
     pub merge_runs: bool,
+    /// Record the heads of HTTP requests and answers on sockets.
+    pub requests: bool,
 }
 
 /// The loaded, attached programs; dropping it detaches everything.

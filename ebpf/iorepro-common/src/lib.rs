@@ -43,6 +43,14 @@ pub mod kind {
     pub const LINK: u32 = 18;
     /// A symbolic link: `path` its target as given, `path2` the link.
     pub const SYMLINK: u32 = 19;
+    /// Bytes sent on a socket that carries HTTP requests (`write`,
+    /// `sendto`): a [`PathEvent`](super::PathEvent) whose "path" is the
+    /// head of the bytes (up to [`REQUEST_HEAD`](super::REQUEST_HEAD)),
+    /// `ino` the socket's inode. See the kernel side's `sockets`.
+    pub const SEND: u32 = 20;
+    /// Bytes received on such a socket (`read`, `recvfrom`): the head of
+    /// the first answer after a send, none for the rest.
+    pub const RECV: u32 = 21;
 }
 
 /// What a [`ProcEvent`] describes.
@@ -267,7 +275,9 @@ pub struct Slot {
     pub src_ino: u64,
     pub src_pos: i64,
     pub src_dev: u32,
-    pub _src_pad: u32,
+    /// Non-zero while the call in flight is one on a socket that carries
+    /// HTTP requests (see the kernel side's `sockets`).
+    pub socket: u32,
     pub run: Run,
     pub cache: [CachedFile; CACHED_FILES],
     /// Where the kernel side reads windows of kernel structures.
@@ -281,6 +291,11 @@ pub const SCRATCH_WORDS: usize = 64;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Scratch(pub [u32; SCRATCH_WORDS]);
+
+/// Bytes of a request's (or an answer's) head copied from a socket call: a
+/// request line and the headers of an S3 client (its signature among them)
+/// fit. The body is counted, never copied.
+pub const REQUEST_HEAD: usize = 2048;
 
 /// Sizes by which user space tells the I/O ring's records apart.
 pub const IO_EVENT_SIZE: usize = core::mem::size_of::<IoEvent>();
@@ -322,6 +337,8 @@ pub mod globals {
     pub const SLOT_MASK: &str = "SLOT_MASK";
     /// Non-zero: merge runs of back-to-back calls into one record.
     pub const MERGE_RUNS: &str = "TRACE_MERGE_RUNS";
+    /// Non-zero: record the heads of HTTP requests and answers on sockets.
+    pub const REQUESTS: &str = "TRACE_REQUESTS";
     /// Members of an io_uring request (`struct io_kiocb`) and of the
     /// per-opcode command data at its start.
     pub const REQ_OPCODE: &str = "OFF_REQ_OPCODE";

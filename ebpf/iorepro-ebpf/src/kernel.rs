@@ -58,6 +58,7 @@ globals!(
     TRACE_ALL_FILES,
     SLOT_MASK,
     TRACE_MERGE_RUNS,
+    TRACE_REQUESTS,
     OFF_REQ_OPCODE,
     OFF_REQ_FD,
     OFF_RW_POS,
@@ -163,6 +164,7 @@ fn probe<T>(addr: u64) -> Option<T> {
 pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
+pub const S_IFSOCK: u32 = 0o140000;
 pub const O_APPEND: u32 = 0o2000;
 
 /// The `struct file *` installed at descriptor `fd` of the current task.
@@ -270,6 +272,10 @@ pub struct Identity {
 impl Identity {
     pub fn is_dir(&self) -> bool {
         self.mode & S_IFMT == S_IFDIR
+    }
+
+    pub fn is_socket(&self) -> bool {
+        self.mode & S_IFMT == S_IFSOCK
     }
 
     /// Regular files, or everything when asked to record all file types.

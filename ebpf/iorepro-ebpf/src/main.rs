@@ -32,6 +32,7 @@ mod paths;
 mod records;
 mod runs;
 mod slots;
+mod sockets;
 mod syscalls;
 mod uring;
 mod work;

@@ -23,6 +23,13 @@ use crate::work::{self, ReadOut};
 #[map]
 static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entries(1, 0);
 
+/// This CPU's record buffer, shared with the socket records (`sockets`),
+/// which are put together the same way.
+#[inline(always)]
+pub fn buffer() -> Option<*mut [u8; PATH_RECORD_MAX]> {
+    PATH_BUF.get_ptr_mut(0)
+}
+
 /// How a path argument is to be read.
 #[derive(Clone, Copy)]
 pub enum Name {

@@ -17,6 +17,7 @@ use crate::paths::{self, Name};
 use crate::records;
 use crate::runs;
 use crate::slots::{self, Slot, IDLE};
+use crate::sockets;
 use crate::work;
 
 pub const READ: u64 = 0;
@@ -35,6 +36,8 @@ pub const WRITEV: u64 = 20;
 pub const ACCESS: u64 = 21;
 pub const DUP2: u64 = 33;
 pub const SENDFILE: u64 = 40;
+pub const SENDTO: u64 = 44;
+pub const RECVFROM: u64 = 45;
 pub const FSYNC: u64 = 74;
 pub const FDATASYNC: u64 = 75;
 pub const TRUNCATE: u64 = 76;
@@ -71,7 +74,7 @@ pub const OPENAT2: u64 = 437;
 pub const FACCESSAT2: u64 = 439;
 // `tee` (276) is not followed: both its ends are pipes, so it touches no file.
 
-const ALL: [u64; 50] = [
+const ALL: [u64; 52] = [
     READ,
     WRITE,
     OPEN,
@@ -122,6 +125,8 @@ const ALL: [u64; 50] = [
     SENDFILE,
     SPLICE,
     COPY_FILE_RANGE,
+    SENDTO,
+    RECVFROM,
 ];
 
 const BITMAP_WORDS: usize = 8;
@@ -191,7 +196,7 @@ enum Entry {
 fn entry_of(nr: u64, regs: *const u8) -> Option<Entry> {
     Some(match nr {
         READ | WRITE | PREAD64 | PWRITE64 | READV | WRITEV | PREADV | PWRITEV | PREADV2
-        | PWRITEV2 | LSEEK | FSYNC | FDATASYNC | FTRUNCATE => Entry::OnFile {
+        | PWRITEV2 | LSEEK | FSYNC | FDATASYNC | FTRUNCATE | SENDTO | RECVFROM => Entry::OnFile {
             fd: reg(regs, regs::DI),
             dirs: false,
         },
@@ -256,10 +261,11 @@ pub fn on_enter(regs: *const u8, nr: u64, pid_tgid: u64, traced: Traced) {
         runs::flush(&mut s.run);
     }
     s.file = 0;
+    s.socket = 0;
     match entry {
         Entry::OnFile { fd, dirs } => {
-            if !learn_file(s, nr, fd, traced, dirs) && nr != CLOSE {
-                return; // not a recorded file: nothing to do at exit
+            if !learn_file(s, nr, fd, traced, dirs) && nr != CLOSE && s.socket == 0 {
+                return; // not a recorded file or socket: nothing to do at exit
             }
         }
         Entry::Copy { from, to } => {
@@ -284,6 +290,9 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
     );
     let (file, id) = match slots::cached(s, fd, traced) {
         Some((file, id)) => {
+            if id.is_socket() && on_socket(s, nr, &id) {
+                return false;
+            }
             if !(id.wanted() || dirs && id.is_dir()) {
                 return false;
             }
@@ -307,6 +316,9 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
                 return false;
             };
             slots::remember(s, fd, file, &id, traced);
+            if id.is_socket() && on_socket(s, nr, &id) {
+                return false;
+            }
             s.pos = w.pos;
             s.file_flags = w.flags;
             (file, id)
@@ -316,6 +328,20 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
         return false;
     }
     s.file = file;
+    s.ino = id.ino;
+    s.dev = id.dev;
+    true
+}
+
+/// A call on a socket: marks the slot when its exit is to be recorded as
+/// HTTP (see `sockets`), and returns whether it is; such a socket is then
+/// no file of the trace's, whatever `--all-files` says.
+#[inline(always)]
+fn on_socket(s: &mut Slot, nr: u64, id: &kernel::Identity) -> bool {
+    if !sockets::followed(nr, id.ino) {
+        return false;
+    }
+    s.socket = 1;
     s.ino = id.ino;
     s.dev = id.dev;
     true
@@ -368,7 +394,13 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
         reg(regs, regs::DX),
         reg(regs, regs::R10),
     );
+    if s.socket != 0 {
+        sockets::exit(nr, s, di, si, dx, io);
+        return;
+    }
     match nr {
+        // On anything but a request socket, these two record nothing.
+        SENDTO | RECVFROM => {}
         READ | PREAD64 | READV | PREADV | PREADV2 => data_op(kind::READ, nr, regs, s, io),
         WRITE | PWRITE64 | WRITEV | PWRITEV | PWRITEV2 => data_op(kind::WRITE, nr, regs, s, io),
         SENDFILE | SPLICE | COPY_FILE_RANGE => copy_op(nr, regs, s, io),

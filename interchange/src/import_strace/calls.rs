@@ -101,6 +101,7 @@ fn row(
         span_ns: None,
         path2: None,
         via: None,
+        exchange: None,
     }
 }
 

@@ -149,6 +149,7 @@ impl<'w> Generator<'w> {
             span_ns: None,
             path2: None,
             via: None,
+            exchange: None,
         };
         self.step_rows.push((comm, row));
     }

@@ -168,6 +168,7 @@ impl RankRecorder {
             span_ns: None,
             path2: path2.as_deref(),
             via: uring.then_some(VIA_IO_URING),
+            exchange: None,
         });
         if self.builder.len() >= RECORD_BATCH_ROWS
             || self.last_flush.elapsed() >= RECORD_FLUSH_EVERY

@@ -1,0 +1,175 @@
+//! Sockets that carry HTTP requests: what a traced process sends to an
+//! object store (S3 and its kin over plain HTTP) and what the store answers.
+//!
+//! The kernel side does not parse HTTP; it only decides which sockets are
+//! worth a record and copies a bounded head of their bytes:
+//! - A socket's first send decides: bytes that begin with an HTTP method
+//!   make it a request socket, anything else (a collective's traffic, TLS,
+//!   a launcher's wire protocol) makes it one no later call is recorded on.
+//! - Every send on a request socket is recorded with its head (a request's
+//!   line and headers, or the start of a body: user space tells them apart
+//!   by the lengths the headers give).
+//! - The first receive after a send is recorded with its head (an answer's
+//!   status and headers); later receives with their byte counts alone.
+//! - Receives on a socket that has sent no request (a server the job runs)
+//!   are not recorded.
+//!
+//! A socket is known by its inode (unique among live sockets); its state is
+//! dropped at its `close`, and the map is an LRU, so a socket closed unseen
+//! (at a process's exit) ages out.
+
+use aya_ebpf::helpers::generated::bpf_probe_read_user;
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::LruHashMap;
+use iorepro_common::{kind, IoEvent, PathEvent, PATH_EVENT_SIZE, PATH_RECORD_MAX, REQUEST_HEAD};
+
+use crate::kernel::{global, TRACE_REQUESTS};
+use crate::paths;
+use crate::records;
+use crate::slots::Slot;
+use crate::syscalls::{CLOSE, READ, RECVFROM, SENDTO, WRITE};
+use crate::work;
+
+/// What is known of a socket, by its inode.
+#[map]
+static SOCKETS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(65536, 0);
+
+/// Not yet seen sending.
+const UNKNOWN: u32 = 0;
+/// Its first send was not an HTTP request: never recorded.
+const OTHER: u32 = 1;
+/// It sent last: the next receive begins an answer.
+const SENT: u32 = 2;
+/// It is receiving an answer whose head has been recorded.
+const RECEIVING: u32 = 3;
+
+#[inline(always)]
+fn state(ino: u64) -> u32 {
+    // SAFETY: a map value, copied out at once.
+    unsafe { SOCKETS.get(&ino) }.copied().unwrap_or(UNKNOWN)
+}
+
+/// At a call's entry on socket `ino`: whether its exit is to be recorded.
+/// A `close` forgets the socket.
+#[inline(always)]
+pub fn followed(nr: u64, ino: u64) -> bool {
+    if global(&TRACE_REQUESTS) == 0 {
+        return false;
+    }
+    let state = state(ino);
+    match nr {
+        WRITE | SENDTO => state != OTHER,
+        READ | RECVFROM => state == SENT || state == RECEIVING,
+        CLOSE => {
+            if state != UNKNOWN {
+                let _ = SOCKETS.remove(&ino);
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// The exit of a followed call on a socket: `buf` and `asked` are its
+/// buffer and length arguments; `io` has the call's time, result and the
+/// socket (`ino`, `dev`).
+#[inline(always)]
+pub fn exit(nr: u64, s: &Slot, fd: u64, buf: u64, asked: u64, io: IoEvent) {
+    let moved = io.ret;
+    if moved < 0 {
+        return; // EAGAIN of a non-blocking socket, a reset: nothing moved
+    }
+    let ino = s.ino;
+    let send = matches!(nr, WRITE | SENDTO);
+    let head = if send {
+        if moved == 0 {
+            return;
+        }
+        let known = state(ino);
+        if known == UNKNOWN && !starts_request(buf) {
+            let _ = SOCKETS.insert(&ino, &OTHER, 0);
+            return;
+        }
+        if known != SENT {
+            let _ = SOCKETS.insert(&ino, &SENT, 0);
+        }
+        moved as u64
+    } else if state(ino) == SENT {
+        let _ = SOCKETS.insert(&ino, &RECEIVING, 0);
+        moved as u64
+    } else {
+        0 // the rest of an answer, or its end (0: the peer closed)
+    };
+    let Some(call) = paths::call(work::SYSCALLS) else {
+        return;
+    };
+    *call = IoEvent {
+        kind: if send { kind::SEND } else { kind::RECV },
+        fd: fd as i32,
+        size: asked,
+        ..io
+    };
+    head_record(buf, head);
+}
+
+/// Whether the bytes at `buf` begin with an HTTP method (the first four
+/// letters of those an object-storage client sends).
+#[inline(always)]
+fn starts_request(buf: u64) -> bool {
+    // SAFETY: a user read that fails safely.
+    let Ok(word) = (unsafe { aya_ebpf::helpers::bpf_probe_read_user(buf as *const u32) }) else {
+        return false;
+    };
+    matches!(
+        &word.to_le_bytes(),
+        b"GET " | b"PUT " | b"POST" | b"HEAD" | b"DELE" | b"PATC" | b"OPTI"
+    )
+}
+
+/// Sends the record of the call left in the syscall work area with the
+/// first `len` bytes (at most [`REQUEST_HEAD`]) at user address `src`, as
+/// a global function: checked once by the verifier.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn head_record(src: u64, len: u64) -> i64 {
+    let Some(w) = work::area(work::SYSCALLS) else {
+        return 0;
+    };
+    let Some(buf) = paths::buffer() else {
+        return 0;
+    };
+    // SAFETY: the per-CPU buffer (8-aligned, it holds a header) and this
+    // CPU's work area, each used by one program at a time.
+    unsafe {
+        let header = buf as *mut PathEvent;
+        (*header).io = (*w).path.io;
+        (*header).dir_ino = 0;
+        (*header).dir2_ino = 0;
+        (*header).dir_dev = 0;
+        (*header).dir2_dev = 0;
+        (*header).mode = 0;
+        (*header).truncated = 0;
+        (*header).relative = 0;
+        (*header).path2_len = 0;
+        let mut n = if len > REQUEST_HEAD as u64 {
+            REQUEST_HEAD as u64
+        } else {
+            len
+        };
+        // A bound the verifier can see: the buffer holds far more.
+        n &= 4095;
+        if n > 0 {
+            let dst = (buf as *mut u8).wrapping_add(PATH_EVENT_SIZE);
+            if bpf_probe_read_user(dst.cast(), n as u32, src as *const core::ffi::c_void) != 0 {
+                n = 0;
+            }
+        }
+        (*header).path_len = n as u32;
+        let total = PATH_EVENT_SIZE + n as usize;
+        let (kind, calls) = ((*header).io.kind, (*header).io.calls);
+        if let Some(record) = (*buf).get(..total.min(PATH_RECORD_MAX)) {
+            records::bytes(record, kind, calls as u64);
+        }
+    }
+    0
+}
