@@ -16,9 +16,11 @@
 //!   or none for `HEAD`, 204 and 304), when the peer closes, when the next
 //!   request begins, or when the capture ends.
 //!
-//! Only the heads are read; a body is counted, never kept. The Authorization
-//! header and the query string (where presigned URLs carry a signature) are
-//! never kept either.
+//! Only the heads are read; a body is counted, never kept. Neither is the
+//! Authorization header, nor any part of the query string but the S3
+//! parameters that say what a request does ([`KEPT_PARAMETERS`]: a
+//! listing's prefix, a multipart upload's id and part): a presigned URL's
+//! signature never reaches the trace.
 
 use std::rc::Rc;
 
@@ -240,8 +242,8 @@ const METHODS: [&str; 7] = ["GET", "PUT", "POST", "HEAD", "DELETE", "PATCH", "OP
 #[derive(Debug, PartialEq, Eq)]
 struct RequestHead<'a> {
     method: &'static str,
-    /// The target's path, its query left out.
-    path: &'a str,
+    /// The target's path, with the query parameters kept.
+    path: String,
     host: Option<&'a str>,
     /// `Range: bytes=A-B`, both ends given.
     range: Option<(i64, i64)>,
@@ -270,7 +272,7 @@ fn parse_request(head: &[u8]) -> Option<RequestHead<'_>> {
     if !words.next()?.starts_with("HTTP/1.") {
         return None;
     }
-    let path = target.split('?').next().unwrap_or(target);
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     // A request to a proxy names the whole URL: keep its path.
     let (host_in_target, path) = match path.strip_prefix("http://") {
         Some(rest) => match rest.find('/') {
@@ -278,6 +280,12 @@ fn parse_request(head: &[u8]) -> Option<RequestHead<'_>> {
             None => (Some(rest), "/"),
         },
         None => (None, path),
+    };
+    let kept = kept_query(query);
+    let path = if kept.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{kept}")
     };
     let mut out = RequestHead {
         method,
@@ -351,6 +359,35 @@ fn split_head(head: &[u8]) -> Option<Split<'_>> {
     Some((first, headers, end.map(|e| e + 4)))
 }
 
+/// The query parameters a request row keeps: what an S3 request does, never
+/// who signed it.
+const KEPT_PARAMETERS: [&str; 12] = [
+    "list-type",
+    "prefix",
+    "delimiter",
+    "max-keys",
+    "start-after",
+    "uploads",
+    "uploadId",
+    "partNumber",
+    "delete",
+    "versionId",
+    "versioning",
+    "location",
+];
+
+/// `query` with only the [`KEPT_PARAMETERS`], in their order.
+fn kept_query(query: &str) -> String {
+    query
+        .split('&')
+        .filter(|p| {
+            let name = p.split('=').next().unwrap_or(p);
+            KEPT_PARAMETERS.contains(&name)
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
 /// `bytes=A-B` (one range, both ends given); a suffix or an open end is
 /// none the row can state as an offset and a size.
 fn parse_range(value: &str) -> Option<(i64, i64)> {
@@ -387,7 +424,7 @@ mod tests {
     fn a_request_head_gives_its_method_path_range_and_length() {
         let h = parse_request(GET).unwrap();
         assert_eq!(h.method, "GET");
-        assert_eq!(h.path, "/bucket/train/shard-0003.tar");
+        assert_eq!(h.path, "/bucket/train/shard-0003.tar?partNumber=1");
         assert_eq!(h.host, Some("127.0.0.1:8000"));
         assert_eq!(h.range, Some((1048576, 2097151)));
         assert_eq!(h.header_len, Some(GET.len()));
@@ -421,7 +458,7 @@ mod tests {
         assert_eq!(row.rank, Some(3));
         assert_eq!(
             row.path.as_deref(),
-            Some("http://127.0.0.1:8000/bucket/train/shard-0003.tar")
+            Some("http://127.0.0.1:8000/bucket/train/shard-0003.tar?partNumber=1")
         );
         assert_eq!((row.offset, row.size), (Some(1048576), Some(1048576)));
         assert_eq!((row.ts_ns, row.dur_ns), (1_000, 8_010));
@@ -462,7 +499,7 @@ mod tests {
         let left = r.drain(0);
         assert_eq!(left.len(), 1);
         let row = left.into_iter().next().unwrap().into_row(None);
-        assert_eq!(row.path.as_deref(), Some("http://h/b"));
+        assert_eq!(row.path.as_deref(), Some("http://h/b?list-type=2&prefix=train"));
         assert_eq!(row.exchange.unwrap().status, None);
     }
 

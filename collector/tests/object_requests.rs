@@ -1,0 +1,210 @@
+//! A job's own object-storage requests, captured with nothing injected into
+//! it, against a real S3 store that says what it served: Ceph's RADOS
+//! Gateway (`iorepro_tests::rgw`), over plain HTTP. The job
+//! (`tests/jobs/s3_loader.py`) is a PyTorch DataLoader with worker
+//! processes reading samples through boto3 (whole and in ranged halves),
+//! after a listing and a HEAD, then a checkpoint uploaded in parts with
+//! `upload_file`, a record put and an old one deleted. The gateway's log of
+//! operations is the ground truth: every request it served, by method and
+//! operation, with its status and body bytes each way, must be a request
+//! row of the trace, no more and no fewer, and each row must carry the
+//! job's rank and the process that made it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use iorepro_format::{Events, Op, TraceReader};
+use iorepro_tests::bins::workspace_root;
+use iorepro_tests::rgw::{RgwStore, Served, Tally};
+use iorepro_tests::skip::cannot_run;
+
+const BUCKET: &str = "loader";
+
+/// One request row, as the test needs it.
+#[derive(Debug)]
+struct Request {
+    pid: i32,
+    rank: Option<i32>,
+    method: String,
+    url: String,
+    offset: Option<i64>,
+    size: Option<i64>,
+    status: Option<i32>,
+    first_byte_ns: Option<i64>,
+    dur_ns: i64,
+    sent: i64,
+    received: i64,
+}
+
+fn requests(trace: &Path) -> Vec<Request> {
+    let reader = TraceReader::open(trace).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Vec::new();
+    for batch in reader.events().unwrap() {
+        let ev = batch.unwrap();
+        for (i, op) in ev.ops().into_iter().enumerate() {
+            if op != Op::Request {
+                continue;
+            }
+            let x = ev.exchange_at(i).expect("a request row has its exchange");
+            out.push(Request {
+                pid: ev.pid().value(i),
+                rank: Events::opt_i32(ev.rank(), i),
+                method: x.method.to_string(),
+                url: ev.path_at(i).unwrap_or_default().to_string(),
+                offset: Events::opt_i64(ev.offset(), i),
+                size: Events::opt_i64(ev.size(), i),
+                status: x.status,
+                first_byte_ns: x.first_byte_ns,
+                dur_ns: ev.dur_ns().value(i),
+                sent: x.sent,
+                received: x.received,
+            });
+        }
+    }
+    out
+}
+
+/// The gateway's name for what a request row did (`GET get_obj`, ...).
+fn operation(r: &Request) -> String {
+    let rest = r.url.splitn(4, '/').nth(3).unwrap_or_default();
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let has_key = path.split_once('/').is_some_and(|(_, k)| !k.is_empty());
+    let op = match (r.method.as_str(), has_key) {
+        ("GET", true) => "get_obj",
+        ("GET", false) => "list_bucket",
+        ("HEAD", true) => "get_obj",
+        ("HEAD", false) => "stat_bucket",
+        ("PUT", true) => "put_obj",
+        ("POST", _) if query.contains("uploadId") => "complete_multipart",
+        ("POST", _) if query.contains("uploads") => "init_multipart",
+        ("DELETE", true) => "delete_obj",
+        _ => "other",
+    };
+    format!("{} {op}", r.method)
+}
+
+/// The rows tallied as the gateway tallies what it served.
+fn tally(rows: &[Request]) -> Served {
+    let mut by: BTreeMap<String, Tally> = BTreeMap::new();
+    for r in rows {
+        let t = by.entry(operation(r)).or_default();
+        t.count += 1;
+        t.failed += u64::from(r.status.is_some_and(|s| s >= 400));
+        t.sent += r.received as u64;
+        t.received += r.sent as u64;
+    }
+    Served(by)
+}
+
+fn job(store: &RgwStore, args: &[&str]) -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.arg(workspace_root().join("tests/jobs/s3_loader.py"))
+        .args(["--bucket", BUCKET, "--prefix", "run1"])
+        .args(args);
+    store.env(&mut cmd);
+    cmd
+}
+
+#[test]
+fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
+    if !can_trace() {
+        return;
+    }
+    let store = match RgwStore::start("collector-requests") {
+        Ok(s) => s,
+        Err(e) => return cannot_run(e),
+    };
+    store.create_bucket(BUCKET);
+    let staged = job(&store, &["--stage"]).output().expect("python3 runs");
+    assert!(
+        staged.status.success(),
+        "staging: {}",
+        String::from_utf8_lossy(&staged.stderr)
+    );
+    let before = store.served();
+    let dir = scratch();
+    let trace = dir.path().join("trace");
+    let mut cmd = collector();
+    cmd.arg("--out").arg(&trace).arg("--");
+    let inner = job(&store, &["--epochs", "2", "--workers", "2"]);
+    cmd.arg(inner.get_program()).args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.env("RANK", "1");
+    let out = cmd.output().expect("iorepro-collect runs");
+    assert!(
+        out.status.success(),
+        "collector: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let asked: serde_json::Value = serde_json::from_slice(
+        out.stdout
+            .split(|&b| b == b'\n')
+            .rfind(|l| l.starts_with(b"{"))
+            .expect("the job's summary line"),
+    )
+    .unwrap();
+    let served = store.served().since(&before);
+    let rows = requests(&trace);
+    let mut traced = tally(&rows);
+    // The gateway logs no bytes received for a multipart upload's
+    // completion, whose body (the list of parts) it reads all the same:
+    // the row's bytes sent are its Content-Length, and the comparison
+    // leaves them out.
+    let completes: Vec<&Request> = rows
+        .iter()
+        .filter(|r| operation(r) == "POST complete_multipart")
+        .collect();
+    for r in &completes {
+        assert!(r.sent > 0 && Some(r.sent) == r.size, "{r:?}");
+    }
+    if let Some(t) = traced.0.get_mut("POST complete_multipart") {
+        t.received = 0;
+    }
+    eprintln!("served: {served:#?}\ntraced: {traced:#?}");
+    assert_eq!(traced, served, "the trace's requests against the gateway's log");
+
+    // What the job says it asked, the same way round.
+    let u = |k: &str| asked[k].as_u64().unwrap();
+    let gets = served.of("GET get_obj");
+    assert_eq!((gets.count, gets.sent), (u("get"), u("get_bytes")));
+    assert_eq!(served.of("PUT put_obj").count, u("parts") + u("put"));
+    assert_eq!(served.of("POST init_multipart").count, 1);
+    assert_eq!(served.of("POST complete_multipart").count, 1);
+
+    // Each row: the job's rank; the samples read by the loader's workers;
+    // a range where one was asked; the first byte before the last.
+    let job_pid = rows
+        .iter()
+        .find(|r| r.method == "HEAD")
+        .expect("the HEAD")
+        .pid;
+    assert!(rows.iter().all(|r| r.rank == Some(1)), "{rows:#?}");
+    let readers: std::collections::BTreeSet<i32> = rows
+        .iter()
+        .filter(|r| operation(r) == "GET get_obj")
+        .map(|r| r.pid)
+        .collect();
+    // Two workers an epoch (not persistent), two epochs.
+    assert_eq!(readers.len(), 4, "the loader's workers read the samples: {readers:?}");
+    assert!(!readers.contains(&job_pid));
+    let ranged: Vec<&Request> = rows.iter().filter(|r| r.offset.is_some()).collect();
+    assert_eq!(ranged.len() as u64, 2 * 2 * 8, "two halves of 8 samples, twice");
+    for r in &ranged {
+        assert_eq!(r.status, Some(206));
+        assert!(matches!(r.offset, Some(0) | Some(131072)), "{r:?}");
+        assert_eq!((r.size, r.received), (Some(131072), 131072));
+    }
+    for r in &rows {
+        let first = r.first_byte_ns.expect("every request was answered");
+        assert!(first > 0 && first <= r.dur_ns, "{r:?}");
+    }
+}
