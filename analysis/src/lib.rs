@@ -29,6 +29,7 @@ pub mod histogram;
 mod intern;
 pub mod overview;
 pub mod phases;
+pub mod requests;
 pub mod roles;
 pub mod summary;
 pub mod tally;

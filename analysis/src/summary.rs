@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::access::AccessCounts;
 use crate::histogram::SizeHistogram;
 use crate::overview::{tally_with_roles, Overview};
+use crate::requests::RequestTotals;
 use crate::roles::{MountTotals, Role, RoleTotals};
 use crate::tally::Depth;
 pub use crate::tally::{FileStats, OpStats, RankStats};
@@ -64,6 +65,9 @@ pub struct Summary {
     /// Files, calls and bytes per mount (file system) the files were on,
     /// busiest first; `unknown` in a trace without a mount table.
     pub mounts: Vec<MountTotals>,
+    /// The job's object-storage requests (absent when it made none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestTotals>,
 }
 
 impl Summary {
@@ -114,6 +118,7 @@ impl Summary {
             top_files,
             roles: roles.totals().clone(),
             mounts: roles.per_mount(),
+            requests: RequestTotals::compute(reader)?,
             overview,
         })
     }
@@ -163,6 +168,10 @@ impl Summary {
         self.render_ranks(&mut s);
         self.render_files(&mut s);
         self.render_roles_and_mounts(&mut s);
+        if let Some(requests) = &self.requests {
+            s.push('\n');
+            s.push_str(&requests.render());
+        }
         s.push('\n');
         s.push_str(&crate::phases::render(&self.overview.phases));
         s

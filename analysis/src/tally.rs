@@ -17,6 +17,7 @@ use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
 use crate::intern::Interner;
 use crate::timeline::Timeline;
+use iorepro_format::paths::is_url;
 use iorepro_format::runs::{CallsOf, SpanOf};
 use iorepro_format::scan::{Fold, OnlyWhereNull, ScanBatch};
 use iorepro_format::schema::{
@@ -386,7 +387,8 @@ impl Tally {
         let names: &StringArray = values.as_string();
         let mut ids: Vec<u32> = (0..names.len())
             .map(|i| {
-                if names.is_valid(i) {
+                // A request's URL is no file (see `crate::requests`).
+                if names.is_valid(i) && !is_url(names.value(i)) {
                     self.files.id(names.value(i))
                 } else {
                     NO_FILE

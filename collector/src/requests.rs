@@ -144,8 +144,7 @@ impl Requests {
         }
         let end = call.ts_ns + call.dur_ns;
         open.end_ns = end;
-        let first = !call.head.is_empty()
-            && open.answer.as_ref().is_none_or(|a| a.status == 100);
+        let first = !call.head.is_empty() && open.answer.as_ref().is_none_or(|a| a.status == 100);
         match (first, &mut open.answer) {
             (true, _) => {
                 let Some(head) = parse_answer(call.head) else {
@@ -404,7 +403,8 @@ fn parse_range(value: &str) -> Option<(i64, i64)> {
 mod tests {
     use super::*;
 
-    const GET: &[u8] = b"GET /bucket/train/shard-0003.tar?partNumber=1&X-Amz-Signature=abc HTTP/1.1\r\n\
+    const GET: &[u8] =
+        b"GET /bucket/train/shard-0003.tar?partNumber=1&X-Amz-Signature=abc HTTP/1.1\r\n\
         Host: 127.0.0.1:8000\r\nRange: bytes=1048576-2097151\r\n\
         Authorization: AWS4-HMAC-SHA256 Credential=K/20261129/us-east-1/s3/aws4_request\r\n\r\n";
 
@@ -482,7 +482,10 @@ mod tests {
             .unwrap()
             .into_row(None);
         let x = row.exchange.unwrap();
-        assert_eq!((x.method, x.status, x.sent, x.received), ("PUT", Some(200), 20000, 0));
+        assert_eq!(
+            (x.method, x.status, x.sent, x.received),
+            ("PUT", Some(200), 20000, 0)
+        );
         assert_eq!((row.offset, row.size, row.ret), (None, Some(20000), 20000));
     }
 
@@ -499,7 +502,10 @@ mod tests {
         let left = r.drain(0);
         assert_eq!(left.len(), 1);
         let row = left.into_iter().next().unwrap().into_row(None);
-        assert_eq!(row.path.as_deref(), Some("http://h/b?list-type=2&prefix=train"));
+        assert_eq!(
+            row.path.as_deref(),
+            Some("http://h/b?list-type=2&prefix=train")
+        );
         assert_eq!(row.exchange.unwrap().status, None);
     }
 

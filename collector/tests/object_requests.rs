@@ -17,6 +17,9 @@ use std::path::Path;
 use std::process::Command;
 
 use common::*;
+use iorepro_analysis::requests::RequestTotals;
+use iorepro_analysis::roles::Role;
+use iorepro_analysis::summary::Summary;
 use iorepro_format::{Events, Op, TraceReader};
 use iorepro_tests::bins::workspace_root;
 use iorepro_tests::rgw::{RgwStore, Served, Tally};
@@ -170,7 +173,10 @@ fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
         t.received = 0;
     }
     eprintln!("served: {served:#?}\ntraced: {traced:#?}");
-    assert_eq!(traced, served, "the trace's requests against the gateway's log");
+    assert_eq!(
+        traced, served,
+        "the trace's requests against the gateway's log"
+    );
 
     // What the job says it asked, the same way round.
     let u = |k: &str| asked[k].as_u64().unwrap();
@@ -194,10 +200,18 @@ fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
         .map(|r| r.pid)
         .collect();
     // Two workers an epoch (not persistent), two epochs.
-    assert_eq!(readers.len(), 4, "the loader's workers read the samples: {readers:?}");
+    assert_eq!(
+        readers.len(),
+        4,
+        "the loader's workers read the samples: {readers:?}"
+    );
     assert!(!readers.contains(&job_pid));
     let ranged: Vec<&Request> = rows.iter().filter(|r| r.offset.is_some()).collect();
-    assert_eq!(ranged.len() as u64, 2 * 2 * 8, "two halves of 8 samples, twice");
+    assert_eq!(
+        ranged.len() as u64,
+        2 * 2 * 8,
+        "two halves of 8 samples, twice"
+    );
     for r in &ranged {
         assert_eq!(r.status, Some(206));
         assert!(matches!(r.offset, Some(0) | Some(131072)), "{r:?}");
@@ -207,4 +221,29 @@ fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
         let first = r.first_byte_ns.expect("every request was answered");
         assert!(first > 0 && first <= r.dur_ns, "{r:?}");
     }
+
+    // The analysis: the requests by method, the objects by role, and the
+    // URLs no files of the file tables.
+    let reader = TraceReader::open(&trace).unwrap();
+    let totals = RequestTotals::compute(&reader).unwrap().expect("requests");
+    assert_eq!(totals.requests, rows.len() as u64);
+    let get = &totals.methods["GET"];
+    assert_eq!(get.count, gets.count + served.of("GET list_bucket").count);
+    assert_eq!(
+        get.received_bytes,
+        gets.sent + served.of("GET list_bucket").sent
+    );
+    let role = |r: Role| totals.roles.get(&r).copied().unwrap_or_default();
+    assert_eq!(role(Role::Dataset), (16, u("get_bytes"), 0));
+    assert_eq!(role(Role::Checkpoint).0, 1);
+    // Its parts, and the list of them that completed the upload.
+    let listed_parts: u64 = completes.iter().map(|r| r.sent as u64).sum();
+    assert_eq!(role(Role::Checkpoint).2, u("part_bytes") + listed_parts);
+    assert_eq!(role(Role::Output), (1, 0, u("put_bytes")));
+    let summary = Summary::compute(&reader).unwrap();
+    assert!(summary
+        .top_files
+        .iter()
+        .all(|f| !f.path.starts_with("http")));
+    assert!(summary.render().contains("object requests"));
 }

@@ -6,6 +6,13 @@
 //! machine it was taken on), so `x/..` is taken back even where `x` was a
 //! symlink.
 
+/// Whether a row's path is a URL, an object-storage request's (see
+/// [`crate::schema::COL_METHOD`]), rather than a file's: no file's path
+/// is spelled so, and analyses of files leave URLs out.
+pub fn is_url(path: &str) -> bool {
+    path.starts_with("http://") || path.starts_with("https://")
+}
+
 /// A path in its one spelling.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canonical {

@@ -18,7 +18,7 @@ use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
 use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::partitions::{combine, partition_name, partitions};
-use crate::schema::{COLUMNS, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
+use crate::schema::{COLUMNS, COL_METHOD, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
 use crate::segment_file::{guard, SegmentFile};
 
 use crate::batches::SequentialBatches;
@@ -43,6 +43,11 @@ pub struct SegmentInfo {
     pub ts_range: Option<(i64, i64)>,
     /// The same range in nanoseconds.
     pub ts_ns_range: Option<(i64, i64)>,
+    /// Whether the segment may hold object-storage requests: its `method`
+    /// column has a value somewhere, by the footer's statistics (true
+    /// where they are missing). Analyses of requests skip the others
+    /// without reading a row.
+    pub may_hold_requests: bool,
 }
 
 impl TraceReader {
@@ -133,6 +138,12 @@ impl TraceReader {
             .filter(|(lo, hi)| lo <= hi)
     }
 
+    /// Whether any segment may hold object-storage requests (see
+    /// [`SegmentInfo::may_hold_requests`]).
+    pub fn may_hold_requests(&self) -> bool {
+        self.segments.iter().any(|s| s.may_hold_requests)
+    }
+
     /// Total rows according to the segment footers.
     pub fn rows(&self) -> u64 {
         self.segments.iter().map(|s| s.rows).sum()
@@ -218,6 +229,18 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
             _ => have_stats = false,
         }
     }
+    let method_col = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == COL_METHOD);
+    let may_hold_requests = method_col.is_some_and(|c| {
+        meta.row_groups().iter().any(|rg| {
+            let nulls = rg.column(c).statistics().and_then(|s| s.null_count_opt());
+            nulls.is_none_or(|n| n < rg.num_rows() as u64)
+        })
+    });
     let rows = meta.file_metadata().num_rows().max(0) as u64;
     let ts_range = if have_stats {
         range.or(Some((0, 0)))
@@ -240,6 +263,7 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
         ts_range,
         ts_ns_range: ts_range
             .map(|(a, b)| (a.saturating_mul(ns_per_unit), b.saturating_mul(ns_per_unit))),
+        may_hold_requests,
     })
 }
 

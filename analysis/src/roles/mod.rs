@@ -66,7 +66,7 @@
 
 pub mod forms;
 mod judge;
-mod names;
+pub(crate) mod names;
 mod observe;
 pub mod traits;
 

@@ -17,6 +17,7 @@ use arrow_array::{Array, ArrayRef, Int32Array, StringArray};
 use crate::by_op::by_op;
 use crate::intern::Interner;
 use iorepro_format::columns::Events;
+use iorepro_format::paths::is_url;
 use iorepro_format::runs::CallsOf;
 use iorepro_format::scan::{Fold, ScanBatch};
 use iorepro_format::schema::Op;
@@ -336,7 +337,8 @@ impl RolesBuilder {
         let names: &StringArray = values.as_string();
         let mut slots: Vec<u32> = (0..names.len())
             .map(|i| {
-                if names.is_valid(i) {
+                // A request's URL is no file (see `crate::requests`).
+                if names.is_valid(i) && !is_url(names.value(i)) {
                     self.slot(names.value(i))
                 } else {
                     NO_SLOT
