@@ -147,9 +147,7 @@ impl Requests {
         let first = !call.head.is_empty() && open.answer.as_ref().is_none_or(|a| a.status == 100);
         match (first, &mut open.answer) {
             (true, _) => {
-                let Some(head) = parse_answer(call.head) else {
-                    return None;
-                };
+                let head = parse_answer(call.head)?;
                 let bodiless = open.method == "HEAD"
                     || head.status == 204
                     || head.status == 304
