@@ -27,8 +27,17 @@ use crate::kernel::{global, TRACE_REQUESTS};
 use crate::paths;
 use crate::records;
 use crate::slots::Slot;
-use crate::syscalls::{CLOSE, READ, RECVFROM, SENDTO, WRITE};
 use crate::work;
+
+/// What a call does with a socket.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// `write`, `sendto`.
+    Send,
+    /// `read`, `recvfrom`.
+    Receive,
+    Close,
+}
 
 /// What is known of a socket, by its inode.
 #[map]
@@ -52,21 +61,20 @@ fn state(ino: u64) -> u32 {
 /// At a call's entry on socket `ino`: whether its exit is to be recorded.
 /// A `close` forgets the socket.
 #[inline(always)]
-pub fn followed(nr: u64, ino: u64) -> bool {
+pub fn followed(how: Use, ino: u64) -> bool {
     if global(&TRACE_REQUESTS) == 0 {
         return false;
     }
     let state = state(ino);
-    match nr {
-        WRITE | SENDTO => state != OTHER,
-        READ | RECVFROM => state == SENT || state == RECEIVING,
-        CLOSE => {
+    match how {
+        Use::Send => state != OTHER,
+        Use::Receive => state == SENT || state == RECEIVING,
+        Use::Close => {
             if state != UNKNOWN {
                 let _ = SOCKETS.remove(&ino);
             }
             false
         }
-        _ => false,
     }
 }
 
@@ -74,13 +82,13 @@ pub fn followed(nr: u64, ino: u64) -> bool {
 /// buffer and length arguments; `io` has the call's time, result and the
 /// socket (`ino`, `dev`).
 #[inline(always)]
-pub fn exit(nr: u64, s: &Slot, fd: u64, buf: u64, asked: u64, io: IoEvent) {
+pub fn exit(how: Use, s: &Slot, fd: u64, buf: u64, asked: u64, io: IoEvent) {
     let moved = io.ret;
     if moved < 0 {
         return; // EAGAIN of a non-blocking socket, a reset: nothing moved
     }
     let ino = s.ino;
-    let send = matches!(nr, WRITE | SENDTO);
+    let send = how == Use::Send;
     let head = if send {
         if moved == 0 {
             return;

@@ -338,13 +338,27 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
 /// no file of the trace's, whatever `--all-files` says.
 #[inline(always)]
 fn on_socket(s: &mut Slot, nr: u64, id: &kernel::Identity) -> bool {
-    if !sockets::followed(nr, id.ino) {
+    let Some(how) = socket_use(nr) else {
+        return false;
+    };
+    if !sockets::followed(how, id.ino) {
         return false;
     }
     s.socket = 1;
     s.ino = id.ino;
     s.dev = id.dev;
     true
+}
+
+/// What a call does with a socket, for the calls `sockets` follows.
+#[inline(always)]
+fn socket_use(nr: u64) -> Option<sockets::Use> {
+    Some(match nr {
+        WRITE | SENDTO => sockets::Use::Send,
+        READ | RECVFROM => sockets::Use::Receive,
+        CLOSE => sockets::Use::Close,
+        _ => return None,
+    })
 }
 
 /// Both ends of a copy call: the source goes to the slot's `src_*`, the
@@ -395,7 +409,9 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
         reg(regs, regs::R10),
     );
     if s.socket != 0 {
-        sockets::exit(nr, s, di, si, dx, io);
+        if let Some(how) = socket_use(nr) {
+            sockets::exit(how, s, di, si, dx, io);
+        }
         return;
     }
     match nr {
