@@ -523,6 +523,7 @@ fn trace_write_failed(
 
 /// Drops tgids that no longer exist from the traced set; returns how many remain.
 fn sweep(probes: &mut Probes) -> usize {
+    probes.sweep_tls();
     let mut live = 0;
     for tgid in probes.traced() {
         if Path::new(&format!("/proc/{tgid}")).exists() {

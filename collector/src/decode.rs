@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use iorepro_common::{
     kind, proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, IO_EVENT_SIZE,
-    NAME_EVENT_SIZE, PATH_EVENT_SIZE, RET_PENDING, VIA_IO_URING,
+    NAME_EVENT_SIZE, PATH_EVENT_SIZE, REQUEST_TLS, RET_PENDING, VIA_IO_URING,
 };
 use iorepro_format::processes::ProcessStart;
 use iorepro_format::{Op, TraceError, TraceWriter};
@@ -422,6 +422,7 @@ fn socket_call(item: &[u8]) -> Option<(u32, SocketCall<'_>)> {
             dur_ns: io.dur_ns,
             moved: io.ret.max(0) as u64,
             head,
+            tls: io.flags & REQUEST_TLS != 0,
         },
     ))
 }

@@ -43,6 +43,8 @@ pub struct SocketCall<'a> {
     pub moved: u64,
     /// The head of the bytes moved (empty for a receive past an answer's first).
     pub head: &'a [u8],
+    /// The bytes went through TLS (seen at OpenSSL's calls, not the socket's).
+    pub tls: bool,
 }
 
 /// The requests under way, by connection.
@@ -122,7 +124,12 @@ impl Requests {
             start_ns: call.ts_ns,
             end_ns: end,
             method: head.method,
-            url: format!("http://{}{}", head.host.unwrap_or("-"), head.path),
+            url: format!(
+                "{}://{}{}",
+                if call.tls { "https" } else { "http" },
+                head.host.unwrap_or("-"),
+                head.path
+            ),
             range: head.range,
             body_len: head.content_length,
             chunked: head.chunked,
@@ -415,6 +422,7 @@ mod tests {
             dur_ns: 10,
             moved,
             head,
+            tls: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! A job's own object-storage requests, captured with nothing injected into
 //! it, against a real S3 store that says what it served: Ceph's RADOS
-//! Gateway (`iorepro_tests::rgw`), over plain HTTP. The job
+//! Gateway (`iorepro_tests::rgw`), over plain HTTP and over TLS (where the
+//! uprobes on OpenSSL see the requests). The job
 //! (`tests/jobs/s3_loader.py`) is a PyTorch DataLoader with worker
 //! processes reading samples through boto3 (whole and in ranged halves),
 //! after a listing and a HEAD, then a checkpoint uploaded in parts with
@@ -103,17 +104,21 @@ fn tally(rows: &[Request]) -> Served {
     Served(by)
 }
 
-fn job(store: &RgwStore, args: &[&str]) -> Command {
+fn job(store: &RgwStore, tls: bool, args: &[&str]) -> Command {
     let mut cmd = Command::new("python3");
     cmd.arg(workspace_root().join("tests/jobs/s3_loader.py"))
         .args(["--bucket", BUCKET, "--prefix", "run1"])
         .args(args);
-    store.env(&mut cmd);
+    if tls {
+        store.env_tls(&mut cmd);
+    } else {
+        store.env(&mut cmd);
+    }
     cmd
 }
 
 #[test]
-fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
+fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served_plain_and_over_tls() {
     if !can_trace() {
         return;
     }
@@ -122,7 +127,18 @@ fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
         Err(e) => return cannot_run(e),
     };
     store.create_bucket(BUCKET);
-    let staged = job(&store, &["--stage"]).output().expect("python3 runs");
+    for tls in [false, true] {
+        eprintln!("over TLS: {tls}");
+        capture_and_compare(&store, tls);
+    }
+}
+
+/// Captures the job (over TLS or not) and holds its trace against what
+/// the gateway served meanwhile.
+fn capture_and_compare(store: &RgwStore, tls: bool) {
+    let staged = job(store, tls, &["--stage"])
+        .output()
+        .expect("python3 runs");
     assert!(
         staged.status.success(),
         "staging: {}",
@@ -133,7 +149,7 @@ fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
     let trace = dir.path().join("trace");
     let mut cmd = collector();
     cmd.arg("--out").arg(&trace).arg("--");
-    let inner = job(&store, &["--epochs", "2", "--workers", "2"]);
+    let inner = job(store, tls, &["--epochs", "2", "--workers", "2"]);
     cmd.arg(inner.get_program()).args(inner.get_args());
     for (k, v) in inner.get_envs() {
         match v {
@@ -157,6 +173,8 @@ fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served() {
     .unwrap();
     let served = store.served().since(&before);
     let rows = requests(&trace);
+    let scheme = if tls { "https://" } else { "http://" };
+    assert!(rows.iter().all(|r| r.url.starts_with(scheme)), "{rows:#?}");
     let mut traced = tally(&rows);
     // The gateway logs no bytes received for a multipart upload's
     // completion, whose body (the list of parts) it reads all the same:

@@ -77,7 +77,9 @@ pub const COL_PATH2_TRAITS: &str = "path2_traits";
 /// `request`), null in every other row. Such a row is one HTTP exchange a
 /// traced process made with a store (S3 and its kin): `ts` is when the
 /// request's first byte was sent, `dur_ns` the time to the answer's last
-/// byte, `path` the URL (`http://HOST/BUCKET/KEY`, its query left out),
+/// byte, `path` the URL (`http://HOST/BUCKET/KEY`, with only the query
+/// parameters that say what the request did: a listing's `prefix`, a
+/// multipart upload's `uploadId` and `partNumber`, ...),
 /// `fd` the socket, `offset` and `size` the byte range asked for (`Range:
 /// bytes=A-B`, null for a whole object; a PUT's `size` is its
 /// `Content-Length`), and `ret` the body bytes moved (sent plus received).

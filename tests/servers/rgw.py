@@ -8,7 +8,11 @@ Prints one JSON line once the gateway answers S3:
 
     {"endpoint": "http://127.0.0.1:PORT", "access_key": ..., "secret_key": ...,
      "other_access_key": ..., "other_secret_key": ..., "started_s": ...,
-     "ops_log": "DIR/log/ops.log"}
+     "ops_log": "DIR/log/ops.log",
+     "tls_endpoint": "https://127.0.0.1:TLS_PORT", "ca_bundle": "DIR/tls/cert.pem"}
+
+The gateway answers the same S3 over TLS on a second free port, with a
+certificate made for 127.0.0.1 (`ca_bundle` verifies it).
 
 The ops log is the gateway's own record of what it served: a JSON line per
 request as it ends (its method and URI, the gateway's name for the
@@ -136,7 +140,7 @@ rgw_gc_processor_period = 30
 [{rgw}]
 # Without tcp_nodelay a small answer waits on Nagle's algorithm for the
 # client's delayed ACK: about 40 ms a small GET, whatever the client.
-rgw_frontends = beast endpoint=127.0.0.1:{port} tcp_nodelay=1
+rgw_frontends = beast endpoint=127.0.0.1:{port} ssl_endpoint=127.0.0.1:{tls_port} ssl_certificate={cert} ssl_private_key={key} tcp_nodelay=1
 # 512 threads by default, for a server's load; this runs beside the tests.
 rgw_thread_pool_size = 64
 
@@ -337,7 +341,7 @@ class Cluster:
                 s.bind(("127.0.0.1", self.port))
             except OSError as e:
                 raise Failure(f"port {self.port} on 127.0.0.1 is taken: {e}")
-        for sub in ("mon", "osd", "rgw", "run", "log", "crash"):
+        for sub in ("mon", "osd", "rgw", "run", "log", "crash", "tls"):
             shutil.rmtree(os.path.join(self.dir, sub), ignore_errors=True)
             os.makedirs(os.path.join(self.dir, sub))
         for f in ("ceph.conf", "keyring", "monmap"):
@@ -346,6 +350,17 @@ class Cluster:
             except FileNotFoundError:
                 pass
         self.mon_port = free_port()
+        self.tls_port = free_port()
+        self.cert = os.path.join(self.dir, "tls", "cert.pem")
+        key = os.path.join(self.dir, "tls", "key.pem")
+        self.tool(
+            [
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                "-keyout", key, "-out", self.cert,
+            ],
+            "making the TLS certificate",
+        )
         self.fsid = str(uuid.uuid4())
         with open(self.conf, "w") as f:
             f.write(
@@ -357,6 +372,9 @@ class Cluster:
                     rgw=RGW,
                     memstore_bytes=MEMSTORE_BYTES,
                     ops_log=self.ops_log,
+                    tls_port=self.tls_port,
+                    cert=self.cert,
+                    key=key,
                 )
             )
         keyring = os.path.join(self.dir, "keyring")
@@ -477,6 +495,8 @@ def main():
                 "other_secret_key": OTHER["secret_key"],
                 "started_s": round(time.monotonic() - started, 2),
                 "ops_log": cluster.ops_log,
+                "tls_endpoint": f"https://127.0.0.1:{cluster.tls_port}",
+                "ca_bundle": cluster.cert,
             }
         )
         try:

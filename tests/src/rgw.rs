@@ -34,6 +34,10 @@ pub struct RgwStore {
     /// Held open: the fixture stops when it closes.
     stdin: Option<ChildStdin>,
     pub endpoint: String,
+    /// The same gateway over TLS (`https://`), its certificate its own.
+    pub tls_endpoint: String,
+    /// The certificate that verifies [`RgwStore::tls_endpoint`].
+    pub ca_bundle: PathBuf,
     pub user: Keys,
     pub other: Keys,
     /// Seconds from the fixture's start to the gateway's first answer.
@@ -157,6 +161,8 @@ impl RgwStore {
             child,
             stdin,
             endpoint: s("endpoint"),
+            tls_endpoint: s("tls_endpoint"),
+            ca_bundle: PathBuf::from(s("ca_bundle")),
             user: Keys {
                 access_key: s("access_key"),
                 secret_key: s("secret_key"),
@@ -184,6 +190,13 @@ impl RgwStore {
     /// The environment of the replay's user.
     pub fn env<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
         self.env_as(cmd, &self.user)
+    }
+
+    /// The environment of the replay's user, over TLS.
+    pub fn env_tls<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        self.env(cmd)
+            .env("AWS_ENDPOINT_URL", &self.tls_endpoint)
+            .env("AWS_CA_BUNDLE", &self.ca_bundle)
     }
 
     /// `tests/servers/s3_admin.py` as `keys`: its standard output.

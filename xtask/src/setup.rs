@@ -44,6 +44,8 @@ const APT_PACKAGES: &[&str] = &[
     "radosgw",
     "ceph-mon",
     "ceph-osd",
+    // The gateway's TLS certificate, made by the fixture.
+    "openssl",
     // A replay whose clock is an hour off, for the store to refuse.
     "faketime",
 ];

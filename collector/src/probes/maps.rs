@@ -48,6 +48,7 @@ impl Probes {
             dropped,
             slots,
             capabilities,
+            tls: Default::default(),
         })
     }
 

@@ -15,6 +15,9 @@
 //!   order so that a kernel that refuses one always names the same one.
 //! - `optional`: the hooks a kernel may lack (io_uring, page faults), attached
 //!   where it has them and otherwise left out with the reason.
+//! - `tls`: the uprobes on OpenSSL that see requests inside TLS, attached
+//!   to the system's library at start and to the traced processes' own
+//!   copies as they are found.
 //! - `capabilities`: what was attached and what was left out, as the manifest
 //!   and stderr say it.
 //! - `maps`: how the maps are sized for this host, taken out of the object,
@@ -27,6 +30,7 @@ mod maps;
 mod optional;
 mod privileges;
 mod programs;
+mod tls;
 
 use std::collections::BTreeSet;
 
@@ -72,6 +76,8 @@ pub struct Probes {
     slots: Array<MapData, Slot>,
     /// What this kernel lets the capture record, and what it does not.
     pub capabilities: Capabilities,
+    /// The OpenSSL libraries the TLS uprobes are attached to.
+    tls: tls::Tls,
 }
 
 impl Probes {
@@ -92,7 +98,23 @@ impl Probes {
         load::attach_required(&mut ebpf, &btf, &mut caps)?;
         optional::attach_uring(&mut ebpf, &btf, kernel_btf.uring, &mut caps);
         optional::attach_fill(&mut ebpf, fill, &mut caps);
-        Probes::from_maps(ebpf, cfg.cgroup, caps)
+        let tls = if cfg.requests {
+            tls::Tls::start(&mut ebpf, &mut caps)
+        } else {
+            tls::Tls::default()
+        };
+        let mut probes = Probes::from_maps(ebpf, cfg.cgroup, caps)?;
+        probes.tls = tls;
+        Ok(probes)
+    }
+
+    /// Attaches the TLS uprobes to OpenSSL copies the traced processes
+    /// have mapped since the last look (see `tls`).
+    pub fn sweep_tls(&mut self) {
+        let pids = self.traced();
+        if let Some(ebpf) = self.ebpf.as_mut() {
+            self.tls.sweep(ebpf, &pids);
+        }
     }
 
     /// Detaches every program: nothing more is recorded, and the state the

@@ -292,6 +292,10 @@ pub const SCRATCH_WORDS: usize = 64;
 #[derive(Clone, Copy, Debug)]
 pub struct Scratch(pub [u32; SCRATCH_WORDS]);
 
+/// `flags` of a SEND or RECV record whose bytes went through TLS (the
+/// uprobes on OpenSSL, see the kernel side's `tls`): its URL is `https://`.
+pub const REQUEST_TLS: u32 = 1;
+
 /// Bytes of a request's (or an answer's) head copied from a socket call: a
 /// request line and the headers of an S3 client (its signature among them)
 /// fit. The body is counted, never copied.

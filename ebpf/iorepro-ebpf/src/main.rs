@@ -34,6 +34,7 @@ mod runs;
 mod slots;
 mod sockets;
 mod syscalls;
+mod tls;
 mod uring;
 mod work;
 

@@ -83,12 +83,19 @@ pub fn followed(how: Use, ino: u64) -> bool {
 /// socket (`ino`, `dev`).
 #[inline(always)]
 pub fn exit(how: Use, s: &Slot, fd: u64, buf: u64, asked: u64, io: IoEvent) {
+    moved(how == Use::Send, s.ino, fd, buf, asked, io);
+}
+
+/// Bytes moved on connection `conn` (a socket's inode, or a TLS session's
+/// key, see `tls`): recorded with their head when the connection carries
+/// HTTP requests (see the module's rules). `io.ret` is the bytes moved.
+#[inline(always)]
+pub fn moved(send: bool, conn: u64, fd: u64, buf: u64, asked: u64, io: IoEvent) {
     let moved = io.ret;
     if moved < 0 {
         return; // EAGAIN of a non-blocking socket, a reset: nothing moved
     }
-    let ino = s.ino;
-    let send = how == Use::Send;
+    let ino = conn;
     let head = if send {
         if moved == 0 {
             return;

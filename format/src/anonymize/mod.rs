@@ -187,6 +187,9 @@ impl Anonymizer {
         if p.is_empty() {
             return String::new();
         }
+        if crate::paths::is_url(p) {
+            return self.url(p);
+        }
         if !p.starts_with('/') {
             // The kernel's names of pipes, sockets and anonymous inodes.
             if p.contains(":[") || p.starts_with("anon_inode:") {
@@ -216,6 +219,41 @@ impl Anonymizer {
     }
 
     /// One component of a path (see the module's rules).
+    /// An object-storage request's URL: its scheme and the query's
+    /// parameter names kept (they say what the request did), its host,
+    /// bucket, key and the query's values hashed as names.
+    fn url(&self, url: &str) -> String {
+        let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+        let (path, query) = match rest.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (rest, None),
+        };
+        let mut out = format!("{scheme}://");
+        for (i, c) in path.split('/').enumerate() {
+            if i > 0 {
+                out.push('/');
+            }
+            out.push_str(&self.component(c));
+        }
+        if let Some(query) = query {
+            out.push('?');
+            for (i, param) in query.split('&').enumerate() {
+                if i > 0 {
+                    out.push('&');
+                }
+                match param.split_once('=') {
+                    Some((name, value)) => {
+                        out.push_str(name);
+                        out.push('=');
+                        out.push_str(&self.component(value));
+                    }
+                    None => out.push_str(param),
+                }
+            }
+        }
+        out
+    }
+
     pub fn component(&self, c: &str) -> String {
         if matches!(c, "" | "." | "..") {
             return c.to_string();

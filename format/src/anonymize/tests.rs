@@ -175,3 +175,25 @@ fn a_process_start_keeps_its_figures_and_hashes_its_host_as_the_rows() {
     assert_eq!(s.host.as_deref(), Some(a.host("gpu-node-17").as_str()));
     assert!(!s.host.as_deref().unwrap().contains("gpu"));
 }
+
+#[test]
+fn a_request_url_keeps_its_scheme_and_parameter_names_and_hashes_the_rest() {
+    let a = anon("a key of sixteen bytes or more");
+    let u = a.path(
+        "http://store.example:8000/alice-data/train/shard-0001.tar?partNumber=2&uploadId=2~Xyz",
+    );
+    assert!(crate::paths::is_url(&u), "{u}");
+    assert!(
+        !u.contains("alice") && !u.contains("store.example") && !u.contains("Xyz"),
+        "{u}"
+    );
+    let (path, query) = u.split_once('?').unwrap();
+    assert_eq!(path.split('/').count(), 6, "{u}");
+    assert!(
+        query.starts_with("partNumber=") && query.contains("&uploadId="),
+        "{u}"
+    );
+    // One object, one name, with or without its query.
+    let whole = a.path("http://store.example:8000/alice-data/train/shard-0001.tar");
+    assert_eq!(whole, path);
+}
