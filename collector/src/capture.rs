@@ -54,6 +54,7 @@ pub fn run(opts: CaptureOptions) -> CollectResult<Outcome> {
     let mut capture = Capture::start_job(&opts, cgroup.as_ref(), &mut probes, writer, live)?;
     let failed = capture.drain_until_done(&mut probes)?;
     let failed = capture.stop_tracing(&mut probes, failed)?;
+    capture.note_unseen_tls(&mut probes);
     let dropped = probes.dropped();
     drop(probes);
     match failed {
@@ -356,6 +357,35 @@ impl<'a> Capture<'a> {
             (self.stop_deadline, until),
             self.exit_code,
         )
+    }
+
+    /// Names in the manifest's `capabilities` (and once on stderr) each
+    /// process that spoke TLS through a library the uprobes do not see.
+    fn note_unseen_tls(&mut self, probes: &mut Probes) {
+        let unseen = self.session.unseen_tls();
+        if unseen.is_empty() {
+            return;
+        }
+        for (pid, connections) in unseen {
+            let name = self
+                .session
+                .names
+                .get(&pid)
+                .map_or("?", |n| crate::rows::c_str(n))
+                .to_string();
+            let m = crate::probes::Missing {
+                what: "tls_requests",
+                effect: "object-storage requests over TLS not captured",
+                why: format!(
+                    "process {name} (pid {pid}) opened {connections} TLS connection(s) without \
+                     OpenSSL's calls (TLS linked in: Go, rustls, the AWS Common Runtime)"
+                ),
+            };
+            eprintln!("warning: {}: {}", m.effect, m.why);
+            probes.capabilities.missing.push(m);
+        }
+        self.writer
+            .set_extra("capabilities", probes.capabilities.to_json());
     }
 
     /// Closes a complete trace: what was lost, how the capture ended and

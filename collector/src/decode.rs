@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use iorepro_common::{
     kind, proc_kind, IoEvent, NameEvent, PathEvent, ProcEvent, COMM_LEN, IO_EVENT_SIZE,
-    NAME_EVENT_SIZE, PATH_EVENT_SIZE, REQUEST_TLS, RET_PENDING, VIA_IO_URING,
+    NAME_EVENT_SIZE, NOT_HTTP, PATH_EVENT_SIZE, REQUEST_TLS, RET_PENDING, TLS_HELLO, VIA_IO_URING,
 };
 use iorepro_format::processes::ProcessStart;
 use iorepro_format::{Op, TraceError, TraceWriter};
@@ -21,7 +21,7 @@ use crate::files::{user_dev, FileTable};
 use crate::live::written::Written;
 use crate::probes::Probes;
 use crate::procs::{self, ProcTable};
-use crate::requests::{Finished, Requests, SocketCall};
+use crate::requests::{Finished, Mark, Requests, SocketCall};
 use crate::ring::Ring;
 use crate::rows::{op_of, row_from_event, Reorder};
 
@@ -165,8 +165,8 @@ impl Decoder {
                     self.names.insert(ev.pid_tgid as u32, ev.comm);
                 }
                 _ => {
-                    if let Some((kind, call)) = socket_call(item) {
-                        self.on_socket(kind, &call);
+                    if let Some((kind, call, mark)) = socket_call(item) {
+                        self.on_socket(kind, &call, mark);
                     } else if let Some(named) = Named::parse(item) {
                         self.on_named(named);
                     }
@@ -206,8 +206,18 @@ impl Decoder {
         }
     }
 
-    /// A send or a receive on a socket that carries HTTP requests.
-    fn on_socket(&mut self, kind: u32, call: &SocketCall) {
+    /// The processes whose TLS the uprobes did not see, with their TLS
+    /// connections (see [`Requests::unseen_tls`]).
+    pub fn unseen_tls(&self) -> Vec<(u32, u64)> {
+        self.requests.unseen_tls()
+    }
+
+    /// A send or a receive on a socket that carries HTTP requests, or a
+    /// connection's mark.
+    fn on_socket(&mut self, kind: u32, call: &SocketCall, mark: Option<Mark>) {
+        if let Some(mark) = mark {
+            return self.requests.on_mark((call.pid_tgid >> 32) as u32, mark);
+        }
         let finished = if kind == kind::SEND {
             self.requests.on_send(call, self.wall_offset_ns)
         } else {
@@ -401,7 +411,7 @@ fn under(path: &str, dir: &str) -> bool {
 
 /// A socket record (a path record of kind SEND or RECV, whose "path" is
 /// the head of the bytes moved).
-fn socket_call(item: &[u8]) -> Option<(u32, SocketCall<'_>)> {
+fn socket_call(item: &[u8]) -> Option<(u32, SocketCall<'_>, Option<Mark>)> {
     if item.len() < PATH_EVENT_SIZE {
         return None;
     }
@@ -423,6 +433,13 @@ fn socket_call(item: &[u8]) -> Option<(u32, SocketCall<'_>)> {
             moved: io.ret.max(0) as u64,
             head,
             tls: io.flags & REQUEST_TLS != 0,
+        },
+        if io.flags & TLS_HELLO != 0 {
+            Some(Mark::Handshake)
+        } else if io.flags & NOT_HTTP != 0 {
+            Some(Mark::OpenSslSession)
+        } else {
+            None
         },
     ))
 }

@@ -47,10 +47,22 @@ pub struct SocketCall<'a> {
     pub tls: bool,
 }
 
+/// A record that only marks a connection (it moved no bytes of a request).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mark {
+    /// A socket whose first send was a TLS handshake.
+    Handshake,
+    /// An OpenSSL session whose first write was no HTTP request.
+    OpenSslSession,
+}
+
 /// The requests under way, by connection.
 #[derive(Default)]
 pub struct Requests {
     open: FxHashMap<(u32, u64), Request>,
+    /// By process: TLS handshakes on its sockets, and whether OpenSSL's
+    /// calls were seen in it.
+    tls: FxHashMap<u32, (u64, bool)>,
 }
 
 struct Request {
@@ -98,9 +110,35 @@ impl Finished {
 }
 
 impl Requests {
+    /// A connection's mark, from process `tgid`.
+    pub fn on_mark(&mut self, tgid: u32, mark: Mark) {
+        let seen = self.tls.entry(tgid).or_default();
+        match mark {
+            Mark::Handshake => seen.0 += 1,
+            Mark::OpenSslSession => seen.1 = true,
+        }
+    }
+
+    /// The processes that opened TLS connections on their sockets with no
+    /// OpenSSL call seen, each with how many: their TLS is a library the
+    /// uprobes do not see, and their requests are not in the trace.
+    pub fn unseen_tls(&self) -> Vec<(u32, u64)> {
+        let mut unseen: Vec<(u32, u64)> = self
+            .tls
+            .iter()
+            .filter(|(_, (hellos, openssl))| *hellos > 0 && !openssl)
+            .map(|(&pid, &(hellos, _))| (pid, hellos))
+            .collect();
+        unseen.sort_unstable();
+        unseen
+    }
+
     /// A send: a new request, or more of the body of the one under way.
     /// Returns the request it ended, if any.
     pub fn on_send(&mut self, call: &SocketCall, wall_offset_ns: i64) -> Option<Finished> {
+        if call.tls {
+            self.on_mark((call.pid_tgid >> 32) as u32, Mark::OpenSslSession);
+        }
         let key = ((call.pid_tgid >> 32) as u32, call.socket);
         let end = call.ts_ns + call.dur_ns;
         if let Some(open) = self.open.get_mut(&key) {
@@ -440,6 +478,23 @@ mod tests {
         let cut = &GET[..GET.len() - 60];
         let h = parse_request(cut).unwrap();
         assert_eq!((h.range, h.header_len), (Some((1048576, 2097151)), None));
+    }
+
+    #[test]
+    fn a_process_with_tls_handshakes_and_no_openssl_call_is_unseen() {
+        let mut r = Requests::default();
+        r.on_mark(10, Mark::Handshake);
+        r.on_mark(10, Mark::Handshake);
+        r.on_mark(11, Mark::Handshake);
+        r.on_mark(11, Mark::OpenSslSession);
+        r.on_mark(12, Mark::OpenSslSession);
+        assert_eq!(r.unseen_tls(), vec![(10, 2)]);
+        // A request seen through OpenSSL counts as its calls seen.
+        let mut c = call(GET.len() as u64, GET, 0);
+        c.pid_tgid = 10 << 32 | 10;
+        c.tls = true;
+        r.on_send(&c, 0);
+        assert!(r.unseen_tls().is_empty());
     }
 
     #[test]

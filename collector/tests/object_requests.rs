@@ -172,6 +172,12 @@ fn capture_and_compare(store: &RgwStore, tls: bool) {
     )
     .unwrap();
     let served = store.served().since(&before);
+    let (manifest, _) = read_rows(&trace);
+    assert_eq!(
+        missing_capability(&manifest, "tls_requests"),
+        None,
+        "boto3's TLS is OpenSSL's: nothing unseen"
+    );
     let rows = requests(&trace);
     let scheme = if tls { "https://" } else { "http://" };
     assert!(rows.iter().all(|r| r.url.starts_with(scheme)), "{rows:#?}");
@@ -264,4 +270,45 @@ fn capture_and_compare(store: &RgwStore, tls: bool) {
         .iter()
         .all(|f| !f.path.starts_with("http")));
     assert!(summary.render().contains("object requests"));
+}
+
+/// A process that speaks TLS through no OpenSSL (here, a handshake record
+/// written on a plain socket, as a client with TLS linked in writes one)
+/// is named in the manifest's `capabilities.missing`, with its TLS
+/// connections: its requests cannot be in the trace.
+#[test]
+fn a_process_whose_tls_is_not_openssl_s_is_named_in_the_manifest() {
+    if !can_trace() {
+        return;
+    }
+    const JOB: &str = r#"
+import socket
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(4)
+for _ in range(2):
+    c = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    # A ClientHello's record header, then a little of its body.
+    c.sendall(bytes([0x16, 0x03, 0x01, 0x00, 0x2e, 0x01, 0x00, 0x00, 0x2a, 0x03, 0x03]))
+    peer.recv(64)
+    c.close()
+    peer.close()
+"#;
+    let dir = scratch();
+    let trace = dir.path().join("trace");
+    let out = collect(&trace, &[], &["python3", "-c", JOB]);
+    assert!(out.status.success());
+    let (manifest, _) = read_rows(&trace);
+    let why = missing_capability(&manifest, "tls_requests")
+        .expect("the process with unseen TLS is named");
+    assert!(
+        why.contains("python3") && why.contains("2 TLS connection"),
+        "{why}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("requests over TLS not captured"),
+        "{stderr}"
+    );
 }

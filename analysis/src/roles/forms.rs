@@ -46,6 +46,8 @@ pub enum Form {
     /// `<stdin>` (a path component of the form `<...>`), which the
     /// interpreter stats, often as if relative to its working directory.
     Pseudo,
+    /// An object-storage request's URL (`http://...`, `https://...`).
+    Url,
 }
 
 impl Form {
@@ -59,6 +61,7 @@ impl Form {
             Form::Device => "device",
             Form::Special => "special",
             Form::Pseudo => "not_a_file",
+            Form::Url => "object_request",
         }
     }
 }
@@ -72,6 +75,9 @@ fn under(path: &str, dir: &str) -> bool {
 pub fn form_of(path: &str) -> Form {
     if path.is_empty() {
         return Form::Empty;
+    }
+    if iorepro_format::paths::is_url(path) {
+        return Form::Url;
     }
     if is_pseudo(path) {
         return Form::Pseudo;

@@ -69,7 +69,7 @@ fn evidence<'a>(p: &'a str, s: &Stats) -> Evidence<'a> {
 
 fn by_kind(p: &str, e: Evidence) -> Option<Role> {
     match form_of(p) {
-        Form::Pseudo => Some(Role::Other),
+        Form::Pseudo | Form::Url => Some(Role::Other),
         Form::Kernel | Form::Device | Form::Special => Some(Role::System),
         _ if e.etc() => Some(Role::System),
         _ if e.launcher() => Some(Role::Launcher),
@@ -81,7 +81,7 @@ fn by_kind(p: &str, e: Evidence) -> Option<Role> {
 /// Whether a path's role comes from what it is, never from the files it
 /// holds or lies beside: such paths do not vote.
 fn votes(p: &str, e: Evidence) -> bool {
-    form_of(p) != Form::Pseudo && !e.launcher()
+    !matches!(form_of(p), Form::Pseudo | Form::Url) && !e.launcher()
 }
 
 /// Small appends, never begun anew more than once.

@@ -295,6 +295,14 @@ pub struct Scratch(pub [u32; SCRATCH_WORDS]);
 /// `flags` of a SEND or RECV record whose bytes went through TLS (the
 /// uprobes on OpenSSL, see the kernel side's `tls`): its URL is `https://`.
 pub const REQUEST_TLS: u32 = 1;
+/// `flags` of a SEND record that only marks a connection whose first send
+/// was no HTTP request (it carries no bytes): with [`REQUEST_TLS`], an
+/// OpenSSL session of another protocol.
+pub const NOT_HTTP: u32 = 2;
+/// `flags` of a SEND record that only marks a socket whose first send was
+/// a TLS handshake: a process with such sockets and no OpenSSL session
+/// speaks TLS through a library the uprobes do not see.
+pub const TLS_HELLO: u32 = 4;
 
 /// Bytes of a request's (or an answer's) head copied from a socket call: a
 /// request line and the headers of an S3 client (its signature among them)

@@ -21,7 +21,10 @@
 use aya_ebpf::helpers::generated::bpf_probe_read_user;
 use aya_ebpf::macros::map;
 use aya_ebpf::maps::LruHashMap;
-use iorepro_common::{kind, IoEvent, PathEvent, PATH_EVENT_SIZE, PATH_RECORD_MAX, REQUEST_HEAD};
+use iorepro_common::{
+    kind, IoEvent, PathEvent, NOT_HTTP, PATH_EVENT_SIZE, PATH_RECORD_MAX, REQUEST_HEAD,
+    REQUEST_TLS, TLS_HELLO,
+};
 
 use crate::kernel::{global, TRACE_REQUESTS};
 use crate::paths;
@@ -101,9 +104,32 @@ pub fn moved(send: bool, conn: u64, fd: u64, buf: u64, asked: u64, io: IoEvent) 
             return;
         }
         let known = state(ino);
-        if known == UNKNOWN && !starts_request(buf) {
-            let _ = SOCKETS.insert(&ino, &OTHER, 0);
-            return;
+        if known == UNKNOWN {
+            let first = first_bytes(buf);
+            if first != First::Request {
+                let _ = SOCKETS.insert(&ino, &OTHER, 0);
+                // One mark for the connection, with no bytes: a socket's
+                // TLS handshake, or an OpenSSL session that is no HTTP.
+                // From them user space tells whose TLS it could not see.
+                let mark = if first == First::Handshake {
+                    TLS_HELLO
+                } else if io.flags & REQUEST_TLS != 0 {
+                    NOT_HTTP
+                } else {
+                    return;
+                };
+                if let Some(call) = paths::call(work::SYSCALLS) {
+                    *call = IoEvent {
+                        kind: kind::SEND,
+                        fd: fd as i32,
+                        size: asked,
+                        flags: io.flags | mark,
+                        ..io
+                    };
+                    head_record(buf, 0);
+                }
+                return;
+            }
         }
         if known != SENT {
             let _ = SOCKETS.insert(&ino, &SENT, 0);
@@ -127,18 +153,29 @@ pub fn moved(send: bool, conn: u64, fd: u64, buf: u64, asked: u64, io: IoEvent) 
     head_record(buf, head);
 }
 
-/// Whether the bytes at `buf` begin with an HTTP method (the first four
-/// letters of those an object-storage client sends).
+/// What a connection's first bytes sent begin with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum First {
+    /// An HTTP method (the first four letters of those an object-storage
+    /// client sends).
+    Request,
+    /// A TLS handshake record (content type 22, version 3.x).
+    Handshake,
+    Other,
+}
+
 #[inline(always)]
-fn starts_request(buf: u64) -> bool {
+fn first_bytes(buf: u64) -> First {
     // SAFETY: a user read that fails safely.
     let Ok(word) = (unsafe { aya_ebpf::helpers::bpf_probe_read_user(buf as *const u32) }) else {
-        return false;
+        return First::Other;
     };
-    matches!(
-        &word.to_le_bytes(),
-        b"GET " | b"PUT " | b"POST" | b"HEAD" | b"DELE" | b"PATC" | b"OPTI"
-    )
+    let bytes = word.to_le_bytes();
+    match &bytes {
+        b"GET " | b"PUT " | b"POST" | b"HEAD" | b"DELE" | b"PATC" | b"OPTI" => First::Request,
+        [0x16, 0x03, ..] => First::Handshake,
+        _ => First::Other,
+    }
 }
 
 /// Sends the record of the call left in the syscall work area with the
