@@ -15,6 +15,7 @@ pub mod collector_rate;
 pub mod fidelity;
 pub mod objects;
 pub mod replayer;
+pub mod request_capture;
 pub mod scale;
 pub mod scale_fidelity;
 pub mod time_fidelity;
@@ -124,7 +125,7 @@ pub fn run_peak_rss(cmd: &mut Command, stdout: Stdio) -> Result<(Duration, u64)>
 
 type Bench = fn(&Ctx) -> Result<()>;
 
-const BENCHES: [(&str, Bench); 9] = [
+const BENCHES: [(&str, Bench); 10] = [
     ("trace-format", trace_format::run),
     ("collector", collector::run),
     ("replayer", replayer::run),
@@ -134,6 +135,7 @@ const BENCHES: [(&str, Bench); 9] = [
     ("scale-fidelity", scale_fidelity::run),
     ("time-fidelity", time_fidelity::run),
     ("object-storage", objects::run),
+    ("request-capture", request_capture::run),
 ];
 
 /// Refuses names that are not benchmarks, before anything is built.

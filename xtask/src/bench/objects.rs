@@ -22,12 +22,12 @@ use iorepro_format::units::{MIB, MIB_BYTES};
 use super::replayer::{alternate, read_trace};
 use super::Ctx;
 
-const BUCKET: &str = "bench";
+pub(super) const BUCKET: &str = "bench";
 const STREAMS: usize = 4;
 
-struct Server {
+pub(super) struct Server {
     /// How the lines name the store.
-    name: &'static str,
+    pub(super) name: &'static str,
     child: Child,
     endpoint: String,
     access_key: String,
@@ -76,7 +76,7 @@ fn start_moto(ctx: &Ctx) -> Result<Server> {
 /// The RADOS Gateway on a one-node cluster of its own, under the bench's
 /// scratch directory; its fixture prints the endpoint and keys once it
 /// answers.
-fn start_rgw(ctx: &Ctx) -> Result<Server> {
+pub(super) fn start_rgw(ctx: &Ctx) -> Result<Server> {
     let port = free_port()?;
     let mut child = Command::new("python3")
         .arg(ctx.root.join("tests/servers/rgw.py"))
@@ -132,7 +132,7 @@ fn make_bucket(ctx: &Ctx, server: &Server) -> Result<bool> {
         .success())
 }
 
-fn aws_env<'c>(cmd: &'c mut Command, server: &Server) -> &'c mut Command {
+pub(super) fn aws_env<'c>(cmd: &'c mut Command, server: &Server) -> &'c mut Command {
     cmd.env("AWS_ENDPOINT_URL", &server.endpoint)
         .env("AWS_ACCESS_KEY_ID", &server.access_key)
         .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
