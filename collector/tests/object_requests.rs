@@ -1,11 +1,12 @@
 //! A job's own object-storage requests, captured with nothing injected into
 //! it, against a real S3 store that says what it served: Ceph's RADOS
 //! Gateway (`iorepro_tests::rgw`), over plain HTTP and over TLS (where the
-//! uprobes on OpenSSL see the requests). The job
+//! uprobes on OpenSSL see the requests), through boto3 and through s3fs
+//! (aiobotocore on aiohttp's asyncio sockets). The job
 //! (`tests/jobs/s3_loader.py`) is a PyTorch DataLoader with worker
-//! processes reading samples through boto3 (whole and in ranged halves),
-//! after a listing and a HEAD, then a checkpoint uploaded in parts with
-//! `upload_file`, a record put and an old one deleted. The gateway's log of
+//! processes reading samples (whole and in ranged halves), after a listing
+//! and a HEAD, then a checkpoint uploaded in parts (`upload_file`,
+//! `put_file`), a record put and an old one deleted. The gateway's log of
 //! operations is the ground truth: every request it served, by method and
 //! operation, with its status and body bytes each way, must be a request
 //! row of the trace, no more and no fewer, and each row must carry the
@@ -118,7 +119,7 @@ fn job(store: &RgwStore, tls: bool, args: &[&str]) -> Command {
 }
 
 #[test]
-fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served_plain_and_over_tls() {
+fn a_loader_s_requests_are_the_ones_the_gateway_served_by_boto3_and_s3fs_plain_and_over_tls() {
     if !can_trace() {
         return;
     }
@@ -127,15 +128,24 @@ fn a_boto3_loader_s_requests_are_the_ones_the_gateway_served_plain_and_over_tls(
         Err(e) => return cannot_run(e),
     };
     store.create_bucket(BUCKET);
-    for tls in [false, true] {
-        eprintln!("over TLS: {tls}");
-        capture_and_compare(&store, tls);
+    let s3fs = Command::new("python3")
+        .args(["-c", "import s3fs"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !s3fs {
+        return cannot_run("s3fs is not installed (cargo xtask setup installs it)");
+    }
+    for client in ["boto3", "s3fs"] {
+        for tls in [false, true] {
+            eprintln!("{client}, over TLS: {tls}");
+            capture_and_compare(&store, client, tls);
+        }
     }
 }
 
 /// Captures the job (over TLS or not) and holds its trace against what
 /// the gateway served meanwhile.
-fn capture_and_compare(store: &RgwStore, tls: bool) {
+fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
     let staged = job(store, tls, &["--stage"])
         .output()
         .expect("python3 runs");
@@ -149,7 +159,11 @@ fn capture_and_compare(store: &RgwStore, tls: bool) {
     let trace = dir.path().join("trace");
     let mut cmd = collector();
     cmd.arg("--out").arg(&trace).arg("--");
-    let inner = job(store, tls, &["--epochs", "2", "--workers", "2"]);
+    let inner = job(
+        store,
+        tls,
+        &["--epochs", "2", "--workers", "2", "--client", client],
+    );
     cmd.arg(inner.get_program()).args(inner.get_args());
     for (k, v) in inner.get_envs() {
         match v {

@@ -1,13 +1,13 @@
 """A training job whose data and checkpoints live in a bucket, as boto3
-makes its requests: it lists its dataset and looks at one sample, then a
-PyTorch DataLoader (worker processes, each with a client of its own) reads
-the samples each epoch (every other one as two ranged GETs), a step of
-emulated compute consumes each batch, and after the last epoch rank 0
-uploads its checkpoint with `upload_file` (multipart above the threshold),
-writes a small record with `put_object` and deletes the previous one.
+or s3fs makes its requests: it lists its dataset and looks at one sample,
+then a PyTorch DataLoader (worker processes, each with a client of its
+own) reads the samples each epoch (every other one as two ranged GETs), a
+step of emulated compute consumes each batch, and after the last epoch
+rank 0 uploads its checkpoint in 5 MiB parts (boto3's `upload_file`,
+s3fs's `put_file`), writes a small record and deletes the previous one.
 
     python3 s3_loader.py --bucket B --prefix P --stage      # make the dataset
-    python3 s3_loader.py --bucket B --prefix P [--epochs N --workers W]
+    python3 s3_loader.py --bucket B --prefix P [--epochs N --workers W] [--client s3fs]
 
 The endpoint and keys come from the environment (AWS_ENDPOINT_URL,
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, and AWS_CA_BUNDLE for a store
@@ -49,29 +49,99 @@ def key(prefix, i):
     return f"{prefix}/train/sample-{i:03}.bin"
 
 
+FIVE_MIB = 5 << 20
+
+
+class Boto3:
+    """The job's requests through boto3."""
+
+    def __init__(self, bucket):
+        self.bucket, self.s3 = bucket, client()
+
+    def get(self, k, start=None, end=None):
+        kw = {} if start is None else {"Range": f"bytes={start}-{end - 1}"}
+        return self.s3.get_object(Bucket=self.bucket, Key=k, **kw)["Body"].read()
+
+    def count(self, prefix):
+        return self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix)["KeyCount"]
+
+    def head(self, k):
+        self.s3.head_object(Bucket=self.bucket, Key=k)
+
+    def upload(self, local, k):
+        cfg = TransferConfig(
+            multipart_threshold=FIVE_MIB, multipart_chunksize=FIVE_MIB, use_threads=False
+        )
+        self.s3.upload_file(local, self.bucket, k, Config=cfg)
+
+    def put(self, k, body):
+        self.s3.put_object(Bucket=self.bucket, Key=k, Body=body)
+
+    def delete(self, k):
+        self.s3.delete_object(Bucket=self.bucket, Key=k)
+
+
+class S3fs:
+    """The job's requests through s3fs (aiobotocore over aiohttp), with its
+    caches off so that each call is a request."""
+
+    def __init__(self, bucket):
+        import s3fs
+
+        self.bucket = bucket
+        self.fs = s3fs.S3FileSystem(
+            skip_instance_cache=True,
+            use_listings_cache=False,
+            config_kwargs={
+                "s3": {"addressing_style": "path"},
+                "retries": {"max_attempts": 1},
+                "request_checksum_calculation": "when_required",
+                "response_checksum_validation": "when_required",
+            },
+        )
+
+    def path(self, k):
+        return f"{self.bucket}/{k}"
+
+    def get(self, k, start=None, end=None):
+        return self.fs.cat_file(self.path(k), start=start, end=end)
+
+    def count(self, prefix):
+        return len(self.fs.ls(self.path(prefix), detail=False))
+
+    def head(self, k):
+        self.fs.info(self.path(k))
+
+    def upload(self, local, k):
+        self.fs.put_file(local, self.path(k), chunksize=FIVE_MIB)
+
+    def put(self, k, body):
+        self.fs.pipe_file(self.path(k), body)
+
+    def delete(self, k):
+        self.fs.rm_file(self.path(k))
+
+
+CLIENTS = {"boto3": Boto3, "s3fs": S3fs}
+
+
 class Samples(Dataset):
-    def __init__(self, bucket, prefix, n):
-        self.bucket, self.prefix, self.n = bucket, prefix, n
-        self.s3 = None
+    def __init__(self, make, prefix, n):
+        self.make, self.prefix, self.n = make, prefix, n
+        self.store = None
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        if self.s3 is None:
-            self.s3 = client()  # one per worker process, as boto3 advises
+        if self.store is None:
+            self.store = self.make()  # one per worker process, as boto3 advises
         k = key(self.prefix, i)
         if i % 2:
             half = SAMPLE_BYTES // 2
-            parts = [
-                self.s3.get_object(Bucket=self.bucket, Key=k, Range=f"bytes={a}-{a + half - 1}")[
-                    "Body"
-                ].read()
-                for a in (0, half)
-            ]
-            data = b"".join(parts)
+            data = b"".join(self.store.get(k, a, a + half) for a in (0, half))
         else:
-            data = self.s3.get_object(Bucket=self.bucket, Key=k)["Body"].read()
+            data = self.store.get(k)
         return torch.frombuffer(bytearray(data), dtype=torch.uint8)[:1024].clone()
 
 
@@ -85,21 +155,24 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--ckpt-mib", type=int, default=12)
     p.add_argument("--stage", action="store_true")
+    p.add_argument("--client", choices=sorted(CLIENTS), default="boto3")
     a = p.parse_args()
-    s3 = client()
     if a.stage:
+        s3 = client()
         for i in range(a.samples):
             s3.put_object(Bucket=a.bucket, Key=key(a.prefix, i), Body=os.urandom(SAMPLE_BYTES))
         s3.put_object(Bucket=a.bucket, Key=f"{a.prefix}/run/record-old.json", Body=b"{}")
         return
+    make = lambda: CLIENTS[a.client](a.bucket)  # noqa: E731
+    store = make()
     asked = {"list": 0, "head": 0, "get": 0, "get_bytes": 0}
-    listed = s3.list_objects_v2(Bucket=a.bucket, Prefix=f"{a.prefix}/train/")
+    listed = store.count(f"{a.prefix}/train/")
     asked["list"] += 1
-    assert listed["KeyCount"] == a.samples, listed["KeyCount"]
-    s3.head_object(Bucket=a.bucket, Key=key(a.prefix, 0))
+    assert listed == a.samples, listed
+    store.head(key(a.prefix, 0))
     asked["head"] += 1
     loader = DataLoader(
-        Samples(a.bucket, a.prefix, a.samples),
+        Samples(make, a.prefix, a.samples),
         batch_size=a.batch,
         num_workers=a.workers,
         shuffle=False,
@@ -116,17 +189,11 @@ def main():
         ckpt = os.path.join(d, "model.bin")
         with open(ckpt, "wb") as f:
             f.write(os.urandom(a.ckpt_mib << 20))
-        five = 5 << 20
-        s3.upload_file(
-            ckpt,
-            a.bucket,
-            f"{a.prefix}/ckpt/model.bin",
-            Config=TransferConfig(multipart_threshold=five, multipart_chunksize=five, use_threads=False),
-        )
-    parts = -(-(a.ckpt_mib << 20) // five)
+        store.upload(ckpt, f"{a.prefix}/ckpt/model.bin")
+    parts = -(-(a.ckpt_mib << 20) // FIVE_MIB)
     record = json.dumps({"epochs": a.epochs}).encode()
-    s3.put_object(Bucket=a.bucket, Key=f"{a.prefix}/run/record.json", Body=record)
-    s3.delete_object(Bucket=a.bucket, Key=f"{a.prefix}/run/record-old.json")
+    store.put(f"{a.prefix}/run/record.json", record)
+    store.delete(f"{a.prefix}/run/record-old.json")
     asked.update(
         parts=parts,
         part_bytes=a.ckpt_mib << 20,

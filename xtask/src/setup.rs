@@ -74,6 +74,12 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("flask", "3.1.3"),
     ("flask-cors", "6.0.2"),
     ("boto3", "1.43.11"),
+    // A second S3 client whose requests the collector must see
+    // (collector/tests/object_requests.rs): s3fs on aiobotocore, which
+    // holds botocore to its own range; botocore pinned within boto3's.
+    ("s3fs", "2026.9.0"),
+    ("aiobotocore", "3.10.0"),
+    ("botocore", "1.43.117"),
     // A job whose loop, checkpoints and logs are a framework's
     // (tests/tests/framework_job.rs): PyTorch Lightning, and Pillow to
     // decode its images.
