@@ -196,7 +196,7 @@ pub fn tally(reader: &TraceReader, depth: Depth, window_ns: i64) -> TraceResult<
     let mut total = Tally::new(depth, origin, window_ns);
     scan_sparing(
         reader,
-        depth.columns(),
+        &depth.columns_for(reader),
         &[PID_WHERE_NO_RANK],
         || Tally::new(depth, origin, window_ns),
         |part| total.merge(part),
@@ -279,7 +279,7 @@ pub fn tally_with_roles(
         tally: Tally::new(depth, origin, window_ns),
         roles: RolesBuilder::default(),
     };
-    let mut columns: Vec<&str> = depth.columns().to_vec();
+    let mut columns: Vec<&str> = depth.columns_for(reader);
     columns.extend(ROLE_COLUMNS);
     let mut whole = part();
     scan_sparing(reader, &columns, &[PID_WHERE_NO_RANK], part, |p| {

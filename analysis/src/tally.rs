@@ -17,12 +17,14 @@ use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
 use crate::intern::Interner;
 use crate::timeline::Timeline;
+use iorepro_format::columns::Events;
 use iorepro_format::paths::is_url;
+use iorepro_format::reader::TraceReader;
 use iorepro_format::runs::{CallsOf, SpanOf};
 use iorepro_format::scan::{Fold, OnlyWhereNull, ScanBatch};
 use iorepro_format::schema::{
-    Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK, COL_RET,
-    COL_SIZE, COL_SPAN_NS, COL_TS,
+    Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK,
+    COL_RECEIVED, COL_RET, COL_SENT, COL_SIZE, COL_SPAN_NS, COL_TS,
 };
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -57,6 +59,17 @@ pub enum Depth {
 
 impl Depth {
     /// The columns a tally of this depth reads; the others are never decoded.
+    /// The columns a tally of `reader` reads: [`Depth::columns`], and the
+    /// request columns' bytes where the segments' footers say the trace
+    /// may hold requests (a trace of files alone decodes nothing more).
+    pub fn columns_for(self, reader: &TraceReader) -> Vec<&'static str> {
+        let mut columns = self.columns().to_vec();
+        if reader.may_hold_requests() {
+            columns.extend([COL_SENT, COL_RECEIVED]);
+        }
+        columns
+    }
+
     pub fn columns(self) -> &'static [&'static str] {
         match self {
             Depth::Overview => &[
@@ -275,6 +288,8 @@ pub(crate) struct TallyBatch<'a> {
     rank: &'a Int32Array,
     span: SpanOf<'a>,
     full: Option<FullColumns<'a>>,
+    /// Request rows' body bytes sent and received, where they were read.
+    exchanged: Option<(&'a Int64Array, &'a Int64Array)>,
 }
 
 impl Fold for Tally {
@@ -371,6 +386,7 @@ impl Tally {
             rank: b.rank(),
             span: SpanOf::new(b.span_ns(), b.dur_ns()),
             full,
+            exchanged: b.exchanged(),
         }
     }
 
@@ -426,9 +442,56 @@ impl Tally {
     /// standing for `n` calls. Inlined into the caller's [`by_op!`] arms.
     #[inline(always)]
     pub(crate) fn row(&mut self, c: &TallyBatch, i: usize, op: Op, n: u64) {
+        // (Compiled away in `by_op!`'s arms for the common ops.)
+        if op == Op::Request {
+            return self.request_row(c, i, n);
+        }
         match &c.full {
             Some(full) => self.row_full(c, full, i, op, n),
             None => self.row_overview(c, i, op, n),
+        }
+    }
+
+    /// An object-storage request: counted as its op, and its body bytes
+    /// (where the request columns were read) as reads and writes of the
+    /// timeline and the activity, and of its rank, so that a job's load
+    /// bursts and checkpoint spikes from a bucket are phases as those from
+    /// files are. A URL is no file: nothing is counted per file.
+    #[inline(never)]
+    fn request_row(&mut self, c: &TallyBatch, i: usize, n: u64) {
+        let ts = c.ts[i];
+        self.events += n;
+        self.ops[Op::Request as usize].count += n;
+        let Some((sent, received)) = c.exchanged else {
+            return;
+        };
+        let bytes = |a: &Int64Array| Events::opt_i64(a, i).unwrap_or(0).max(0) as u64;
+        let (sent, received) = (bytes(sent), bytes(received));
+        let r = c.rank.is_valid(i).then(|| c.rank.value(i));
+        let writer = writer_of(r, c.pid[i]);
+        let span = c.span.at(i);
+        if received > 0 {
+            self.timeline.add_read(ts, received);
+            self.activity
+                .observe_row(ts, span, Op::Read, received as i64, writer, n);
+        }
+        if sent > 0 {
+            self.timeline.add_write(ts, sent);
+            self.activity
+                .observe_row(ts, span, Op::Write, sent as i64, writer, n);
+        }
+        self.ops[Op::Request as usize].bytes += sent + received;
+        if c.full.is_some() {
+            match r {
+                Some(rk) => {
+                    let slot = self.ranks.slot(rk);
+                    let rs = &mut self.ranks.stats[slot];
+                    rs.events += n;
+                    rs.read_bytes += received;
+                    rs.write_bytes += sent;
+                }
+                None => self.ranks.unranked += n,
+            }
         }
     }
 

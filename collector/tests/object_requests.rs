@@ -284,6 +284,14 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
         .iter()
         .all(|f| !f.path.starts_with("http")));
     assert!(summary.render().contains("object requests"));
+    // The phases hold the requests' bytes beside the files': a bucket's
+    // reads and uploads are load, reading and checkpoints as files' are.
+    let phases = &summary.overview.phases;
+    let op_bytes = |op: &str| summary.ops.get(op).map_or(0, |s| s.bytes);
+    let phase_read: u64 = phases.iter().map(|p| p.read_bytes).sum();
+    let phase_written: u64 = phases.iter().map(|p| p.write_bytes).sum();
+    assert_eq!(phase_read, op_bytes("read") + totals.read_bytes);
+    assert_eq!(phase_written, op_bytes("write") + totals.written_bytes);
 }
 
 /// A process that speaks TLS through no OpenSSL (here, a handshake record

@@ -150,6 +150,18 @@ impl ScanBatch {
         self.col(idx::PATH2_TRAITS).as_primitive()
     }
 
+    /// The body bytes each request row sent and received (see
+    /// [`crate::schema::COL_SENT`]), where the scan read those columns.
+    pub fn exchanged(&self) -> Option<(&Int64Array, &Int64Array)> {
+        if self.at[idx::SENT] == usize::MAX || self.at[idx::RECEIVED] == usize::MAX {
+            return None;
+        }
+        Some((
+            self.col(idx::SENT).as_primitive(),
+            self.col(idx::RECEIVED).as_primitive(),
+        ))
+    }
+
     /// The op of every row as (dictionary key per row, op per key): rows cost an index.
     pub fn ops(&self) -> (&[i32], Vec<Op>) {
         let dict = self.col(idx::OP).as_dictionary::<Int32Type>();
