@@ -23,6 +23,28 @@ use crate::work::{self, ReadOut};
 #[map]
 static PATH_BUF: PerCpuArray<[u8; PATH_RECORD_MAX]> = PerCpuArray::with_max_entries(1, 0);
 
+/// Starts a record in the buffer: its call and, for an open, the file's
+/// type; no directories, no paths yet.
+///
+/// # Safety
+/// `header` is the start of this CPU's record buffer ([`buffer`]).
+#[inline(always)]
+pub unsafe fn begin(header: *mut PathEvent, io: IoEvent, mode: u32) {
+    // SAFETY: as the caller says.
+    unsafe {
+        (*header).io = io;
+        (*header).mode = mode;
+        (*header).truncated = 0;
+        (*header).relative = 0;
+        (*header).dir_ino = 0;
+        (*header).dir2_ino = 0;
+        (*header).dir_dev = 0;
+        (*header).dir2_dev = 0;
+        (*header).path_len = 0;
+        (*header).path2_len = 0;
+    }
+}
+
 /// This CPU's record buffer, shared with the socket records (`sockets`),
 /// which are put together the same way.
 #[inline(always)]
@@ -108,15 +130,7 @@ pub extern "C" fn path_record(area: u64) -> i64 {
     unsafe {
         let header = buf as *mut PathEvent;
         let args = &(*w).path;
-        (*header).io = args.io;
-        (*header).mode = args.mode as u32;
-        (*header).truncated = 0;
-        (*header).relative = 0;
-        (*header).dir_ino = 0;
-        (*header).dir2_ino = 0;
-        (*header).dir_dev = 0;
-        (*header).dir2_dev = 0;
-        (*header).path2_len = 0;
+        begin(header, args.io, args.mode as u32);
         let kernel = args.kernel;
         let second = args.second;
         let len = read(

@@ -194,15 +194,7 @@ pub extern "C" fn head_record(src: u64, len: u64) -> i64 {
     // CPU's work area, each used by one program at a time.
     unsafe {
         let header = buf as *mut PathEvent;
-        (*header).io = (*w).path.io;
-        (*header).dir_ino = 0;
-        (*header).dir2_ino = 0;
-        (*header).dir_dev = 0;
-        (*header).dir2_dev = 0;
-        (*header).mode = 0;
-        (*header).truncated = 0;
-        (*header).relative = 0;
-        (*header).path2_len = 0;
+        paths::begin(header, (*w).path.io, 0);
         let mut n = if len > REQUEST_HEAD as u64 {
             REQUEST_HEAD as u64
         } else {
