@@ -131,15 +131,24 @@ pub fn moved(send: bool, conn: u64, fd: u64, buf: u64, asked: u64, io: IoEvent) 
                 return;
             }
         }
+        // (A socket's entry already left out the others; a TLS session
+        // has no entry to do it.)
+        if known == OTHER {
+            return;
+        }
         if known != SENT {
             let _ = SOCKETS.insert(&ino, &SENT, 0);
         }
         moved as u64
-    } else if state(ino) == SENT {
-        let _ = SOCKETS.insert(&ino, &RECEIVING, 0);
-        moved as u64
     } else {
-        0 // the rest of an answer, or its end (0: the peer closed)
+        match state(ino) {
+            SENT => {
+                let _ = SOCKETS.insert(&ino, &RECEIVING, 0);
+                moved as u64
+            }
+            RECEIVING => 0, // the rest of an answer, or its end (0: the peer closed)
+            _ => return,    // no request sent on it, or no HTTP
+        }
     };
     let Some(call) = paths::call(work::SYSCALLS) else {
         return;
