@@ -95,7 +95,7 @@ impl RequestTotals {
         if !reader.may_hold_requests() {
             return Ok(None);
         }
-        let reader = TraceReader::open(reader.root())?.with_columns(&[
+        let reader = reader.clone().with_columns(&[
             COL_DUR_NS,
             COL_OP,
             COL_PATH,

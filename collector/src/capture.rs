@@ -299,9 +299,7 @@ impl<'a> Capture<'a> {
                     }
                 }
             }
-            let watermark = self
-                .session
-                .watermark(monotonic_ns() + self.session.wall_offset_ns - REORDER_WINDOW_NS);
+            let watermark = self.session.watermark(monotonic_ns(), REORDER_WINDOW_NS);
             if let Err(e) = self.session.release(Some(watermark), &mut self.writer) {
                 return Ok(Some(e));
             }

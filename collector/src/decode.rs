@@ -59,13 +59,9 @@ struct Named {
 }
 
 impl Named {
-    fn parse(item: &[u8]) -> Option<Named> {
-        if item.len() < PATH_EVENT_SIZE {
-            return None;
-        }
-        // SAFETY: the kernel wrote a PathEvent header at the start.
-        let header: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
-        let rest = &item[PATH_EVENT_SIZE..];
+    /// The record `item`, whose header is `header`.
+    fn parse(header: PathEvent, item: &[u8]) -> Option<Named> {
+        let rest = item.get(PATH_EVENT_SIZE..)?;
         let (l1, l2) = (header.path_len as usize, header.path2_len as usize);
         let path = rest.get(..l1)?;
         let path2 = rest.get(l1..l1 + l2)?;
@@ -164,13 +160,19 @@ impl Decoder {
                     let ev: NameEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
                     self.names.insert(ev.pid_tgid as u32, ev.comm);
                 }
-                _ => {
-                    if let Some((kind, call, mark)) = socket_call(item) {
-                        self.on_socket(kind, &call, mark);
-                    } else if let Some(named) = Named::parse(item) {
+                n if n >= PATH_EVENT_SIZE => {
+                    // SAFETY: the kernel wrote a PathEvent header at the start.
+                    let header: PathEvent =
+                        unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                    if matches!(header.io.kind, kind::SEND | kind::RECV) {
+                        if let Some((call, mark)) = socket_call(&header, item) {
+                            self.on_socket(header.io.kind, &call, mark);
+                        }
+                    } else if let Some(named) = Named::parse(header, item) {
                         self.on_named(named);
                     }
                 }
+                _ => {}
             }
         });
         for tgid in forked {
@@ -240,12 +242,21 @@ impl Decoder {
         }
     }
 
-    /// How far rows may be released (wall clock): `watermark_ns`, held
-    /// back to the start of the oldest request under way, by at most
+    /// How far rows may be released (wall clock) when the reorder window
+    /// is `window_ns` and the monotonic clock reads `now_ns`. Requests
+    /// answered and idle for a window end first (see
+    /// [`Requests::settle`]); the watermark is then held back to the start
+    /// of the oldest request still under way, by at most
     /// [`REQUEST_HOLD_NS`] (a request longer than that is written out of
     /// order, in a segment of its own).
-    pub fn watermark(&self, watermark_ns: i64) -> i64 {
-        match self.requests.oldest_open_ns() {
+    pub fn watermark(&mut self, now_ns: i64, window_ns: i64) -> i64 {
+        let watermark_ns = now_ns + self.wall_offset_ns - window_ns;
+        let idle_since = (now_ns - window_ns).max(0) as u64;
+        let (ended, oldest) = self.requests.settle(idle_since, self.wall_offset_ns);
+        for done in ended {
+            self.push_request(done);
+        }
+        match oldest {
             Some(oldest) => {
                 let oldest = oldest as i64 + self.wall_offset_ns;
                 watermark_ns.min(oldest.max(watermark_ns - REQUEST_HOLD_NS))
@@ -410,20 +421,11 @@ fn under(path: &str, dir: &str) -> bool {
 }
 
 /// A socket record (a path record of kind SEND or RECV, whose "path" is
-/// the head of the bytes moved).
-fn socket_call(item: &[u8]) -> Option<(u32, SocketCall<'_>, Option<Mark>)> {
-    if item.len() < PATH_EVENT_SIZE {
-        return None;
-    }
-    // SAFETY: the kernel wrote a PathEvent header at the start.
-    let header: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+/// the head of the bytes moved), whose header is `header`.
+fn socket_call<'a>(header: &PathEvent, item: &'a [u8]) -> Option<(SocketCall<'a>, Option<Mark>)> {
     let io = header.io;
-    if io.kind != kind::SEND && io.kind != kind::RECV {
-        return None;
-    }
     let head = item.get(PATH_EVENT_SIZE..PATH_EVENT_SIZE + header.path_len as usize)?;
     Some((
-        io.kind,
         SocketCall {
             pid_tgid: io.pid_tgid,
             socket: io.ino,

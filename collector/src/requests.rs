@@ -90,6 +90,11 @@ struct Answer {
 }
 
 impl Request {
+    /// Its (final) answer has begun.
+    fn answered(&self) -> bool {
+        self.answer.as_ref().is_some_and(|a| a.status != 100)
+    }
+
     fn whole(&self) -> bool {
         self.answer
             .as_ref()
@@ -214,18 +219,32 @@ impl Requests {
             (false, Some(answer)) => answer.received += call.moved,
             (false, None) => return None,
         }
-        if open.whole() && open.answer.as_ref().is_some_and(|a| a.status != 100) {
+        if open.whole() && open.answered() {
             let done = self.open.remove(&key)?;
             return Some(finish(done, wall_offset_ns));
         }
         None
     }
 
-    /// When the oldest request under way began (monotonic clock): rows
-    /// are held back for it, so that its row, stamped with its start, is
-    /// written in order.
-    pub fn oldest_open_ns(&self) -> Option<u64> {
-        self.open.values().map(|r| r.start_ns).min()
+    /// Ends the requests whose answer has begun and moved nothing since
+    /// `idle_since_ns` (monotonic clock): a chunked answer, whose end the
+    /// heads do not show, on a connection not used again. Returns them and
+    /// when the oldest request still under way began: rows are held back
+    /// for it, so that its row, stamped with its start, is written in
+    /// order. (Bytes of an answer that come after such a pause are not
+    /// counted.)
+    pub fn settle(
+        &mut self,
+        idle_since_ns: u64,
+        wall_offset_ns: i64,
+    ) -> (Vec<Finished>, Option<u64>) {
+        let done = self
+            .open
+            .extract_if(|_, r| r.answered() && r.end_ns < idle_since_ns)
+            .map(|(_, r)| finish(r, wall_offset_ns))
+            .collect();
+        let oldest = self.open.values().map(|r| r.start_ns).min();
+        (done, oldest)
     }
 
     /// Every request still under way (the capture is ending).
@@ -263,13 +282,13 @@ fn finish(r: Request, wall_offset_ns: i64) -> Finished {
         span_ns: None,
         path2: None,
         via: None,
-        exchange: Some(Exchange {
+        exchange: Some(Box::new(Exchange {
             method: r.method,
             status: answer.map(|a| a.status as i32),
             first_byte_ns: answer.map(|a| a.first_byte_ns as i64),
             sent: r.sent as i64,
             received: received as i64,
-        }),
+        })),
     };
     Finished {
         pid_tgid: r.pid_tgid,
@@ -568,6 +587,28 @@ mod tests {
             Some("http://h/b?list-type=2&prefix=train")
         );
         assert_eq!(row.exchange.unwrap().status, None);
+    }
+
+    #[test]
+    fn an_answered_request_idle_past_the_window_ends_and_an_unanswered_one_holds_the_rows() {
+        let mut r = Requests::default();
+        let list = b"GET /b?list-type=2 HTTP/1.1\r\nHost: h\r\n\r\n";
+        let ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        r.on_send(&call(list.len() as u64, list, 0), 0);
+        r.on_recv(&call(ok.len() as u64 + 600, ok, 10), 0);
+        let mut waiting = call(list.len() as u64, list, 5);
+        waiting.socket = 100;
+        r.on_send(&waiting, 0);
+        // Nothing idle yet: the chunked answer's last bytes ended at 20.
+        let (done, oldest) = r.settle(20, 0);
+        assert!(done.is_empty());
+        assert_eq!(oldest, Some(0));
+        let (done, oldest) = r.settle(21, 0);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done.into_iter().next().unwrap().into_row(None).ts_ns, 0);
+        // The request still waiting for its answer holds the rows back.
+        assert_eq!(oldest, Some(5));
+        assert_eq!(r.settle(1_000_000, 0).0.len(), 0);
     }
 
     #[test]

@@ -37,8 +37,9 @@ pub struct EventRow<'a> {
     pub path2: Option<&'a str>,
     /// `Some("io_uring")` for an io_uring request; `None` for a syscall.
     pub via: Option<&'a str>,
-    /// What an object-storage request exchanged (op `request` only).
-    pub exchange: Option<Exchange<'a>>,
+    /// What an object-storage request exchanged (op `request` only); by
+    /// reference, so that every other row stays as small as it was.
+    pub exchange: Option<&'a Exchange<'a>>,
 }
 
 /// The columns of an object-storage request row (see
@@ -88,7 +89,8 @@ pub struct OwnedRow<P> {
     pub span_ns: Option<i64>,
     pub path2: Option<P>,
     pub via: Option<&'static str>,
-    pub exchange: Option<Exchange<'static>>,
+    /// Boxed: rows wait in the collector's reorder window, and few are requests.
+    pub exchange: Option<Box<Exchange<'static>>>,
 }
 
 impl<P: AsRef<str>> OwnedRow<P> {
@@ -113,7 +115,7 @@ impl<P: AsRef<str>> OwnedRow<P> {
             span_ns: self.span_ns,
             path2: self.path2.as_ref().map(AsRef::as_ref),
             via: self.via,
-            exchange: self.exchange,
+            exchange: self.exchange.as_deref(),
         }
     }
 }

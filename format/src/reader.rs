@@ -27,7 +27,10 @@ use crate::normalise::plan_columns;
 
 pub use crate::batches::READ_BATCH_ROWS;
 
-/// An opened trace: its manifest (synthesised for a lone Parquet file) and segments.
+/// An opened trace: its manifest (synthesised for a lone Parquet file) and
+/// segments. A clone shares nothing open and reads no footer again (for a
+/// second pass over other columns, [`TraceReader::with_columns`]).
+#[derive(Clone)]
 pub struct TraceReader {
     root: PathBuf,
     manifest: Manifest,

@@ -101,7 +101,10 @@ impl Tls {
         if !self.loaded {
             return;
         }
-        self.scans.retain(|pid, _| pids.contains(pid));
+        // The processes gone are forgotten (a set: a whole capture may
+        // trace a hundred thousand).
+        let live: HashSet<u32> = pids.iter().copied().collect();
+        self.scans.retain(|pid, _| live.contains(pid));
         for &pid in pids {
             let n = self.scans.entry(pid).or_insert(0);
             if *n >= SCANS {
