@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::roles::names::looks_like_checkpoint;
 use crate::roles::Role;
+use iorepro_format::object_requests::{Action, ObjectRequest};
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
 use iorepro_format::schema::{
@@ -125,17 +126,14 @@ impl RequestTotals {
                 m.durations_ns.push(ev.dur_ns().value(i));
                 m.first_bytes_ns.extend(x.first_byte_ns);
                 let url = ev.path_at(i).unwrap_or_default();
-                let (object, query) = url.split_once('?').unwrap_or((url, ""));
+                let object = url.split_once('?').map_or(url, |(o, _)| o);
+                let action = ObjectRequest::parse(x.method, url).map(|r| r.action);
                 let o = objects.entry(object.to_string()).or_default();
                 o.requests += 1;
                 o.read += x.received.max(0) as u64;
                 o.written += x.sent.max(0) as u64;
-                o.parts += u64::from(query.contains("partNumber="));
-                o.listings += u64::from(
-                    query.contains("list-type")
-                        || query.contains("prefix=")
-                        || query.contains("delimiter="),
-                );
+                o.parts += u64::from(matches!(action, Some(Action::UploadPart { .. })));
+                o.listings += u64::from(matches!(action, Some(Action::List { .. })));
             }
         }
         if methods.is_empty() {

@@ -11,6 +11,13 @@
 //! operation, with its status and body bytes each way, must be a request
 //! row of the trace, no more and no fewer, and each row must carry the
 //! job's rank and the process that made it.
+//!
+//! Then the trace is replayed into another bucket of the gateway, at the
+//! job's one rank and at two, and into a directory: the gateway's log of
+//! the replay holds the job's requests again, kind for kind and byte for
+//! byte, and at two ranks the dataset's GETs and the checkpoint's parts
+//! are the job's, dealt between the ranks, while what each rank does on
+//! its own (the listing, the record, the delete) is made by both.
 
 mod common;
 
@@ -23,11 +30,13 @@ use iorepro_analysis::requests::RequestTotals;
 use iorepro_analysis::roles::Role;
 use iorepro_analysis::summary::Summary;
 use iorepro_format::{Events, Op, TraceReader};
-use iorepro_tests::bins::workspace_root;
+use iorepro_tests::bins::{bin, workspace_root};
 use iorepro_tests::rgw::{RgwStore, Served, Tally};
 use iorepro_tests::skip::cannot_run;
 
 const BUCKET: &str = "loader";
+/// The bucket the job's trace is replayed into.
+const REPLAYED: &str = "replayed";
 
 /// One request row, as the test needs it.
 #[derive(Debug)]
@@ -128,6 +137,7 @@ fn a_loader_s_requests_are_the_ones_the_gateway_served_by_boto3_and_s3fs_plain_a
         Err(e) => return cannot_run(e),
     };
     store.create_bucket(BUCKET);
+    store.create_bucket(REPLAYED);
     let s3fs = Command::new("python3")
         .args(["-c", "import s3fs"])
         .status()
@@ -292,6 +302,92 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
     let phase_written: u64 = phases.iter().map(|p| p.write_bytes).sum();
     assert_eq!(phase_read, op_bytes("read") + totals.read_bytes);
     assert_eq!(phase_written, op_bytes("write") + totals.written_bytes);
+
+    if !tls {
+        replay_and_compare(store, &trace, &served, &asked, client);
+    }
+}
+
+/// Replays `trace` into the gateway at one rank and at two, and into a
+/// directory, and holds what the gateway served each replay against what
+/// it `served` the job (`asked`: the job's own count).
+fn replay_and_compare(
+    store: &RgwStore,
+    trace: &Path,
+    served: &Served,
+    asked: &serde_json::Value,
+    client: &str,
+) {
+    let u = |k: &str| asked[k].as_u64().unwrap();
+    let replay = |target: &str, args: &[&str]| {
+        let mut cmd = Command::new(bin("iorepro-replay"));
+        // The job's local copy of its checkpoint (the file `upload_file`
+        // reads) is no request: left out, so the gateway sees requests only.
+        cmd.arg(trace)
+            .args(["--target", target, "--exclude", "/tmp", "--json"])
+            .args(args);
+        let out = store.env(&mut cmd).output().expect("iorepro-replay runs");
+        assert!(
+            out.status.success(),
+            "{target} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let report = |stdout: Vec<u8>| -> serde_json::Value {
+        serde_json::from_slice(&stdout).expect("--json")
+    };
+    for ranks in ["1", "2"] {
+        let target = format!("s3://{REPLAYED}/{client}-{ranks}");
+        // The dataset staged first, so that the log holds the replay alone.
+        replay(&target, &["--ranks", ranks, "--prepare", "only"]);
+        let before = store.served();
+        let report = report(replay(&target, &["--ranks", ranks, "--prepare", "skip"]));
+        let replayed = store.served().since(&before);
+        eprintln!("{client} at {ranks} rank(s): {replayed:#?}");
+        let both = ranks == "2";
+        // Made by every rank at two: what each does on its own.
+        let each = |n: u64| if both { 2 * n } else { n };
+        let job = |request: &str| served.of(request).count;
+        for (request, want) in [
+            // The dataset's reads, dealt between the ranks, once each.
+            ("GET get_obj", job("GET get_obj")),
+            ("HEAD get_obj", job("HEAD get_obj")),
+            // The checkpoint, by rank 0 alone, in the job's parts.
+            ("POST init_multipart", 1),
+            ("POST complete_multipart", 1),
+            ("PUT put_obj", u("parts") + each(u("put"))),
+            ("DELETE delete_obj", each(job("DELETE delete_obj"))),
+            // The replay's own look at the target, then the job's listing.
+            ("GET list_bucket", 1 + each(job("GET list_bucket"))),
+        ] {
+            assert_eq!(replayed.of(request).count, want, "{request}");
+        }
+        assert_eq!(replayed.of("GET get_obj").sent, u("get_bytes"));
+        assert_eq!(
+            replayed.of("PUT put_obj").received,
+            u("part_bytes") + each(u("put_bytes"))
+        );
+        assert_eq!(replayed.total().failed, 0, "{replayed:#?}");
+        let kinds = &report["requests"]["kinds"];
+        assert_eq!(kinds["GET"]["count"], u("get"), "{kinds:#}");
+        assert_eq!(kinds["MPU-part"]["count"], u("parts"), "{kinds:#}");
+    }
+    // Into a directory: an object is a file beneath it, read and written.
+    let dir = scratch();
+    let report = report(replay(dir.path().to_str().unwrap(), &[]));
+    let ops = &report["ops"];
+    assert_eq!(ops["read"]["bytes"], u("get_bytes"), "{ops:#}");
+    assert_eq!(
+        ops["write"]["bytes"],
+        u("part_bytes") + u("put_bytes"),
+        "{ops:#}"
+    );
+    let checkpoint = dir
+        .path()
+        .join(format!("ranks/rank-00000/{BUCKET}/run1/ckpt/model.bin"));
+    let size = std::fs::metadata(&checkpoint).map(|m| m.len());
+    assert_eq!(size.ok(), Some(u("part_bytes")), "{}", checkpoint.display());
 }
 
 /// A process that speaks TLS through no OpenSSL (here, a handshake record

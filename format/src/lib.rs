@@ -14,7 +14,8 @@
 //! environment variables give the `rank` column. [`validate`] checks a
 //! trace and repairs a damaged one (the collector salvages its own with it),
 //! [`error`] is the one error type, [`units`] the byte and time units,
-//! [`paths`] the one spelling of a path, and [`host`] the one question
+//! [`paths`] the one spelling of a path, [`object_requests`] what an
+//! object-storage request row did, and [`host`] the one question
 //! iorepro asks of the machine (is it root). [`anonymize`] hashes the
 //! names of a trace under the owner's key, for both the collector and
 //! `iorepro-trace anonymize`.
@@ -22,7 +23,8 @@
 //! Which room may import which (`cargo xtask imports --rooms` checks it):
 //! each only rooms of the lines above its own, and no two files of the
 //! crate import each other (`cargo xtask imports`).
-//! - `error`, `schema`, `units`, `host`, `launchers`, `mounts`, `runs`, `paths`
+//! - `error`, `schema`, `units`, `host`, `launchers`, `mounts`, `runs`, `paths`,
+//!   `object_requests`
 //! - `event`, `columns`, `normalise`, `segment_file`, `private_file`
 //! - `manifest`, `batches`
 //! - `partitions`, `writer`, `anonymize`
@@ -40,6 +42,7 @@ pub mod launchers;
 pub mod manifest;
 pub mod mounts;
 pub(crate) mod normalise;
+pub mod object_requests;
 pub mod partitions;
 pub mod paths;
 pub mod private_file;

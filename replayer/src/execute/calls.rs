@@ -20,7 +20,7 @@ use crate::io::engine::EngineKind;
 use crate::io::objects::RequestStats;
 use crate::io::target::Opened;
 use crate::live::RankLive;
-use crate::plan::ops::PlannedOp;
+use crate::plan::ops::{PlannedOp, Via};
 use crate::report::record::Made;
 use crate::report::stats::{unix_ns, Lead};
 
@@ -203,7 +203,7 @@ impl Worker<'_> {
                 (None, _) => bytes as i64,
             };
             let took = end.saturating_duration_since(issued);
-            let uring = self.shared.engine == EngineKind::IoUring || op.uring;
+            let uring = self.shared.engine == EngineKind::IoUring || op.via == Via::IoUring;
             rec.push(
                 op,
                 Made {

@@ -20,7 +20,7 @@ use crate::error::{ReplayError, ReplayResult, CREATING_DIRECTORY};
 use crate::io::buffers::{StampedWrite, ALIGN, STAMPED_MAX};
 use crate::io::confine::Confined;
 use crate::io::engine::{new_engine, Engine, EngineKind};
-use crate::plan::ops::PlannedOp;
+use crate::plan::ops::{PlannedOp, Via};
 use crate::plan::survey::NO_PATH;
 
 pub(super) struct OpenFile {
@@ -103,7 +103,7 @@ impl<'s> FileCalls<'s> {
     /// Makes `op` through io_uring when the trace made it so and the engine
     /// is `auto`, else through the rank's engine.
     pub fn make(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
-        if !(op.uring && self.shared.engine == EngineKind::Auto) {
+        if !(op.via == Via::IoUring && self.shared.engine == EngineKind::Auto) {
             return self.call(op);
         }
         let mut uring = match self.uring.take() {

@@ -15,6 +15,11 @@
 //! An object's size is the highest offset written; writes after a close or
 //! fsync upload the whole object again at the next one, as a client of an
 //! immutable object must.
+//!
+//! The calls a traced request stands for ([`crate::plan::requests`]) are
+//! made as that request: an open makes no HEAD (the GET, or the listing,
+//! that follows is the request), a PUT's write goes up as one PUT whatever
+//! its size, and an upload's parts go up as traced, one part a write.
 
 use std::collections::HashMap;
 use std::io;
@@ -32,7 +37,7 @@ use super::{Places, Shared};
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::objects::Bucket;
 use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError, RequestStats};
-use crate::plan::ops::PlannedOp;
+use crate::plan::ops::{PlannedOp, Via};
 use crate::plan::survey::NO_PATH;
 
 /// One rank's calls on a bucket: its client and the objects its traced
@@ -59,8 +64,23 @@ struct ObjectFile {
     upload: Option<Upload>,
 }
 
+/// How an object's writes go up.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Sending {
+    /// One PUT below `--s3-multipart-threshold`, else parts of `--s3-part-size`.
+    #[default]
+    ByThreshold,
+    /// One PUT: a traced PUT.
+    OnePut,
+    /// A part a write, of the size of the upload's first: a traced upload.
+    TracedParts,
+}
+
 #[derive(Default)]
 struct Upload {
+    sending: Sending,
+    /// The parts' size, with [`Sending::TracedParts`]: the first write's.
+    part_size: Option<u64>,
     /// The highest offset written: the object's size.
     end: u64,
     /// Bytes already sent in parts.
@@ -205,7 +225,23 @@ impl<'s> ObjectCalls<'s> {
         if writes && !op.failed {
             // Nothing to ask: the object is made when the writes are sent.
             self.client.stats().no_request("open");
-            self.add_object(op, rel, key, None, Some(Upload::default()));
+            let sending = match op.via {
+                Via::Request => Sending::OnePut,
+                Via::Multipart => Sending::TracedParts,
+                Via::Syscall | Via::IoUring => Sending::ByThreshold,
+            };
+            let upload = Upload {
+                sending,
+                ..Default::default()
+            };
+            self.add_object(op, rel, key, None, Some(upload));
+            return Ok(CallOutcome::made(0));
+        }
+        if op.via.from_request() && !op.failed {
+            // The request's own GET or listing follows; a failed one asks,
+            // as the job's request was answered 404.
+            self.client.stats().no_request("open");
+            self.add_object(op, rel, key, None, None);
             return Ok(CallOutcome::made(0));
         }
         match self.client.head(&key) {
@@ -337,21 +373,29 @@ impl<'s> ObjectCalls<'s> {
         let mut requested = false;
         let fail = |e| failed(target, "write", &f.rel, e);
         // Parts go up as they fill; with `--s3-read parallel`, as a CRT
-        // client's, a window of them at a time.
-        let window = target.upload_window();
-        while u.end >= target.multipart_threshold && u.end - u.sent >= target.part_size * window {
+        // client's, a window of them at a time; a traced upload's, one a write.
+        let (threshold, part_size, window) = match u.sending {
+            Sending::OnePut => return Ok(false),
+            Sending::ByThreshold => (
+                target.multipart_threshold,
+                target.part_size,
+                target.upload_window(),
+            ),
+            Sending::TracedParts => (0, *u.part_size.get_or_insert(len.max(1)), 1),
+        };
+        while u.end >= threshold && u.end - u.sent >= part_size * window {
             if u.multipart.is_none() {
                 let id = self.client.create_multipart(&f.key).map_err(fail)?;
                 u.multipart = Some((id, Vec::new()));
             }
             let (id, parts) = u.multipart.as_mut().expect("started");
-            let pieces = vec![data.slice(..target.part_size as usize); window as usize];
+            let pieces = vec![data.slice(..part_size as usize); window as usize];
             let sent = self
                 .client
                 .put_parts(&f.key, id, parts.len(), pieces, target.concurrency)
                 .map_err(fail)?;
             parts.extend(sent);
-            u.sent += target.part_size * window;
+            u.sent += part_size * window;
             requested = true;
         }
         Ok(requested)
@@ -367,6 +411,12 @@ impl<'s> ObjectCalls<'s> {
         let data = self.upload_data();
         let client = &mut self.client;
         let fail = |e| failed(target, "close", &f.rel, e);
+        if u.sending == Sending::TracedParts && u.multipart.is_none() {
+            // A traced upload of one part goes up as one, not as a PUT.
+            let id = client.create_multipart(&f.key).map_err(fail)?;
+            u.multipart = Some((id, Vec::new()));
+        }
+        let part_size = u.part_size.unwrap_or(target.part_size);
         match u.multipart.take() {
             None => client
                 .put(&f.key, data.slice(..u.end as usize))
@@ -376,9 +426,9 @@ impl<'s> ObjectCalls<'s> {
                     if u.end > u.sent || parts.is_empty() {
                         // What is left, in parts (the last the shorter).
                         let rest = u.end - u.sent;
-                        let pieces: Vec<_> = (0..rest.div_ceil(target.part_size).max(1))
+                        let pieces: Vec<_> = (0..rest.div_ceil(part_size).max(1))
                             .map(|i| {
-                                let n = (rest - i * target.part_size).min(target.part_size);
+                                let n = (rest - i * part_size).min(part_size);
                                 data.slice(..n as usize)
                             })
                             .collect();

@@ -76,8 +76,9 @@ impl Target {
         objects::check_key_lengths(target, rels).map_err(ReplayError::Usage)
     }
 
-    /// The directory made and held open, or the bucket reached.
-    pub fn open(&self) -> ReplayResult<Opened> {
+    /// The directory made and held open, or the bucket reached (its
+    /// uploads as large as `largest_write`, the trace's largest write).
+    pub fn open(&self, largest_write: u64) -> ReplayResult<Opened> {
         match self {
             Target::Dir(dir) => {
                 std::fs::create_dir_all(dir)
@@ -88,7 +89,7 @@ impl Target {
             }
             Target::Bucket(target) => {
                 objects::check_reachable(target).map_err(ReplayError::Usage)?;
-                Ok(Opened::Bucket(Arc::new(Bucket::new(target.clone()))))
+                Ok(Opened::Bucket(Arc::new(Bucket::new(target.clone(), largest_write))))
             }
         }
     }

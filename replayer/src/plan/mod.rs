@@ -1,7 +1,8 @@
 //! Plan: what the replay will do, settled from the trace before a file is
 //! touched.
 //!
-//! [`survey`] reads the trace once for its ranks, its files (with
+//! [`requests`] reads a job's object-storage requests as the file calls
+//! they stand for, wherever the trace is read; [`survey`] reads the trace once for its ranks, its files (with
 //! [`presence`]: whether each existed when the job began, and
 //! [`pathforms`]: what the spellings of its path tell) and its phases;
 //! [`meetings`] whether its ranks met at their saves; [`scope`] decides
@@ -22,6 +23,7 @@ pub mod ops;
 pub mod pathforms;
 pub mod presence;
 pub mod rank_map;
+pub mod requests;
 pub mod scale;
 pub mod scope;
 pub mod stream;

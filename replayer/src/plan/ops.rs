@@ -31,8 +31,41 @@ pub struct PlannedOp {
     pub phase: u16,
     /// The traced call failed: the replay makes it again, expecting it to fail.
     pub failed: bool,
-    /// The traced call was an io_uring request.
-    pub uring: bool,
+    /// How the traced call was made, where the replay makes it differently.
+    pub via: Via,
+}
+
+/// How a traced call was made, where that changes how the replay makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Via {
+    /// A syscall (or a call the replay makes as one).
+    #[default]
+    Syscall,
+    /// An io_uring request: made through io_uring with `--engine auto`.
+    IoUring,
+    /// One of the file calls an object-storage request stands for (see
+    /// [`crate::plan::requests`]): a bucket target makes the request itself.
+    Request,
+    /// One of the calls a multipart upload stands for: a bucket target
+    /// sends its parts as traced.
+    Multipart,
+}
+
+impl Via {
+    /// From a row's `via`.
+    pub fn of(name: Option<&str>) -> Via {
+        match name {
+            Some(iorepro_format::schema::VIA_IO_URING) => Via::IoUring,
+            Some(crate::plan::requests::VIA_REQUEST) => Via::Request,
+            Some(crate::plan::requests::VIA_MULTIPART) => Via::Multipart,
+            _ => Via::Syscall,
+        }
+    }
+
+    /// A call an object-storage request stands for.
+    pub fn from_request(self) -> bool {
+        matches!(self, Via::Request | Via::Multipart)
+    }
 }
 
 /// Whether the replay makes a traced call: calls that move data, sync,
@@ -63,7 +96,7 @@ pub fn for_each_op(
     let reader = open_reader(trace)?;
     let mut phase = 0usize;
     let phases = &survey.phases;
-    for ev in reader.events()? {
+    for ev in crate::plan::requests::replay_events(&reader)? {
         let ev = ev?;
         let ops = ev.ops();
         let (ts, ret, pid) = (ev.ts(), ev.ret(), ev.pid());
@@ -84,7 +117,7 @@ pub fn for_each_op(
             else {
                 continue;
             };
-            let uring = ev.via_io_uring(row);
+            let via = Via::of(ev.via_at(row));
             // A row that stands for a run of calls is replayed call by call.
             for call in Run::of(&ev, row).calls() {
                 let (bytes, fd) = match op {
@@ -117,7 +150,7 @@ pub fn for_each_op(
                         op,
                         phase: phase as u16,
                         failed: r < 0,
-                        uring,
+                        via,
                     },
                 );
             }

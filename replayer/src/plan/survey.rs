@@ -16,8 +16,8 @@ use iorepro_analysis::roles::{FileRoles, Role as FileRole};
 use iorepro_format::processes::{Forks, ProcessStart};
 use iorepro_format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2,
-    COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RET, COL_SIZE, COL_SPAN_NS, COL_TS,
-    COL_VIA,
+    COL_METHOD, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RECEIVED, COL_RET,
+    COL_SENT, COL_SIZE, COL_SPAN_NS, COL_STATUS, COL_TS, COL_VIA,
 };
 use iorepro_format::{Events, Op, TraceReader};
 
@@ -183,8 +183,15 @@ pub fn rank_or_zero(ev: &Events, row: usize) -> i32 {
     Events::opt_i32(ev.rank(), row).unwrap_or(0)
 }
 
+/// The trace with the columns the replay reads: [`REPLAY_COLUMNS`], and a
+/// request's where it may hold requests (see [`crate::plan::requests`]).
 pub fn open_reader(trace: &Path) -> ReplayResult<TraceReader> {
-    Ok(TraceReader::open(trace)?.with_columns(&REPLAY_COLUMNS))
+    let reader = TraceReader::open(trace)?;
+    let mut columns = REPLAY_COLUMNS.to_vec();
+    if reader.may_hold_requests() {
+        columns.extend([COL_METHOD, COL_STATUS, COL_SENT, COL_RECEIVED]);
+    }
+    Ok(reader.with_columns(&columns))
 }
 
 impl Survey {
@@ -344,7 +351,7 @@ impl Survey {
         };
         let mut activity = Activity::default();
         let mut roles = RolesBuilder::default();
-        for ev in reader.events()? {
+        for ev in crate::plan::requests::replay_events(&reader)? {
             let ev = ev?;
             for (row, &op) in ev.ops().iter().enumerate() {
                 roles.observe(&ev, row);

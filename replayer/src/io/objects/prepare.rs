@@ -23,10 +23,10 @@ use crate::error::{ReplayError, ReplayResult};
 use crate::io::prepare::{run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer};
 use crate::plan::survey::{PathInfo, Survey};
 
-/// Upload data: one incompressible buffer as large as the largest single
-/// request, which every upload of the process slices.
-pub fn upload_data(target: &ObjectTarget) -> Bytes {
-    let mut buf = vec![0u8; target.largest_upload() as usize];
+/// Upload data: one incompressible buffer of `len` bytes, the largest
+/// single request, which every upload of the process slices.
+pub fn upload_data(len: u64) -> Bytes {
+    let mut buf = vec![0u8; len as usize];
     SmallRng::seed_from_u64(0x53).fill_bytes(&mut buf);
     Bytes::from(buf)
 }
