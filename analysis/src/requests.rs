@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::roles::names::looks_like_checkpoint;
 use crate::roles::Role;
-use iorepro_format::object_requests::{Action, ObjectRequest};
 use iorepro_format::error::TraceResult;
+use iorepro_format::object_requests::{Action, ObjectRequest};
 use iorepro_format::reader::TraceReader;
 use iorepro_format::schema::{
     COL_DUR_NS, COL_FIRST_BYTE_NS, COL_METHOD, COL_OP, COL_PATH, COL_RECEIVED, COL_SENT, COL_STATUS,

@@ -334,9 +334,8 @@ fn replay_and_compare(
         );
         out.stdout
     };
-    let report = |stdout: Vec<u8>| -> serde_json::Value {
-        serde_json::from_slice(&stdout).expect("--json")
-    };
+    let report =
+        |stdout: Vec<u8>| -> serde_json::Value { serde_json::from_slice(&stdout).expect("--json") };
     for ranks in ["1", "2"] {
         let target = format!("s3://{REPLAYED}/{client}-{ranks}");
         // The dataset staged first, so that the log holds the replay alone.

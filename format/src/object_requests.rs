@@ -14,7 +14,9 @@ pub enum Action {
     /// POST `?uploads`: a multipart upload begins.
     CreateUpload,
     /// PUT `?partNumber=N&uploadId=…`: one part.
-    UploadPart { number: u32 },
+    UploadPart {
+        number: u32,
+    },
     /// POST `?uploadId=…`: the parts become the object.
     CompleteUpload,
     /// DELETE `?uploadId=…`: the parts are thrown away.
@@ -23,7 +25,9 @@ pub enum Action {
     /// DELETE of one object.
     Delete,
     /// A listing (GET of the bucket, V1 or V2) of the keys beneath `prefix`.
-    List { prefix: String },
+    List {
+        prefix: String,
+    },
     /// POST `?delete`: many keys deleted at once; the row does not say which.
     DeleteMany,
     /// Anything else: a bucket's own settings, its creation, a HEAD of it.
@@ -130,7 +134,11 @@ pub fn percent_decoded(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
             (b'%', Some(h), Some(l)) => {
                 out.push((h * 16 + l) as u8);
                 i += 3;
@@ -155,7 +163,10 @@ mod tests {
     #[test]
     fn a_request_says_its_bucket_key_and_action() {
         let r = ObjectRequest::parse("GET", "http://h:80/jobb/p1/train/a%20b.bin").unwrap();
-        assert_eq!((r.bucket.as_str(), r.key.as_str()), ("jobb", "p1/train/a b.bin"));
+        assert_eq!(
+            (r.bucket.as_str(), r.key.as_str()),
+            ("jobb", "p1/train/a b.bin")
+        );
         assert_eq!(r.action, Action::Get);
         let list = "https://h/jobb?list-type=2&prefix=p1%2Ftrain%2F";
         assert_eq!(
@@ -164,15 +175,24 @@ mod tests {
                 prefix: "p1/train/".into()
             }
         );
-        assert_eq!(action("GET", "http://h/b"), Action::List { prefix: "".into() });
+        assert_eq!(
+            action("GET", "http://h/b"),
+            Action::List { prefix: "".into() }
+        );
         assert_eq!(action("GET", "http://h/b?location"), Action::Other);
         assert_eq!(action("POST", "http://h/b/k?uploads"), Action::CreateUpload);
         assert_eq!(
             action("PUT", "http://h/b/k?uploadId=2~x&partNumber=3"),
             Action::UploadPart { number: 3 }
         );
-        assert_eq!(action("POST", "http://h/b/k?uploadId=2~x"), Action::CompleteUpload);
-        assert_eq!(action("DELETE", "http://h/b/k?uploadId=2~x"), Action::AbortUpload);
+        assert_eq!(
+            action("POST", "http://h/b/k?uploadId=2~x"),
+            Action::CompleteUpload
+        );
+        assert_eq!(
+            action("DELETE", "http://h/b/k?uploadId=2~x"),
+            Action::AbortUpload
+        );
         assert_eq!(action("PUT", "http://h/b/k"), Action::Put);
         assert_eq!(action("HEAD", "http://h/b/k"), Action::Head);
         assert_eq!(action("DELETE", "http://h/b/k"), Action::Delete);

@@ -89,7 +89,10 @@ impl Target {
             }
             Target::Bucket(target) => {
                 objects::check_reachable(target).map_err(ReplayError::Usage)?;
-                Ok(Opened::Bucket(Arc::new(Bucket::new(target.clone(), largest_write))))
+                Ok(Opened::Bucket(Arc::new(Bucket::new(
+                    target.clone(),
+                    largest_write,
+                ))))
             }
         }
     }

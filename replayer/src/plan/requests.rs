@@ -153,11 +153,12 @@ impl RequestCalls {
             }
         }
         let calls = built.finish();
-        let batch = interleave_record_batch(&[ev.batch(), &calls], &order)
-            .map_err(|e| iorepro_format::TraceError::Invalid {
+        let batch = interleave_record_batch(&[ev.batch(), &calls], &order).map_err(|e| {
+            iorepro_format::TraceError::Invalid {
                 path: self.trace.clone(),
                 problem: format!("its requests as file calls: {e}"),
-            })?;
+            }
+        })?;
         Ok(Events::new(batch))
     }
 
@@ -367,7 +368,15 @@ mod tests {
     }
 
     /// (op, path, fd, offset, size, ret, via) of every row.
-    type Shown = (Op, String, Option<i32>, Option<i64>, Option<i64>, i64, Option<String>);
+    type Shown = (
+        Op,
+        String,
+        Option<i32>,
+        Option<i64>,
+        Option<i64>,
+        i64,
+        Option<String>,
+    );
 
     fn shown(ev: &Events) -> Vec<Shown> {
         (0..ev.len())
@@ -389,20 +398,106 @@ mod tests {
     fn each_request_becomes_the_file_calls_it_stands_for() {
         let u = "http://127.0.0.1:8000/jobb";
         let mut b = EventBatchBuilder::with_capacity(16);
-        push(&mut b, (1, 10), ("GET", &format!("{u}?list-type=2&prefix=p1%2Ftrain%2F"), Some(200)), None, (0, 4193));
-        push(&mut b, (2, 10), ("HEAD", &format!("{u}/p1/train/s-0.bin"), Some(200)), None, (0, 0));
-        push(&mut b, (3, 11), ("GET", &format!("{u}/p1/train/s-1.bin"), Some(206)), Some((131072, 131072)), (0, 131072));
-        push(&mut b, (4, 11), ("GET", &format!("{u}/p1/train/s-2.bin"), Some(200)), None, (0, 262144));
-        push(&mut b, (5, 11), ("GET", &format!("{u}/p1/train/gone.bin"), Some(404)), None, (0, 0));
-        push(&mut b, (6, 10), ("POST", &format!("{u}/p1/ckpt/m.bin?uploads"), Some(200)), None, (0, 252));
+        push(
+            &mut b,
+            (1, 10),
+            (
+                "GET",
+                &format!("{u}?list-type=2&prefix=p1%2Ftrain%2F"),
+                Some(200),
+            ),
+            None,
+            (0, 4193),
+        );
+        push(
+            &mut b,
+            (2, 10),
+            ("HEAD", &format!("{u}/p1/train/s-0.bin"), Some(200)),
+            None,
+            (0, 0),
+        );
+        push(
+            &mut b,
+            (3, 11),
+            ("GET", &format!("{u}/p1/train/s-1.bin"), Some(206)),
+            Some((131072, 131072)),
+            (0, 131072),
+        );
+        push(
+            &mut b,
+            (4, 11),
+            ("GET", &format!("{u}/p1/train/s-2.bin"), Some(200)),
+            None,
+            (0, 262144),
+        );
+        push(
+            &mut b,
+            (5, 11),
+            ("GET", &format!("{u}/p1/train/gone.bin"), Some(404)),
+            None,
+            (0, 0),
+        );
+        push(
+            &mut b,
+            (6, 10),
+            ("POST", &format!("{u}/p1/ckpt/m.bin?uploads"), Some(200)),
+            None,
+            (0, 252),
+        );
         let part = |n| format!("{u}/p1/ckpt/m.bin?uploadId=2~x&partNumber={n}");
-        push(&mut b, (7, 10), ("PUT", &part(1), Some(200)), None, (5 << 20, 0));
-        push(&mut b, (8, 10), ("GET", &format!("{u}/p1/train/s-3.bin"), Some(503)), None, (0, 0));
-        push(&mut b, (9, 10), ("PUT", &part(2), Some(200)), None, (2 << 20, 0));
-        push(&mut b, (10, 10), ("POST", &format!("{u}/p1/ckpt/m.bin?uploadId=2~x"), Some(200)), None, (357, 277));
-        push(&mut b, (11, 10), ("PUT", &format!("{u}/p1/run/r.json"), Some(200)), None, (13, 0));
-        push(&mut b, (12, 10), ("DELETE", &format!("{u}/p1/run/old.json"), Some(204)), None, (0, 0));
-        push(&mut b, (13, 10), ("GET", &format!("{u}?location"), Some(200)), None, (0, 100));
+        push(
+            &mut b,
+            (7, 10),
+            ("PUT", &part(1), Some(200)),
+            None,
+            (5 << 20, 0),
+        );
+        push(
+            &mut b,
+            (8, 10),
+            ("GET", &format!("{u}/p1/train/s-3.bin"), Some(503)),
+            None,
+            (0, 0),
+        );
+        push(
+            &mut b,
+            (9, 10),
+            ("PUT", &part(2), Some(200)),
+            None,
+            (2 << 20, 0),
+        );
+        push(
+            &mut b,
+            (10, 10),
+            (
+                "POST",
+                &format!("{u}/p1/ckpt/m.bin?uploadId=2~x"),
+                Some(200),
+            ),
+            None,
+            (357, 277),
+        );
+        push(
+            &mut b,
+            (11, 10),
+            ("PUT", &format!("{u}/p1/run/r.json"), Some(200)),
+            None,
+            (13, 0),
+        );
+        push(
+            &mut b,
+            (12, 10),
+            ("DELETE", &format!("{u}/p1/run/old.json"), Some(204)),
+            None,
+            (0, 0),
+        );
+        push(
+            &mut b,
+            (13, 10),
+            ("GET", &format!("{u}?location"), Some(200)),
+            None,
+            (0, 100),
+        );
         b.push(&EventRow {
             path: Some("/data/x"),
             ret: 3,
@@ -416,28 +511,180 @@ mod tests {
         let s = |p: &str| format!("/jobb/p1/{p}");
         let shown = shown(&ev);
         let want: Vec<Shown> = vec![
-            (Op::Open, "/jobb/p1/train".into(), None, None, None, REQUEST_FD as i64, req.clone()),
-            (Op::Getdents, "/jobb/p1/train".into(), fd, None, Some(LISTING_BUFFER), 4193, req.clone()),
-            (Op::Close, "/jobb/p1/train".into(), fd, None, None, 0, req.clone()),
-            (Op::Stat, s("train/s-0.bin"), None, None, None, 0, req.clone()),
-            (Op::Open, s("train/s-1.bin"), None, None, None, REQUEST_FD as i64, req.clone()),
-            (Op::Read, s("train/s-1.bin"), fd, Some(131072), Some(131072), 131072, req.clone()),
-            (Op::Close, s("train/s-1.bin"), fd, None, None, 0, req.clone()),
-            (Op::Open, s("train/s-2.bin"), None, None, None, REQUEST_FD as i64, req.clone()),
-            (Op::Read, s("train/s-2.bin"), fd, Some(0), Some(262144), 262144, req.clone()),
-            (Op::Close, s("train/s-2.bin"), fd, None, None, 0, req.clone()),
-            (Op::Open, s("train/gone.bin"), None, None, None, -(libc::ENOENT as i64), req.clone()),
-            (Op::Open, s("ckpt/m.bin"), None, None, None, up.unwrap() as i64, mp.clone()),
-            (Op::Write, s("ckpt/m.bin"), up, Some(0), Some(5 << 20), 5 << 20, mp.clone()),
+            (
+                Op::Open,
+                "/jobb/p1/train".into(),
+                None,
+                None,
+                None,
+                REQUEST_FD as i64,
+                req.clone(),
+            ),
+            (
+                Op::Getdents,
+                "/jobb/p1/train".into(),
+                fd,
+                None,
+                Some(LISTING_BUFFER),
+                4193,
+                req.clone(),
+            ),
+            (
+                Op::Close,
+                "/jobb/p1/train".into(),
+                fd,
+                None,
+                None,
+                0,
+                req.clone(),
+            ),
+            (
+                Op::Stat,
+                s("train/s-0.bin"),
+                None,
+                None,
+                None,
+                0,
+                req.clone(),
+            ),
+            (
+                Op::Open,
+                s("train/s-1.bin"),
+                None,
+                None,
+                None,
+                REQUEST_FD as i64,
+                req.clone(),
+            ),
+            (
+                Op::Read,
+                s("train/s-1.bin"),
+                fd,
+                Some(131072),
+                Some(131072),
+                131072,
+                req.clone(),
+            ),
+            (
+                Op::Close,
+                s("train/s-1.bin"),
+                fd,
+                None,
+                None,
+                0,
+                req.clone(),
+            ),
+            (
+                Op::Open,
+                s("train/s-2.bin"),
+                None,
+                None,
+                None,
+                REQUEST_FD as i64,
+                req.clone(),
+            ),
+            (
+                Op::Read,
+                s("train/s-2.bin"),
+                fd,
+                Some(0),
+                Some(262144),
+                262144,
+                req.clone(),
+            ),
+            (
+                Op::Close,
+                s("train/s-2.bin"),
+                fd,
+                None,
+                None,
+                0,
+                req.clone(),
+            ),
+            (
+                Op::Open,
+                s("train/gone.bin"),
+                None,
+                None,
+                None,
+                -(libc::ENOENT as i64),
+                req.clone(),
+            ),
+            (
+                Op::Open,
+                s("ckpt/m.bin"),
+                None,
+                None,
+                None,
+                up.unwrap() as i64,
+                mp.clone(),
+            ),
+            (
+                Op::Write,
+                s("ckpt/m.bin"),
+                up,
+                Some(0),
+                Some(5 << 20),
+                5 << 20,
+                mp.clone(),
+            ),
             // A 503 stays a request.
-            (Op::Request, format!("{u}/p1/train/s-3.bin"), Some(7), None, None, 0, None),
-            (Op::Write, s("ckpt/m.bin"), up, Some(5 << 20), Some(2 << 20), 2 << 20, mp.clone()),
+            (
+                Op::Request,
+                format!("{u}/p1/train/s-3.bin"),
+                Some(7),
+                None,
+                None,
+                0,
+                None,
+            ),
+            (
+                Op::Write,
+                s("ckpt/m.bin"),
+                up,
+                Some(5 << 20),
+                Some(2 << 20),
+                2 << 20,
+                mp.clone(),
+            ),
             (Op::Close, s("ckpt/m.bin"), up, None, None, 0, mp.clone()),
-            (Op::Open, s("run/r.json"), None, None, None, REQUEST_FD as i64, req.clone()),
-            (Op::Write, s("run/r.json"), fd, Some(0), Some(13), 13, req.clone()),
+            (
+                Op::Open,
+                s("run/r.json"),
+                None,
+                None,
+                None,
+                REQUEST_FD as i64,
+                req.clone(),
+            ),
+            (
+                Op::Write,
+                s("run/r.json"),
+                fd,
+                Some(0),
+                Some(13),
+                13,
+                req.clone(),
+            ),
             (Op::Close, s("run/r.json"), fd, None, None, 0, req.clone()),
-            (Op::Unlink, s("run/old.json"), None, None, None, 0, req.clone()),
-            (Op::Request, format!("{u}?location"), Some(7), None, None, 100, None),
+            (
+                Op::Unlink,
+                s("run/old.json"),
+                None,
+                None,
+                None,
+                0,
+                req.clone(),
+            ),
+            (
+                Op::Request,
+                format!("{u}?location"),
+                Some(7),
+                None,
+                None,
+                100,
+                None,
+            ),
             (Op::Stat, "/data/x".into(), None, None, None, 3, None),
         ];
         assert_eq!(shown.len(), want.len(), "{shown:#?}");
@@ -454,7 +701,9 @@ mod tests {
         let mut b = EventBatchBuilder::with_capacity(1);
         b.push(&EventRow::single(1, "h", "c", Op::Read));
         let batch = b.finish();
-        let ev = RequestCalls::default().turn(Events::new(batch.clone())).unwrap();
+        let ev = RequestCalls::default()
+            .turn(Events::new(batch.clone()))
+            .unwrap();
         assert_eq!(ev.batch(), &batch);
     }
 }

@@ -5,9 +5,11 @@
 //! that have no counterpart beneath a target are always left out: the root
 //! `/`, the kernel's files (/proc, /sys), devices (/dev but /dev/shm),
 //! pipes, sockets, anonymous inodes and memfds, a call naming the empty
-//! path that acts on no descriptor, and an object-storage request's URL
-//! (op `request`, which a replay does not make yet). Every call left out is counted, by
-//! role and by reason, and shown before the replay starts and in its report.
+//! path that acts on no descriptor, and the URL of an object-storage
+//! request the replay does not make (one that failed, or a bucket's own
+//! settings; the others are file calls by then, see
+//! [`crate::plan::requests`]). Every call left out is counted, by role and
+//! by reason, and shown before the replay starts and in its report.
 
 use std::collections::BTreeMap;
 
@@ -74,7 +76,7 @@ impl Scope {
             | Form::Device
             | Form::Special
             | Form::Pseudo
-            // Requests are not replayed yet: counted as left out.
+            // Requests the replay does not make (crate::plan::requests).
             | Form::Url) => return Some(Skip::Form(f)),
             Form::File | Form::Relative => {}
         }

@@ -15,8 +15,8 @@ use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
 use iorepro_format::processes::{Forks, ProcessStart};
 use iorepro_format::schema::{
-    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PATH2,
-    COL_METHOD, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RECEIVED, COL_RET,
+    COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_HOST, COL_METHOD, COL_OFFSET, COL_OP, COL_PATH,
+    COL_PATH2, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RECEIVED, COL_RET,
     COL_SENT, COL_SIZE, COL_SPAN_NS, COL_STATUS, COL_TS, COL_VIA,
 };
 use iorepro_format::{Events, Op, TraceReader};
