@@ -164,38 +164,14 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
         "staging: {}",
         String::from_utf8_lossy(&staged.stderr)
     );
-    let before = store.served();
     let dir = scratch();
     let trace = dir.path().join("trace");
-    let mut cmd = collector();
-    cmd.arg("--out").arg(&trace).arg("--");
     let inner = job(
         store,
         tls,
         &["--epochs", "2", "--workers", "2", "--client", client],
     );
-    cmd.arg(inner.get_program()).args(inner.get_args());
-    for (k, v) in inner.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd.env("RANK", "1");
-    let out = cmd.output().expect("iorepro-collect runs");
-    assert!(
-        out.status.success(),
-        "collector: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let asked: serde_json::Value = serde_json::from_slice(
-        out.stdout
-            .split(|&b| b == b'\n')
-            .rfind(|l| l.starts_with(b"{"))
-            .expect("the job's summary line"),
-    )
-    .unwrap();
-    let served = store.served().since(&before);
+    let (asked, served) = capture(store, &trace, &inner);
     let (manifest, _) = read_rows(&trace);
     assert_eq!(
         missing_capability(&manifest, "tls_requests"),
@@ -205,26 +181,11 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
     let rows = requests(&trace);
     let scheme = if tls { "https://" } else { "http://" };
     assert!(rows.iter().all(|r| r.url.starts_with(scheme)), "{rows:#?}");
-    let mut traced = tally(&rows);
-    // The gateway logs no bytes received for a multipart upload's
-    // completion, whose body (the list of parts) it reads all the same:
-    // the row's bytes sent are its Content-Length, and the comparison
-    // leaves them out.
+    assert_traced_as_served(&rows, &served);
     let completes: Vec<&Request> = rows
         .iter()
         .filter(|r| operation(r) == "POST complete_multipart")
         .collect();
-    for r in &completes {
-        assert!(r.sent > 0 && Some(r.sent) == r.size, "{r:?}");
-    }
-    if let Some(t) = traced.0.get_mut("POST complete_multipart") {
-        t.received = 0;
-    }
-    eprintln!("served: {served:#?}\ntraced: {traced:#?}");
-    assert_eq!(
-        traced, served,
-        "the trace's requests against the gateway's log"
-    );
 
     // What the job says it asked, the same way round.
     let u = |k: &str| asked[k].as_u64().unwrap();
@@ -308,6 +269,80 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
     }
 }
 
+/// Runs `job` under the collector (as rank 1) into `trace`: what the job
+/// says it asked (its last JSON line), and what the gateway served
+/// meanwhile.
+fn capture(store: &RgwStore, trace: &Path, job: &Command) -> (serde_json::Value, Served) {
+    let before = store.served();
+    let mut cmd = collector();
+    cmd.arg("--out").arg(trace).arg("--");
+    cmd.arg(job.get_program()).args(job.get_args());
+    for (k, v) in job.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.env("RANK", "1");
+    let out = cmd.output().expect("iorepro-collect runs");
+    assert!(
+        out.status.success(),
+        "collector: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let asked: serde_json::Value = serde_json::from_slice(
+        out.stdout
+            .split(|&b| b == b'\n')
+            .rfind(|l| l.starts_with(b"{"))
+            .expect("the job's summary line"),
+    )
+    .unwrap();
+    (asked, store.served().since(&before))
+}
+
+/// The trace's request rows, tallied as the gateway tallies, are what it
+/// served.
+fn assert_traced_as_served(rows: &[Request], served: &Served) {
+    let mut traced = tally(rows);
+    // The gateway logs no bytes received for a multipart upload's
+    // completion, whose body (the list of parts) it reads all the same:
+    // the row's bytes sent are its Content-Length, and the comparison
+    // leaves them out.
+    let completes: Vec<&Request> = rows
+        .iter()
+        .filter(|r| operation(r) == "POST complete_multipart")
+        .collect();
+    for r in &completes {
+        assert!(r.sent > 0 && Some(r.sent) == r.size, "{r:?}");
+    }
+    if let Some(t) = traced.0.get_mut("POST complete_multipart") {
+        t.received = 0;
+    }
+    eprintln!("served: {served:#?}\ntraced: {traced:#?}");
+    assert_eq!(
+        &traced, served,
+        "the trace's requests against the gateway's log"
+    );
+}
+
+/// `iorepro-replay TRACE --target TARGET --json ARGS` against the store:
+/// its standard output. The job's local copy of its checkpoint (the file
+/// `upload_file` reads) is no request: left out, so that the gateway sees
+/// the requests alone.
+fn replay_into(store: &RgwStore, trace: &Path, target: &str, args: &[&str]) -> Vec<u8> {
+    let mut cmd = Command::new(bin("iorepro-replay"));
+    cmd.arg(trace)
+        .args(["--target", target, "--exclude", "/tmp", "--json"])
+        .args(args);
+    let out = store.env(&mut cmd).output().expect("iorepro-replay runs");
+    assert!(
+        out.status.success(),
+        "{target} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Replays `trace` into the gateway at one rank and at two, and into a
 /// directory, and holds what the gateway served each replay against what
 /// it `served` the job (`asked`: the job's own count).
@@ -319,21 +354,7 @@ fn replay_and_compare(
     client: &str,
 ) {
     let u = |k: &str| asked[k].as_u64().unwrap();
-    let replay = |target: &str, args: &[&str]| {
-        let mut cmd = Command::new(bin("iorepro-replay"));
-        // The job's local copy of its checkpoint (the file `upload_file`
-        // reads) is no request: left out, so the gateway sees requests only.
-        cmd.arg(trace)
-            .args(["--target", target, "--exclude", "/tmp", "--json"])
-            .args(args);
-        let out = store.env(&mut cmd).output().expect("iorepro-replay runs");
-        assert!(
-            out.status.success(),
-            "{target} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
-    };
+    let replay = |target: &str, args: &[&str]| replay_into(store, trace, target, args);
     let report =
         |stdout: Vec<u8>| -> serde_json::Value { serde_json::from_slice(&stdout).expect("--json") };
     for ranks in ["1", "2"] {
@@ -387,6 +408,87 @@ fn replay_and_compare(
         .join(format!("ranks/rank-00000/{BUCKET}/run1/ckpt/model.bin"));
     let size = std::fs::metadata(&checkpoint).map(|m| m.len());
     assert_eq!(size.ok(), Some(u("part_bytes")), "{}", checkpoint.display());
+}
+
+/// The S3 connector for PyTorch (the AWS Common Runtime's HTTP client, in
+/// the DataLoader's worker processes) over plain HTTP: its listing, its
+/// GETs (each asking for a part-sized range, answered with the sample) and
+/// its checkpoint's upload are the trace's rows, request for request, and
+/// replayed they ask the gateway for the same again. (Over https its TLS
+/// is its own, not OpenSSL's: such a client is named in the manifest, as
+/// the next test shows.)
+#[test]
+fn the_s3_connector_for_pytorch_s_requests_are_the_ones_the_gateway_served() {
+    if !can_trace() {
+        return;
+    }
+    let importable = Command::new("python3")
+        .args(["-c", "import s3torchconnector"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !importable {
+        return cannot_run("s3torchconnector is not installed (cargo xtask setup installs it)");
+    }
+    let store = match RgwStore::start("collector-connector") {
+        Ok(s) => s,
+        Err(e) => return cannot_run(e),
+    };
+    store.create_bucket(BUCKET);
+    store.create_bucket(REPLAYED);
+    let staged = job(&store, false, &["--stage"])
+        .output()
+        .expect("python3 runs");
+    assert!(staged.status.success());
+    let mut connector = Command::new("python3");
+    connector
+        .arg(workspace_root().join("tests/jobs/s3_connector.py"))
+        .args(["--bucket", BUCKET, "--prefix", "run1"]);
+    store.env(&mut connector);
+    let dir = scratch();
+    let trace = dir.path().join("trace");
+    let (asked, served) = capture(&store, &trace, &connector);
+    eprintln!("the job: {asked}");
+    assert_eq!(asked["samples"], 16);
+    let rows = requests(&trace);
+    assert_traced_as_served(&rows, &served);
+    let gets: Vec<&Request> = rows
+        .iter()
+        .filter(|r| operation(r) == "GET get_obj")
+        .collect();
+    assert_eq!(gets.len(), 16);
+    assert_eq!(
+        gets.iter().map(|r| r.received as u64).sum::<u64>(),
+        asked["bytes"].as_u64().unwrap()
+    );
+    // Its workers read, in processes of their own.
+    let readers: std::collections::BTreeSet<i32> = gets.iter().map(|r| r.pid).collect();
+    assert_eq!(readers.len(), 2, "{readers:?}");
+    assert_eq!(served.of("POST init_multipart").count, 1);
+
+    let target = format!("s3://{REPLAYED}/connector");
+    replay_into(&store, &trace, &target, &["--prepare", "only"]);
+    let before = store.served();
+    replay_into(&store, &trace, &target, &["--prepare", "skip"]);
+    let replayed = store.served().since(&before);
+    eprintln!("replayed: {replayed:#?}");
+    for (request, want) in [
+        ("GET get_obj", 16),
+        ("PUT put_obj", served.of("PUT put_obj").count),
+        ("POST init_multipart", 1),
+        ("POST complete_multipart", 1),
+        // The replay's own look at the target, then the job's listing.
+        ("GET list_bucket", 1 + served.of("GET list_bucket").count),
+    ] {
+        assert_eq!(replayed.of(request).count, want, "{request}");
+    }
+    assert_eq!(
+        replayed.of("GET get_obj").sent,
+        served.of("GET get_obj").sent
+    );
+    assert_eq!(
+        replayed.of("PUT put_obj").received,
+        served.of("PUT put_obj").received
+    );
 }
 
 /// A process that speaks TLS through no OpenSSL (here, a handshake record

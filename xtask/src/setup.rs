@@ -80,6 +80,10 @@ const PY_PACKAGES: &[(&str, &str)] = &[
     ("s3fs", "2026.9.0"),
     ("aiobotocore", "3.10.0"),
     ("botocore", "1.43.117"),
+    // A third, on the AWS Common Runtime's HTTP client: the S3 connector
+    // for PyTorch (collector/tests/object_requests.rs).
+    ("s3torchconnector", "1.5.0"),
+    ("s3torchconnectorclient", "1.5.0"),
     // A job whose loop, checkpoints and logs are a framework's
     // (tests/tests/framework_job.rs): PyTorch Lightning, and Pillow to
     // decode its images.
