@@ -63,7 +63,9 @@ pub struct RequestTotals {
     pub written_bytes: u64,
     pub methods: BTreeMap<String, MethodStats>,
     pub objects: u64,
-    /// The objects that moved the most bytes.
+    /// The objects that moved the most bytes, busiest first: the
+    /// [`TOP_OBJECTS`] of a summary, or as many as asked
+    /// ([`RequestTotals::compute_listing`]).
     pub top_objects: Vec<ObjectStats>,
     /// Objects and bytes per role.
     pub roles: BTreeMap<Role, (u64, u64, u64)>,
@@ -91,8 +93,18 @@ struct Method {
 }
 
 impl RequestTotals {
-    /// The trace's requests; `None` when it has none.
+    /// The trace's requests, with its [`TOP_OBJECTS`] busiest objects;
+    /// `None` when it has none.
     pub fn compute(reader: &TraceReader) -> TraceResult<Option<RequestTotals>> {
+        Self::compute_listing(reader, TOP_OBJECTS)
+    }
+
+    /// The trace's requests, with up to `listed` objects, busiest first
+    /// (`usize::MAX`: every one, as `iorepro-trace files` lists them).
+    pub fn compute_listing(
+        reader: &TraceReader,
+        listed: usize,
+    ) -> TraceResult<Option<RequestTotals>> {
         if !reader.may_hold_requests() {
             return Ok(None);
         }
@@ -139,10 +151,14 @@ impl RequestTotals {
         if methods.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Self::from_parts(methods, objects)))
+        Ok(Some(Self::from_parts(methods, objects, listed)))
     }
 
-    fn from_parts(methods: BTreeMap<String, Method>, objects: BTreeMap<String, Object>) -> Self {
+    fn from_parts(
+        methods: BTreeMap<String, Method>,
+        objects: BTreeMap<String, Object>,
+        listed_max: usize,
+    ) -> Self {
         let mut roles: BTreeMap<Role, (u64, u64, u64)> = BTreeMap::new();
         let mut listed: Vec<ObjectStats> = objects
             .into_iter()
@@ -168,7 +184,7 @@ impl RequestTotals {
                 .then(b.requests.cmp(&a.requests))
                 .then(a.url.cmp(&b.url))
         });
-        listed.truncate(TOP_OBJECTS);
+        listed.truncate(listed_max);
         let methods: BTreeMap<String, MethodStats> = methods
             .into_iter()
             .map(|(name, mut m)| {
@@ -227,9 +243,18 @@ impl RequestTotals {
                 m.first_byte_p50_ms
             );
         }
+        s.push('\n');
+        s.push_str(&self.render_objects());
+        s
+    }
+
+    /// The objects listed, one line each: bytes each way, requests, role, URL.
+    pub fn render_objects(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
         let _ = writeln!(
             s,
-            "\n{:>12} {:>12} {:>9}  {:<11} object",
+            "{:>12} {:>12} {:>9}  {:<11} object",
             "read", "written", "requests", "role"
         );
         for o in &self.top_objects {
@@ -246,7 +271,7 @@ impl RequestTotals {
         if self.objects > self.top_objects.len() as u64 {
             let _ = writeln!(
                 s,
-                "  ... {} more objects (--json lists the totals per role)",
+                "  ... {} more objects (`iorepro-trace files` lists them all)",
                 self.objects - self.top_objects.len() as u64
             );
         }

@@ -255,6 +255,18 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
         .iter()
         .all(|f| !f.path.starts_with("http")));
     assert!(summary.render().contains("object requests"));
+    // `files` lists every object beside the files, each with its role.
+    let files = Command::new(bin("iorepro-trace"))
+        .arg("files")
+        .arg(&trace)
+        .arg("--json")
+        .output()
+        .expect("iorepro-trace runs");
+    let files: serde_json::Value = serde_json::from_slice(&files.stdout).expect("--json");
+    let objects = files["objects"].as_array().expect("objects listed");
+    assert_eq!(objects.len() as u64, totals.objects);
+    let datasets = objects.iter().filter(|o| o["role"] == "dataset").count();
+    assert_eq!(datasets, 16, "{objects:#?}");
     // The phases hold the requests' bytes beside the files': a bucket's
     // reads and uploads are load, reading and checkpoints as files' are.
     let phases = &summary.overview.phases;

@@ -8,6 +8,7 @@ use anyhow::Result;
 
 use iorepro_analysis::overview::{rank_count, Overview};
 use iorepro_analysis::phases;
+use iorepro_analysis::requests::RequestTotals;
 use iorepro_analysis::roles::{self, FileRoles};
 use iorepro_analysis::summary::Summary;
 use iorepro_format::error::TraceError;
@@ -33,6 +34,8 @@ pub(super) fn summary(out: &mut dyn Write, trace: &Path, json: bool) -> Result<(
 pub(super) fn files(out: &mut dyn Write, trace: &Path, json: bool) -> Result<()> {
     let reader = TraceReader::open(trace)?;
     let roles = FileRoles::compute(&reader)?;
+    // A bucket's objects, each with its role, as files have theirs.
+    let objects = RequestTotals::compute_listing(&reader, usize::MAX)?;
     if json {
         let files: Vec<_> = roles.files().collect();
         return json_line(
@@ -41,10 +44,21 @@ pub(super) fn files(out: &mut dyn Write, trace: &Path, json: bool) -> Result<()>
                 "roles": roles.totals(),
                 "mounts": roles.per_mount(),
                 "files": files,
+                "object_roles": objects.as_ref().map(|o| &o.roles),
+                "objects": objects.as_ref().map(|o| &o.top_objects),
             }),
         );
     }
     write!(out, "{}", roles::render(&roles))?;
+    if let Some(o) = objects {
+        write!(
+            out,
+            "\n{} objects in {} requests:\n{}",
+            o.objects,
+            o.requests,
+            o.render_objects()
+        )?;
+    }
     Ok(())
 }
 
