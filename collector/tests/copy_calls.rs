@@ -6,7 +6,9 @@
 //! its source file and a write of its destination file, named by `via`,
 //! with the bytes it moved, at the offsets strace shows (pipe ends have no
 //! row), and a failed call one row on its source. The strace log, imported
-//! (`iorepro-trace import --strace`), must give the same rows.
+//! (`iorepro-trace import --strace`), must give the same rows. Replayed
+//! into a directory, each copy between two files is made as the call it
+//! was (strace of the replay), and the report counts them.
 
 mod common;
 
@@ -302,4 +304,60 @@ fn copy_calls_match_strace() {
         moved(Op::Write),
         10000 + 5000 + 20000 + 4096 + copies * 262144
     );
+
+    replayed_as_the_same_calls(scratch.path(), &trace, &got);
+}
+
+/// A copy between two files, by the names of its ends: (via, source,
+/// its offset, destination, its offset where the call took one, bytes).
+type Copy = (String, String, Option<i64>, String, Option<i64>, i64);
+
+/// The copies with a file at both ends among `calls` (rows grouped per
+/// call), each end named by its file's name.
+fn copies(calls: &[Vec<Want>]) -> Vec<Copy> {
+    let name = |p: &str| p.rsplit('/').next().unwrap().to_string();
+    calls
+        .iter()
+        .filter_map(|g| match g.as_slice() {
+            [r, w] if r.1 == Op::Read && w.1 == Op::Write && r.5 > 0 => {
+                let to = if r.0 == "sendfile" { None } else { w.3 };
+                Some((r.0.clone(), name(&r.2), r.3, name(&w.2), to, r.5))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The trace replayed into a directory (under strace): each copy between
+/// two files is the call it was, the same bytes at the same offsets, and
+/// the report counts them; the splice's halves (a pipe at one end) are a
+/// read and a write.
+fn replayed_as_the_same_calls(scratch: &Path, trace: &Path, traced: &[Vec<Want>]) {
+    let log = scratch.join("replay-strace.log");
+    let out = Command::new("strace")
+        .args(["-f", "-ttt", "-T", "-qq", "-y", "-e", "signal=none"])
+        .args(["-e", "trace=sendfile,copy_file_range,splice", "-o"])
+        .arg(&log)
+        .arg(iorepro_tests::bins::bin("iorepro-replay"))
+        .arg(trace)
+        .arg("--target")
+        .arg(scratch.join("replayed"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    let made = copies(&from_strace(&log));
+    let want = copies(traced);
+    assert!(want.len() >= 4, "{want:#?}");
+    eprintln!("copies made: {made:#?}");
+    assert_eq!(made, want, "the replay's copies (strace) against the job's");
+    assert_eq!(report["copies"]["made"], want.len() as u64, "{report:#}");
+    // The splice into the pipe and the one out of it.
+    assert_eq!(report["copies"]["split"], 2, "{report:#}");
 }

@@ -22,7 +22,7 @@ use crate::io::target::Opened;
 use crate::live::RankLive;
 use crate::plan::ops::{PlannedOp, Via};
 use crate::report::record::Made;
-use crate::report::stats::{unix_ns, Lead};
+use crate::report::stats::{unix_ns, CopyCounts, Lead};
 
 /// A rank's calls on the run's target, with what it holds open there.
 pub(super) enum Calls<'s> {
@@ -74,7 +74,7 @@ impl<'s> Calls<'s> {
     /// closing job's would be (objects: nothing written is left unsent).
     pub fn finish(&mut self) -> ReplayResult<()> {
         match self {
-            Calls::Files(_) => Ok(()),
+            Calls::Files(f) => f.finish_copies(),
             Calls::Objects(o) => o.finish(),
         }
     }
@@ -84,6 +84,14 @@ impl<'s> Calls<'s> {
     pub fn abandon(&mut self) {
         if let Calls::Objects(o) = self {
             o.abort_uploads();
+        }
+    }
+
+    /// How the rank made the traced copies.
+    pub fn copies(&self) -> CopyCounts {
+        match self {
+            Calls::Files(f) => f.copies,
+            Calls::Objects(o) => o.copies,
         }
     }
 

@@ -3,7 +3,8 @@
 //! O_DIRECT descriptor for the aligned calls that want one), each call
 //! made through the engine (io_uring for the trace's io_uring requests
 //! under `--engine auto`), its bytes moved in pieces of the shared data
-//! buffer. The metadata calls are in `metadata`.
+//! buffer. The metadata calls are in `metadata`, the kernel's copies in
+//! `copies`.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -22,6 +23,7 @@ use crate::io::confine::Confined;
 use crate::io::engine::{new_engine, Engine, EngineKind};
 use crate::plan::ops::{PlannedOp, Via};
 use crate::plan::survey::NO_PATH;
+use crate::report::stats::CopyCounts;
 
 pub(super) struct OpenFile {
     /// The trace path it was opened for ([`crate::plan::survey::NO_PATH`] if unknown).
@@ -56,6 +58,10 @@ pub(super) struct FileCalls<'s> {
     /// The rank's own stamps for buffered writes from [`Shared::data`].
     stamped: StampedWrite,
     write_tag: u64,
+    /// A copy's read half, held until its write half comes (see `copies`).
+    pub held_copy: Option<PlannedOp>,
+    /// The copies made as the calls they were, and the halves made apart.
+    pub copies: CopyCounts,
 }
 
 /// The flags a replayed open uses: the trace's access mode and creation
@@ -92,6 +98,8 @@ impl<'s> FileCalls<'s> {
             dirs: HashSet::new(),
             stamped: StampedWrite::default(),
             write_tag: (rank as u64) << 40,
+            held_copy: None,
+            copies: CopyCounts::default(),
         })
     }
 
@@ -103,6 +111,9 @@ impl<'s> FileCalls<'s> {
     /// Makes `op` through io_uring when the trace made it so and the engine
     /// is `auto`, else through the rank's engine.
     pub fn make(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+        if let Some(outcome) = self.copy_half(op)? {
+            return Ok(outcome);
+        }
         if !(op.via == Via::IoUring && self.shared.engine == EngineKind::Auto) {
             return self.call(op);
         }
@@ -162,7 +173,7 @@ impl<'s> FileCalls<'s> {
 
     /// The open file a descriptor op refers to, opened lazily from its path
     /// when the trace began after the open (or a phase was skipped).
-    fn ensure_open(&mut self, op: &PlannedOp) -> ReplayResult<bool> {
+    pub(super) fn ensure_open(&mut self, op: &PlannedOp) -> ReplayResult<bool> {
         if let Some(f) = self.files.get(&(op.pid, op.fd)) {
             // A descriptor the trace shows on another file was closed and
             // reused where the trace has no close (an exec closing it, a
@@ -230,7 +241,7 @@ impl<'s> FileCalls<'s> {
     }
 
     /// `op` made through the engine.
-    fn call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
+    pub(super) fn call(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
         let key = (op.pid, op.fd);
         let mut bytes = 0u64;
         let mut made: Result<bool, ()> = Ok(true);

@@ -9,10 +9,12 @@
 //! Here the loop and its phases, and where a traced path lands for the
 //! rank; `calls` one call made and measured, on whichever kind of target
 //! the run has; `files` the calls on files beneath a directory target,
-//! with `metadata` its metadata calls; `objects` what the calls become on
+//! with `metadata` its metadata calls and `copies` the copies the kernel
+//! made for the job; `objects` what the calls become on
 //! an object-storage target; `outcome` what a call came to, on either.
 
 mod calls;
+mod copies;
 mod files;
 mod metadata;
 mod objects;
@@ -253,6 +255,7 @@ impl<'s> Worker<'s> {
         if let Some(requests) = self.calls.request_stats() {
             self.result.requests = requests;
         }
+        self.result.copies = self.calls.copies();
         self.result.ops = self.live.ops();
         self.live.finished(self.result.elapsed_ns);
         self.result.ideal_ns = self.sched.ideal_ns;

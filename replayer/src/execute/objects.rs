@@ -39,6 +39,7 @@ use crate::io::objects::Bucket;
 use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError, RequestStats};
 use crate::plan::ops::{PlannedOp, Via};
 use crate::plan::survey::NO_PATH;
+use crate::report::stats::CopyCounts;
 
 /// One rank's calls on a bucket: its client and the objects its traced
 /// descriptors stand for.
@@ -48,6 +49,8 @@ pub(super) struct ObjectCalls<'s> {
     pub places: Places<'s>,
     client: ObjectClient,
     files: HashMap<(i32, i32), ObjectFile>,
+    /// A bucket makes a copy's halves as a GET and an upload.
+    pub copies: CopyCounts,
 }
 
 struct ObjectFile {
@@ -113,6 +116,7 @@ impl<'s> ObjectCalls<'s> {
             places,
             client: ObjectClient::connect(&bucket.target, stats).map_err(ReplayError::Usage)?,
             files: HashMap::new(),
+            copies: CopyCounts::default(),
         })
     }
 
@@ -130,6 +134,9 @@ impl<'s> ObjectCalls<'s> {
     /// `op` made as requests to the bucket.
     pub fn make(&mut self, op: &PlannedOp) -> ReplayResult<CallOutcome> {
         let key = (op.pid, op.fd);
+        if op.via.copies() {
+            self.copies.split += 1;
+        }
         let none = |this: &mut Self| {
             this.client.stats().no_request(op.op.as_str());
             Ok(CallOutcome::made(0))
@@ -228,7 +235,7 @@ impl<'s> ObjectCalls<'s> {
             let sending = match op.via {
                 Via::Request => Sending::OnePut,
                 Via::Multipart => Sending::TracedParts,
-                Via::Syscall | Via::IoUring => Sending::ByThreshold,
+                _ => Sending::ByThreshold,
             };
             let upload = Upload {
                 sending,

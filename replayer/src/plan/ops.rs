@@ -49,6 +49,13 @@ pub enum Via {
     /// One of the calls a multipart upload stands for: a bucket target
     /// sends its parts as traced.
     Multipart,
+    /// A half of a copy the kernel made, a read of its source or a write of
+    /// its destination: a directory target makes the two halves as the one
+    /// call they were where it can (see `crate::execute`'s copies).
+    Sendfile,
+    CopyFileRange,
+    /// A splice: one end was a pipe, so it is one half alone.
+    Splice,
 }
 
 impl Via {
@@ -58,8 +65,16 @@ impl Via {
             Some(iorepro_format::schema::VIA_IO_URING) => Via::IoUring,
             Some(crate::plan::requests::VIA_REQUEST) => Via::Request,
             Some(crate::plan::requests::VIA_MULTIPART) => Via::Multipart,
+            Some(iorepro_format::schema::VIA_SENDFILE) => Via::Sendfile,
+            Some(iorepro_format::schema::VIA_COPY_FILE_RANGE) => Via::CopyFileRange,
+            Some(iorepro_format::schema::VIA_SPLICE) => Via::Splice,
             _ => Via::Syscall,
         }
+    }
+
+    /// A half of a copy the kernel made.
+    pub fn copies(self) -> bool {
+        matches!(self, Via::Sendfile | Via::CopyFileRange | Via::Splice)
     }
 
     /// A call an object-storage request stands for.

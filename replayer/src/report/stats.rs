@@ -151,6 +151,32 @@ pub struct RankResult {
     pub gather_unix_ns: i64,
     /// Its requests, on an object-storage target.
     pub requests: RequestStats,
+    /// The traced copies (`sendfile`, `copy_file_range`, `splice`) it made.
+    pub copies: CopyCounts,
+}
+
+/// How a rank made the copies the kernel made for the job: as the call
+/// each was, or as its halves, a read and a write (see `crate::execute`'s
+/// copies).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyCounts {
+    /// Copies made as the call they were (both halves).
+    pub made: u64,
+    /// Halves made on their own, as a read or a write: one end was a pipe
+    /// or a socket, the halves went to two ranks, the target refused the
+    /// call, or the target is a bucket.
+    pub split: u64,
+}
+
+impl CopyCounts {
+    pub fn is_empty(&self) -> bool {
+        self.made == 0 && self.split == 0
+    }
+
+    pub fn add(&mut self, other: &CopyCounts) {
+        self.made += other.made;
+        self.split += other.split;
+    }
 }
 
 impl RankResult {
@@ -196,6 +222,8 @@ struct WireRank {
     gather_unix_ns: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     requests: Option<WireRequests>,
+    #[serde(default, skip_serializing_if = "CopyCounts::is_empty")]
+    copies: CopyCounts,
 }
 
 impl WireOp {
@@ -268,6 +296,7 @@ impl RankResult {
             barriers: self.barriers.clone(),
             gather_unix_ns: self.gather_unix_ns,
             requests: (!self.requests.is_empty()).then(|| WireRequests::of(&self.requests)),
+            copies: self.copies,
         };
         serde_json::to_string(&w).expect("rank result serialises")
     }
@@ -298,6 +327,7 @@ impl RankResult {
                 Some(r) => r.into_stats()?,
                 None => RequestStats::default(),
             },
+            copies: w.copies,
         })
     }
 }

@@ -153,6 +153,9 @@ pub struct Report {
     pub checkpoint_skew_ms: Option<Spread>,
     pub tolerated_errors: u64,
     pub errors: Vec<String>,
+    /// The traced copies (`sendfile`, `copy_file_range`, `splice`): made as
+    /// the calls they were, or as their halves.
+    pub copies: super::stats::CopyCounts,
     /// How many times the traced job read its dataset (each file's reads,
     /// on the whole), as the scaling model counts them; `null` without a dataset.
     pub epochs: Option<u32>,
@@ -425,6 +428,10 @@ impl Report {
             requests: None,
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
             errors,
+            copies: results.iter().fold(Default::default(), |mut all, r| {
+                all.add(&r.copies);
+                all
+            }),
             latency_ns: merged
                 .into_iter()
                 .map(|(k, o)| (k, o.figures.latency_ns))

@@ -241,6 +241,14 @@ fn differences_and_errors(report: &Report) -> String {
             let _ = writeln!(s, "  {d}");
         }
     }
+    if !report.copies.is_empty() {
+        let _ = writeln!(
+            s,
+            "\ncopies the kernel made for the job (sendfile, copy_file_range, splice): \
+             {} made as the call each was, {} half(s) made as a read or a write",
+            report.copies.made, report.copies.split
+        );
+    }
     s.push('\n');
     s.push_str(&report.left_out.render());
     if report.tolerated_errors > 0 {
