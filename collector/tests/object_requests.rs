@@ -171,7 +171,7 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
         tls,
         &["--epochs", "2", "--workers", "2", "--client", client],
     );
-    let (asked, served) = capture(store, &trace, &inner);
+    let (asked, served) = capture(store, &trace, &inner, Some("1"));
     let (manifest, _) = read_rows(&trace);
     assert_eq!(
         missing_capability(&manifest, "tls_requests"),
@@ -281,10 +281,15 @@ fn capture_and_compare(store: &RgwStore, client: &str, tls: bool) {
     }
 }
 
-/// Runs `job` under the collector (as rank 1) into `trace`: what the job
-/// says it asked (its last JSON line), and what the gateway served
-/// meanwhile.
-fn capture(store: &RgwStore, trace: &Path, job: &Command) -> (serde_json::Value, Served) {
+/// Runs `job` under the collector (as `rank`, where given) into `trace`:
+/// what the job says it asked (its last JSON line), and what the gateway
+/// served meanwhile.
+fn capture(
+    store: &RgwStore,
+    trace: &Path,
+    job: &Command,
+    rank: Option<&str>,
+) -> (serde_json::Value, Served) {
     let before = store.served();
     let mut cmd = collector();
     cmd.arg("--out").arg(trace).arg("--");
@@ -295,20 +300,27 @@ fn capture(store: &RgwStore, trace: &Path, job: &Command) -> (serde_json::Value,
             None => cmd.env_remove(k),
         };
     }
-    cmd.env("RANK", "1");
+    if let Some(rank) = rank {
+        cmd.env("RANK", rank);
+    }
     let out = cmd.output().expect("iorepro-collect runs");
     assert!(
         out.status.success(),
         "collector: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let asked: serde_json::Value = serde_json::from_slice(
-        out.stdout
-            .split(|&b| b == b'\n')
-            .rfind(|l| l.starts_with(b"{"))
-            .expect("the job's summary line"),
-    )
-    .unwrap();
+    // The whole output as one document (a replay's report), or else its
+    // last JSON line (a job's summary after its other output).
+    let asked: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .or_else(|_| {
+            serde_json::from_slice(
+                out.stdout
+                    .split(|&b| b == b'\n')
+                    .rfind(|l| l.starts_with(b"{"))
+                    .expect("the job's summary line"),
+            )
+        })
+        .unwrap();
     (asked, store.served().since(&before))
 }
 
@@ -458,7 +470,7 @@ fn the_s3_connector_for_pytorch_s_requests_are_the_ones_the_gateway_served() {
     store.env(&mut connector);
     let dir = scratch();
     let trace = dir.path().join("trace");
-    let (asked, served) = capture(&store, &trace, &connector);
+    let (asked, served) = capture(&store, &trace, &connector, Some("1"));
     eprintln!("the job: {asked}");
     assert_eq!(asked["samples"], 16);
     let rows = requests(&trace);
@@ -500,6 +512,56 @@ fn the_s3_connector_for_pytorch_s_requests_are_the_ones_the_gateway_served() {
     assert_eq!(
         replayed.of("PUT put_obj").received,
         served.of("PUT put_obj").received
+    );
+}
+
+/// A client in Rust on hyper (the replay's own multipart uploads, through
+/// the object_store crate), which sends a request's headers and its body
+/// in one `writev`: its requests, made by a replay of a bundled capture
+/// into the gateway, are the trace's rows, request for request, parts and
+/// all (the head of a gathered send is its first buffer's).
+#[test]
+fn a_replay_s_own_requests_sent_with_writev_are_the_ones_the_gateway_served() {
+    if !can_trace() {
+        return;
+    }
+    let store = match RgwStore::start("collector-self") {
+        Ok(s) => s,
+        Err(e) => return cannot_run(e),
+    };
+    store.create_bucket(REPLAYED);
+    let sample = iorepro_tests::samples::sample(iorepro_tests::samples::TORCH_DDP);
+    // Parts of 5 MiB: the sample's 5 MB shards go up in two parts each.
+    let parts = ["--s3-multipart-threshold", "5MiB", "--s3-part-size", "5MiB"];
+    let target = format!("s3://{REPLAYED}/self");
+    let mut prepare = Command::new(bin("iorepro-replay"));
+    prepare
+        .arg(&sample)
+        .args(["--target", &target, "--prepare", "only"])
+        .args(parts);
+    assert!(store.env(&mut prepare).status().unwrap().success());
+    let mut replay = Command::new(bin("iorepro-replay"));
+    replay
+        .arg(&sample)
+        .args(["--target", &target, "--prepare", "skip", "--json"])
+        .args(parts);
+    store.env(&mut replay);
+    let dir = scratch();
+    let trace = dir.path().join("trace");
+    let (report, served) = capture(&store, &trace, &replay, None);
+    let rows = requests(&trace);
+    assert_traced_as_served(&rows, &served);
+    let kinds = &report["requests"]["kinds"];
+    let parts = kinds["MPU-part"]["count"].as_u64().unwrap_or(0);
+    assert!(parts > 0, "the replay uploaded in parts: {kinds:#}");
+    let traced_parts = rows
+        .iter()
+        .filter(|r| r.method == "PUT" && r.url.contains("partNumber="))
+        .count() as u64;
+    assert_eq!(traced_parts, parts);
+    assert_eq!(
+        served.of("POST init_multipart").count,
+        kinds["MPU-create"]["count"]
     );
 }
 

@@ -35,9 +35,9 @@ use crate::work;
 /// What a call does with a socket.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Use {
-    /// `write`, `sendto`.
+    /// `write`, `sendto`, `writev`, `sendmsg`.
     Send,
-    /// `read`, `recvfrom`.
+    /// `read`, `recvfrom`, `readv`, `recvmsg`.
     Receive,
     Close,
 }
@@ -82,8 +82,8 @@ pub fn followed(how: Use, ino: u64) -> bool {
 }
 
 /// The exit of a followed call on a socket: `buf` and `asked` are its
-/// buffer and length arguments; `io` has the call's time, result and the
-/// socket (`ino`, `dev`).
+/// buffer and length arguments (of a gathered call, its first buffer's);
+/// `io` has the call's time, result and the socket (`ino`, `dev`).
 #[inline(always)]
 pub fn exit(how: Use, s: &Slot, fd: u64, buf: u64, asked: u64, io: IoEvent) {
     moved(how == Use::Send, s.ino, fd, buf, asked, io);
@@ -139,12 +139,13 @@ pub fn moved(send: bool, conn: u64, fd: u64, buf: u64, asked: u64, io: IoEvent) 
         if known != SENT {
             let _ = SOCKETS.insert(&ino, &SENT, 0);
         }
-        moved as u64
+        // Of a gathered send, the bytes of its first buffer (`asked`).
+        (moved as u64).min(asked)
     } else {
         match state(ino) {
             SENT => {
                 let _ = SOCKETS.insert(&ino, &RECEIVING, 0);
-                moved as u64
+                (moved as u64).min(asked)
             }
             RECEIVING => 0, // the rest of an answer, or its end (0: the peer closed)
             _ => return,    // no request sent on it, or no HTTP

@@ -38,6 +38,8 @@ pub const DUP2: u64 = 33;
 pub const SENDFILE: u64 = 40;
 pub const SENDTO: u64 = 44;
 pub const RECVFROM: u64 = 45;
+pub const SENDMSG: u64 = 46;
+pub const RECVMSG: u64 = 47;
 pub const FSYNC: u64 = 74;
 pub const FDATASYNC: u64 = 75;
 pub const TRUNCATE: u64 = 76;
@@ -74,7 +76,7 @@ pub const OPENAT2: u64 = 437;
 pub const FACCESSAT2: u64 = 439;
 // `tee` (276) is not followed: both its ends are pipes, so it touches no file.
 
-const ALL: [u64; 52] = [
+const ALL: [u64; 54] = [
     READ,
     WRITE,
     OPEN,
@@ -127,6 +129,8 @@ const ALL: [u64; 52] = [
     COPY_FILE_RANGE,
     SENDTO,
     RECVFROM,
+    SENDMSG,
+    RECVMSG,
 ];
 
 const BITMAP_WORDS: usize = 8;
@@ -196,7 +200,8 @@ enum Entry {
 fn entry_of(nr: u64, regs: *const u8) -> Option<Entry> {
     Some(match nr {
         READ | WRITE | PREAD64 | PWRITE64 | READV | WRITEV | PREADV | PWRITEV | PREADV2
-        | PWRITEV2 | LSEEK | FSYNC | FDATASYNC | FTRUNCATE | SENDTO | RECVFROM => Entry::OnFile {
+        | PWRITEV2 | LSEEK | FSYNC | FDATASYNC | FTRUNCATE | SENDTO | RECVFROM | SENDMSG
+        | RECVMSG => Entry::OnFile {
             fd: reg(regs, regs::DI),
             dirs: false,
         },
@@ -354,8 +359,8 @@ fn on_socket(s: &mut Slot, nr: u64, id: &kernel::Identity) -> bool {
 #[inline(always)]
 fn socket_use(nr: u64) -> Option<sockets::Use> {
     Some(match nr {
-        WRITE | SENDTO => sockets::Use::Send,
-        READ | RECVFROM => sockets::Use::Receive,
+        WRITE | SENDTO | WRITEV | SENDMSG => sockets::Use::Send,
+        READ | RECVFROM | READV | RECVMSG => sockets::Use::Receive,
         CLOSE => sockets::Use::Close,
         _ => return None,
     })
@@ -410,13 +415,20 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
     );
     if s.socket != 0 {
         if let Some(how) = socket_use(nr) {
-            sockets::exit(how, s, di, si, dx, io);
+            // A gathered send's head is its first buffer's (a client that
+            // writes its headers and its body in one writev).
+            let (buf, len) = match nr {
+                WRITEV | READV => first_iovec(si),
+                SENDMSG | RECVMSG => first_iovec(msg_iov(si)),
+                _ => (si, dx),
+            };
+            sockets::exit(how, s, di, buf, len, io);
         }
         return;
     }
     match nr {
-        // On anything but a request socket, these two record nothing.
-        SENDTO | RECVFROM => {}
+        // On anything but a request socket, these record nothing.
+        SENDTO | RECVFROM | SENDMSG | RECVMSG => {}
         READ | PREAD64 | READV | PREADV | PREADV2 => data_op(kind::READ, nr, regs, s, io),
         WRITE | PWRITE64 | WRITEV | PWRITEV | PWRITEV2 => data_op(kind::WRITE, nr, regs, s, io),
         SENDFILE | SPLICE | COPY_FILE_RANGE => copy_op(nr, regs, s, io),
@@ -559,6 +571,26 @@ fn copy_offset(ptr: u64, pos: i64, moved: i64) -> i64 {
 const IOV_MAX: u64 = 1024;
 /// iovecs read at once (into the work area's scratch buffer).
 const IOV_BATCH: u64 = (SCRATCH_WORDS * 4 / 16) as u64;
+
+/// The first buffer of an iovec array: (its address, its length); none
+/// where the array cannot be read.
+#[inline(always)]
+fn first_iovec(iov: u64) -> (u64, u64) {
+    // SAFETY: user reads that fail safely.
+    let read =
+        |at: u64| unsafe { aya_ebpf::helpers::bpf_probe_read_user((iov + at) as *const u64) };
+    match (read(0), read(8)) {
+        (Ok(base), Ok(len)) => (base, len),
+        _ => (0, 0),
+    }
+}
+
+/// A `struct msghdr`'s iovec array (`msg_iov`, after the name and its length).
+#[inline(always)]
+fn msg_iov(msghdr: u64) -> u64 {
+    // SAFETY: a user read that fails safely.
+    unsafe { aya_ebpf::helpers::bpf_probe_read_user((msghdr + 16) as *const u64) }.unwrap_or(0)
+}
 
 /// Bytes a vectored call asked for: the sum of its iovecs' lengths, read in
 /// batches into the work area `area` (one helper call per batch instead of
