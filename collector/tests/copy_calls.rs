@@ -334,28 +334,21 @@ fn copies(calls: &[Vec<Want>]) -> Vec<Copy> {
 /// read and a write.
 fn replayed_as_the_same_calls(scratch: &Path, trace: &Path, traced: &[Vec<Want>]) {
     let log = scratch.join("replay-strace.log");
-    let out = Command::new("strace")
-        .args(["-f", "-ttt", "-T", "-qq", "-y", "-e", "signal=none"])
-        .args(["-e", "trace=sendfile,copy_file_range,splice", "-o"])
-        .arg(&log)
-        .arg(iorepro_tests::bins::bin("iorepro-replay"))
-        .arg(trace)
-        .arg("--target")
-        .arg(scratch.join("replayed"))
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let report = iorepro_tests::bins::run_json(
+        Command::new("strace")
+            .args(["-f", "-ttt", "-T", "-qq", "-y", "-e", "signal=none"])
+            .args(["-e", "trace=sendfile,copy_file_range,splice", "-o"])
+            .arg(&log)
+            .arg(iorepro_tests::bins::bin("iorepro-replay"))
+            .arg(trace)
+            .arg("--target")
+            .arg(scratch.join("replayed"))
+            .arg("--json"),
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let log = std::fs::read_to_string(&log).unwrap();
     let made = copies(&from_strace(&log));
     let want = copies(traced);
     assert!(want.len() >= 4, "{want:#?}");
-    eprintln!("copies made: {made:#?}");
     assert_eq!(made, want, "the replay's copies (strace) against the job's");
     assert_eq!(report["copies"]["made"], want.len() as u64, "{report:#}");
     // The splice into the pipe and the one out of it.

@@ -30,7 +30,7 @@ use iorepro_analysis::requests::RequestTotals;
 use iorepro_analysis::roles::Role;
 use iorepro_analysis::summary::Summary;
 use iorepro_format::{Events, Op, TraceReader};
-use iorepro_tests::bins::{bin, workspace_root};
+use iorepro_tests::bins::{bin, run_ok, workspace_root};
 use iorepro_tests::rgw::{RgwStore, Served, Tally};
 use iorepro_tests::skip::cannot_run;
 
@@ -114,6 +114,30 @@ fn tally(rows: &[Request]) -> Served {
     Served(by)
 }
 
+/// The gateway with the job's bucket and the one replays go to; `None`
+/// (said why) where this machine cannot start one.
+fn store(name: &str) -> Option<RgwStore> {
+    match RgwStore::start(name) {
+        Ok(store) => {
+            store.create_bucket(BUCKET);
+            store.create_bucket(REPLAYED);
+            Some(store)
+        }
+        Err(e) => {
+            cannot_run(e);
+            None
+        }
+    }
+}
+
+/// Whether Python can import `module`.
+fn importable(module: &str) -> bool {
+    Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 fn job(store: &RgwStore, tls: bool, args: &[&str]) -> Command {
     let mut cmd = Command::new("python3");
     cmd.arg(workspace_root().join("tests/jobs/s3_loader.py"))
@@ -132,17 +156,10 @@ fn a_loader_s_requests_are_the_ones_the_gateway_served_by_boto3_and_s3fs_plain_a
     if !can_trace() {
         return;
     }
-    let store = match RgwStore::start("collector-requests") {
-        Ok(s) => s,
-        Err(e) => return cannot_run(e),
+    let Some(store) = store("collector-requests") else {
+        return;
     };
-    store.create_bucket(BUCKET);
-    store.create_bucket(REPLAYED);
-    let s3fs = Command::new("python3")
-        .args(["-c", "import s3fs"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !s3fs {
+    if !importable("s3fs") {
         return cannot_run("s3fs is not installed (cargo xtask setup installs it)");
     }
     for client in ["boto3", "s3fs"] {
@@ -358,13 +375,7 @@ fn replay_into(store: &RgwStore, trace: &Path, target: &str, args: &[&str]) -> V
     cmd.arg(trace)
         .args(["--target", target, "--exclude", "/tmp", "--json"])
         .args(args);
-    let out = store.env(&mut cmd).output().expect("iorepro-replay runs");
-    assert!(
-        out.status.success(),
-        "{target} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    run_ok(store.env(&mut cmd)).stdout
 }
 
 /// Replays `trace` into the gateway at one rank and at two, and into a
@@ -446,19 +457,12 @@ fn the_s3_connector_for_pytorch_s_requests_are_the_ones_the_gateway_served() {
     if !can_trace() {
         return;
     }
-    let importable = Command::new("python3")
-        .args(["-c", "import s3torchconnector"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !importable {
+    if !importable("s3torchconnector") {
         return cannot_run("s3torchconnector is not installed (cargo xtask setup installs it)");
     }
-    let store = match RgwStore::start("collector-connector") {
-        Ok(s) => s,
-        Err(e) => return cannot_run(e),
+    let Some(store) = store("collector-connector") else {
+        return;
     };
-    store.create_bucket(BUCKET);
-    store.create_bucket(REPLAYED);
     let staged = job(&store, false, &["--stage"])
         .output()
         .expect("python3 runs");
@@ -525,11 +529,9 @@ fn a_replay_s_own_requests_sent_with_writev_are_the_ones_the_gateway_served() {
     if !can_trace() {
         return;
     }
-    let store = match RgwStore::start("collector-self") {
-        Ok(s) => s,
-        Err(e) => return cannot_run(e),
+    let Some(store) = store("collector-self") else {
+        return;
     };
-    store.create_bucket(REPLAYED);
     let sample = iorepro_tests::samples::sample(iorepro_tests::samples::TORCH_DDP);
     // Parts of 5 MiB: the sample's 5 MB shards go up in two parts each.
     let parts = ["--s3-multipart-threshold", "5MiB", "--s3-part-size", "5MiB"];
@@ -539,7 +541,7 @@ fn a_replay_s_own_requests_sent_with_writev_are_the_ones_the_gateway_served() {
         .arg(&sample)
         .args(["--target", &target, "--prepare", "only"])
         .args(parts);
-    assert!(store.env(&mut prepare).status().unwrap().success());
+    run_ok(store.env(&mut prepare));
     let mut replay = Command::new(bin("iorepro-replay"));
     replay
         .arg(&sample)

@@ -397,107 +397,35 @@ mod tests {
     #[test]
     fn each_request_becomes_the_file_calls_it_stands_for() {
         let u = "http://127.0.0.1:8000/jobb";
+        let o = |key: &str| format!("{u}/p1/{key}");
+        let part = |n| o(&format!("ckpt/m.bin?uploadId=2~x&partNumber={n}"));
+        // (ts, pid), (method, URL, status), range, (sent, received)
+        type Sent<'a> = (
+            (i64, i32),
+            (&'a str, String, Option<i32>),
+            Option<(i64, i64)>,
+            (i64, i64),
+        );
+        #[rustfmt::skip]
+        let requests: Vec<Sent> = vec![
+            ((1, 10), ("GET", format!("{u}?list-type=2&prefix=p1%2Ftrain%2F"), Some(200)), None, (0, 4193)),
+            ((2, 10), ("HEAD", o("train/s-0.bin"), Some(200)), None, (0, 0)),
+            ((3, 11), ("GET", o("train/s-1.bin"), Some(206)), Some((131072, 131072)), (0, 131072)),
+            ((4, 11), ("GET", o("train/s-2.bin"), Some(200)), None, (0, 262144)),
+            ((5, 11), ("GET", o("train/gone.bin"), Some(404)), None, (0, 0)),
+            ((6, 10), ("POST", o("ckpt/m.bin?uploads"), Some(200)), None, (0, 252)),
+            ((7, 10), ("PUT", part(1), Some(200)), None, (5 << 20, 0)),
+            ((8, 10), ("GET", o("train/s-3.bin"), Some(503)), None, (0, 0)),
+            ((9, 10), ("PUT", part(2), Some(200)), None, (2 << 20, 0)),
+            ((10, 10), ("POST", o("ckpt/m.bin?uploadId=2~x"), Some(200)), None, (357, 277)),
+            ((11, 10), ("PUT", o("run/r.json"), Some(200)), None, (13, 0)),
+            ((12, 10), ("DELETE", o("run/old.json"), Some(204)), None, (0, 0)),
+            ((13, 10), ("GET", format!("{u}?location"), Some(200)), None, (0, 100)),
+        ];
         let mut b = EventBatchBuilder::with_capacity(16);
-        push(
-            &mut b,
-            (1, 10),
-            (
-                "GET",
-                &format!("{u}?list-type=2&prefix=p1%2Ftrain%2F"),
-                Some(200),
-            ),
-            None,
-            (0, 4193),
-        );
-        push(
-            &mut b,
-            (2, 10),
-            ("HEAD", &format!("{u}/p1/train/s-0.bin"), Some(200)),
-            None,
-            (0, 0),
-        );
-        push(
-            &mut b,
-            (3, 11),
-            ("GET", &format!("{u}/p1/train/s-1.bin"), Some(206)),
-            Some((131072, 131072)),
-            (0, 131072),
-        );
-        push(
-            &mut b,
-            (4, 11),
-            ("GET", &format!("{u}/p1/train/s-2.bin"), Some(200)),
-            None,
-            (0, 262144),
-        );
-        push(
-            &mut b,
-            (5, 11),
-            ("GET", &format!("{u}/p1/train/gone.bin"), Some(404)),
-            None,
-            (0, 0),
-        );
-        push(
-            &mut b,
-            (6, 10),
-            ("POST", &format!("{u}/p1/ckpt/m.bin?uploads"), Some(200)),
-            None,
-            (0, 252),
-        );
-        let part = |n| format!("{u}/p1/ckpt/m.bin?uploadId=2~x&partNumber={n}");
-        push(
-            &mut b,
-            (7, 10),
-            ("PUT", &part(1), Some(200)),
-            None,
-            (5 << 20, 0),
-        );
-        push(
-            &mut b,
-            (8, 10),
-            ("GET", &format!("{u}/p1/train/s-3.bin"), Some(503)),
-            None,
-            (0, 0),
-        );
-        push(
-            &mut b,
-            (9, 10),
-            ("PUT", &part(2), Some(200)),
-            None,
-            (2 << 20, 0),
-        );
-        push(
-            &mut b,
-            (10, 10),
-            (
-                "POST",
-                &format!("{u}/p1/ckpt/m.bin?uploadId=2~x"),
-                Some(200),
-            ),
-            None,
-            (357, 277),
-        );
-        push(
-            &mut b,
-            (11, 10),
-            ("PUT", &format!("{u}/p1/run/r.json"), Some(200)),
-            None,
-            (13, 0),
-        );
-        push(
-            &mut b,
-            (12, 10),
-            ("DELETE", &format!("{u}/p1/run/old.json"), Some(204)),
-            None,
-            (0, 0),
-        );
-        push(
-            &mut b,
-            (13, 10),
-            ("GET", &format!("{u}?location"), Some(200)),
-            None,
-            (0, 100),
-        );
+        for (at, (method, url, status), range, bytes) in &requests {
+            push(&mut b, *at, (method, url, *status), *range, *bytes);
+        }
         b.push(&EventRow {
             path: Some("/data/x"),
             ret: 3,
