@@ -35,9 +35,9 @@ use crate::work;
 /// What a call does with a socket.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Use {
-    /// `write`, `sendto`, `writev`, `sendmsg`.
+    /// `write`, `sendto`, `writev`.
     Send,
-    /// `read`, `recvfrom`, `readv`, `recvmsg`.
+    /// `read`, `recvfrom`, `readv`.
     Receive,
     Close,
 }

@@ -38,8 +38,6 @@ pub const DUP2: u64 = 33;
 pub const SENDFILE: u64 = 40;
 pub const SENDTO: u64 = 44;
 pub const RECVFROM: u64 = 45;
-pub const SENDMSG: u64 = 46;
-pub const RECVMSG: u64 = 47;
 pub const FSYNC: u64 = 74;
 pub const FDATASYNC: u64 = 75;
 pub const TRUNCATE: u64 = 76;
@@ -76,7 +74,7 @@ pub const OPENAT2: u64 = 437;
 pub const FACCESSAT2: u64 = 439;
 // `tee` (276) is not followed: both its ends are pipes, so it touches no file.
 
-const ALL: [u64; 54] = [
+const ALL: [u64; 52] = [
     READ,
     WRITE,
     OPEN,
@@ -129,8 +127,6 @@ const ALL: [u64; 54] = [
     COPY_FILE_RANGE,
     SENDTO,
     RECVFROM,
-    SENDMSG,
-    RECVMSG,
 ];
 
 const BITMAP_WORDS: usize = 8;
@@ -200,8 +196,7 @@ enum Entry {
 fn entry_of(nr: u64, regs: *const u8) -> Option<Entry> {
     Some(match nr {
         READ | WRITE | PREAD64 | PWRITE64 | READV | WRITEV | PREADV | PWRITEV | PREADV2
-        | PWRITEV2 | LSEEK | FSYNC | FDATASYNC | FTRUNCATE | SENDTO | RECVFROM | SENDMSG
-        | RECVMSG => Entry::OnFile {
+        | PWRITEV2 | LSEEK | FSYNC | FDATASYNC | FTRUNCATE | SENDTO | RECVFROM => Entry::OnFile {
             fd: reg(regs, regs::DI),
             dirs: false,
         },
@@ -359,8 +354,8 @@ fn on_socket(s: &mut Slot, nr: u64, id: &kernel::Identity) -> bool {
 #[inline(always)]
 fn socket_use(nr: u64) -> Option<sockets::Use> {
     Some(match nr {
-        WRITE | SENDTO | WRITEV | SENDMSG => sockets::Use::Send,
-        READ | RECVFROM | READV | RECVMSG => sockets::Use::Receive,
+        WRITE | SENDTO | WRITEV => sockets::Use::Send,
+        READ | RECVFROM | READV => sockets::Use::Receive,
         CLOSE => sockets::Use::Close,
         _ => return None,
     })
@@ -419,7 +414,6 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
             // writes its headers and its body in one writev).
             let (buf, len) = match nr {
                 WRITEV | READV => first_iovec(si),
-                SENDMSG | RECVMSG => first_iovec(msg_iov(si)),
                 _ => (si, dx),
             };
             sockets::exit(how, s, di, buf, len, io);
@@ -427,8 +421,8 @@ pub fn on_exit(regs: *const u8, ret: i64, pid_tgid: u64, slot: *mut Slot) {
         return;
     }
     match nr {
-        // On anything but a request socket, these record nothing.
-        SENDTO | RECVFROM | SENDMSG | RECVMSG => {}
+        // On anything but a request socket, these two record nothing.
+        SENDTO | RECVFROM => {}
         READ | PREAD64 | READV | PREADV | PREADV2 => data_op(kind::READ, nr, regs, s, io),
         WRITE | PWRITE64 | WRITEV | PWRITEV | PWRITEV2 => data_op(kind::WRITE, nr, regs, s, io),
         SENDFILE | SPLICE | COPY_FILE_RANGE => copy_op(nr, regs, s, io),
@@ -583,13 +577,6 @@ fn first_iovec(iov: u64) -> (u64, u64) {
         (Ok(base), Ok(len)) => (base, len),
         _ => (0, 0),
     }
-}
-
-/// A `struct msghdr`'s iovec array (`msg_iov`, after the name and its length).
-#[inline(always)]
-fn msg_iov(msghdr: u64) -> u64 {
-    // SAFETY: a user read that fails safely.
-    unsafe { aya_ebpf::helpers::bpf_probe_read_user((msghdr + 16) as *const u64) }.unwrap_or(0)
 }
 
 /// Bytes a vectored call asked for: the sum of its iovecs' lengths, read in
