@@ -151,7 +151,7 @@ fn replay(
     target.check(meets_on_target)?;
     let plan = plan(&opts.trace, &opts.plan, opts.world, launched)?;
     target.check_names(&plan.survey, &plan.map)?;
-    let opened = target.open(plan.survey.max_write_bytes)?;
+    let opened = target.open(plan.survey.max_put_bytes)?;
     let rendezvous = meet(&opts.meeting, launched, &plan.lay, &opened, mpi)?;
     let paced = opts.calls.timing != Timing::Afap;
     let live = watch_live(&opts.live, paced, launched, &plan, &*rendezvous)?;

@@ -77,8 +77,8 @@ impl Target {
     }
 
     /// The directory made and held open, or the bucket reached (its
-    /// uploads as large as `largest_write`, the trace's largest write).
-    pub fn open(&self, largest_write: u64) -> ReplayResult<Opened> {
+    /// upload buffer as large as `largest_put`, the trace's largest PUT).
+    pub fn open(&self, largest_put: u64) -> ReplayResult<Opened> {
         match self {
             Target::Dir(dir) => {
                 std::fs::create_dir_all(dir)
@@ -91,7 +91,7 @@ impl Target {
                 objects::check_reachable(target).map_err(ReplayError::Usage)?;
                 Ok(Opened::Bucket(Arc::new(Bucket::new(
                     target.clone(),
-                    largest_write,
+                    largest_put,
                 ))))
             }
         }

@@ -152,6 +152,9 @@ pub struct Survey {
     pub max_io_bytes: u64,
     /// The largest single write (whether writes need private copies).
     pub max_write_bytes: u64,
+    /// The largest traced PUT of an object (see [`crate::plan::requests`]):
+    /// a bucket target sends it as one request, from one buffer.
+    pub max_put_bytes: u64,
     /// Every file's role in the job.
     pub roles: FileRoles,
     /// What the replay leaves out (set by [`apply_scope`]).
@@ -443,6 +446,9 @@ impl Survey {
         self.max_io_bytes = self.max_io_bytes.max(call);
         if op == Op::Write {
             self.max_write_bytes = self.max_write_bytes.max(call);
+            if ev.via_at(row) == Some(crate::plan::requests::VIA_REQUEST) {
+                self.max_put_bytes = self.max_put_bytes.max(call);
+            }
         }
     }
 

@@ -27,23 +27,23 @@ pub struct Bucket {
     pub target: ObjectTarget,
     /// Made at the first upload: a replay that only reads never fills it.
     data: std::sync::OnceLock<bytes::Bytes>,
-    /// The largest single write of the trace: a request it stands for is
-    /// sent as one PUT of its size (see `crate::plan::requests`).
-    largest_write: u64,
+    /// The largest PUT of the trace's requests, sent as one PUT of its
+    /// size (see `crate::plan::requests`).
+    largest_put: u64,
 }
 
 impl Bucket {
-    pub fn new(target: ObjectTarget, largest_write: u64) -> Bucket {
+    pub fn new(target: ObjectTarget, largest_put: u64) -> Bucket {
         Bucket {
             target,
             data: std::sync::OnceLock::new(),
-            largest_write,
+            largest_put,
         }
     }
 
     pub fn data(&self) -> &bytes::Bytes {
         self.data.get_or_init(|| {
-            prepare::upload_data(self.target.largest_upload().max(self.largest_write))
+            prepare::upload_data(self.target.largest_upload().max(self.largest_put))
         })
     }
 }
