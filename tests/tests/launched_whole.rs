@@ -176,18 +176,25 @@ impl Launcher {
                     .last()
                     .expect("Submitted batch job N");
                 let job_dir = traces.join(format!("job_{id}"));
-                // The epilog stops the collector once the job has ended: the
-                // manifest is the sign.
+                // The epilog stops the collector once the job has ended: a
+                // manifest that says the trace is complete is the sign (the
+                // collector writes one, incomplete, as it starts, and may
+                // still be writing its last segment when `sbatch --wait`
+                // returns).
+                let complete = |dir: &Path| {
+                    std::fs::read_to_string(dir.join("manifest.json"))
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                        .is_some_and(|m| m["complete"] == true)
+                };
                 let node = || {
-                    std::fs::read_dir(&job_dir).ok().and_then(|rd| {
-                        rd.flatten()
-                            .map(|e| e.path())
-                            .find(|p| p.join("manifest.json").is_file())
-                    })
+                    std::fs::read_dir(&job_dir)
+                        .ok()
+                        .and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| complete(p)))
                 };
                 assert!(
                     wait_for(Duration::from_secs(60), || node().is_some()),
-                    "no trace under {} within 60 s; slurmd's log:\n{}",
+                    "no complete trace under {} within 60 s; slurmd's log:\n{}",
                     job_dir.display(),
                     cluster.log("slurmd")
                 );
