@@ -27,6 +27,7 @@
 
 use std::collections::HashMap;
 
+use arrow_array::cast::AsArray;
 use arrow_select::interleave::interleave_record_batch;
 
 use iorepro_format::object_requests::{Action, ObjectRequest};
@@ -116,6 +117,12 @@ const WRITE_NEW: i32 = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
 impl RequestCalls {
     /// `ev` with its requests turned into file calls (as it was when it holds none).
     fn turn(&mut self, ev: Events) -> TraceResult<Events> {
+        // A batch whose op dictionary names no request holds none: its
+        // rows are not decoded here (its readers decode them).
+        let names: &arrow_array::StringArray = ev.op_dict().values().as_string();
+        if !names.iter().any(|n| n == Some(Op::Request.as_str())) {
+            return Ok(ev);
+        }
         let ops = ev.ops();
         if !ops.contains(&Op::Request) {
             return Ok(ev);
