@@ -6,15 +6,22 @@
 //! sent once more, as HTTP clients do for requests without a body.
 //!
 //! A store that writes an answer in pieces (Ceph's gateway writes a
-//! listing's headers, chunk size, body and end apart) wakes the rank for
-//! each. Holding the read back with the socket's low-water mark until the
-//! known rest is there left ranks asleep with that rest already in their
-//! sockets (kernel 6.18), each answer late by tens of ms or to the
-//! timeout. Looking for the rest a few µs before sleeping cost more CPU
-//! than the wake-ups it saved.
+//! listing's headers, chunk size, body, the chunk's end and the last chunk
+//! apart, each a write) would wake the rank for each, and a wake costs more
+//! CPU than the rest of a small request. Where the least that is still to
+//! come of a chunked answer is known (its first chunk, a chunk's rest), the
+//! rank sleeps in `poll` with the socket's low-water mark at that many
+//! bytes, so it wakes once they are all there; and a listing's framing
+//! after its document is read with the next answer (`Connection::owed`).
+//! A listing then wakes its rank twice, not four or five times. It must be
+//! `poll`: a blocking `recv` takes what has come and then sleeps until the
+//! mark is met by bytes that came *after* it, which never happens once
+//! part of the rest was taken (the rank then sleeps to its timeout with
+//! the rest in its socket).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// Bytes of an answer's body kept when asked (an error's, a listing's).
@@ -26,6 +33,20 @@ const SINK: usize = 256 << 10;
 /// Payloads up to this size are copied behind the request's head and sent
 /// in one write.
 const INLINE_PAYLOAD: usize = 64 << 10;
+/// The most bytes a rank waits for at once with the low-water mark: a
+/// small answer's rest. Larger chunks are read as they come (each read
+/// then moves many bytes). Kept well below the receive buffer, whose
+/// window a larger mark could narrow.
+const WAIT_WHOLE: usize = 16 << 10;
+/// The least a chunked body holds after its headers: the last chunk's line
+/// and the empty line after it (`0\r\n\r\n`); with a byte of data in it,
+/// a chunk's line, the byte, its end and that (`1\r\nX\r\n0\r\n\r\n`).
+const EMPTY_CHUNKED: usize = 5;
+const SOME_CHUNKED: usize = 11;
+/// A chunk's data ends with a line end.
+const CHUNK_END: usize = 2;
+/// The least an answer's head holds: `HTTP/1.1 200 \r\n\r\n`.
+const SHORTEST_HEAD: usize = 17;
 
 #[derive(Debug)]
 pub struct Connection {
@@ -36,6 +57,13 @@ pub struct Connection {
     connect_timeout: Duration,
     timeout: Duration,
     stream: Option<BufReader<TcpStream>>,
+    /// The last answer's body, a chunked XML document, was taken as soon as
+    /// its root element closed: the chunk's end and the last chunk (7
+    /// bytes or more) are still to be read, before the next answer. The
+    /// gateway writes them apart from the body, each a wake-up for a rank
+    /// that waited for them; read with the next answer's head they cost
+    /// none.
+    owed: bool,
     /// The request being written.
     out: Vec<u8>,
     sink: Vec<u8>,
@@ -62,6 +90,7 @@ pub enum BodyUse {
     /// Counted and dropped, unless the status is not a success (then kept,
     /// to say why).
     Count,
+    /// Kept: on a success, an XML document (a listing, a copy's result).
     Keep,
     /// A HEAD's answer has none, whatever its headers say.
     None,
@@ -78,6 +107,7 @@ impl Connection {
             connect_timeout,
             timeout,
             stream: None,
+            owed: false,
             out: Vec::with_capacity(1024),
             sink: Vec::new(),
         }
@@ -168,6 +198,15 @@ impl Connection {
         if !payload.is_empty() {
             stream.get_mut().write_all(payload)?;
         }
+        if std::mem::take(&mut self.owed) {
+            // One wake-up for the last answer's end and this one's head.
+            wait_for(
+                stream,
+                CHUNK_END + EMPTY_CHUNKED + SHORTEST_HEAD,
+                self.timeout,
+            )?;
+            end_of_chunks(stream)?;
+        }
         let mut line = Vec::with_capacity(64);
         if stream.read_until(b'\n', &mut line)? == 0 {
             return Err(io::Error::new(
@@ -220,6 +259,9 @@ impl Connection {
             BodyUse::None => false,
         };
         let no_body = body == BodyUse::None || status == 204 || status == 304 || status < 200;
+        // A body we keep on a success is an XML document (a listing, a
+        // copy's result).
+        let document = body == BodyUse::Keep && (200..300).contains(&status);
         let mut answer = Answer {
             status,
             reason,
@@ -234,9 +276,10 @@ impl Connection {
                 sink: &mut self.sink,
                 answer: &mut answer,
                 keep,
+                timeout: self.timeout,
             };
             if chunked {
-                reader.chunked()?;
+                self.owed = reader.chunked(document)?;
             } else if let Some(n) = content_length {
                 reader.take(n)?;
             } else {
@@ -247,9 +290,138 @@ impl Connection {
         }
         if close {
             self.stream = None;
+            self.owed = false;
         }
         Ok(answer)
     }
+}
+
+impl Drop for Connection {
+    /// Reads what has come of an owed end, so that the connection closes
+    /// cleanly (closing with unread bytes resets it).
+    fn drop(&mut self) {
+        if let (true, Some(stream)) = (self.owed, self.stream.as_mut()) {
+            if stream.get_ref().set_nonblocking(true).is_ok() {
+                let _ = end_of_chunks(stream);
+            }
+        }
+    }
+}
+
+/// Sleeps until at least `need` bytes beyond those `stream` holds read are
+/// here (or the connection ended, or `timeout` passed), with one wake-up
+/// rather than one a piece. `need` must be no more than is sure to come.
+fn wait_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io::Result<()> {
+    let here = stream.buffer().len();
+    if need <= here + 1 {
+        // A plain read wakes at the first byte.
+        return Ok(());
+    }
+    let fd = stream.get_ref().as_fd();
+    let mark = (need - here).min(WAIT_WHOLE) as i32;
+    set_low_water_mark(&fd, mark)?;
+    let timeout = rustix::event::Timespec::try_from(timeout)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a timeout too long"))?;
+    let mut polled = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let waited = loop {
+        match rustix::event::poll(&mut polled, Some(&timeout)) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r,
+        }
+    };
+    // Every other read wakes at the first byte, as a blocking read must.
+    set_low_water_mark(&fd, 1)?;
+    if waited? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no answer within the timeout",
+        ));
+    }
+    Ok(())
+}
+
+/// How many bytes a socket holds before `poll` says it can be read.
+fn set_low_water_mark(socket: &impl std::os::fd::AsRawFd, bytes: i32) -> io::Result<()> {
+    // SAFETY: the option's value is an int, passed with its size; the
+    // descriptor is the caller's open socket.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&bytes as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// What is left of a chunked body taken whole at its document's end: the
+/// chunk's end, then chunks to the last (any data in them, which a store
+/// that sent a whole document should not send, is dropped), and the
+/// trailers.
+fn end_of_chunks(stream: &mut BufReader<TcpStream>) -> io::Result<()> {
+    let mut line = Vec::with_capacity(16);
+    let next_line = |stream: &mut BufReader<TcpStream>, line: &mut Vec<u8>| {
+        line.clear();
+        match stream.read_until(b'\n', line)? {
+            0 => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection closed within a chunked answer",
+            )),
+            _ => Ok(()),
+        }
+    };
+    next_line(stream, &mut line)?;
+    loop {
+        next_line(stream, &mut line)?;
+        let text = String::from_utf8_lossy(&line);
+        let size = text.trim().split(';').next().unwrap_or_default();
+        let size = u64::from_str_radix(size, 16)
+            .map_err(|_| protocol(format!("a chunk's size {:?}", text.trim())))?;
+        if size == 0 {
+            break;
+        }
+        io::copy(&mut stream.by_ref().take(size), &mut io::sink())?;
+        next_line(stream, &mut line)?;
+    }
+    loop {
+        next_line(stream, &mut line)?;
+        if line.trim_ascii().is_empty() {
+            return Ok(());
+        }
+    }
+}
+
+/// Whether `body` holds a whole XML document: after its declaration and
+/// any comments, a root element that the body ends by closing.
+fn whole_document(body: &[u8]) -> bool {
+    let mut rest = body;
+    let root = loop {
+        let Some(open) = rest.iter().position(|&b| b == b'<') else {
+            return false;
+        };
+        rest = &rest[open + 1..];
+        if !matches!(rest.first(), Some(b'?' | b'!')) {
+            let end = rest
+                .iter()
+                .position(|b| b.is_ascii_whitespace() || matches!(b, b'>' | b'/'))
+                .unwrap_or(rest.len());
+            break &rest[..end];
+        }
+    };
+    let body = body.trim_ascii_end();
+    !root.is_empty()
+        && body.ends_with(b">")
+        && body[..body.len() - 1].ends_with(root)
+        && body[..body.len() - 1 - root.len()].ends_with(b"</")
 }
 
 /// Whether a failure on a reused connection means the store had closed it.
@@ -269,9 +441,15 @@ struct Body<'a> {
     sink: &'a mut Vec<u8>,
     answer: &'a mut Answer,
     keep: bool,
+    /// How long to wait for the rest of the answer.
+    timeout: Duration,
 }
 
 impl Body<'_> {
+    fn wait_for(&mut self, need: usize) -> io::Result<()> {
+        wait_for(self.stream, need, self.timeout)
+    }
+
     /// Up to `n` bytes (to the end of the stream for `u64::MAX`).
     fn take(&mut self, mut n: u64) -> io::Result<()> {
         let to_end = n == u64::MAX;
@@ -314,20 +492,47 @@ impl Body<'_> {
         String::from_utf8(line).map_err(|_| protocol("a chunk header is not UTF-8"))
     }
 
-    fn chunked(&mut self) -> io::Result<()> {
+    /// A chunked body; `document` if it is an XML document (so holds at
+    /// least a byte, and is whole when its root element closes). Whether
+    /// the body was taken whole at its document's end, with its framing's
+    /// end left in the stream (see `Connection::owed`).
+    fn chunked(&mut self, document: bool) -> io::Result<bool> {
+        let mut least = if document {
+            SOME_CHUNKED
+        } else {
+            EMPTY_CHUNKED
+        };
         loop {
+            self.wait_for(least)?;
             let line = self.line()?;
             let size = line.trim().split(';').next().unwrap_or_default();
             let size = u64::from_str_radix(size, 16)
                 .map_err(|_| protocol(format!("a chunk's size {:?}", line.trim())))?;
             if size == 0 {
-                // Trailers, to the empty line.
-                while !self.line()?.trim().is_empty() {}
-                return Ok(());
+                self.trailers()?;
+                return Ok(false);
             }
-            self.take(size)?;
+            if document {
+                self.wait_for(size as usize)?;
+                self.take(size)?;
+                if whole_document(&self.answer.body) {
+                    return Ok(true);
+                }
+            } else {
+                // The chunk, its end, and at least the last chunk's line
+                // after it.
+                self.wait_for((size as usize).saturating_add(CHUNK_END + EMPTY_CHUNKED))?;
+                self.take(size)?;
+            }
             self.line()?;
+            least = EMPTY_CHUNKED;
         }
+    }
+
+    /// Trailers, to the empty line.
+    fn trailers(&mut self) -> io::Result<()> {
+        while !self.line()?.trim().is_empty() {}
+        Ok(())
     }
 }
 
@@ -373,7 +578,14 @@ mod tests {
                         req.push_str(&format!("[{length} bytes, last {last}]"));
                     }
                     seen.push(req);
-                    w.write_all(a.as_bytes()).unwrap();
+                    // `|` parts an answer into writes 20 ms apart, as a
+                    // store that writes it in pieces.
+                    for (i, piece) in a.split('|').enumerate() {
+                        if i > 0 {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        w.write_all(piece.as_bytes()).unwrap();
+                    }
                 }
             }
             seen
@@ -419,6 +631,76 @@ mod tests {
         assert_eq!(seen.len(), 4, "four requests on one connection");
         assert!(seen[0].starts_with("GET /b/k HTTP/1.1\r\nhost: 127.0.0.1:"));
         assert!(seen[0].contains("\r\nrange: bytes=0-4\r\n"));
+    }
+
+    #[test]
+    fn a_listing_written_in_pieces_is_read_whole_and_its_end_with_the_next_answer() {
+        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let doc = "<?xml version=\"1.0\"?><L><K>a</K></L>";
+        let listing = format!("{head}|{:x}\r\n|{doc}|\r\n|0\r\n\r\n", doc.len());
+        let listing: &'static str = Box::leak(listing.into_boxed_str());
+        // A document in two chunks is whole only after the second.
+        let two = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n|4\r\n<L>x|\r\n4\r\n</L>|\r\n0\r\nT: v\r\n\r\n";
+        let (authority, server) = serve(vec![vec![
+            listing,
+            listing,
+            two,
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n|ok",
+        ]]);
+        // The timeout is far above the answers' 80 ms: a rank left asleep
+        // with the rest in its socket would run into it.
+        let mut c = Connection::new(
+            authority.to_string(),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        );
+        let started = Instant::now();
+        for _ in 0..2 {
+            let l = c
+                .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
+                .unwrap();
+            assert_eq!(l.body, doc.as_bytes());
+            assert!(c.owed, "the chunk's end is read with the next answer");
+        }
+        let l = c
+            .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
+            .unwrap();
+        assert_eq!(l.body, b"<L>x</L>");
+        let g = c.request("GET", "/b/k", "", None, BodyUse::Count).unwrap();
+        assert_eq!((g.status, g.body_bytes), (200, 2));
+        assert!(!c.owed);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            server.join().unwrap().len(),
+            4,
+            "four requests on one connection"
+        );
+    }
+
+    #[test]
+    fn a_document_is_whole_when_its_root_closes() {
+        let whole: [&[u8]; 3] = [
+            b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult xmlns=\"x\"><Key>a</Key></ListBucketResult>",
+            b"<!-- c --><CopyObjectResult><ETag>e</ETag></CopyObjectResult>\n",
+            b"<a></a>",
+        ];
+        for d in whole {
+            assert!(whole_document(d), "{}", String::from_utf8_lossy(d));
+        }
+        let partial: [&[u8]; 5] = [
+            b"<?xml version=\"1.0\"?><ListBucketResult><Key>a</Key>",
+            b"<ListBucketResult><Key>a</Key></ListBucket",
+            b"<a></b>",
+            b"",
+            b"no markup",
+        ];
+        for d in partial {
+            assert!(!whole_document(d), "{}", String::from_utf8_lossy(d));
+        }
     }
 
     #[test]
