@@ -433,6 +433,10 @@ fn replay_and_compare(
     let report = report(replay(dir.path().to_str().unwrap(), &[]));
     let ops = &report["ops"];
     assert_eq!(ops["read"]["bytes"], u("get_bytes"), "{ops:#}");
+    // The opens, stats and listings the requests stand for are no load on
+    // a file system's name space: the job made none of its own here.
+    assert!(ops["open"]["count"].as_u64() >= Some(u("get")), "{ops:#}");
+    assert_eq!(report["metadata_ops"], 0, "{ops:#}");
     assert_eq!(
         ops["write"]["bytes"],
         u("part_bytes") + u("put_bytes"),

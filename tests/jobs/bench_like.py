@@ -38,13 +38,18 @@ def main():
                         "and the saves every --ckpt-every-steps stay the same at any world size")
     p.add_argument("--evict", action="store_true", help="drop each file from the page cache after reading it")
     p.add_argument("--meet-port", type=int, default=0,
-                   help="a free TCP port on this host: the ranks meet before and after each save "
-                        "(0: they do not meet)")
+                   help="a free TCP port on this host: the ranks meet before their first epoch "
+                        "and before and after each save (0: they do not meet)")
     p.add_argument("--out", help="a Hydra-style run directory and log")
     p.add_argument("--report")
     args = p.parse_args()
     rank, world = rank_and_world()
     meet = Meeting(args.meet_port, rank, world)
+    # The ranks start their first epoch together, as DLIO's do after the
+    # barrier that ends its set-up: rank 0 is the last to be connected,
+    # and without it the others would read before rank 0's clock, which
+    # times the epochs, starts (its first epoch would leave that out).
+    meet()
     record = RunRecord(args.out, rank, vars(args))
     files = sorted(os.path.join(args.data, n) for n in os.listdir(args.data))
     block = os.urandom(4 << 20)

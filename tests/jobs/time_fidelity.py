@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from meeting import free_port
@@ -319,6 +320,7 @@ def main():
     # (cgroup v2 only, a VM) can still run the others.
     throttled = not a.storage or "throttled" in a.storage
     throttle = Throttle(s, a.throttle_mib << 20, a.throttle_write_mib << 20) if throttled else None
+    trace_dir = tempfile.mkdtemp(prefix="iorepro-fidelity-", dir="/dev/shm" if os.path.isdir("/dev/shm") else s)
     try:
         def bench(n, name, cgroup, collect=None):
             ckpt = os.path.join(s, name, "ckpt")
@@ -330,7 +332,11 @@ def main():
             with open(report) as f:
                 return job_figures(json.load(f))
 
-        trace = os.path.join(s, "trace")
+        # The trace lies off the throttled device, as a user's lies on the
+        # node rather than on the storage under test: the replay's own
+        # reading of it is no read of the job's, and on the throttled
+        # device it cost the replay's first epoch about 0.06 s (4 %).
+        trace = os.path.join(trace_dir, "trace")
         # The trace: the job at R on the storage as it is, as captured in production.
         evict(s)
         traced = bench(a.traced, "traced", None, [a.collect, "--out", trace, "--path-prefix", s, "--"])
@@ -392,6 +398,7 @@ def main():
             out[storage] = side
         print(json.dumps(out, indent=1))
     finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
         if throttle:
             throttle.close()
 

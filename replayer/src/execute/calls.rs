@@ -174,6 +174,9 @@ impl Worker<'_> {
         }
         self.live
             .record(op.op, bytes, latency.as_nanos() as u64, succeeded, differed);
+        if op.via.from_request() && op.op.is_metadata() {
+            self.result.request_metadata_calls += 1;
+        }
         let role = self
             .shared
             .survey

@@ -153,6 +153,10 @@ pub struct RankResult {
     pub requests: RequestStats,
     /// The traced copies (`sendfile`, `copy_file_range`, `splice`) it made.
     pub copies: CopyCounts,
+    /// Name-space calls (opens, stats, listings, unlinks) that stood for a
+    /// traced request (a GET's open, a HEAD's stat): counted among their
+    /// ops, but no metadata load the job put on a file system.
+    pub request_metadata_calls: u64,
 }
 
 /// How a rank made the copies the kernel made for the job: as the call
@@ -224,6 +228,12 @@ struct WireRank {
     requests: Option<WireRequests>,
     #[serde(default, skip_serializing_if = "CopyCounts::is_empty")]
     copies: CopyCounts,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    request_metadata_calls: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl WireOp {
@@ -297,6 +307,7 @@ impl RankResult {
             gather_unix_ns: self.gather_unix_ns,
             requests: (!self.requests.is_empty()).then(|| WireRequests::of(&self.requests)),
             copies: self.copies,
+            request_metadata_calls: self.request_metadata_calls,
         };
         serde_json::to_string(&w).expect("rank result serialises")
     }
@@ -328,6 +339,7 @@ impl RankResult {
                 None => RequestStats::default(),
             },
             copies: w.copies,
+            request_metadata_calls: w.request_metadata_calls,
         })
     }
 }
@@ -385,6 +397,7 @@ mod tests {
         let mut r = RankResult {
             rank: 3,
             host: "h".into(),
+            request_metadata_calls: 7,
             ..Default::default()
         };
         let op = r.ops.entry("read".into()).or_default();
@@ -392,6 +405,7 @@ mod tests {
             op.record(4096, i * 1000);
         }
         let back = RankResult::from_json(&r.to_json()).unwrap();
+        assert_eq!(back.request_metadata_calls, 7);
         let (a, b) = (&r.ops["read"].figures, &back.ops["read"].figures);
         assert_eq!((a.count, a.bytes), (b.count, b.bytes));
         assert_eq!(a.latency_ns.len(), b.latency_ns.len());

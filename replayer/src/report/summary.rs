@@ -132,7 +132,8 @@ pub struct Report {
     pub evict_reads: bool,
     pub ops: BTreeMap<String, OpReport>,
     /// Calls on the name space (open, stat, access, mkdir, rmdir, listings,
-    /// unlink, rename, link, symlink; not close), over all ranks.
+    /// unlink, rename, link, symlink; not close), over all ranks; not those
+    /// that stood for a traced object request (a GET's open, a HEAD's stat).
     pub metadata_ops: u64,
     /// The same per second of the replay: the load a metadata server saw.
     pub metadata_ops_per_s: f64,
@@ -358,11 +359,14 @@ impl Report {
             }
         }
         let ops = op_reports(&merged, duration_s);
+        // The opens, stats and listings a request stood for are the
+        // store's requests, not calls on a file system's name space.
         let metadata_ops: u64 = merged
             .iter()
             .filter(|(k, _)| Op::parse(k).is_metadata())
             .map(|(_, o)| o.figures.count)
-            .sum();
+            .sum::<u64>()
+            .saturating_sub(results.iter().map(|r| r.request_metadata_calls).sum());
         let results_differed = merged.values().map(|o| o.differed).sum();
         let phases = phase_reports(info, survey, results);
         let per_rank = rank_reports(info.afap, results);
