@@ -368,36 +368,34 @@ fn set_low_water_mark(socket: &impl std::os::fd::AsRawFd, bytes: i32) -> io::Res
 /// that sent a whole document should not send, is dropped), and the
 /// trailers.
 fn end_of_chunks(stream: &mut BufReader<TcpStream>) -> io::Result<()> {
-    let mut line = Vec::with_capacity(16);
-    let next_line = |stream: &mut BufReader<TcpStream>, line: &mut Vec<u8>| {
-        line.clear();
-        match stream.read_until(b'\n', line)? {
-            0 => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the connection closed within a chunked answer",
-            )),
-            _ => Ok(()),
-        }
-    };
-    next_line(stream, &mut line)?;
+    chunk_line(stream)?;
     loop {
-        next_line(stream, &mut line)?;
-        let text = String::from_utf8_lossy(&line);
-        let size = text.trim().split(';').next().unwrap_or_default();
-        let size = u64::from_str_radix(size, 16)
-            .map_err(|_| protocol(format!("a chunk's size {:?}", text.trim())))?;
+        let size = chunk_size(&chunk_line(stream)?)?;
         if size == 0 {
-            break;
+            return trailers(stream);
         }
         io::copy(&mut stream.by_ref().take(size), &mut io::sink())?;
-        next_line(stream, &mut line)?;
+        chunk_line(stream)?;
     }
-    loop {
-        next_line(stream, &mut line)?;
-        if line.trim_ascii().is_empty() {
-            return Ok(());
-        }
-    }
+}
+
+/// One line of a chunked body's framing (empty at the stream's end).
+fn chunk_line(stream: &mut BufReader<TcpStream>) -> io::Result<String> {
+    let mut line = Vec::new();
+    stream.read_until(b'\n', &mut line)?;
+    String::from_utf8(line).map_err(|_| protocol("a chunk header is not UTF-8"))
+}
+
+/// A chunk's size, from its line (`SIZE[;extensions]`).
+fn chunk_size(line: &str) -> io::Result<u64> {
+    let size = line.trim().split(';').next().unwrap_or_default();
+    u64::from_str_radix(size, 16).map_err(|_| protocol(format!("a chunk's size {:?}", line.trim())))
+}
+
+/// A chunked body's trailers, to the empty line.
+fn trailers(stream: &mut BufReader<TcpStream>) -> io::Result<()> {
+    while !chunk_line(stream)?.trim().is_empty() {}
+    Ok(())
 }
 
 /// Whether `body` holds a whole XML document: after its declaration and
@@ -487,9 +485,7 @@ impl Body<'_> {
     }
 
     fn line(&mut self) -> io::Result<String> {
-        let mut line = Vec::new();
-        self.stream.read_until(b'\n', &mut line)?;
-        String::from_utf8(line).map_err(|_| protocol("a chunk header is not UTF-8"))
+        chunk_line(self.stream)
     }
 
     /// A chunked body; `document` if it is an XML document (so holds at
@@ -504,12 +500,9 @@ impl Body<'_> {
         };
         loop {
             self.wait_for(least)?;
-            let line = self.line()?;
-            let size = line.trim().split(';').next().unwrap_or_default();
-            let size = u64::from_str_radix(size, 16)
-                .map_err(|_| protocol(format!("a chunk's size {:?}", line.trim())))?;
+            let size = chunk_size(&self.line()?)?;
             if size == 0 {
-                self.trailers()?;
+                trailers(self.stream)?;
                 return Ok(false);
             }
             if document {
@@ -527,12 +520,6 @@ impl Body<'_> {
             self.line()?;
             least = EMPTY_CHUNKED;
         }
-    }
-
-    /// Trailers, to the empty line.
-    fn trailers(&mut self) -> io::Result<()> {
-        while !self.line()?.trim().is_empty() {}
-        Ok(())
     }
 }
 
