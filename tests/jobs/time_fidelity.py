@@ -5,9 +5,10 @@ than memory would) runs at R processes under the collector; the same job
 runs at N processes, and the trace is replayed at N ranks with
 `--timing original --evict-reads` (buffered reads through the kernel's
 read-ahead, each file dropped from the page cache after it is closed: reads
-that reach the storage as the job's do), on the storage as it is and on the same storage throttled (a cgroup
-v1 blkio throttle on the scratch directory's device): reads below what N
-processes ask for, and writes too, so that a checkpoint takes the time its
+that reach the storage as the job's do), on the storage as it is and on storage throttled (a device of its own,
+a loop device over a file on the scratch disk, under a cgroup v1 blkio
+throttle; see `Throttle`): reads below what N processes ask for, and
+writes too, so that a checkpoint takes the time its
 bytes need at a known rate rather than whatever the disk's own cache gives
 that moment (a synced save is written by the caller, so the throttle holds
 it). `--plan-only --bandwidth` predicts the throttled run.
@@ -40,19 +41,57 @@ def cannot(why):
 
 
 class Throttle:
-    """A blkio cgroup (v1) whose members read the device under `path` at
-    most `bps` bytes per second, and write it at most `write_bps` (when
-    given); removed on exit."""
+    """Storage of known bandwidth: a device of its own (an ext4 file system
+    on a loop device over a sparse file in `scratch`, direct I/O to its
+    backing file, so that none of it is cached below the file system), and
+    a blkio cgroup (v1) whose members read that device at most `bps` bytes
+    per second, and write it at most `write_bps` (when given). The job's
+    code, libraries and the trace stay on the system disk, unthrottled, as
+    a node's do beside the storage under test: the throttle allows a burst
+    of what its slice left unused, so a job whose start-up read a few pages
+    of its libraries through it 0.1-0.2 s before its first epoch had that
+    epoch's first 10-16 MiB passed at once (1.50-1.58 s first epochs, where
+    80 MiB/s gives 128 MiB and a step no less than 1.72 s). `root` is the
+    device's mount; everything is undone by `close`, whatever happened."""
 
-    def __init__(self, path, bps, write_bps=None):
-        root = "/sys/fs/cgroup/blkio"
-        if not os.path.isfile(os.path.join(root, "blkio.throttle.read_bps_device")):
+    def __init__(self, scratch, bps, write_bps=None, size_mib=2048):
+        cg_root = "/sys/fs/cgroup/blkio"
+        if not os.path.isfile(os.path.join(cg_root, "blkio.throttle.read_bps_device")):
             cannot("no cgroup v1 blkio controller with throttling at /sys/fs/cgroup/blkio")
-        self.dir = os.path.join(root, f"iorepro-fidelity-{os.getpid()}")
-        os.makedirs(self.dir, exist_ok=True)
-        dev = os.stat(path).st_dev
-        rule = f"{os.major(dev)}:{os.minor(dev)} {bps}"
+        for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
+            if shutil.which(tool) is None:
+                cannot(f"{tool} is not installed (util-linux, e2fsprogs)")
+        self.dir = self.loop = self.root = None
+        self.image = os.path.join(scratch, "throttled.img")
         try:
+            with open(self.image, "wb") as f:
+                f.truncate(size_mib << 20)
+            r = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", self.image],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                cannot(f"no loop device for the throttled storage: {r.stderr.strip()}")
+            self.loop = r.stdout.strip()
+            name = os.path.basename(self.loop)
+            # The file system's read-ahead is its device's: the scratch
+            # disk's, so that reads reach the throttle as they reach the
+            # disk unthrottled.
+            disk = os.stat(scratch).st_dev
+            try:
+                with open(f"/sys/dev/block/{os.major(disk)}:{os.minor(disk)}/queue/read_ahead_kb") as f:
+                    read_ahead = f.read().strip()
+            except OSError:
+                read_ahead = "128"
+            with open(f"/sys/block/{name}/queue/read_ahead_kb", "w") as f:
+                f.write(read_ahead)
+            run(["mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", self.loop])
+            root = os.path.join(scratch, "throttled")
+            os.makedirs(root)
+            run(["mount", self.loop, root])
+            self.root = root
+            self.dir = os.path.join(cg_root, f"iorepro-fidelity-{os.getpid()}")
+            os.makedirs(self.dir, exist_ok=True)
+            dev = os.stat(self.loop).st_rdev
+            rule = f"{os.major(dev)}:{os.minor(dev)} {bps}"
             with open(os.path.join(self.dir, "blkio.throttle.read_bps_device"), "w") as f:
                 f.write(rule)
             if write_bps:
@@ -60,15 +99,40 @@ class Throttle:
                     f.write(f"{os.major(dev)}:{os.minor(dev)} {write_bps}")
         except OSError as e:
             self.close()
-            cannot(f"cannot throttle {rule} ({e}): {path} is not on a block device")
+            cannot(f"cannot set up the throttled storage: {e}")
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def clear_leftovers(scratch):
+        """What a run killed before its `close` left under `scratch`: its
+        mount and its loop device."""
+        subprocess.run(["umount", os.path.join(scratch, "throttled")], stderr=subprocess.DEVNULL)
+        image = os.path.join(scratch, "throttled.img")
+        r = subprocess.run(["losetup", "--associated", image, "--noheadings", "--output", "NAME"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for loop in r.stdout.split():
+            subprocess.run(["losetup", "--detach", loop], stderr=subprocess.DEVNULL)
 
     def wrap(self, cmd):
         """`cmd` started inside the cgroup (a shell that joins it, then execs)."""
         return ["sh", "-c", f'echo $$ > {self.dir}/cgroup.procs && exec "$@"', "sh"] + cmd
 
     def close(self):
+        if self.dir:
+            try:
+                os.rmdir(self.dir)
+            except OSError:
+                pass
+        if self.root:
+            subprocess.run(["umount", self.root], stderr=subprocess.DEVNULL)
+            self.root = None
+        if self.loop:
+            subprocess.run(["losetup", "--detach", self.loop], stderr=subprocess.DEVNULL)
+            self.loop = None
         try:
-            os.rmdir(self.dir)
+            os.unlink(self.image)
         except OSError:
             pass
 
@@ -310,6 +374,7 @@ def main():
         except ImportError:
             cannot("PyTorch is not installed (cargo xtask setup installs it)")
     s = a.scratch
+    Throttle.clear_leftovers(s)
     shutil.rmtree(s, ignore_errors=True)
     data = os.path.join(s, "data")
     os.makedirs(data)
@@ -319,14 +384,24 @@ def main():
     # Only where a throttled run is asked for: a machine without cgroup v1
     # (cgroup v2 only, a VM) can still run the others.
     throttled = not a.storage or "throttled" in a.storage
-    throttle = Throttle(s, a.throttle_mib << 20, a.throttle_write_mib << 20) if throttled else None
+    # Room for the dataset, the saves of two runs of the job, the
+    # replay's copies and saves, and the write probes, twice over.
+    needed_mib = 2 * (3 * a.files * a.file_mib + 4 * a.epochs * a.ckpt_mib * (2 if a.batch == "global" else 1))
+    throttle = (Throttle(s, a.throttle_mib << 20, a.throttle_write_mib << 20, max(1024, needed_mib))
+                if throttled else None)
     trace_dir = tempfile.mkdtemp(prefix="iorepro-fidelity-", dir="/dev/shm" if os.path.isdir("/dev/shm") else s)
     try:
+        if throttle:
+            # The job at N on the throttled storage reads its copy of the
+            # dataset there.
+            shutil.copytree(data, os.path.join(throttle.root, "data"))
+
         def bench(n, name, cgroup, collect=None):
-            ckpt = os.path.join(s, name, "ckpt")
+            root = cgroup.root if cgroup else s
+            ckpt = os.path.join(root, name, "ckpt")
             os.makedirs(ckpt)
-            report = os.path.join(s, name, "report.json")
-            cmd = kind.command(n, data, ckpt, report)
+            report = os.path.join(root, name, "report.json")
+            cmd = kind.command(n, os.path.join(root, "data"), ckpt, report)
             cmd = cgroup.wrap(cmd) if cgroup else cmd
             run(collect + cmd if collect else cmd)
             with open(report) as f:
@@ -355,7 +430,7 @@ def main():
             if a.job_again and storage != "same_scale":
                 evict(s)
                 again = bench(n, f"job-{storage}-again", cgroup)
-            target = os.path.join(s, f"target-{storage}")
+            target = os.path.join(cgroup.root if cgroup else s, f"target-{storage}")
             run([a.replay, trace, "--target", target, "--ranks", str(n), "--prepare", "only"])
             evict(s)
             cmd = [a.replay, trace, "--target", target, "--ranks", str(n), "--timing", "original",
@@ -365,7 +440,7 @@ def main():
             replay = replay_figures(rep, time.time() - started)
             side = {"job": truth, "replay": replay}
             if cgroup:
-                write_mib_s = write_rate_mib_s(s, a.ckpt_mib, cgroup)
+                write_mib_s = write_rate_mib_s(cgroup.root, a.ckpt_mib, cgroup)
                 rates = ["--bandwidth", f"{a.throttle_mib}MiB/s",
                          "--write-bandwidth", f"{write_mib_s:.1f}MiB/s"]
                 plan = json.loads(run([a.replay, trace, "--ranks", str(n), "--plan-only", "--json",

@@ -1,8 +1,8 @@
 //! Time fidelity: does a replay at N of a job's trace at R take the job at
 //! N's time? `tests/jobs/time_fidelity.py` runs a job at R = 1 and 2 under
-//! the collector and at N = 4, on the storage as it is and on the same
-//! storage with reads throttled below what 4 processes ask for (a cgroup
-//! v1 blkio throttle), replays the trace at 4 on each, and predicts the
+//! the collector and at N = 4, on the storage as it is and on storage with
+//! reads throttled below what 4 processes ask for (a loop device of its
+//! own under a cgroup v1 blkio throttle), replays the trace at 4 on each, and predicts the
 //! throttled run with `--plan-only --bandwidth`; the trace is also replayed
 //! at R against the captured run (same scale). The jobs: the DLIO-like
 //! benchmark, holding each rank's batch and (replayed with `--batch
