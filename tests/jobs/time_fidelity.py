@@ -348,8 +348,10 @@ def main():
     p.add_argument("--compute-s", type=float, default=0.12)
     p.add_argument("--ckpt-mib", type=int, default=64)
     p.add_argument("--throttle-mib", type=int, default=80)
-    p.add_argument("--throttle-write-mib", type=int, default=0,
-                   help="writes' rate on the throttled storage (0: writes not throttled)")
+    p.add_argument("--throttle-write-mib", type=int, default=None,
+                   help="writes' rate on the throttled storage (default: the reads' rate; "
+                        "0: writes not throttled, so that a save takes what the disk's own "
+                        "cache gives that moment)")
     p.add_argument("--workers-each-epoch", action="store_true",
                    help="train_ddp: its DataLoader forks its workers at each epoch's start")
     p.add_argument("--no-meet", action="store_true",
@@ -361,6 +363,8 @@ def main():
                         "(`job_variation`), and the replay's errors beyond the range of the two "
                         "runs (`errors_beyond_job`)")
     a = p.parse_args()
+    if a.throttle_write_mib is None:
+        a.throttle_write_mib = a.throttle_mib
     if os.geteuid() != 0:
         cannot("not root: throttling and capturing need root")
     if shutil.which("mpirun") is None:
@@ -440,7 +444,10 @@ def main():
             replay = replay_figures(rep, time.time() - started)
             side = {"job": truth, "replay": replay}
             if cgroup:
-                write_mib_s = write_rate_mib_s(cgroup.root, a.ckpt_mib, cgroup)
+                # The plan is told the storage's rates: the throttle's,
+                # as a volume's QoS states them, or, where writes are not
+                # throttled, what a user measures of the disk.
+                write_mib_s = a.throttle_write_mib or write_rate_mib_s(cgroup.root, a.ckpt_mib, cgroup)
                 rates = ["--bandwidth", f"{a.throttle_mib}MiB/s",
                          "--write-bandwidth", f"{write_mib_s:.1f}MiB/s"]
                 plan = json.loads(run([a.replay, trace, "--ranks", str(n), "--plan-only", "--json",

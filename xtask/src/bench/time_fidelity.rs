@@ -111,7 +111,10 @@ fn one_case(ctx: &Ctx, job: &str, batch: &str, traced: u32) -> Result<()> {
             format!("{from}->{to}, storage {storage}")
         };
         let throttle = if storage == "throttled" {
-            format!(" (reads at {} MiB/s)", r["throttle_mib_s"])
+            match r["throttle_write_mib_s"].as_u64() {
+                Some(0) | None => format!(" (reads at {} MiB/s)", r["throttle_mib_s"]),
+                Some(w) => format!(" (reads at {} MiB/s, writes at {w})", r["throttle_mib_s"]),
+            }
         } else {
             String::new()
         };
