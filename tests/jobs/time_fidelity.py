@@ -61,7 +61,8 @@ class Throttle:
         for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
             if shutil.which(tool) is None:
                 cannot(f"{tool} is not installed (util-linux, e2fsprogs)")
-        self.dir = self.loop = self.root = None
+        self.dir = self.root = None
+        self.scratch = scratch
         self.image = os.path.join(scratch, "throttled.img")
         try:
             with open(self.image, "wb") as f:
@@ -70,27 +71,20 @@ class Throttle:
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if r.returncode != 0:
                 cannot(f"no loop device for the throttled storage: {r.stderr.strip()}")
-            self.loop = r.stdout.strip()
-            name = os.path.basename(self.loop)
+            loop = r.stdout.strip()
             # The file system's read-ahead is its device's: the scratch
             # disk's, so that reads reach the throttle as they reach the
             # disk unthrottled.
-            disk = os.stat(scratch).st_dev
-            try:
-                with open(f"/sys/dev/block/{os.major(disk)}:{os.minor(disk)}/queue/read_ahead_kb") as f:
-                    read_ahead = f.read().strip()
-            except OSError:
-                read_ahead = "128"
-            with open(f"/sys/block/{name}/queue/read_ahead_kb", "w") as f:
-                f.write(read_ahead)
-            run(["mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", self.loop])
+            with open(f"/sys/block/{os.path.basename(loop)}/queue/read_ahead_kb", "w") as f:
+                f.write(read_ahead_kb(scratch))
+            run(["mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", loop])
             root = os.path.join(scratch, "throttled")
             os.makedirs(root)
-            run(["mount", self.loop, root])
+            run(["mount", loop, root])
             self.root = root
             self.dir = os.path.join(cg_root, f"iorepro-fidelity-{os.getpid()}")
             os.makedirs(self.dir, exist_ok=True)
-            dev = os.stat(self.loop).st_rdev
+            dev = os.stat(loop).st_rdev
             rule = f"{os.major(dev)}:{os.minor(dev)} {bps}"
             with open(os.path.join(self.dir, "blkio.throttle.read_bps_device"), "w") as f:
                 f.write(rule)
@@ -106,8 +100,9 @@ class Throttle:
 
     @staticmethod
     def clear_leftovers(scratch):
-        """What a run killed before its `close` left under `scratch`: its
-        mount and its loop device."""
+        """The mount and the loop device of a throttled storage under
+        `scratch`: what `close` undoes, and what a run killed before its
+        `close` left."""
         subprocess.run(["umount", os.path.join(scratch, "throttled")], stderr=subprocess.DEVNULL)
         image = os.path.join(scratch, "throttled.img")
         r = subprocess.run(["losetup", "--associated", image, "--noheadings", "--output", "NAME"],
@@ -125,16 +120,26 @@ class Throttle:
                 os.rmdir(self.dir)
             except OSError:
                 pass
-        if self.root:
-            subprocess.run(["umount", self.root], stderr=subprocess.DEVNULL)
-            self.root = None
-        if self.loop:
-            subprocess.run(["losetup", "--detach", self.loop], stderr=subprocess.DEVNULL)
-            self.loop = None
+        self.clear_leftovers(self.scratch)
+        self.root = None
         try:
             os.unlink(self.image)
         except OSError:
             pass
+
+
+def read_ahead_kb(path):
+    """The read-ahead of the disk `path` lies on (a partition's is its
+    disk's), as sysfs gives it; the kernel's default where none is found."""
+    dev = os.stat(path).st_dev
+    base = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+    for queue in (f"{base}/queue", f"{base}/../queue"):
+        try:
+            with open(f"{queue}/read_ahead_kb") as f:
+                return f.read().strip()
+        except OSError:
+            continue
+    return "128"
 
 
 def mpirun(n, script, args):
