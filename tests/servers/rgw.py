@@ -111,10 +111,11 @@ rgw_data = {dir}/rgw/$id
 # gateway's start waits on some twenty changes (its pools and their settings)
 # one after another: 11 s to start rather than 1.
 paxos_propose_interval = 0.05
-# The monitor stops when its disk has under 5% free (a warning under 30%):
-# here it stores only the cluster's small maps.
-mon_data_avail_crit = 1
-mon_data_avail_warn = 2
+# The monitor refuses to start when its disk has under 5% free (a warning
+# under 30%), and a large shared disk can have that with gigabytes left:
+# here it stores only the cluster's small maps, so only a full disk stops it.
+mon_data_avail_crit = 0
+mon_data_avail_warn = 1
 
 # A client gives up on an unreachable monitor soon, not after 5 minutes.
 client_mount_timeout = 30

@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 /// The workspace root (the parent of this package).
@@ -66,9 +68,10 @@ pub fn run_json(cmd: &mut Command) -> serde_json::Value {
 /// A clean scratch directory for one test under the system temp dir:
 /// `iorepro-tests/NAME.PID`, this test process's own, so two runs of a test
 /// on one machine (two checkouts, two users) never share or clear each
-/// other's. Kept after the run, so a failure can be inspected; cleared by
-/// the next run of the test, with those of other runs whose process is
-/// gone.
+/// other's. Removed when the test process exits with no test failed, since
+/// a whole run leaves gigabytes of datasets and traces that fill the disk of
+/// the next run; kept after a failure, so it can be inspected, and cleared by
+/// the next run of the test, with those of other runs whose process is gone.
 pub fn scratch(name: &str) -> PathBuf {
     let base = std::env::temp_dir().join("iorepro-tests");
     clear_finished(&base, name);
@@ -77,7 +80,48 @@ pub fn scratch(name: &str) -> PathBuf {
         std::fs::remove_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
     }
     std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    remove_at_exit_unless_failed(&d);
     d
+}
+
+/// The scratch directories this process made, for [`remove_scratch_at_exit`].
+static MADE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Set by the panic hook: a test failed (or cannot run), so its files stay.
+static A_TEST_FAILED: AtomicBool = AtomicBool::new(false);
+/// The test process's id: a forked child that exits does not remove them.
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
+/// Records `dir` for removal at exit. The first call chains a panic hook
+/// (a failed assertion anywhere marks the run failed) and registers the
+/// exit handler; libtest reaches `exit` after the last test, failed or not.
+fn remove_at_exit_unless_failed(dir: &Path) {
+    static SETUP: Once = Once::new();
+    SETUP.call_once(|| {
+        OWNER.store(std::process::id(), Ordering::SeqCst);
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            A_TEST_FAILED.store(true, Ordering::SeqCst);
+            previous(info)
+        }));
+        // SAFETY: registers a plain `extern "C" fn` without arguments,
+        // which is what atexit takes.
+        unsafe { libc::atexit(remove_scratch_at_exit) };
+    });
+    MADE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(dir.to_path_buf());
+}
+
+extern "C" fn remove_scratch_at_exit() {
+    if A_TEST_FAILED.load(Ordering::SeqCst) || std::process::id() != OWNER.load(Ordering::SeqCst) {
+        return;
+    }
+    let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
+    for d in made {
+        // Best effort: what a leftover mount or daemon holds stays, and the
+        // next run's `clear_finished` tries again.
+        let _ = std::fs::remove_dir_all(d);
+    }
 }
 
 /// Removes `base/NAME.PID` of every process that has ended: what earlier
