@@ -11,6 +11,7 @@
 mod args;
 mod bench;
 mod demo;
+mod disk;
 mod dist;
 mod ebpf;
 mod imports;
@@ -133,6 +134,12 @@ fn test(root: &Path, do_setup: bool, fuzz: Option<u64>) -> Result<()> {
     }
     if !is_root() {
         eprintln!("note: not root: the eBPF capture tests will say so and skip; run as root for the full suite");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    for short in disk::shortfalls(&target, &std::env::temp_dir()) {
+        eprintln!("note: {short}");
     }
     // The collector embeds the committed object; it must be what its sources
     // build to with the pinned toolchain.
