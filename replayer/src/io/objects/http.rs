@@ -591,6 +591,17 @@ mod tests {
         (authority, handle)
     }
 
+    /// A listing's XML document.
+    const LISTED: &str = "<?xml version=\"1.0\"?><L><K>a</K></L>";
+
+    /// A listing's answer as a store writes it, in pieces (`|`): its head,
+    /// the chunk's size, the document `doc`, then `end`, the framing after
+    /// it.
+    fn listing_in_pieces(doc: &str, end: &str) -> &'static str {
+        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        Box::leak(format!("{head}|{:x}\r\n|{doc}|{end}", doc.len()).into_boxed_str())
+    }
+
     fn connection(authority: &str) -> Connection {
         Connection::new(
             authority.to_string(),
@@ -633,10 +644,8 @@ mod tests {
 
     #[test]
     fn a_listing_written_in_pieces_is_read_whole_and_its_end_with_the_next_answer() {
-        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
-        let doc = "<?xml version=\"1.0\"?><L><K>a</K></L>";
-        let listing = format!("{head}|{:x}\r\n|{doc}|\r\n|0\r\n\r\n", doc.len());
-        let listing: &'static str = Box::leak(listing.into_boxed_str());
+        let doc = LISTED;
+        let listing = listing_in_pieces(doc, "\r\n|0\r\n\r\n");
         // A document in two chunks is whole only after the second.
         let two = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n|4\r\n<L>x|\r\n4\r\n</L>|\r\n0\r\nT: v\r\n\r\n";
         let (authority, server) = serve(vec![vec![
@@ -685,10 +694,8 @@ mod tests {
     /// and a capture of the replay would miss the answer's last bytes.
     #[test]
     fn a_connection_closed_after_a_listing_reads_the_end_still_coming() {
-        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
-        let doc = "<?xml version=\"1.0\"?><L><K>a</K></L>";
-        let listing = format!("{head}|{:x}\r\n|{doc}|\r\n|0\r\n|\r\n", doc.len());
-        let listing: &'static str = Box::leak(listing.into_boxed_str());
+        let doc = LISTED;
+        let listing = listing_in_pieces(doc, "\r\n|0\r\n|\r\n");
         let (authority, server) = serve(vec![vec![listing]]);
         let mut c = connection(&authority);
         let l = c
