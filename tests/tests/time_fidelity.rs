@@ -42,11 +42,15 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// The driver's JSON document, or `None` where this machine cannot run it
-/// (said through [`cannot_run`]).
+/// (said through [`cannot_run`]). The document is left in the scratch
+/// folder (`result.json`, kept when the test fails) and summed up on
+/// stderr a line a storage, so that a failure's message is not lost below
+/// a long document in a log that shows only part of it.
 fn drive(name: &str, args: &[&str]) -> Option<Value> {
     // One at a time: each times jobs and replays against the same disk.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch(name);
     let out = Command::new("python3")
         .arg(workspace_root().join("tests/jobs/time_fidelity.py"))
         .arg("--collect")
@@ -54,7 +58,7 @@ fn drive(name: &str, args: &[&str]) -> Option<Value> {
         .arg("--replay")
         .arg(bin("iorepro-replay"))
         .arg("--scratch")
-        .arg(scratch(name))
+        .arg(&dir)
         .args(args)
         .output()
         .expect("python3 runs");
@@ -65,8 +69,56 @@ fn drive(name: &str, args: &[&str]) -> Option<Value> {
     }
     assert!(out.status.success(), "time_fidelity.py failed:\n{stderr}");
     let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    eprintln!("{r:#}");
+    let kept = dir.join("result.json");
+    std::fs::write(&kept, &out.stdout).unwrap_or_else(|e| panic!("{}: {e}", kept.display()));
+    for storage in ["same_scale", "fast", "throttled"] {
+        let s = &r[storage];
+        if !s.is_null() {
+            eprintln!(
+                "{storage}: job span {:.2} s, epochs {:?}, saves {:?}; replay span {:.2} s, epochs {:?}, saves {:?}; judged errors {}",
+                f(&s["job"]["span_s"]),
+                list(&s["job"]["epochs_s"]),
+                list(&s["job"]["checkpoints_s"]),
+                f(&s["replay"]["span_s"]),
+                list(&s["replay"]["epochs_s"]),
+                list(&s["replay"]["checkpoints_s"]),
+                judged(s)
+            );
+        }
+    }
+    eprintln!("the whole document: {}", kept.display());
     Some(r)
+}
+
+/// Runs the driver and `judge`s its document (the bounds it misses, as
+/// sentences). A run that misses any is run once more, and the test fails
+/// only when the second misses too: the bounds are the replay's against
+/// the job's time on this machine, and a burst of other work here (CI's
+/// machine is shared with its own builds) moves one run of the job or of
+/// the replay, not both runs; a replay that is wrong misses both times.
+fn drive_and_judge(name: &str, args: &[&str], judge: fn(&Value) -> Vec<String>) {
+    let mut first = Vec::new();
+    for run in 1..=2 {
+        let Some(r) = drive(name, args) else {
+            return;
+        };
+        let missed = judge(&r);
+        if missed.is_empty() {
+            if run == 2 {
+                eprintln!("the first run missed, the second met every bound: {first:#?}");
+            }
+            return;
+        }
+        eprintln!("run {run} missed: {missed:#?}");
+        if run == 2 {
+            panic!(
+                "both runs missed bounds:\n  first: {}\n  second: {}",
+                first.join("\n         "),
+                missed.join("\n          ")
+            );
+        }
+        first = missed;
+    }
 }
 
 /// The replay's errors to judge on one storage: beyond the job's own two
@@ -78,66 +130,85 @@ fn judged(side: &Value) -> &Value {
     }
 }
 
-fn assert_replayed_without_errors(side: &Value, storage: &str) {
-    let errors = &side["replay"]["errors"];
-    assert!(
-        errors.as_array().is_some_and(|a| a.is_empty()),
-        "{storage}: {errors}"
-    );
+/// What a judge found: the bounds missed, each a sentence.
+#[derive(Default)]
+struct Missed(Vec<String>);
+
+impl Missed {
+    fn unless(&mut self, held: bool, what: impl FnOnce() -> String) {
+        if !held {
+            self.0.push(what());
+        }
+    }
+
+    fn replayed_without_errors(&mut self, side: &Value, storage: &str) {
+        let errors = &side["replay"]["errors"];
+        self.unless(errors.as_array().is_some_and(|a| a.is_empty()), || {
+            format!("{storage}: the replay's errors {errors}")
+        });
+    }
 }
 
 #[test]
 fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
-    let Some(r) = drive("time-fidelity", &["--job-again"]) else {
-        return;
-    };
-    for storage in ["same_scale", "fast", "throttled"] {
-        let s = &r[storage];
-        let e = judged(s);
-        assert_replayed_without_errors(s, storage);
-        // As it is, the span holds three 64 MiB saves, whose buffered writes take
-        // 0.04 s or 0.25 s here from one run to the next (the job's own
-        // and the replay's alike): up to 0.6 s of a 3.5 to 6.5 s span.
-        assert!(
-            f(&e["span"]).abs() <= 0.20,
-            "{storage}: span error {}",
-            e["span"]
-        );
-        for (i, err) in list(&e["epochs"]).iter().enumerate() {
-            assert!(err.abs() <= 0.15, "{storage}: epoch {} error {err}", i + 1);
+    drive_and_judge("time-fidelity", &["--job-again"], |r| {
+        let mut m = Missed::default();
+        for storage in ["same_scale", "fast", "throttled"] {
+            let s = &r[storage];
+            let e = judged(s);
+            m.replayed_without_errors(s, storage);
+            // As it is, the span holds three 64 MiB saves, whose buffered writes take
+            // 0.04 s or 0.25 s here from one run to the next (the job's own
+            // and the replay's alike): up to 0.6 s of a 3.5 to 6.5 s span.
+            m.unless(f(&e["span"]).abs() <= 0.20, || {
+                format!("{storage}: span error {}", e["span"])
+            });
+            for (i, err) in list(&e["epochs"]).iter().enumerate() {
+                m.unless(err.abs() <= 0.15, || {
+                    format!("{storage}: epoch {} error {err}", i + 1)
+                });
+            }
+            for (i, pts) in list(&e["au_points"]).iter().enumerate() {
+                m.unless(pts.abs() <= 10.0, || {
+                    format!("{storage}: epoch {} AU off by {pts} points", i + 1)
+                });
+            }
         }
-        for (i, pts) in list(&e["au_points"]).iter().enumerate() {
-            assert!(
-                pts.abs() <= 10.0,
-                "{storage}: epoch {} AU off by {pts} points",
-                i + 1
-            );
+        // The answer a user came for: fed on the storage as it is, stalled on
+        // the throttled one, as the job at 4 was.
+        let au = |storage: &str, side: &str| mean(&list(&r[storage][side]["au_percent"]));
+        for side in ["job", "replay"] {
+            m.unless(au("fast", side) >= 85.0, || {
+                format!(
+                    "fast: the {side}'s AU {:.1} % (fed: 85 % or more)",
+                    au("fast", side)
+                )
+            });
+            m.unless(au("throttled", side) < 80.0, || {
+                format!(
+                    "throttled: the {side}'s AU {:.1} % (stalled: under 80 %)",
+                    au("throttled", side)
+                )
+            });
         }
-    }
-    // The answer a user came for: fed on the storage as it is, stalled on
-    // the throttled one, as the job at 4 was.
-    let au = |storage: &str, side: &str| mean(&list(&r[storage][side]["au_percent"]));
-    assert!(
-        au("fast", "job") >= 85.0 && au("fast", "replay") >= 85.0,
-        "{r}"
-    );
-    assert!(
-        au("throttled", "job") < 80.0 && au("throttled", "replay") < 80.0,
-        "{r}"
-    );
-    assert!(f(&r["throttled"]["replay"]["stall_s"]) > 0.5, "{r}");
-    // Saves written at a known rate take their bytes' time, the job's and
-    // the replay's alike (within 4 % beyond the job's runs on a quiet
-    // machine; on the storage as it is they vary too much to judge).
-    for (i, err) in list(&judged(&r["throttled"])["checkpoints"])
-        .iter()
-        .enumerate()
-    {
-        assert!(err.abs() <= 0.25, "throttled: save {} error {err}", i + 1);
-    }
-    for err in list(&judged(&r["throttled"])["plan_epochs"]) {
-        assert!(err.abs() <= 0.2, "the plan's epoch error {err}");
-    }
+        let stall = f(&r["throttled"]["replay"]["stall_s"]);
+        m.unless(stall > 0.5, || {
+            format!("throttled: the replay's stall {stall} s (over 0.5 s)")
+        });
+        // Saves written at a known rate take their bytes' time, the job's and
+        // the replay's alike (within 4 % beyond the job's runs on a quiet
+        // machine; on the storage as it is they vary too much to judge).
+        let throttled = judged(&r["throttled"]);
+        for (i, err) in list(&throttled["checkpoints"]).iter().enumerate() {
+            m.unless(err.abs() <= 0.25, || {
+                format!("throttled: save {} error {err}", i + 1)
+            });
+        }
+        for err in list(&throttled["plan_epochs"]) {
+            m.unless(err.abs() <= 0.2, || format!("the plan's epoch error {err}"));
+        }
+        m.0
+    });
 }
 
 /// A job that holds its global batch fixed makes the same steps and saves
@@ -145,30 +216,52 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
 /// step. `--batch global` replays every traced save, in the job at 4's time.
 #[test]
 fn with_the_global_batch_held_every_save_is_made_at_twice_the_ranks() {
-    let Some(r) = drive(
-        "time-fidelity-global",
-        &["--batch", "global", "--epochs", "2", "--job-again"],
-    ) else {
-        return;
-    };
-    for storage in ["same_scale", "fast", "throttled"] {
-        let s = &r[storage];
-        let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
-        assert_eq!(saves("job"), 4, "{storage}: 2 saves an epoch");
-        assert_eq!(saves("replay"), saves("job"), "{storage}: {}", s["errors"]);
-        assert_replayed_without_errors(s, storage);
-        // Loose: four fsync'd saves of 64 MiB vary from 0.04 to 0.4 s
-        // each here, run to run; the job at 2 takes 80 % longer than at 4.
-        assert!(
-            f(&judged(s)["span"]).abs() <= 0.25,
-            "{storage}: span error {}",
-            judged(s)["span"]
-        );
-    }
-    assert_eq!(r["meetings"]["verdict"], "meet", "{}", r["meetings"]);
-    let au = |storage: &str, side: &str| mean(&list(&r[storage][side]["au_percent"]));
-    assert!(au("fast", "replay") >= 85.0, "{r}");
-    assert!(au("throttled", "replay") < 75.0, "{r}");
+    let args = ["--batch", "global", "--epochs", "2", "--job-again"];
+    drive_and_judge("time-fidelity-global", &args, |r| {
+        let mut m = Missed::default();
+        for storage in ["same_scale", "fast", "throttled"] {
+            let s = &r[storage];
+            let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
+            m.unless(saves("job") == 4, || {
+                format!(
+                    "{storage}: the job made {} saves, not 2 an epoch",
+                    saves("job")
+                )
+            });
+            m.unless(saves("replay") == saves("job"), || {
+                format!(
+                    "{storage}: the replay made {} saves, the job {}",
+                    saves("replay"),
+                    saves("job")
+                )
+            });
+            m.replayed_without_errors(s, storage);
+            // Loose: four fsync'd saves of 64 MiB vary from 0.04 to 0.4 s
+            // each here, run to run; the job at 2 takes 80 % longer than at 4.
+            let span = &judged(s)["span"];
+            m.unless(f(span).abs() <= 0.25, || {
+                format!("{storage}: span error {span}")
+            });
+        }
+        let meetings = &r["meetings"];
+        m.unless(meetings["verdict"] == "meet", || {
+            format!("the plan's meetings: {meetings} (the ranks meet at each save)")
+        });
+        let au = |storage: &str| mean(&list(&r[storage]["replay"]["au_percent"]));
+        m.unless(au("fast") >= 85.0, || {
+            format!(
+                "fast: the replay's AU {:.1} % (fed: 85 % or more)",
+                au("fast")
+            )
+        });
+        m.unless(au("throttled") < 75.0, || {
+            format!(
+                "throttled: the replay's AU {:.1} % (stalled: under 75 %)",
+                au("throttled")
+            )
+        });
+        m.0
+    });
 }
 
 /// A job whose rank 0 saves while the others read on (no barrier around
@@ -179,38 +272,41 @@ fn with_the_global_batch_held_every_save_is_made_at_twice_the_ranks() {
 /// job's own two runs, before the plan told the two kinds of job apart).
 #[test]
 fn a_job_whose_ranks_read_on_through_its_saves_is_replayed_without_meeting_there() {
-    let Some(r) = drive(
-        "time-fidelity-read-on",
-        &[
-            "--batch",
-            "global",
-            "--epochs",
-            "2",
-            "--no-meet",
-            "--job-again",
-            "--storage",
-            "same_scale",
-            "--storage",
-            "throttled",
-        ],
-    ) else {
-        return;
-    };
-    let m = &r["meetings"];
-    assert_eq!(m["verdict"], "read_on", "{m}");
-    assert_eq!(list(&m["not_met"]).len(), 4, "{m}");
-    for storage in ["same_scale", "throttled"] {
-        let s = &r[storage];
-        assert_replayed_without_errors(s, storage);
-        assert_eq!(
-            list(&s["replay"]["checkpoints_s"]).len(),
-            list(&s["job"]["checkpoints_s"]).len(),
-            "{storage}"
+    let args = [
+        "--batch",
+        "global",
+        "--epochs",
+        "2",
+        "--no-meet",
+        "--job-again",
+        "--storage",
+        "same_scale",
+        "--storage",
+        "throttled",
+    ];
+    drive_and_judge("time-fidelity-read-on", &args, |r| {
+        let mut m = Missed::default();
+        let meetings = &r["meetings"];
+        m.unless(
+            meetings["verdict"] == "read_on" && list(&meetings["not_met"]).len() == 4,
+            || format!("the plan's meetings: {meetings} (4 saves the ranks read on through)"),
         );
-        assert!(
-            f(&judged(s)["span"]).abs() <= 0.15,
-            "{storage}: span error {}",
-            judged(s)["span"]
-        );
-    }
+        for storage in ["same_scale", "throttled"] {
+            let s = &r[storage];
+            m.replayed_without_errors(s, storage);
+            let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
+            m.unless(saves("replay") == saves("job"), || {
+                format!(
+                    "{storage}: the replay made {} saves, the job {}",
+                    saves("replay"),
+                    saves("job")
+                )
+            });
+            let span = &judged(s)["span"];
+            m.unless(f(span).abs() <= 0.15, || {
+                format!("{storage}: span error {span}")
+            });
+        }
+        m.0
+    });
 }
