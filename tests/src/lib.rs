@@ -13,7 +13,8 @@
 //! API server for a test, and [`rgw`] a real S3 store (Ceph's RADOS
 //! Gateway); [`python`] runs a Python snippet as an independent judge of a
 //! trace; [`skip`] is what a
-//! test does when the machine cannot run it (under CI, it fails).
+//! test does when the machine cannot run it (under CI, it fails), and
+//! [`timing`] judges a run against time bounds on a shared machine.
 
 pub mod anon;
 pub mod bins;
@@ -27,3 +28,4 @@ pub mod s3;
 pub mod samples;
 pub mod skip;
 pub mod slurm;
+pub mod timing;

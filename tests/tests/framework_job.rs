@@ -4,7 +4,10 @@
 //! 3 epochs, a CSV logger), captured whole as a user captures a job and
 //! replayed at its own rank with `--timing original`
 //! (`tests/jobs/same_scale.py`), against the job's own record of the run
-//! that was captured.
+//! that was captured. Each epoch reads the whole dataset (640 images, 20
+//! batches of 32): a loop that stopped short of it left its workers'
+//! prefetched batches reading into the save, and `phases` cannot begin a
+//! save before that reading ends (README).
 //!
 //! On a GPU machine the same check (ResNet-50, 8 workers) gave the span
 //! within -1.1 % and each epoch within -1.2 % (README). Here, on 2 cores,
@@ -20,6 +23,7 @@ use std::process::Command;
 use iorepro_tests::bins::{bin, scratch, workspace_root};
 use iorepro_tests::python::require_python;
 use iorepro_tests::skip::cannot_run;
+use iorepro_tests::timing::{judge_twice, Missed};
 use serde_json::Value;
 
 fn list(v: &Value) -> Vec<f64> {
@@ -37,88 +41,100 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
     if require_python("", &["lightning", "PIL", "torch"]).is_none() {
         return;
     }
-    let out = Command::new("python3")
-        .arg(workspace_root().join("tests/jobs/same_scale.py"))
-        .arg("--collect")
-        .arg(bin("iorepro-collect"))
-        .arg("--replay")
-        .arg(bin("iorepro-replay"))
-        .arg("--trace-tool")
-        .arg(bin("iorepro-trace"))
-        .arg("--scratch")
-        .arg(scratch("framework-job"))
-        .args([
-            "--images",
-            "800",
-            "--arch",
-            "small",
-            "--batch",
-            "32",
-            "--workers",
-            "2",
-            "--epochs",
-            "3",
-            "--steps",
-            "20",
-            "--crop",
-            "96",
-            "--state-mib",
-            "32",
-        ])
-        .output()
-        .expect("python3 runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "same_scale.py failed:\n{stderr}");
-    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    eprintln!("{r:#}");
+    // The job's structure holds in every run; its times are judged with
+    // one more run where the first misses (`judge_twice`).
+    let attempt = || {
+        let out = Command::new("python3")
+            .arg(workspace_root().join("tests/jobs/same_scale.py"))
+            .arg("--collect")
+            .arg(bin("iorepro-collect"))
+            .arg("--replay")
+            .arg(bin("iorepro-replay"))
+            .arg("--trace-tool")
+            .arg(bin("iorepro-trace"))
+            .arg("--scratch")
+            .arg(scratch("framework-job"))
+            .args([
+                "--images",
+                "640",
+                "--arch",
+                "small",
+                "--batch",
+                "32",
+                "--workers",
+                "2",
+                "--epochs",
+                "3",
+                "--steps",
+                "20",
+                "--crop",
+                "96",
+                "--state-mib",
+                "32",
+            ])
+            .output()
+            .expect("python3 runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "same_scale.py failed:\n{stderr}");
+        let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        // One line: a failure's message stays in view below it.
+        eprintln!("{r}");
 
-    // Every one of the job's files has the role it has in the job.
-    for kind in ["data", "run/checkpoints", "run/logs"] {
-        let k = &r["roles"][kind];
+        // Every one of the job's files has the role it has in the job.
+        for kind in ["data", "run/checkpoints", "run/logs"] {
+            let k = &r["roles"][kind];
+            assert!(
+                k["files"].as_u64().unwrap_or(0) > 0,
+                "{kind}: none in the trace"
+            );
+            assert_eq!(k["files"], k["right"], "{kind}: {}", k["wrong"]);
+        }
+        let replay = &r["replay"];
+        assert_eq!(replay["results_differed"], 0, "{replay}");
         assert!(
-            k["files"].as_u64().unwrap_or(0) > 0,
-            "{kind}: none in the trace"
+            replay["errors"].as_array().is_some_and(|a| a.is_empty()),
+            "{replay}"
         );
-        assert_eq!(k["files"], k["right"], "{kind}: {}", k["wrong"]);
-    }
-    let replay = &r["replay"];
-    assert_eq!(replay["results_differed"], 0, "{replay}");
-    assert!(
-        replay["errors"].as_array().is_some_and(|a| a.is_empty()),
-        "{replay}"
-    );
-
-    // The replay makes each of the job's saves and epochs ...
-    let (job, got) = (&r["traced"], replay);
-    assert_eq!(list(&got["checkpoints_s"]).len(), 3, "{got}");
-    assert_eq!(
-        list(&got["epochs_s"]).len(),
-        list(&job["epochs_s"]).len(),
-        "{got}"
-    );
-    // ... and the epochs after the first take the traced run's time: a
-    // save begun at its first write would have handed them Lightning's
-    // serialisation before it (+6-7 % on the GPU machine, more here).
-    for (i, e) in list(&r["errors"]["epochs"]).iter().enumerate().skip(1) {
-        assert!(
-            e.abs() <= 0.15,
-            "epoch {} off by {:+.1} %: {r}",
-            i + 1,
-            e * 100.0
-        );
-    }
-    // `iorepro-trace phases` finds the job's saves in its trace, each as
-    // long as the job's own record says, to within 50 ms (saves of about
-    // 0.1 s here; Lightning's serialisation before the write is short on
-    // the CPU, 0.33 s on the GPU: see the README).
-    let found = list(&r["phases"]["checkpoints_s"]);
-    let saves = list(&job["checkpoints_s"]);
-    assert_eq!(found.len(), saves.len(), "{r}");
-    for (i, (f, s)) in found.iter().zip(&saves).enumerate() {
-        assert!(
-            (f - s).abs() <= 0.05,
-            "save {}: phases {f:.3} s, the job {s:.3} s: {r}",
-            i + 1
-        );
-    }
+        Some(r)
+    };
+    judge_twice(attempt, |r| {
+        let mut m = Missed::default();
+        let (job, got) = (&r["traced"], &r["replay"]);
+        // The replay makes each of the job's saves and epochs ...
+        let saves = list(&got["checkpoints_s"]).len();
+        m.unless(saves == 3, || {
+            format!("the replay made {saves} saves, not 3")
+        });
+        let (epochs, traced) = (list(&got["epochs_s"]).len(), list(&job["epochs_s"]).len());
+        m.unless(epochs == traced, || {
+            format!("the replay made {epochs} epochs, the job {traced}")
+        });
+        // ... and the epochs after the first take the traced run's time: a
+        // save begun at its first write would have handed them Lightning's
+        // serialisation before it (+6-7 % on the GPU machine, more here).
+        for (i, e) in list(&r["errors"]["epochs"]).iter().enumerate().skip(1) {
+            m.unless(e.abs() <= 0.15, || {
+                format!("epoch {} off by {:+.1} %", i + 1, e * 100.0)
+            });
+        }
+        // `iorepro-trace phases` finds the job's saves in its trace, each as
+        // long as the job's own record says, to within 50 ms (saves of about
+        // 0.1 s here; Lightning's serialisation before the write is short on
+        // the CPU, 0.33 s on the GPU: see the README).
+        let found = list(&r["phases"]["checkpoints_s"]);
+        let saves = list(&job["checkpoints_s"]);
+        m.unless(found.len() == saves.len(), || {
+            format!(
+                "phases found {} saves, the job made {}",
+                found.len(),
+                saves.len()
+            )
+        });
+        for (i, (f, s)) in found.iter().zip(&saves).enumerate() {
+            m.unless((f - s).abs() <= 0.05, || {
+                format!("save {}: phases {f:.3} s, the job {s:.3} s", i + 1)
+            });
+        }
+        m
+    });
 }

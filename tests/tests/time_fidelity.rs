@@ -26,6 +26,7 @@ use std::sync::Mutex;
 
 use iorepro_tests::bins::{bin, scratch, workspace_root};
 use iorepro_tests::skip::cannot_run;
+use iorepro_tests::timing::{judge_twice, Missed};
 use serde_json::Value;
 
 fn f(v: &Value) -> f64 {
@@ -90,37 +91,6 @@ fn drive(name: &str, args: &[&str]) -> Option<Value> {
     Some(r)
 }
 
-/// Runs the driver and `judge`s its document (the bounds it misses, as
-/// sentences). A run that misses any is run once more, and the test fails
-/// only when the second misses too: the bounds are the replay's against
-/// the job's time on this machine, and a burst of other work here (CI's
-/// machine is shared with its own builds) moves one run of the job or of
-/// the replay, not both runs; a replay that is wrong misses both times.
-fn drive_and_judge(name: &str, args: &[&str], judge: fn(&Value) -> Vec<String>) {
-    let mut first = Vec::new();
-    for run in 1..=2 {
-        let Some(r) = drive(name, args) else {
-            return;
-        };
-        let missed = judge(&r);
-        if missed.is_empty() {
-            if run == 2 {
-                eprintln!("the first run missed, the second met every bound: {first:#?}");
-            }
-            return;
-        }
-        eprintln!("run {run} missed: {missed:#?}");
-        if run == 2 {
-            panic!(
-                "both runs missed bounds:\n  first: {}\n  second: {}",
-                first.join("\n         "),
-                missed.join("\n          ")
-            );
-        }
-        first = missed;
-    }
-}
-
 /// The replay's errors to judge on one storage: beyond the job's own two
 /// runs where it ran twice (at N), else against its one run (same scale).
 fn judged(side: &Value) -> &Value {
@@ -130,85 +100,77 @@ fn judged(side: &Value) -> &Value {
     }
 }
 
-/// What a judge found: the bounds missed, each a sentence.
-#[derive(Default)]
-struct Missed(Vec<String>);
-
-impl Missed {
-    fn unless(&mut self, held: bool, what: impl FnOnce() -> String) {
-        if !held {
-            self.0.push(what());
-        }
-    }
-
-    fn replayed_without_errors(&mut self, side: &Value, storage: &str) {
-        let errors = &side["replay"]["errors"];
-        self.unless(errors.as_array().is_some_and(|a| a.is_empty()), || {
-            format!("{storage}: the replay's errors {errors}")
-        });
-    }
+/// The replay ran without errors on `storage`.
+fn replayed_without_errors(m: &mut Missed, side: &Value, storage: &str) {
+    let errors = &side["replay"]["errors"];
+    m.unless(errors.as_array().is_some_and(|a| a.is_empty()), || {
+        format!("{storage}: the replay's errors {errors}")
+    });
 }
 
 #[test]
 fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
-    drive_and_judge("time-fidelity", &["--job-again"], |r| {
-        let mut m = Missed::default();
-        for storage in ["same_scale", "fast", "throttled"] {
-            let s = &r[storage];
-            let e = judged(s);
-            m.replayed_without_errors(s, storage);
-            // As it is, the span holds three 64 MiB saves, whose buffered writes take
-            // 0.04 s or 0.25 s here from one run to the next (the job's own
-            // and the replay's alike): up to 0.6 s of a 3.5 to 6.5 s span.
-            m.unless(f(&e["span"]).abs() <= 0.20, || {
-                format!("{storage}: span error {}", e["span"])
-            });
-            for (i, err) in list(&e["epochs"]).iter().enumerate() {
-                m.unless(err.abs() <= 0.15, || {
-                    format!("{storage}: epoch {} error {err}", i + 1)
+    judge_twice(
+        || drive("time-fidelity", &["--job-again"]),
+        |r| {
+            let mut m = Missed::default();
+            for storage in ["same_scale", "fast", "throttled"] {
+                let s = &r[storage];
+                let e = judged(s);
+                replayed_without_errors(&mut m, s, storage);
+                // As it is, the span holds three 64 MiB saves, whose buffered writes take
+                // 0.04 s or 0.25 s here from one run to the next (the job's own
+                // and the replay's alike): up to 0.6 s of a 3.5 to 6.5 s span.
+                m.unless(f(&e["span"]).abs() <= 0.20, || {
+                    format!("{storage}: span error {}", e["span"])
+                });
+                for (i, err) in list(&e["epochs"]).iter().enumerate() {
+                    m.unless(err.abs() <= 0.15, || {
+                        format!("{storage}: epoch {} error {err}", i + 1)
+                    });
+                }
+                for (i, pts) in list(&e["au_points"]).iter().enumerate() {
+                    m.unless(pts.abs() <= 10.0, || {
+                        format!("{storage}: epoch {} AU off by {pts} points", i + 1)
+                    });
+                }
+            }
+            // The answer a user came for: fed on the storage as it is, stalled on
+            // the throttled one, as the job at 4 was.
+            let au = |storage: &str, side: &str| mean(&list(&r[storage][side]["au_percent"]));
+            for side in ["job", "replay"] {
+                m.unless(au("fast", side) >= 85.0, || {
+                    format!(
+                        "fast: the {side}'s AU {:.1} % (fed: 85 % or more)",
+                        au("fast", side)
+                    )
+                });
+                m.unless(au("throttled", side) < 80.0, || {
+                    format!(
+                        "throttled: the {side}'s AU {:.1} % (stalled: under 80 %)",
+                        au("throttled", side)
+                    )
                 });
             }
-            for (i, pts) in list(&e["au_points"]).iter().enumerate() {
-                m.unless(pts.abs() <= 10.0, || {
-                    format!("{storage}: epoch {} AU off by {pts} points", i + 1)
+            let stall = f(&r["throttled"]["replay"]["stall_s"]);
+            m.unless(stall > 0.5, || {
+                format!("throttled: the replay's stall {stall} s (over 0.5 s)")
+            });
+            // Saves written at a known rate take their bytes' time, the job's and
+            // the replay's alike (within 4 % beyond the job's runs on a quiet
+            // machine; on the storage as it is they vary too much to judge).
+            let throttled = judged(&r["throttled"]);
+            for (i, err) in list(&throttled["checkpoints"]).iter().enumerate() {
+                m.unless(err.abs() <= 0.25, || {
+                    format!("throttled: save {} error {err}", i + 1)
                 });
             }
-        }
-        // The answer a user came for: fed on the storage as it is, stalled on
-        // the throttled one, as the job at 4 was.
-        let au = |storage: &str, side: &str| mean(&list(&r[storage][side]["au_percent"]));
-        for side in ["job", "replay"] {
-            m.unless(au("fast", side) >= 85.0, || {
-                format!(
-                    "fast: the {side}'s AU {:.1} % (fed: 85 % or more)",
-                    au("fast", side)
-                )
-            });
-            m.unless(au("throttled", side) < 80.0, || {
-                format!(
-                    "throttled: the {side}'s AU {:.1} % (stalled: under 80 %)",
-                    au("throttled", side)
-                )
-            });
-        }
-        let stall = f(&r["throttled"]["replay"]["stall_s"]);
-        m.unless(stall > 0.5, || {
-            format!("throttled: the replay's stall {stall} s (over 0.5 s)")
-        });
-        // Saves written at a known rate take their bytes' time, the job's and
-        // the replay's alike (within 4 % beyond the job's runs on a quiet
-        // machine; on the storage as it is they vary too much to judge).
-        let throttled = judged(&r["throttled"]);
-        for (i, err) in list(&throttled["checkpoints"]).iter().enumerate() {
-            m.unless(err.abs() <= 0.25, || {
-                format!("throttled: save {} error {err}", i + 1)
-            });
-        }
-        for err in list(&throttled["plan_epochs"]) {
-            m.unless(err.abs() <= 0.2, || format!("the plan's epoch error {err}"));
-        }
-        m.0
-    });
+            for err in list(&throttled["plan_epochs"]) {
+                m.unless(err.abs() <= 0.2, || format!("the plan's epoch error {err}"));
+            }
+            m
+        },
+    );
 }
 
 /// A job that holds its global batch fixed makes the same steps and saves
@@ -217,51 +179,54 @@ fn a_replay_at_twice_the_ranks_takes_the_jobs_time_there_fast_and_throttled() {
 #[test]
 fn with_the_global_batch_held_every_save_is_made_at_twice_the_ranks() {
     let args = ["--batch", "global", "--epochs", "2", "--job-again"];
-    drive_and_judge("time-fidelity-global", &args, |r| {
-        let mut m = Missed::default();
-        for storage in ["same_scale", "fast", "throttled"] {
-            let s = &r[storage];
-            let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
-            m.unless(saves("job") == 4, || {
+    judge_twice(
+        || drive("time-fidelity-global", &args),
+        |r| {
+            let mut m = Missed::default();
+            for storage in ["same_scale", "fast", "throttled"] {
+                let s = &r[storage];
+                let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
+                m.unless(saves("job") == 4, || {
+                    format!(
+                        "{storage}: the job made {} saves, not 2 an epoch",
+                        saves("job")
+                    )
+                });
+                m.unless(saves("replay") == saves("job"), || {
+                    format!(
+                        "{storage}: the replay made {} saves, the job {}",
+                        saves("replay"),
+                        saves("job")
+                    )
+                });
+                replayed_without_errors(&mut m, s, storage);
+                // Loose: four fsync'd saves of 64 MiB vary from 0.04 to 0.4 s
+                // each here, run to run; the job at 2 takes 80 % longer than at 4.
+                let span = &judged(s)["span"];
+                m.unless(f(span).abs() <= 0.25, || {
+                    format!("{storage}: span error {span}")
+                });
+            }
+            let meetings = &r["meetings"];
+            m.unless(meetings["verdict"] == "meet", || {
+                format!("the plan's meetings: {meetings} (the ranks meet at each save)")
+            });
+            let au = |storage: &str| mean(&list(&r[storage]["replay"]["au_percent"]));
+            m.unless(au("fast") >= 85.0, || {
                 format!(
-                    "{storage}: the job made {} saves, not 2 an epoch",
-                    saves("job")
+                    "fast: the replay's AU {:.1} % (fed: 85 % or more)",
+                    au("fast")
                 )
             });
-            m.unless(saves("replay") == saves("job"), || {
+            m.unless(au("throttled") < 75.0, || {
                 format!(
-                    "{storage}: the replay made {} saves, the job {}",
-                    saves("replay"),
-                    saves("job")
+                    "throttled: the replay's AU {:.1} % (stalled: under 75 %)",
+                    au("throttled")
                 )
             });
-            m.replayed_without_errors(s, storage);
-            // Loose: four fsync'd saves of 64 MiB vary from 0.04 to 0.4 s
-            // each here, run to run; the job at 2 takes 80 % longer than at 4.
-            let span = &judged(s)["span"];
-            m.unless(f(span).abs() <= 0.25, || {
-                format!("{storage}: span error {span}")
-            });
-        }
-        let meetings = &r["meetings"];
-        m.unless(meetings["verdict"] == "meet", || {
-            format!("the plan's meetings: {meetings} (the ranks meet at each save)")
-        });
-        let au = |storage: &str| mean(&list(&r[storage]["replay"]["au_percent"]));
-        m.unless(au("fast") >= 85.0, || {
-            format!(
-                "fast: the replay's AU {:.1} % (fed: 85 % or more)",
-                au("fast")
-            )
-        });
-        m.unless(au("throttled") < 75.0, || {
-            format!(
-                "throttled: the replay's AU {:.1} % (stalled: under 75 %)",
-                au("throttled")
-            )
-        });
-        m.0
-    });
+            m
+        },
+    );
 }
 
 /// A job whose rank 0 saves while the others read on (no barrier around
@@ -284,29 +249,32 @@ fn a_job_whose_ranks_read_on_through_its_saves_is_replayed_without_meeting_there
         "--storage",
         "throttled",
     ];
-    drive_and_judge("time-fidelity-read-on", &args, |r| {
-        let mut m = Missed::default();
-        let meetings = &r["meetings"];
-        m.unless(
-            meetings["verdict"] == "read_on" && list(&meetings["not_met"]).len() == 4,
-            || format!("the plan's meetings: {meetings} (4 saves the ranks read on through)"),
-        );
-        for storage in ["same_scale", "throttled"] {
-            let s = &r[storage];
-            m.replayed_without_errors(s, storage);
-            let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
-            m.unless(saves("replay") == saves("job"), || {
-                format!(
-                    "{storage}: the replay made {} saves, the job {}",
-                    saves("replay"),
-                    saves("job")
-                )
-            });
-            let span = &judged(s)["span"];
-            m.unless(f(span).abs() <= 0.15, || {
-                format!("{storage}: span error {span}")
-            });
-        }
-        m.0
-    });
+    judge_twice(
+        || drive("time-fidelity-read-on", &args),
+        |r| {
+            let mut m = Missed::default();
+            let meetings = &r["meetings"];
+            m.unless(
+                meetings["verdict"] == "read_on" && list(&meetings["not_met"]).len() == 4,
+                || format!("the plan's meetings: {meetings} (4 saves the ranks read on through)"),
+            );
+            for storage in ["same_scale", "throttled"] {
+                let s = &r[storage];
+                replayed_without_errors(&mut m, s, storage);
+                let saves = |side: &str| list(&s[side]["checkpoints_s"]).len();
+                m.unless(saves("replay") == saves("job"), || {
+                    format!(
+                        "{storage}: the replay made {} saves, the job {}",
+                        saves("replay"),
+                        saves("job")
+                    )
+                });
+                let span = &judged(s)["span"];
+                m.unless(f(span).abs() <= 0.15, || {
+                    format!("{storage}: span error {span}")
+                });
+            }
+            m
+        },
+    );
 }
