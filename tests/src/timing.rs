@@ -7,6 +7,8 @@
 //! where the first run misses a bound and fails only when the second misses
 //! too: a wrong replay misses both times, a burst of other work one. Each
 //! bound missed is named, so the failure reads without the run's output.
+//! What does not depend on the machine's load (a replay's errors, the saves
+//! it made) belongs in the attempt, asserted at once, never run again.
 
 /// The bounds one run missed, each a sentence.
 #[derive(Default, Debug)]

@@ -95,21 +95,20 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
             replay["errors"].as_array().is_some_and(|a| a.is_empty()),
             "{replay}"
         );
+        // The replay makes each of the job's saves and epochs.
+        let (job, got) = (&r["traced"], replay);
+        assert_eq!(list(&got["checkpoints_s"]).len(), 3, "{got}");
+        assert_eq!(
+            list(&got["epochs_s"]).len(),
+            list(&job["epochs_s"]).len(),
+            "{got}"
+        );
         Some(r)
     };
     judge_twice(attempt, |r| {
         let mut m = Missed::default();
-        let (job, got) = (&r["traced"], &r["replay"]);
-        // The replay makes each of the job's saves and epochs ...
-        let saves = list(&got["checkpoints_s"]).len();
-        m.unless(saves == 3, || {
-            format!("the replay made {saves} saves, not 3")
-        });
-        let (epochs, traced) = (list(&got["epochs_s"]).len(), list(&job["epochs_s"]).len());
-        m.unless(epochs == traced, || {
-            format!("the replay made {epochs} epochs, the job {traced}")
-        });
-        // ... and the epochs after the first take the traced run's time: a
+        let job = &r["traced"];
+        // The epochs after the first take the traced run's time: a
         // save begun at its first write would have handed them Lightning's
         // serialisation before it (+6-7 % on the GPU machine, more here).
         for (i, e) in list(&r["errors"]["epochs"]).iter().enumerate().skip(1) {
