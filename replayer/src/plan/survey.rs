@@ -133,15 +133,9 @@ pub struct Survey {
     /// The ranks' usual pause between bursts of reading in the read phases,
     /// in seconds: a step's compute (0 when the trace shows none).
     pub step_compute_s: f64,
-    /// Per phase, for a checkpoint: seconds from its start to its first
-    /// write (a save that serialises its state in memory first, see
-    /// [`phases::begin_saves_where_named`]); 0 for the others.
-    pub save_lead_s: Vec<f64>,
-    /// Per phase, for a checkpoint: seconds from its first write to its end
-    /// in which no traced rank wrote or synced (planning, serialising a
-    /// shard, the ranks' collectives between writes), which the storage's
-    /// speed does not change (see [`save_work_ns`]); 0 for the others.
-    pub save_work_s: Vec<f64>,
+    /// Per phase, what a checkpoint's traced time is made of besides its
+    /// bytes reaching the storage (all zero for the other phases).
+    pub saves: Vec<SaveTime>,
     pub start_ns: i64,
     pub end_ns: i64,
     pub events: u64,
@@ -195,6 +189,23 @@ pub fn open_reader(trace: &Path) -> ReplayResult<TraceReader> {
         columns.extend([COL_METHOD, COL_STATUS, COL_SENT, COL_RECEIVED]);
     }
     Ok(reader.with_columns(&columns))
+}
+
+/// What of a checkpoint's traced time the storage's speed does not change.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SaveTime {
+    /// Seconds from its start to its first write (a save that serialises
+    /// its state in memory first, see [`phases::begin_saves_where_named`]).
+    pub lead_s: f64,
+    /// Seconds from its first write to its end in which no traced rank
+    /// wrote or synced (planning, serialising a shard, the ranks'
+    /// collectives between writes).
+    pub work_s: f64,
+    /// Seconds its write calls took before a sync that waited on the
+    /// storage: writes into the page cache, flushed by that sync, so the
+    /// calls themselves were the caller copying its bytes into memory
+    /// (0 where no sync waited: direct writes, or writes the cache kept).
+    pub copy_s: f64,
 }
 
 impl Survey {
@@ -487,7 +498,7 @@ impl Survey {
         // Per save, its first write: where the time before its writes ends
         // and its work between them begins.
         let (writes, syncs) = (activity.writes.runs(), activity.syncs.runs());
-        (self.save_lead_s, self.save_work_s) = self
+        self.saves = self
             .phases
             .iter()
             .map(|p| {
@@ -495,20 +506,11 @@ impl Survey {
                     .get(writes.partition_point(|w| w.start < p.start_unix_ns))
                     .filter(|w| p.kind == PhaseKind::Checkpoint && p.holds(w.start));
                 let Some(w) = first else {
-                    return (0.0, 0.0);
+                    return SaveTime::default();
                 };
-                let within = (w.start, p.end_unix_ns);
-                let busy: Vec<(i64, i64)> = reaching(writes, within)
-                    .iter()
-                    .chain(reaching(syncs, within))
-                    .map(|r| (r.start, r.end))
-                    .collect();
-                (
-                    (w.start - p.start_unix_ns) as f64 / 1e9,
-                    save_work_ns(within, &busy) as f64 / 1e9,
-                )
+                SaveTime::of(p.start_unix_ns, (w.start, p.end_unix_ns), writes, syncs)
             })
-            .unzip();
+            .collect();
         let reads = std::mem::take(&mut self.read_times).finish();
         self.step_compute_s = reads.step_pause_ns(&self.phases).unwrap_or(0) as f64 / 1e9;
         self.meetings = Meetings::judge(&self.phases, &reads, &activity.writes);
@@ -528,10 +530,44 @@ fn reaching(runs: &[Stretch], within: (i64, i64)) -> &[Stretch] {
     &runs[begin..end]
 }
 
-/// Of the stretch `within` (a save from its first write to its end), the
-/// time no stretch of `storage` (writes and syncs, of any rank) covers.
-fn save_work_ns(within: (i64, i64), storage: &[(i64, i64)]) -> i64 {
-    let mut busy: Vec<(i64, i64)> = storage
+impl SaveTime {
+    /// The save that began at `start` and runs `within` its first write and
+    /// its end, from the trace's runs of writes and syncs.
+    fn of(start: i64, within: (i64, i64), writes: &[Stretch], syncs: &[Stretch]) -> SaveTime {
+        let span = |runs: &[Stretch]| -> Vec<(i64, i64)> {
+            reaching(runs, within)
+                .iter()
+                .map(|r| (r.start, r.end))
+                .collect()
+        };
+        let (written, synced) = (span(writes), span(syncs));
+        let busy: Vec<(i64, i64)> = written.iter().chain(&synced).copied().collect();
+        // The writes the save's last waiting sync flushed.
+        let copied = synced
+            .iter()
+            .filter(|(a, b)| b - a >= SYNC_WAITED_NS)
+            .map(|&(a, _)| a)
+            .max()
+            .map_or(0, |flush| {
+                covered_ns((within.0, flush.min(within.1)), &written)
+            });
+        SaveTime {
+            lead_s: (within.0 - start) as f64 / 1e9,
+            work_s: (within.1 - within.0 - covered_ns(within, &busy)).max(0) as f64 / 1e9,
+            copy_s: copied as f64 / 1e9,
+        }
+    }
+}
+
+/// A sync that lasts this long waited on the storage for data the page
+/// cache held: a close, a rename, or an fsync after direct writes returns
+/// in microseconds.
+const SYNC_WAITED_NS: i64 = 1_000_000;
+
+/// Of the stretch `within`, the time the stretches `spans` (of any rank,
+/// overlapping or not) cover.
+fn covered_ns(within: (i64, i64), spans: &[(i64, i64)]) -> i64 {
+    let mut busy: Vec<(i64, i64)> = spans
         .iter()
         .map(|&(a, b)| (a.max(within.0), b.min(within.1)))
         .filter(|(a, b)| a < b)
@@ -545,7 +581,7 @@ fn save_work_ns(within: (i64, i64), storage: &[(i64, i64)]) -> i64 {
             reach = b;
         }
     }
-    (within.1 - within.0 - covered).max(0)
+    covered
 }
 
 impl Survey {
@@ -689,18 +725,49 @@ pub fn row_paths(
 
 #[cfg(test)]
 mod tests {
-    use super::{reaching, save_work_ns};
+    use super::{covered_ns, reaching, SaveTime};
     use iorepro_analysis::activity::Stretch;
 
     #[test]
-    fn a_saves_work_is_its_time_no_rank_wrote_or_synced() {
-        // A save from 100 to 200: two ranks' writes overlap (110-140 and
+    fn the_time_covered_counts_overlaps_once_and_only_within() {
+        // From 100 to 200: two ranks' writes overlap (110-140 and
         // 120-150), a sync runs past the end (190-260), one write comes
         // before it (50-105).
         let storage = [(110, 140), (120, 150), (190, 260), (50, 105)];
-        assert_eq!(save_work_ns((100, 200), &storage), 100 - 5 - 40 - 10);
-        assert_eq!(save_work_ns((100, 200), &[]), 100);
-        assert_eq!(save_work_ns((100, 200), &[(0, 300)]), 0);
+        assert_eq!(covered_ns((100, 200), &storage), 5 + 40 + 10);
+        assert_eq!(covered_ns((100, 200), &[]), 0);
+        assert_eq!(covered_ns((100, 200), &[(0, 300)]), 100);
+    }
+
+    #[test]
+    fn write_calls_a_waiting_sync_flushed_were_copies_into_memory() {
+        const MS: i64 = 1_000_000;
+        let run = |start: i64, end: i64| Stretch {
+            start: start * MS,
+            end: end * MS,
+            bytes: 1,
+            writers: vec![0],
+        };
+        // Serialised for 50 ms, written into the page cache for 100 ms
+        // (two runs, 10 ms of work between them), then an fsync of 800 ms.
+        let writes = [run(50, 100), run(110, 160)];
+        let buffered = SaveTime::of(0, (50 * MS, 960 * MS), &writes, &[run(160, 960)]);
+        assert_eq!(
+            buffered,
+            SaveTime {
+                lead_s: 0.05,
+                work_s: 0.01,
+                copy_s: 0.1
+            }
+        );
+        // Direct writes take the storage's time; the close after them
+        // returns at once, and nothing counts as copied.
+        let direct = SaveTime::of(0, (50 * MS, 960 * MS), &[run(50, 960)], &[run(960, 960)]);
+        assert_eq!(direct.copy_s, 0.0);
+        // Writes after the last waiting sync were not flushed by it.
+        let syncs = [run(100, 110), run(160, 160)];
+        let late = SaveTime::of(0, (50 * MS, 160 * MS), &writes, &syncs);
+        assert_eq!(late.copy_s, 0.05);
     }
 
     #[test]

@@ -72,9 +72,15 @@ pub struct CheckpointPlan {
     /// synced (the save's own work between its writes), which no storage
     /// shortens either.
     pub between_writes_s: f64,
+    /// The time the busiest writer at N takes in write calls that only copy
+    /// its bytes into the page cache, a later sync flushing them: the
+    /// traced time of such calls, in proportion to the bytes that writer
+    /// writes at N against the busiest traced one. The caller's memory
+    /// sets it, not the storage.
+    pub into_page_cache_s: f64,
     /// Seconds it takes at `--write-bandwidth`, else `--bandwidth` (all
-    /// writers together): `before_first_write_s` and `between_writes_s`,
-    /// then its bytes at that rate.
+    /// writers together): `before_first_write_s`, `between_writes_s` and
+    /// `into_page_cache_s`, then its bytes at that rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_at_bandwidth: Option<f64>,
 }
@@ -239,8 +245,15 @@ impl Counts {
                 continue;
             }
             let phase = &survey.phases[i];
-            let lead_s = survey.save_lead_s.get(i).copied().unwrap_or(0.0);
-            let work_s = survey.save_work_s.get(i).copied().unwrap_or(0.0);
+            let traced_time = survey.saves.get(i).copied().unwrap_or_default();
+            let bytes_per_writer = Range::of(&scaled.writers.values().copied().collect::<Vec<_>>());
+            let busiest_traced = traced.writers.values().copied().max().unwrap_or(0);
+            let copy_s = if busiest_traced > 0 {
+                traced_time.copy_s * bytes_per_writer.max as f64 / busiest_traced as f64
+            } else {
+                0.0
+            };
+            let (lead_s, work_s) = (traced_time.lead_s, traced_time.work_s);
             checkpoints.push(CheckpointPlan {
                 phase: i,
                 kind: phase.kind,
@@ -251,10 +264,12 @@ impl Counts {
                 bytes: scaled.bytes,
                 writers: scaled.writers.len(),
                 files: scaled.files.len(),
-                bytes_per_writer: Range::of(&scaled.writers.values().copied().collect::<Vec<_>>()),
+                bytes_per_writer,
                 before_first_write_s: lead_s,
                 between_writes_s: work_s,
-                seconds_at_bandwidth: bandwidth.map(|b| lead_s + work_s + scaled.bytes as f64 / b),
+                into_page_cache_s: copy_s,
+                seconds_at_bandwidth: bandwidth
+                    .map(|b| lead_s + work_s + copy_s + scaled.bytes as f64 / b),
             });
         }
         checkpoints
