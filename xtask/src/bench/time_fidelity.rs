@@ -124,9 +124,12 @@ fn one_case(ctx: &Ctx, job: &str, batch: &str, traced: u32) -> Result<()> {
         );
         if let Some(plan) = s.get("plan") {
             text.push_str(&format!(
-                "; plan at that bandwidth: epochs {}% ({} s), AU >= 90 % down to {:.3} GiB/s",
+                "; plan at that bandwidth: epochs {}% ({} s), checkpoints {}% ({} s), \
+                 AU >= 90 % down to {:.3} GiB/s",
                 pct(&s["errors"]["plan_epochs"]),
                 secs(&plan["epochs_s"]),
+                pct(&s["errors"]["plan_checkpoints"]),
+                secs(&plan["checkpoints_s"]),
                 plan["bandwidth_for_au_gib_s"].as_f64().unwrap_or(f64::NAN)
             ));
         }
