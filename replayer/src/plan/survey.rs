@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use iorepro_analysis::activity::{writer_of, Activity, Stretch};
+use iorepro_analysis::activity::{writer_of, Activity, Runs, Stretch};
 use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
@@ -157,6 +157,9 @@ pub struct Survey {
     pub meetings: Meetings,
     /// When ranks read, for [`Survey::meetings`] (taken when it is judged).
     read_times: ReadTimes,
+    /// fsync and fdatasync calls: where a save waited for the storage to
+    /// take what its writes left in the page cache (see [`SaveTime`]).
+    flushes: Runs,
     /// When each traced process made its first call, by source rank and
     /// pid: where its start-up ends (see [`crate::plan::timing::Schedule::start_of_process`]);
     /// and the host it ran on.
@@ -201,10 +204,10 @@ pub struct SaveTime {
     /// wrote or synced (planning, serialising a shard, the ranks'
     /// collectives between writes).
     pub work_s: f64,
-    /// Seconds its write calls took before a sync that waited on the
-    /// storage: writes into the page cache, flushed by that sync, so the
-    /// calls themselves were the caller copying its bytes into memory
-    /// (0 where no sync waited: direct writes, or writes the cache kept).
+    /// Seconds its write calls took before an fsync or fdatasync that waited
+    /// on the storage: writes into the page cache, flushed by that call, so
+    /// the calls themselves were the caller copying its bytes into memory
+    /// (0 where no flush waited: direct writes, or writes the cache kept).
     pub copy_s: f64,
 }
 
@@ -415,6 +418,9 @@ impl Survey {
         if r > 0 && op.reads_file() {
             self.read_times.observe(rank, t, end);
         }
+        if matches!(op, Op::Fsync | Op::Fdatasync) {
+            self.flushes.add(t, end, 0, None);
+        }
         if r >= 0 {
             self.count_bytes(ev, row, op, bytes, calls);
         }
@@ -498,6 +504,8 @@ impl Survey {
         // Per save, its first write: where the time before its writes ends
         // and its work between them begins.
         let (writes, syncs) = (activity.writes.runs(), activity.syncs.runs());
+        self.flushes.finish();
+        let flushes = self.flushes.runs();
         self.saves = self
             .phases
             .iter()
@@ -508,7 +516,8 @@ impl Survey {
                 let Some(w) = first else {
                     return SaveTime::default();
                 };
-                SaveTime::of(p.start_unix_ns, (w.start, p.end_unix_ns), writes, syncs)
+                let within = (w.start, p.end_unix_ns);
+                SaveTime::of(p.start_unix_ns, within, writes, syncs, flushes)
             })
             .collect();
         let reads = std::mem::take(&mut self.read_times).finish();
@@ -532,8 +541,15 @@ fn reaching(runs: &[Stretch], within: (i64, i64)) -> &[Stretch] {
 
 impl SaveTime {
     /// The save that began at `start` and runs `within` its first write and
-    /// its end, from the trace's runs of writes and syncs.
-    fn of(start: i64, within: (i64, i64), writes: &[Stretch], syncs: &[Stretch]) -> SaveTime {
+    /// its end, from the trace's runs of writes, of syncs (fsync,
+    /// fdatasync, close, rename) and of flushes (fsync, fdatasync).
+    fn of(
+        start: i64,
+        within: (i64, i64),
+        writes: &[Stretch],
+        syncs: &[Stretch],
+        flushes: &[Stretch],
+    ) -> SaveTime {
         let span = |runs: &[Stretch]| -> Vec<(i64, i64)> {
             reaching(runs, within)
                 .iter()
@@ -542,10 +558,10 @@ impl SaveTime {
         };
         let (written, synced) = (span(writes), span(syncs));
         let busy: Vec<(i64, i64)> = written.iter().chain(&synced).copied().collect();
-        // The writes the save's last waiting sync flushed.
-        let copied = synced
+        // The writes before the save's last flush that waited.
+        let copied = span(flushes)
             .iter()
-            .filter(|(a, b)| b - a >= SYNC_WAITED_NS)
+            .filter(|(a, b)| b - a >= FLUSH_WAITED_NS)
             .map(|&(a, _)| a)
             .max()
             .map_or(0, |flush| {
@@ -559,10 +575,11 @@ impl SaveTime {
     }
 }
 
-/// A sync that lasts this long waited on the storage for data the page
-/// cache held: a close, a rename, or an fsync after direct writes returns
-/// in microseconds.
-const SYNC_WAITED_NS: i64 = 1_000_000;
+/// An fsync that lasts this long waited on the storage for data the page
+/// cache held; one after direct writes returns in microseconds. A close or
+/// a rename is no flush here: one that takes long on a local file system
+/// is freeing or journalling, not writing the save's bytes out.
+const FLUSH_WAITED_NS: i64 = 1_000_000;
 
 /// Of the stretch `within`, the time the stretches `spans` (of any rank,
 /// overlapping or not) cover.
@@ -740,7 +757,7 @@ mod tests {
     }
 
     #[test]
-    fn write_calls_a_waiting_sync_flushed_were_copies_into_memory() {
+    fn write_calls_a_waiting_flush_took_out_were_copies_into_memory() {
         const MS: i64 = 1_000_000;
         let run = |start: i64, end: i64| Stretch {
             start: start * MS,
@@ -751,7 +768,8 @@ mod tests {
         // Serialised for 50 ms, written into the page cache for 100 ms
         // (two runs, 10 ms of work between them), then an fsync of 800 ms.
         let writes = [run(50, 100), run(110, 160)];
-        let buffered = SaveTime::of(0, (50 * MS, 960 * MS), &writes, &[run(160, 960)]);
+        let fsync = [run(160, 960)];
+        let buffered = SaveTime::of(0, (50 * MS, 960 * MS), &writes, &fsync, &fsync);
         assert_eq!(
             buffered,
             SaveTime {
@@ -760,13 +778,18 @@ mod tests {
                 copy_s: 0.1
             }
         );
-        // Direct writes take the storage's time; the close after them
+        // Direct writes take the storage's time; the fsync after them
         // returns at once, and nothing counts as copied.
-        let direct = SaveTime::of(0, (50 * MS, 960 * MS), &[run(50, 960)], &[run(960, 960)]);
+        let at_once = [run(960, 960)];
+        let direct = SaveTime::of(0, (50 * MS, 960 * MS), &[run(50, 960)], &at_once, &at_once);
         assert_eq!(direct.copy_s, 0.0);
-        // Writes after the last waiting sync were not flushed by it.
-        let syncs = [run(100, 110), run(160, 160)];
-        let late = SaveTime::of(0, (50 * MS, 160 * MS), &writes, &syncs);
+        // A slow close flushes nothing.
+        let close = [run(160, 175)];
+        let unflushed = SaveTime::of(0, (50 * MS, 175 * MS), &writes, &close, &[]);
+        assert_eq!(unflushed.copy_s, 0.0);
+        // Writes after the last waiting flush were not flushed by it.
+        let flushes = [run(100, 110), run(160, 160)];
+        let late = SaveTime::of(0, (50 * MS, 160 * MS), &writes, &flushes, &flushes);
         assert_eq!(late.copy_s, 0.05);
     }
 
