@@ -39,6 +39,18 @@ pub fn static_dir() -> PathBuf {
         .join("iorepro-x86_64-linux-static")
 }
 
+/// A driver of `tests/jobs` (`script`) that runs a job, captures it and
+/// replays its trace, told where the collector and the replayer are.
+pub fn job_driver(script: &str) -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.arg(workspace_root().join("tests/jobs").join(script))
+        .arg("--collect")
+        .arg(bin("iorepro-collect"))
+        .arg("--replay")
+        .arg(bin("iorepro-replay"));
+    cmd
+}
+
 /// Runs a command to completion; panics with its output when it fails.
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd

@@ -18,9 +18,7 @@
 //! traced 2.22 s (-28 % in the epoch). Nor is the AU: the job's loop waits
 //! for its workers' decoding, which the replay keeps as compute.
 
-use std::process::Command;
-
-use iorepro_tests::bins::{bin, scratch, workspace_root};
+use iorepro_tests::bins::{bin, job_driver, scratch};
 use iorepro_tests::python::require_python;
 use iorepro_tests::skip::cannot_run;
 use iorepro_tests::timing::{judge_twice, Missed};
@@ -44,12 +42,7 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
     // The job's structure holds in every run; its times are judged with
     // one more run where the first misses (`judge_twice`).
     let attempt = || {
-        let out = Command::new("python3")
-            .arg(workspace_root().join("tests/jobs/same_scale.py"))
-            .arg("--collect")
-            .arg(bin("iorepro-collect"))
-            .arg("--replay")
-            .arg(bin("iorepro-replay"))
+        let out = job_driver("same_scale.py")
             .arg("--trace-tool")
             .arg(bin("iorepro-trace"))
             .arg("--scratch")

@@ -21,10 +21,9 @@
 //! step, a save every 2 steps), and the replay at 4 must make every save
 //! the job at 4 makes.
 
-use std::process::Command;
 use std::sync::Mutex;
 
-use iorepro_tests::bins::{bin, scratch, workspace_root};
+use iorepro_tests::bins::{job_driver, scratch};
 use iorepro_tests::skip::cannot_run;
 use iorepro_tests::timing::{judge_twice, Missed};
 use serde_json::Value;
@@ -55,12 +54,7 @@ fn drive(name: &str, args: &[&str]) -> Option<Value> {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch(name);
-    let out = Command::new("python3")
-        .arg(workspace_root().join("tests/jobs/time_fidelity.py"))
-        .arg("--collect")
-        .arg(bin("iorepro-collect"))
-        .arg("--replay")
-        .arg(bin("iorepro-replay"))
+    let out = job_driver("time_fidelity.py")
         .arg("--scratch")
         .arg(&dir)
         .args(args)
