@@ -32,7 +32,29 @@ pub type Writer = i64;
 pub fn writer_of(rank: Option<i32>, pid: i32) -> Writer {
     match rank {
         Some(r) => r as i64,
-        None => (1i64 << 40) | pid as u32 as i64,
+        None => process_of(pid),
+    }
+}
+
+/// A process as [`Stretch::who`] names it: apart from ranks, as
+/// [`writer_of`] names a writer whose rank is unknown.
+#[inline]
+pub fn process_of(pid: i32) -> Writer {
+    (1i64 << 40) | pid as u32 as i64
+}
+
+/// Who made a call: its rank where known, and its process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub rank: Option<i32>,
+    pub pid: i32,
+}
+
+impl Caller {
+    /// As a writer: the rank, or the process where the rank is unknown.
+    #[inline]
+    pub fn writer(self) -> Writer {
+        writer_of(self.rank, self.pid)
     }
 }
 
@@ -47,8 +69,26 @@ pub struct Stretch {
     pub end: i64,
     /// Bytes the calls moved (positive `ret` of reads and writes).
     pub bytes: u64,
-    /// Distinct writers, sorted (write and mkdir runs only).
-    pub writers: Vec<Writer>,
+    /// Who made the calls, distinct and sorted, with what each moved (its
+    /// share of `bytes`): for writes and mkdirs, the writers (see
+    /// [`writer_of`]); for reads, the processes (see [`process_of`]), since
+    /// a rank's loader workers read apart from the training loop that
+    /// saves, and one run may hold both; none for the other kinds.
+    pub who: Vec<(Writer, u64)>,
+}
+
+impl Stretch {
+    /// Who made the calls (see [`Stretch::who`]).
+    pub fn callers(&self) -> impl Iterator<Item = Writer> + '_ {
+        self.who.iter().map(|&(w, _)| w)
+    }
+
+    /// What `w` moved in this run (0 when it made none of its calls).
+    pub fn moved_by(&self, w: Writer) -> u64 {
+        self.who
+            .binary_search_by_key(&w, |&(x, _)| x)
+            .map_or(0, |at| self.who[at].1)
+    }
 }
 
 impl Stretch {
@@ -56,20 +96,22 @@ impl Stretch {
         self.start = self.start.min(other.start);
         self.end = self.end.max(other.end);
         self.bytes += other.bytes;
-        for w in other.writers {
-            add_writer(&mut self.writers, w);
+        for (w, bytes) in other.who {
+            add_writer(&mut self.who, w, bytes);
         }
     }
 }
 
 #[inline]
-fn add_writer(set: &mut Vec<Writer>, w: Writer) {
-    // Almost always the last one added (a rank writes many chunks in a row).
-    if set.last() == Some(&w) {
+fn add_writer(set: &mut Vec<(Writer, u64)>, w: Writer, bytes: u64) {
+    // Almost always the one there (a rank writes many chunks in a row).
+    if let Some(last) = set.last_mut().filter(|l| l.0 == w) {
+        last.1 += bytes;
         return;
     }
-    if let Err(at) = set.binary_search(&w) {
-        set.insert(at, w);
+    match set.binary_search_by_key(&w, |&(x, _)| x) {
+        Ok(at) => set[at].1 += bytes,
+        Err(at) => set.insert(at, (w, bytes)),
     }
 }
 
@@ -120,7 +162,7 @@ impl Runs {
                 last.end = last.end.max(end);
                 last.bytes += bytes;
                 if let Some(w) = writer {
-                    add_writer(&mut last.writers, w);
+                    add_writer(&mut last.who, w, bytes);
                 }
                 return;
             }
@@ -132,7 +174,7 @@ impl Runs {
             start,
             end,
             bytes,
-            writers: writer.into_iter().collect(),
+            who: writer.map(|w| (w, bytes)).into_iter().collect(),
         });
         if self.runs.len() > MAX_RUNS {
             self.coarsen();
@@ -279,7 +321,7 @@ impl Runs {
 /// Everything the phase detector needs of a trace, gathered in one pass.
 #[derive(Debug, Clone)]
 pub struct Activity {
-    /// Reads and page-cache fills that moved data.
+    /// Reads and page-cache fills that moved data, with their processes.
     pub reads: Runs,
     /// Writes that moved data, with their writers.
     pub writes: Runs,
@@ -312,22 +354,25 @@ impl Default for Activity {
 }
 
 impl Activity {
-    /// Takes in one call: its entry `ts`, duration, op, return value and writer.
+    /// Takes in one call: its entry `ts`, duration, op, return value and caller.
     #[inline(always)]
-    pub fn observe(&mut self, ts: i64, dur: i64, op: Op, ret: i64, writer: Writer) {
-        self.observe_row(ts, dur, op, ret, writer, 1);
+    pub fn observe(&mut self, ts: i64, dur: i64, op: Op, ret: i64, caller: Caller) {
+        self.observe_row(ts, dur, op, ret, caller, 1);
     }
 
     /// Takes in a row that stands for `calls` calls (a run: `dur` its whole
     /// span, `ret` its bytes).
     #[inline(always)]
-    pub fn observe_row(&mut self, ts: i64, dur: i64, op: Op, ret: i64, writer: Writer, calls: u64) {
+    pub fn observe_row(&mut self, ts: i64, dur: i64, op: Op, ret: i64, caller: Caller, calls: u64) {
         let end = ts.saturating_add(dur.max(0));
         self.first_ns = self.first_ns.min(ts);
         self.end_ns = self.end_ns.max(end);
         match op {
-            _ if op.reads_file() && ret > 0 => self.reads.add(ts, end, ret as u64, None),
-            Op::Write if ret > 0 => self.writes.add(ts, end, ret as u64, Some(writer)),
+            _ if op.reads_file() && ret > 0 => {
+                self.reads
+                    .add(ts, end, ret as u64, Some(process_of(caller.pid)))
+            }
+            Op::Write if ret > 0 => self.writes.add(ts, end, ret as u64, Some(caller.writer())),
             Op::Fsync | Op::Fdatasync | Op::Close => self.syncs.add(ts, end, 0, None),
             Op::Rename => {
                 self.syncs.add(ts, end, 0, None);
@@ -335,7 +380,7 @@ impl Activity {
             }
             Op::Mkdir => {
                 self.metadata.add(ts, end, calls, None);
-                self.dirs_made.add(ts, end, calls, Some(writer));
+                self.dirs_made.add(ts, end, calls, Some(caller.writer()));
             }
             _ if op.is_metadata() => self.metadata.add(ts, end, calls, None),
             _ => {}
@@ -476,14 +521,26 @@ mod tests {
                 500,
                 Op::Write,
                 4096,
-                writer_of(Some((i % 2) as i32), 99),
+                Caller {
+                    rank: Some((i % 2) as i32),
+                    pid: 99,
+                },
             );
         }
-        a.observe(10_000, 10, Op::Write, 4096, writer_of(None, 99));
+        let unranked = Caller {
+            rank: None,
+            pid: 99,
+        };
+        a.observe(10_000, 10, Op::Write, 4096, unranked);
         a.finish();
         let w = a.writes.runs();
         assert_eq!(w.len(), 1);
-        assert_eq!(w[0].writers, vec![0, 1, (1 << 40) | 99]);
+        assert_eq!(
+            w[0].callers().collect::<Vec<_>>(),
+            vec![0, 1, (1 << 40) | 99]
+        );
+        assert_eq!(w[0].moved_by(0), 4 * 4096);
+        assert_eq!(w[0].moved_by((1 << 40) | 99), 4096);
         assert_eq!(w[0].bytes, 9 * 4096);
     }
 }

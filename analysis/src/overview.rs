@@ -77,7 +77,7 @@ impl Overview {
             std::mem::take(&mut o.phases),
             t.activity.reads.runs(),
             roles.first_data_ns(),
-            &roles.checkpoints_named_ns(),
+            &roles.checkpoints_named(),
         );
         o
     }

@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::access::AccessTracker;
-use crate::activity::{writer_of, Activity};
+use crate::activity::{Activity, Caller};
 use crate::by_op::by_op;
 use crate::histogram::SizeHistogram;
 use crate::intern::Interner;
@@ -468,17 +468,20 @@ impl Tally {
         let bytes = |a: &Int64Array| Events::opt_i64(a, i).unwrap_or(0).max(0) as u64;
         let (sent, received) = (bytes(sent), bytes(received));
         let r = c.rank.is_valid(i).then(|| c.rank.value(i));
-        let writer = writer_of(r, c.pid[i]);
+        let caller = Caller {
+            rank: r,
+            pid: c.pid[i],
+        };
         let span = c.span.at(i);
         if received > 0 {
             self.timeline.add_read(ts, received);
             self.activity
-                .observe_row(ts, span, Op::Read, received as i64, writer, n);
+                .observe_row(ts, span, Op::Read, received as i64, caller, n);
         }
         if sent > 0 {
             self.timeline.add_write(ts, sent);
             self.activity
-                .observe_row(ts, span, Op::Write, sent as i64, writer, n);
+                .observe_row(ts, span, Op::Write, sent as i64, caller, n);
         }
         self.ops[Op::Request as usize].bytes += sent + received;
         if c.full.is_some() {
@@ -498,11 +501,13 @@ impl Tally {
     #[inline(always)]
     fn row_overview(&mut self, c: &TallyBatch, i: usize, op: Op, n: u64) {
         let (ts, ret) = (c.ts[i], c.ret[i]);
-        let r = c.rank.is_valid(i).then(|| c.rank.value(i));
-        let writer = writer_of(r, c.pid[i]);
+        let caller = Caller {
+            rank: c.rank.is_valid(i).then(|| c.rank.value(i)),
+            pid: c.pid[i],
+        };
         self.events += n;
         self.activity
-            .observe_row(ts, c.span.at(i), op, ret, writer, n);
+            .observe_row(ts, c.span.at(i), op, ret, caller, n);
         let st = &mut self.ops[op as usize];
         st.count += n;
         if ret > 0 {
@@ -520,10 +525,14 @@ impl Tally {
     fn row_full(&mut self, c: &TallyBatch, full: &FullColumns, i: usize, op: Op, n: u64) {
         let (ts, ret) = (c.ts[i], c.ret[i]);
         let r = c.rank.is_valid(i).then(|| c.rank.value(i));
-        let owner = writer_of(r, c.pid[i]);
+        let caller = Caller {
+            rank: r,
+            pid: c.pid[i],
+        };
+        let owner = caller.writer();
         self.events += n;
         self.activity
-            .observe_row(ts, c.span.at(i), op, ret, owner, n);
+            .observe_row(ts, c.span.at(i), op, ret, caller, n);
         let write = op.is_write_data();
         let data = write || op.is_read_data();
         let moved = if data && ret > 0 { ret as u64 } else { 0 };

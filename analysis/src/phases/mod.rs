@@ -7,7 +7,8 @@ mod detect;
 
 use iorepro_format::units::GIB;
 
-use crate::activity::Stretch;
+use crate::activity::{process_of, Stretch};
+use crate::roles::Named;
 use serde::{Deserialize, Serialize};
 
 pub use detect::{
@@ -121,9 +122,9 @@ pub fn as_the_job_ran(
     detected: Vec<Phase>,
     reads: &[Stretch],
     first_data_ns: Option<i64>,
-    named_ns: &[i64],
+    named: &[Named],
 ) -> Vec<Phase> {
-    begin_saves_where_named(fold_startup(detected, first_data_ns), reads, named_ns)
+    begin_saves_where_named(fold_startup(detected, first_data_ns), reads, named)
 }
 
 /// A process tree's start-up as one phase: the phases that end before the
@@ -158,49 +159,86 @@ pub fn fold_startup(phases: Vec<Phase>, first_data_ns: Option<i64>) -> Vec<Phase
 }
 
 /// Each checkpoint begun where the job first named what it saves, when
-/// that comes after its last reading before the save: a job that looks up
-/// a checkpoint's path or makes its folder, then serialises its state in
-/// memory before it writes a byte (`torch.save` into a buffer, then one
-/// write: PyTorch Lightning's atomic save), is saving from that first
-/// call; its training loop is held from there. `named_ns`: when the job
-/// first named each checkpoint file or folder it made (Unix ns); `reads`:
-/// the trace's read runs, in time order. The phase before gives up the
-/// stretch; reading (a run that moves at least [`reading_floor`]) stays
-/// where it was.
+/// that comes after the naming process's last reading before the save: a
+/// job that looks up a checkpoint's path or makes its folder, then
+/// serialises its state in memory before it writes a byte (`torch.save`
+/// into a buffer, then one write: PyTorch Lightning's atomic save), is
+/// saving from that first call; its training loop is held from there.
+/// Only the naming process's reading counts: a loader's workers are other
+/// processes, and the batches they prefetched may still be read well into
+/// a save that a loop stopping short of its loader (a step budget, a save
+/// mid-epoch) began. `named`: when and by which process the job first
+/// named each checkpoint file or folder it made; `reads`: the trace's read
+/// runs, in time order, with their processes. The phase the naming falls
+/// in gives up the stretch from there, and idle phases between it and the
+/// save become the save's; reading by the naming process (a run that
+/// moves at least [`reading_floor`]) stays where it was.
 pub fn begin_saves_where_named(
     mut phases: Vec<Phase>,
     reads: &[Stretch],
-    named_ns: &[i64],
+    named: &[Named],
 ) -> Vec<Phase> {
-    if named_ns.is_empty() {
+    if named.is_empty() {
         return phases;
     }
-    let mut named = named_ns.to_vec();
-    named.sort_unstable();
+    let mut named = named.to_vec();
+    named.sort_unstable_by_key(|n| n.ns);
     let floor = reading_floor(reads);
-    for i in 1..phases.len() {
+    // A run that reaches past a naming began at most this long before it:
+    // each naming looks at the few runs around it, not the whole trace.
+    let longest = reads.iter().map(|r| r.end - r.start).max().unwrap_or(0);
+    let mut i = 1;
+    while i < phases.len() {
         if phases[i].kind != PhaseKind::Checkpoint || phases[i - 1].kind == PhaseKind::Checkpoint {
+            i += 1;
             continue;
         }
         let start = phases[i].start_unix_ns;
-        let before = reads.partition_point(|r| r.start < start);
-        let last_reading = reads[..before]
+        let before = &reads[..reads.partition_point(|r| r.start < start)];
+        // The save may reach back over idle stretches before it (a pause
+        // between its naming and its first write is the save's) into the
+        // phase before them.
+        let mut k = i - 1;
+        while k > 0
+            && phases[k].kind == PhaseKind::Idle
+            && phases[k - 1].kind != PhaseKind::Checkpoint
+        {
+            k -= 1;
+        }
+        let after = phases[k].start_unix_ns;
+        // The first naming after which its process read no more before
+        // the save.
+        let first = named[named.partition_point(|n| n.ns <= after)..]
             .iter()
-            .rev()
-            .find(|r| r.bytes >= floor)
-            .map_or(i64::MIN, |r| r.end);
-        let after = phases[i - 1].start_unix_ns.max(last_reading);
-        let Some(&first) = named.get(named.partition_point(|&t| t <= after)) else {
+            .take_while(|n| n.ns < start)
+            .find(|n| {
+                let process = process_of(n.pid);
+                let near = before.partition_point(|r| r.start < n.ns.saturating_sub(longest));
+                !before[near..]
+                    .iter()
+                    .any(|r| r.end >= n.ns && r.moved_by(process) >= floor)
+            });
+        let Some(first) = first.map(|n| n.ns) else {
+            i += 1;
             continue;
         };
-        if first >= start {
-            continue;
-        }
+        // The phase the naming falls in ends there; the idle ones after it
+        // become the save's.
+        let cut = k + phases[k..i].partition_point(|p| p.start_unix_ns <= first) - 1;
         let earlier_s = (start - first) as f64 / 1e9;
         phases[i].start_unix_ns = first;
         phases[i].start_s -= earlier_s;
-        phases[i - 1].end_unix_ns = first;
-        phases[i - 1].end_s -= earlier_s;
+        phases[cut].end_unix_ns = first;
+        phases[cut].end_s = phases[i].start_s;
+        let absorbed: Vec<Phase> = phases.drain(cut + 1..i).collect();
+        i = cut + 1;
+        let save = &mut phases[i];
+        for p in absorbed {
+            save.read_bytes += p.read_bytes;
+            save.write_bytes += p.write_bytes;
+            save.metadata_calls += p.metadata_calls;
+        }
+        i += 1;
     }
     phases
 }

@@ -10,7 +10,7 @@ use super::forms::{form_of, Form};
 use super::names::{family_of, under};
 use super::observe::{RolesBuilder, Stats};
 use super::traits::Evidence;
-use super::{FileRole, FileRoles, Role, RoleTotals};
+use super::{FileRole, FileRoles, Named, Role, RoleTotals};
 use crate::intern::Interner;
 use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
 use iorepro_format::paths::{canonical, spelling};
@@ -325,7 +325,11 @@ fn file_role(p: &str, s: &Stats, role: Role, directory: bool) -> FileRole {
         mount: UNKNOWN_MOUNT.to_string(),
         fs_type: UNKNOWN_MOUNT.to_string(),
         first_data_ns: s.first_data_ns,
-        made_named_ns: ((s.changed() || s.made_again) && s.first_named_ns != i64::MAX)
-            .then_some(s.first_named_ns),
+        made_named: ((s.changed() || s.made_again) && s.first_named_ns != i64::MAX).then_some(
+            Named {
+                ns: s.first_named_ns,
+                pid: s.first_named_pid,
+            },
+        ),
     }
 }

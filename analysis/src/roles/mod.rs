@@ -80,8 +80,8 @@ use iorepro_format::mounts::{MountTable, UNKNOWN_MOUNT};
 use iorepro_format::reader::TraceReader;
 use iorepro_format::scan::scan;
 use iorepro_format::schema::{
-    COL_CALLS, COL_FLAGS, COL_OP, COL_PATH, COL_PATH2, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_RET,
-    COL_TS,
+    COL_CALLS, COL_FLAGS, COL_OP, COL_PATH, COL_PATH2, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID,
+    COL_RET, COL_TS,
 };
 
 use iorepro_format::paths::spelling;
@@ -200,10 +200,18 @@ pub struct FileRole {
     #[serde(skip)]
     pub first_data_ns: Option<i64>,
     /// Where the job made, changed or removed it (or asked to make it where
-    /// it already was): when it first named it (Unix ns): a lookup that
-    /// failed before it was there, or the first call that made it.
+    /// it already was): when and by which process it first named it: a
+    /// lookup that failed before it was there, or the first call that made
+    /// it.
     #[serde(skip)]
-    pub made_named_ns: Option<i64>,
+    pub made_named: Option<Named>,
+}
+
+/// A call that named a file: when (Unix ns), and the process that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named {
+    pub ns: i64,
+    pub pid: i32,
 }
 
 /// Files, calls and bytes on one mount (file system).
@@ -239,8 +247,9 @@ pub struct FileRoles {
 }
 
 /// The columns [`FileRoles::compute`] reads.
-pub const ROLE_COLUMNS: [&str; 9] = [
+pub const ROLE_COLUMNS: [&str; 10] = [
     COL_TS,
+    COL_PID,
     COL_OP,
     COL_PATH,
     COL_PATH2,
@@ -352,11 +361,11 @@ impl FileRoles {
     /// When the job first named each checkpoint file or folder it made:
     /// where a save that looks up its path before it writes begins (see
     /// [`crate::phases::begin_saves_where_named`]).
-    pub fn checkpoints_named_ns(&self) -> Vec<i64> {
+    pub fn checkpoints_named(&self) -> Vec<Named> {
         self.files
             .values()
             .filter(|f| f.role == Role::Checkpoint)
-            .filter_map(|f| f.made_named_ns)
+            .filter_map(|f| f.made_named)
             .collect()
     }
 

@@ -64,6 +64,8 @@ pub(super) struct Stats {
     /// made, changed or removed it (Unix ns; `i64::MAX`: none). For a name
     /// the job made, where it first named it.
     pub first_named_ns: i64,
+    /// The process that made that call.
+    pub first_named_pid: i32,
     /// What the name said before it was anonymized (`path_traits`); `None`
     /// where the name is as captured.
     pub traits: Option<i32>,
@@ -89,6 +91,7 @@ impl Default for Stats {
             renamed_to: None,
             first_data_ns: None,
             first_named_ns: i64::MAX,
+            first_named_pid: 0,
             traits: None,
         }
     }
@@ -101,6 +104,15 @@ impl Stats {
         if ts >= self.changed_ns {
             self.changed_ns = ts;
             self.removed = removed;
+        }
+    }
+
+    /// A call by process `pid` at `ts` that named it (see
+    /// [`Stats::first_named_ns`]); the earlier call wins.
+    fn named(&mut self, ts: i64, pid: i32) {
+        if ts < self.first_named_ns {
+            self.first_named_ns = ts;
+            self.first_named_pid = pid;
         }
     }
 
@@ -131,7 +143,7 @@ impl Stats {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.first_named_ns = self.first_named_ns.min(other.first_named_ns);
+        self.named(other.first_named_ns, other.first_named_pid);
         self.traits = self.traits.or(other.traits);
     }
 
@@ -208,6 +220,7 @@ impl Stats {
 struct Row {
     op: Op,
     ts: i64,
+    pid: i32,
     ret: i64,
     calls: u64,
     flags: i32,
@@ -219,6 +232,7 @@ const NO_SLOT: u32 = u32::MAX;
 /// The columns of one batch the roles read (see [`RolesBuilder::begin`]).
 pub(crate) struct RolesBatch<'a> {
     ts: &'a [i64],
+    pid: &'a [i32],
     ret: &'a [i64],
     flags: &'a Int32Array,
     path2: &'a StringArray,
@@ -300,6 +314,7 @@ impl RolesBuilder {
         let r = Row {
             op,
             ts: ev.ts().value(row),
+            pid: ev.pid().value(row),
             ret: ev.ret().value(row),
             calls: ev.calls_at(row).max(1) as u64,
             flags: Events::opt_i32(ev.flags(), row).unwrap_or(0),
@@ -409,6 +424,7 @@ impl RolesBuilder {
         }
         RolesBatch {
             ts,
+            pid: b.pid(),
             ret: b.ret(),
             flags: b.flags(),
             has_path2: path2.null_count() < path2.len(),
@@ -470,6 +486,7 @@ impl RolesBuilder {
         let r = Row {
             op,
             ts: c.ts[i],
+            pid: c.pid[i],
             ret: c.ret[i],
             calls: n,
             flags: Events::opt_i32(c.flags, i).unwrap_or(0),
@@ -515,6 +532,7 @@ impl RolesBuilder {
         let Row {
             op,
             ts,
+            pid,
             ret,
             calls,
             flags,
@@ -530,7 +548,7 @@ impl RolesBuilder {
         });
         // Its calls, reads and success are in the busy loop's counters.
         if let Some(s) = self.stats.get_mut(slot as usize) {
-            s.first_named_ns = s.first_named_ns.min(ts);
+            s.named(ts, pid);
             if ret > 0 && op == Op::Write {
                 s.first_data_ns = Some(s.first_data_ns.map_or(ts, |f| f.min(ts)));
             }
@@ -587,7 +605,7 @@ impl RolesBuilder {
             if let Some(t) = traits2 {
                 s.traits.get_or_insert(t);
             }
-            s.first_named_ns = s.first_named_ns.min(ts);
+            s.named(ts, pid);
             s.calls += calls;
             s.found |= ret >= 0;
             if ret >= 0 && matches!(op, Op::Rename | Op::Link | Op::Symlink) {

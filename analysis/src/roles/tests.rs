@@ -668,9 +668,10 @@ fn a_folder_made_again_is_where_its_save_was_first_named() {
     let r = roles_of_timed(&rows);
     let dir = r.get("/w/ckpt/step_4").unwrap();
     assert!(dir.directory);
-    assert_eq!(dir.made_named_ns, Some(1_000_000_020));
-    assert_eq!(r.get("/w/ckpt").unwrap().made_named_ns, None);
-    let mut named = r.checkpoints_named_ns();
-    named.sort_unstable();
-    assert_eq!(named.first(), Some(&1_000_000_020));
+    let at = |ns| Some(Named { ns, pid: 1 });
+    assert_eq!(dir.made_named, at(1_000_000_020));
+    assert_eq!(r.get("/w/ckpt").unwrap().made_named, None);
+    let mut named = r.checkpoints_named();
+    named.sort_unstable_by_key(|n| n.ns);
+    assert_eq!(named.first().copied(), at(1_000_000_020));
 }

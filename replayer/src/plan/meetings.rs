@@ -195,7 +195,7 @@ impl Meetings {
                 .runs()
                 .iter()
                 .filter(|r| r.start < p.end_unix_ns && r.end > p.start_unix_ns)
-                .flat_map(|r| r.writers.iter().copied())
+                .flat_map(|r| r.callers())
                 .collect();
             let middle = p.start_unix_ns + (p.end_unix_ns - p.start_unix_ns) / 2;
             let len = (p.end_unix_ns - p.start_unix_ns) as f64;

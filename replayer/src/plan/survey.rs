@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use iorepro_analysis::activity::{writer_of, Activity, Runs, Stretch};
+use iorepro_analysis::activity::{Activity, Caller, Runs, Stretch};
 use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
@@ -413,8 +413,11 @@ impl Survey {
         } else {
             0
         };
-        let writer = writer_of(Events::opt_i32(ev.rank(), row), ev.pid().value(row));
-        activity.observe_row(t, end - t, op, r, writer, calls);
+        let caller = Caller {
+            rank: Events::opt_i32(ev.rank(), row),
+            pid: ev.pid().value(row),
+        };
+        activity.observe_row(t, end - t, op, r, caller, calls);
         if r > 0 && op.reads_file() {
             self.read_times.observe(rank, t, end);
         }
@@ -486,7 +489,7 @@ impl Survey {
             phases::detect(&activity),
             activity.reads.runs(),
             self.roles.first_data_ns(),
-            &self.roles.checkpoints_named_ns(),
+            &self.roles.checkpoints_named(),
         );
         if self.phases.is_empty() {
             self.phases.push(Phase {
@@ -763,7 +766,7 @@ mod tests {
             start: start * MS,
             end: end * MS,
             bytes: 1,
-            writers: vec![0],
+            who: vec![(0, 1)],
         };
         // Serialised for 50 ms, written into the page cache for 100 ms
         // (two runs, 10 ms of work between them), then an fsync of 800 ms.
@@ -799,7 +802,7 @@ mod tests {
             start,
             end,
             bytes: 0,
-            writers: Vec::new(),
+            who: Vec::new(),
         };
         let runs = [
             run(0, 10),

@@ -111,10 +111,7 @@ fn split_repeated_saves(
     let syncs = activity.syncs.runs();
     let dirs = activity.dirs_made.runs();
     let writers = |(x, y): (usize, usize)| {
-        let mut w: Vec<Writer> = writes[x..=y]
-            .iter()
-            .flat_map(|r| r.writers.iter().copied())
-            .collect();
+        let mut w: Vec<Writer> = writes[x..=y].iter().flat_map(|r| r.callers()).collect();
         w.sort_unstable();
         w.dedup();
         w
@@ -125,11 +122,7 @@ fn split_repeated_saves(
         dirs[dirs.partition_point(|d| d.start <= from)..]
             .iter()
             .take_while(|d| d.start <= to)
-            .any(|d| {
-                d.writers
-                    .iter()
-                    .any(|w| burst_writers.binary_search(w).is_ok())
-            })
+            .any(|d| d.callers().any(|w| burst_writers.binary_search(&w).is_ok()))
     };
     // Segments between pauses that come after a sync, and whether each
     // began with a directory made.

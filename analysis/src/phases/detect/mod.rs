@@ -421,7 +421,7 @@ fn account(spans: Vec<Mark>, activity: &Activity, t0: i64) -> Vec<Phase> {
     for r in activity.writes.runs() {
         let i = super::phase_at(&phases, r.start);
         phases[i].write_bytes += r.bytes;
-        writers[i].extend_from_slice(&r.writers);
+        writers[i].extend(r.callers());
     }
     for (p, mut w) in phases.iter_mut().zip(writers) {
         w.sort_unstable();

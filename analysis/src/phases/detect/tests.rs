@@ -1,5 +1,6 @@
 use super::*;
-use crate::activity::writer_of;
+use crate::activity::Caller;
+use crate::roles::Named;
 use iorepro_format::schema::Op;
 
 const MS: i64 = 1_000_000;
@@ -13,7 +14,11 @@ fn kinds(p: &[Phase]) -> Vec<&'static str> {
 fn activity(calls: &[(i64, i64, Op, i64, i32)]) -> Activity {
     let mut a = Activity::default();
     for &(ts, dur, op, ret, rank) in calls {
-        a.observe(ts, dur, op, ret, writer_of(Some(rank), 1));
+        let caller = Caller {
+            rank: Some(rank),
+            pid: 1,
+        };
+        a.observe(ts, dur, op, ret, caller);
     }
     a.finish();
     a
@@ -269,7 +274,9 @@ fn a_save_begins_where_its_path_is_first_named() {
         .unwrap();
     assert_eq!(p[save].start_unix_ns, first_write);
 
-    let moved = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &[5 * MS, named]);
+    let by_loop = |ns| Named { ns, pid: 1 };
+    let namings = [by_loop(5 * MS), by_loop(named)];
+    let moved = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &namings);
     assert_eq!(moved[save].start_unix_ns, named);
     assert_eq!(moved[save - 1].end_unix_ns, named);
     let shift = (first_write - named) as f64 / 1e9;
@@ -278,6 +285,64 @@ fn a_save_begins_where_its_path_is_first_named() {
 
     // Named only before the last reading: nothing moves.
     let early = last_read_end - 10 * MS;
-    let kept = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &[early]);
+    let kept = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &[by_loop(early)]);
+    assert_eq!(kept[save].start_unix_ns, first_write);
+}
+
+/// A loop that stops short of its loader (a step budget, a save mid-epoch)
+/// saves while its workers still read the batches they prefetched: their
+/// reading is not the loop's, and the save begins where the loop named its
+/// checkpoint all the same. Reading by the naming process itself holds it.
+#[test]
+fn a_workers_prefetch_does_not_hold_back_where_a_save_begins() {
+    let (main, worker) = (1, 2);
+    let mut a = Activity::default();
+    let read = |a: &mut Activity, ts: i64, pid: i32| {
+        let by = Caller { rank: None, pid };
+        a.observe(ts, MS, Op::Read, MIB, by);
+    };
+    let mut t = 0;
+    for _ in 0..40 {
+        read(&mut a, t, worker);
+        t += 20 * MS;
+    }
+    let named = t;
+    let first_write = named + 300 * MS;
+    // The worker reads on into the save, past its first write.
+    for k in 0..20 {
+        read(&mut a, named + 10 * MS + k * 20 * MS, worker);
+    }
+    let main_caller = Caller {
+        rank: None,
+        pid: main,
+    };
+    a.observe(first_write, 60 * MS, Op::Write, 64 * MIB, main_caller);
+    a.observe(first_write + 60 * MS, 5 * MS, Op::Close, 0, main_caller);
+    let mut later = first_write + 400 * MS;
+    for _ in 0..40 {
+        read(&mut a, later, worker);
+        later += 20 * MS;
+    }
+    a.finish();
+    let p = detect(&a);
+    let save = p
+        .iter()
+        .position(|p| p.kind == PhaseKind::Checkpoint)
+        .unwrap();
+    assert_eq!(p[save].start_unix_ns, first_write);
+    let by = |pid| [Named { ns: named, pid }];
+    let moved = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &by(main));
+    // The load phase ends at the naming; the idle stretch before the first
+    // write, and the prefetch read in it, are the save's.
+    let spans: Vec<(&str, i64, i64)> = moved
+        .iter()
+        .map(|p| (p.kind.as_str(), p.start_unix_ns, p.end_unix_ns))
+        .collect();
+    let end = p[save].end_unix_ns;
+    assert_eq!(spans[..2], [("load", 0, named), ("checkpoint", named, end)]);
+    assert_eq!(moved[1].write_bytes, p[save].write_bytes);
+    assert!((moved[1].start_s - named as f64 / 1e9).abs() < 1e-9);
+    // Named by the process that was still reading: nothing moves.
+    let kept = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &by(worker));
     assert_eq!(kept[save].start_unix_ns, first_write);
 }
