@@ -4,10 +4,11 @@
 //! 3 epochs, a CSV logger), captured whole as a user captures a job and
 //! replayed at its own rank with `--timing original`
 //! (`tests/jobs/same_scale.py`), against the job's own record of the run
-//! that was captured. Each epoch reads the whole dataset (640 images, 20
-//! batches of 32): a loop that stopped short of it left its workers'
-//! prefetched batches reading into the save, and `phases` cannot begin a
-//! save before that reading ends (README).
+//! that was captured. Each epoch stops short of its loader (800 images, 25
+//! batches of 32, 20 steps an epoch), as a step budget does: the workers'
+//! prefetched batches are still read well into each save, which `phases`
+//! begins where the training loop named its checkpoint all the same
+//! (README).
 //!
 //! On a GPU machine the same check (ResNet-50, 8 workers) gave the span
 //! within -1.1 % and each epoch within -1.2 % (README). Here, on 2 cores,
@@ -49,7 +50,7 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
             .arg(scratch("framework-job"))
             .args([
                 "--images",
-                "640",
+                "800",
                 "--arch",
                 "small",
                 "--batch",
