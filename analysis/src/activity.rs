@@ -75,7 +75,14 @@ pub struct Stretch {
     /// a rank's loader workers read apart from the training loop that
     /// saves, and one run may hold both; none for the other kinds.
     pub who: Vec<(Writer, u64)>,
+    /// More callers made its calls than its kind keeps (see
+    /// [`MOST_READERS`]): `who` names some of them only.
+    pub crowded: bool,
 }
+
+/// Most processes a read run names: a run of many ranks' loader workers
+/// reading at once says only that many read, so that runs stay small.
+pub const MOST_READERS: usize = 8;
 
 impl Stretch {
     /// Who made the calls (see [`Stretch::who`]).
@@ -83,35 +90,41 @@ impl Stretch {
         self.who.iter().map(|&(w, _)| w)
     }
 
-    /// What `w` moved in this run (0 when it made none of its calls).
+    /// What `w` moved in this run: 0 when it made none of its calls, all of
+    /// it when the run is too crowded to tell.
     pub fn moved_by(&self, w: Writer) -> u64 {
-        self.who
-            .binary_search_by_key(&w, |&(x, _)| x)
-            .map_or(0, |at| self.who[at].1)
-    }
-}
-
-impl Stretch {
-    fn absorb(&mut self, other: Stretch) {
-        self.start = self.start.min(other.start);
-        self.end = self.end.max(other.end);
-        self.bytes += other.bytes;
-        for (w, bytes) in other.who {
-            add_writer(&mut self.who, w, bytes);
+        match self.who.binary_search_by_key(&w, |&(x, _)| x) {
+            Ok(at) => self.who[at].1,
+            Err(_) if self.crowded => self.bytes,
+            Err(_) => 0,
         }
     }
 }
 
-#[inline]
-fn add_writer(set: &mut Vec<(Writer, u64)>, w: Writer, bytes: u64) {
-    // Almost always the one there (a rank writes many chunks in a row).
-    if let Some(last) = set.last_mut().filter(|l| l.0 == w) {
-        last.1 += bytes;
-        return;
+impl Stretch {
+    fn absorb(&mut self, other: Stretch, most: usize) {
+        self.start = self.start.min(other.start);
+        self.end = self.end.max(other.end);
+        self.bytes += other.bytes;
+        self.crowded |= other.crowded;
+        for (w, bytes) in other.who {
+            self.add_caller(w, bytes, most);
+        }
     }
-    match set.binary_search_by_key(&w, |&(x, _)| x) {
-        Ok(at) => set[at].1 += bytes,
-        Err(at) => set.insert(at, (w, bytes)),
+
+    /// Counts `bytes` moved by `w`, keeping at most `most` callers.
+    #[inline]
+    fn add_caller(&mut self, w: Writer, bytes: u64, most: usize) {
+        // Almost always the one there (a rank writes many chunks in a row).
+        if let Some(last) = self.who.last_mut().filter(|l| l.0 == w) {
+            last.1 += bytes;
+            return;
+        }
+        match self.who.binary_search_by_key(&w, |&(x, _)| x) {
+            Ok(at) => self.who[at].1 += bytes,
+            Err(_) if self.who.len() >= most => self.crowded = true,
+            Err(at) => self.who.insert(at, (w, bytes)),
+        }
     }
 }
 
@@ -128,6 +141,8 @@ pub struct Runs {
     /// (start of the last run, end of its `max_ns` cell): rows in time order
     /// ask which cell they are in with a compare, not two divisions.
     cell: (i64, i64),
+    /// Most callers a run names (see [`Stretch::crowded`]).
+    most_callers: usize,
 }
 
 impl Default for Runs {
@@ -138,11 +153,20 @@ impl Default for Runs {
             max_ns: RUN_MAX_NS,
             sorted: true,
             cell: (i64::MIN, i64::MIN),
+            most_callers: usize::MAX,
         }
     }
 }
 
 impl Runs {
+    /// Runs that name at most `most` callers each.
+    pub fn naming_at_most(most: usize) -> Runs {
+        Runs {
+            most_callers: most,
+            ..Runs::default()
+        }
+    }
+
     /// Adds one call from `start` to `end` that moved `bytes`.
     #[inline(always)]
     pub fn add(&mut self, start: i64, end: i64, bytes: u64, writer: Option<Writer>) {
@@ -162,7 +186,7 @@ impl Runs {
                 last.end = last.end.max(end);
                 last.bytes += bytes;
                 if let Some(w) = writer {
-                    add_writer(&mut last.who, w, bytes);
+                    last.add_caller(w, bytes, self.most_callers);
                 }
                 return;
             }
@@ -175,6 +199,7 @@ impl Runs {
             end,
             bytes,
             who: writer.map(|w| (w, bytes)).into_iter().collect(),
+            crowded: false,
         });
         if self.runs.len() > MAX_RUNS {
             self.coarsen();
@@ -192,7 +217,7 @@ impl Runs {
             let mut it = std::mem::take(&mut self.runs).into_iter();
             while let Some(mut a) = it.next() {
                 if let Some(b) = it.next() {
-                    a.absorb(b);
+                    a.absorb(b, self.most_callers);
                 }
                 out.push(a);
             }
@@ -214,7 +239,7 @@ impl Runs {
                         && r.start.div_euclid(self.max_ns)
                             == last.start.div_euclid(self.max_ns) =>
                 {
-                    last.absorb(r)
+                    last.absorb(r, self.most_callers)
                 }
                 _ => out.push(r),
             }
@@ -224,6 +249,8 @@ impl Runs {
 
     /// Takes in the runs of another part of the trace (any time order).
     pub fn merge(&mut self, mut other: Runs) {
+        let most = self.most_callers.min(other.most_callers);
+        self.most_callers = most;
         self.sort();
         other.sort();
         self.join_ns = self.join_ns.max(other.join_ns);
@@ -241,7 +268,7 @@ impl Runs {
                     r.start <= last.end.saturating_add(self.join_ns)
                         && r.start.div_euclid(self.max_ns) == last.start.div_euclid(self.max_ns)
                 }) {
-                    last.absorb(next);
+                    last.absorb(next, most);
                 }
             }
             self.runs.extend(rest);
@@ -278,7 +305,7 @@ impl Runs {
                     r.start <= last.end.saturating_add(self.join_ns)
                         && r.start.div_euclid(self.max_ns) == last.start.div_euclid(self.max_ns)
                 }) {
-                    last.absorb(next);
+                    last.absorb(next, most);
                 }
             }
             self.runs.extend(rest);
@@ -342,7 +369,7 @@ pub struct Activity {
 impl Default for Activity {
     fn default() -> Self {
         Activity {
-            reads: Runs::default(),
+            reads: Runs::naming_at_most(MOST_READERS),
             writes: Runs::default(),
             syncs: Runs::default(),
             metadata: Runs::default(),
@@ -510,6 +537,32 @@ mod tests {
         }
         merged.finish();
         assert_eq!(merged.runs(), whole.runs());
+    }
+
+    #[test]
+    fn a_read_run_names_its_processes_until_it_is_crowded() {
+        let mut a = Activity::default();
+        let read = |a: &mut Activity, i: i64, pid: i32| {
+            a.observe(i * 1_000, 500, Op::Read, 100, Caller { rank: Some(0), pid });
+        };
+        read(&mut a, 0, 7);
+        read(&mut a, 1, 8);
+        read(&mut a, 2, 7);
+        let mut few = a.clone();
+        few.finish();
+        let r = &few.reads.runs()[0];
+        assert_eq!(r.moved_by(process_of(7)), 200);
+        assert_eq!(r.moved_by(process_of(9)), 0);
+        // Past MOST_READERS processes, one not named may have read it all.
+        for pid in 0..MOST_READERS as i32 {
+            read(&mut a, 3 + pid as i64, 100 + pid);
+        }
+        a.finish();
+        let r = &a.reads.runs()[0];
+        assert!(r.crowded);
+        assert_eq!(r.who.len(), MOST_READERS);
+        assert_eq!(r.moved_by(process_of(7)), 200);
+        assert_eq!(r.moved_by(process_of(9)), r.bytes);
     }
 
     #[test]
