@@ -767,6 +767,7 @@ mod tests {
             end: end * MS,
             bytes: 1,
             who: vec![(0, 1)],
+            crowded: false,
         };
         // Serialised for 50 ms, written into the page cache for 100 ms
         // (two runs, 10 ms of work between them), then an fsync of 800 ms.
@@ -803,6 +804,7 @@ mod tests {
             end,
             bytes: 0,
             who: Vec::new(),
+            crowded: false,
         };
         let runs = [
             run(0, 10),
