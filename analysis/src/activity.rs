@@ -99,9 +99,7 @@ impl Stretch {
             Err(_) => 0,
         }
     }
-}
 
-impl Stretch {
     fn absorb(&mut self, other: Stretch, most: usize) {
         self.start = self.start.min(other.start);
         self.end = self.end.max(other.end);
