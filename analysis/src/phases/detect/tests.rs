@@ -244,6 +244,17 @@ fn back_to_back_checkpoints_without_reading_are_split_by_idle() {
     );
 }
 
+/// The index of the first checkpoint phase, which the detector began at
+/// `first_write`.
+fn first_save_at(p: &[Phase], first_write: i64) -> usize {
+    let save = p
+        .iter()
+        .position(|p| p.kind == PhaseKind::Checkpoint)
+        .expect("a checkpoint phase");
+    assert_eq!(p[save].start_unix_ns, first_write);
+    save
+}
+
 /// A save that looks up its checkpoint's path, serialises the state in
 /// memory for 300 ms, then writes it in one call (Lightning's atomic save):
 /// the checkpoint begins at the look-up; a name first seen before the last
@@ -268,11 +279,7 @@ fn a_save_begins_where_its_path_is_first_named() {
     }
     let a = activity(&c);
     let p = detect(&a);
-    let save = p
-        .iter()
-        .position(|p| p.kind == PhaseKind::Checkpoint)
-        .unwrap();
-    assert_eq!(p[save].start_unix_ns, first_write);
+    let save = first_save_at(&p, first_write);
 
     let by_loop = |ns| Named { ns, pid: 1 };
     let namings = [by_loop(5 * MS), by_loop(named)];
@@ -325,11 +332,7 @@ fn a_workers_prefetch_does_not_hold_back_where_a_save_begins() {
     }
     a.finish();
     let p = detect(&a);
-    let save = p
-        .iter()
-        .position(|p| p.kind == PhaseKind::Checkpoint)
-        .unwrap();
-    assert_eq!(p[save].start_unix_ns, first_write);
+    let save = first_save_at(&p, first_write);
     let by = |pid| [Named { ns: named, pid }];
     let moved = crate::phases::begin_saves_where_named(p.clone(), a.reads.runs(), &by(main));
     // The load phase ends at the naming; the idle stretch before the first
