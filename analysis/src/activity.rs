@@ -56,6 +56,12 @@ impl Caller {
     pub fn writer(self) -> Writer {
         writer_of(self.rank, self.pid)
     }
+
+    /// As a reader: the process (see [`process_of`]).
+    #[inline]
+    pub fn process(self) -> Writer {
+        process_of(self.pid)
+    }
 }
 
 /// Calls of one kind, back to back: a stretch of reading, writing or
@@ -394,8 +400,7 @@ impl Activity {
         self.end_ns = self.end_ns.max(end);
         match op {
             _ if op.reads_file() && ret > 0 => {
-                self.reads
-                    .add(ts, end, ret as u64, Some(process_of(caller.pid)))
+                self.reads.add(ts, end, ret as u64, Some(caller.process()))
             }
             Op::Write if ret > 0 => self.writes.add(ts, end, ret as u64, Some(caller.writer())),
             Op::Fsync | Op::Fdatasync | Op::Close => self.syncs.add(ts, end, 0, None),
