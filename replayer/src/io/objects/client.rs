@@ -29,7 +29,8 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
-use super::direct::{Direct, DirectError, Page};
+use super::direct::{Direct, DirectError};
+use super::listing::Page;
 use super::RequestStats;
 use super::{settings, ObjectTarget};
 
@@ -214,40 +215,85 @@ impl Requests {
         let start = Instant::now();
         let mut attempt = 0;
         loop {
-            let r = make().await;
-            let took = start.elapsed().as_nanos() as u64;
-            let e = match r {
-                Ok(v) => {
-                    self.stats().record(kind.name(), bytes(&v), took, true);
-                    return Ok(v);
-                }
-                Err(e) => e,
-            };
-            match e.verdict() {
-                Verdict::Missing => {
-                    self.stats().record(kind.name(), 0, took, false);
-                    return Err(RequestError::Missing);
-                }
-                Verdict::Retry { throttled } if attempt < self.retries => {
-                    self.stats().retries += 1;
-                    self.stats().throttles += u64::from(throttled);
-                    tokio::time::sleep(backoff(attempt)).await;
+            match make().await {
+                Ok(v) => return Ok(self.made(kind, start, &bytes, v)),
+                Err(e) => {
+                    let wait = self.failed(kind, key, start, e, attempt)?;
+                    tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                v => {
-                    self.stats().record(kind.name(), 0, took, false);
-                    self.stats().throttles += u64::from(v == Verdict::Retry { throttled: true });
-                    let tries = if attempt > 0 {
-                        format!(" (after {attempt} retries)")
-                    } else {
-                        String::new()
-                    };
-                    return Err(RequestError::Failed(format!(
-                        "{} s3://{}/{key}: {e}{tries}",
-                        kind.name(),
-                        self.bucket
-                    )));
+            }
+        }
+    }
+
+    /// [`Requests::request`] for a request made on the rank's own thread
+    /// (the direct path): the same retries and figures, without a
+    /// runtime's entry and exit around each request.
+    fn request_blocking<T, E: Attempt>(
+        &self,
+        kind: RequestKind,
+        key: &str,
+        mut make: impl FnMut() -> Result<T, E>,
+        bytes: impl Fn(&T) -> u64,
+    ) -> Result<T, RequestError> {
+        let start = Instant::now();
+        let mut attempt = 0;
+        loop {
+            match make() {
+                Ok(v) => return Ok(self.made(kind, start, &bytes, v)),
+                Err(e) => {
+                    let wait = self.failed(kind, key, start, e, attempt)?;
+                    std::thread::sleep(wait);
+                    attempt += 1;
                 }
+            }
+        }
+    }
+
+    /// A request begun at `start` that succeeded: counted.
+    fn made<T>(&self, kind: RequestKind, start: Instant, bytes: impl Fn(&T) -> u64, v: T) -> T {
+        let took = start.elapsed().as_nanos() as u64;
+        self.stats().record(kind.name(), bytes(&v), took, true);
+        v
+    }
+
+    /// A request begun at `start` whose attempt `attempt` failed with `e`:
+    /// how long to wait before the next attempt, or (a missing object, a
+    /// failure not worth retrying, the retries spent) the error, counted.
+    fn failed<E: Attempt>(
+        &self,
+        kind: RequestKind,
+        key: &str,
+        start: Instant,
+        e: E,
+        attempt: u32,
+    ) -> Result<Duration, RequestError> {
+        let took = start.elapsed().as_nanos() as u64;
+        match e.verdict() {
+            Verdict::Missing => {
+                self.stats().record(kind.name(), 0, took, false);
+                Err(RequestError::Missing)
+            }
+            Verdict::Retry { throttled } if attempt < self.retries => {
+                let mut stats = self.stats();
+                stats.retries += 1;
+                stats.throttles += u64::from(throttled);
+                Ok(backoff(attempt))
+            }
+            v => {
+                let mut stats = self.stats();
+                stats.record(kind.name(), 0, took, false);
+                stats.throttles += u64::from(v == Verdict::Retry { throttled: true });
+                let tries = if attempt > 0 {
+                    format!(" (after {attempt} retries)")
+                } else {
+                    String::new()
+                };
+                Err(RequestError::Failed(format!(
+                    "{} s3://{}/{key}: {e}{tries}",
+                    kind.name(),
+                    self.bucket
+                )))
             }
         }
     }
@@ -389,10 +435,9 @@ impl ObjectClient {
         bytes: impl Fn(&T) -> u64,
     ) -> Option<Result<T, RequestError>> {
         let direct = self.direct.as_mut()?;
-        let make = || std::future::ready(call(direct));
         Some(
-            self.rt
-                .block_on(self.requests.request(kind, key, make, bytes)),
+            self.requests
+                .request_blocking(kind, key, || call(direct), bytes),
         )
     }
 

@@ -15,9 +15,9 @@ use std::ops::Range;
 use std::time::Duration;
 
 use object_store::path::Path as Key;
-use quick_xml::events::Event;
 
 use super::http::{BodyUse, Connection};
+use super::listing::{read_page, Page};
 use super::sigv4::{canonical_query, uri_encode, AmzDate, Credentials, Signer};
 
 /// Where and as whom the direct requests go.
@@ -73,14 +73,6 @@ impl fmt::Display for DirectError {
             }
         }
     }
-}
-
-/// One page of a listing: how many entries (keys and common prefixes) it
-/// held, and the token of the next page.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Page {
-    pub entries: u64,
-    pub next: Option<String>,
 }
 
 pub struct Direct {
@@ -276,82 +268,9 @@ fn error_in(body: &[u8]) -> bool {
     body.windows(b"<Error>".len()).any(|w| w == b"<Error>")
 }
 
-/// The entries and the next page's token of a ListObjectsV2 answer.
-fn read_page(xml: &[u8]) -> Result<Page, String> {
-    let mut reader = quick_xml::Reader::from_reader(xml);
-    let mut page = Page::default();
-    // How deep the reader is: 1 inside the root element.
-    let mut depth = 0usize;
-    let mut in_token = false;
-    let mut token = None::<String>;
-    let entry = |name: &[u8]| matches!(name, b"Contents" | b"CommonPrefixes");
-    loop {
-        match reader.read_event().map_err(|e| e.to_string())? {
-            Event::Start(e) => {
-                let name = e.local_name();
-                if depth == 1 {
-                    page.entries += u64::from(entry(name.as_ref()));
-                    in_token = name.as_ref() == b"NextContinuationToken";
-                }
-                depth += 1;
-            }
-            Event::Empty(e) if depth == 1 => {
-                page.entries += u64::from(entry(e.local_name().as_ref()));
-            }
-            Event::End(_) => {
-                depth = depth.saturating_sub(1);
-                in_token = false;
-            }
-            Event::Text(t) if in_token => {
-                let text = t.decode().map_err(|e| e.to_string())?;
-                token.get_or_insert_default().push_str(text.trim());
-            }
-            Event::GeneralRef(r) if in_token => {
-                let c = match r.resolve_char_ref().map_err(|e| e.to_string())? {
-                    Some(c) => c.to_string(),
-                    None => {
-                        let name = r.decode().map_err(|e| e.to_string())?;
-                        quick_xml::escape::resolve_predefined_entity(&name)
-                            .ok_or_else(|| format!("unknown entity &{name};"))?
-                            .to_string()
-                    }
-                };
-                token.get_or_insert_default().push_str(&c);
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err("the listing ends inside an element".into());
-    }
-    page.next = token.filter(|t| !t.is_empty());
-    Ok(page)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn listings_count_keys_and_prefixes_and_give_the_next_token() {
-        let xml = br#"<?xml version="1.0" encoding="UTF-8"?>
-<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>d/</Prefix>
-<KeyCount>3</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true</IsTruncated>
-<Contents><Key>d/a&amp;b</Key><Size>4</Size></Contents><Contents><Key>d/c</Key><Size>0</Size></Contents>
-<CommonPrefixes><Prefix>d/e/</Prefix></CommonPrefixes>
-<NextContinuationToken>1a/b+c=&amp;&#x41;</NextContinuationToken></ListBucketResult>"#;
-        assert_eq!(
-            read_page(xml).unwrap(),
-            Page {
-                entries: 3,
-                next: Some("1a/b+c=&A".into())
-            }
-        );
-        let last = br#"<ListBucketResult><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>"#;
-        assert_eq!(read_page(last).unwrap(), Page::default());
-        assert!(read_page(b"<ListBucketResult><Contents></ListBucketResult>").is_err());
-    }
 
     #[test]
     fn a_copy_answered_200_can_still_have_failed() {

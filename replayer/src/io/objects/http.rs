@@ -13,7 +13,11 @@
 //! rank sleeps in `poll` with the socket's low-water mark at that many
 //! bytes, so it wakes once they are all there; and a listing's framing
 //! after its document is read with the next answer (`Connection::owed`).
-//! A listing then wakes its rank twice, not four or five times. It must be
+//! A listing's answer is surer still: its head is no shorter than the
+//! shortest this connection has had, and its body holds at least a
+//! chunk, so the rank sleeps until that much has come and takes the
+//! whole answer in one wake (`Connection::document_wait`). A listing then
+//! wakes its rank once, not four or five times. It must be
 //! `poll`: a blocking `recv` takes what has come and then sleeps until the
 //! mark is met by bytes that came *after* it, which never happens once
 //! part of the rest was taken (the rank then sleeps to its timeout with
@@ -50,6 +54,9 @@ const SHORTEST_HEAD: usize = 17;
 /// How long a closing connection waits for each read of a listing's
 /// framing still owed (it follows the document at once).
 const OWED_END_WAIT: Duration = Duration::from_millis(200);
+/// Beyond twice the last document's time, how long a rank waits for the
+/// least of the next one before reading what has come.
+const DOCUMENT_SLACK: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
 pub struct Connection {
@@ -67,6 +74,12 @@ pub struct Connection {
     /// that waited for them; read with the next answer's head they cost
     /// none.
     owed: bool,
+    /// The shortest answer head (status line, headers, empty line) this
+    /// connection has read: what any later answer's head is taken to hold.
+    shortest_head: Option<usize>,
+    /// How long the last document's answer took to come whole, from the
+    /// request's write.
+    document_took: Option<Duration>,
     /// The request being written.
     out: Vec<u8>,
     sink: Vec<u8>,
@@ -111,6 +124,8 @@ impl Connection {
             timeout,
             stream: None,
             owed: false,
+            shortest_head: None,
+            document_took: None,
             out: Vec::with_capacity(1024),
             sink: Vec::new(),
         }
@@ -201,16 +216,22 @@ impl Connection {
         if !payload.is_empty() {
             stream.get_mut().write_all(payload)?;
         }
-        if std::mem::take(&mut self.owed) {
-            // One wake-up for the last answer's end and this one's head.
-            wait_for(
-                stream,
-                CHUNK_END + EMPTY_CHUNKED + SHORTEST_HEAD,
-                self.timeout,
-            )?;
+        let owed = std::mem::take(&mut self.owed);
+        let waited_whole = body == BodyUse::Keep && self.document_wait(owed)?;
+        let stream = self.stream.as_mut().expect("connected");
+        if owed {
+            if !waited_whole {
+                // One wake-up for the last answer's end and this one's head.
+                wait_for(
+                    stream,
+                    CHUNK_END + EMPTY_CHUNKED + SHORTEST_HEAD,
+                    self.timeout,
+                )?;
+            }
             end_of_chunks(stream)?;
         }
         let mut line = Vec::with_capacity(64);
+        let mut head = 0;
         if stream.read_until(b'\n', &mut line)? == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -218,6 +239,7 @@ impl Connection {
             ));
         }
         let first_byte = sent.elapsed();
+        head += line.len();
         let status_line = String::from_utf8_lossy(&line);
         let mut parts = status_line.trim_end().splitn(3, ' ');
         let version = parts.next().unwrap_or_default();
@@ -233,6 +255,7 @@ impl Connection {
             if stream.read_until(b'\n', &mut line)? == 0 {
                 return Err(protocol("the connection closed within the headers"));
             }
+            head += line.len();
             let header = std::str::from_utf8(&line)
                 .map_err(|_| protocol("a header is not UTF-8"))?
                 .trim_end();
@@ -256,6 +279,7 @@ impl Connection {
                 close = v.contains("close") || (close && !v.contains("keep-alive"));
             }
         }
+        self.shortest_head = Some(self.shortest_head.map_or(head, |s| s.min(head)));
         let keep = match body {
             BodyUse::Keep => true,
             BodyUse::Count => !(200..300).contains(&status),
@@ -283,6 +307,9 @@ impl Connection {
             };
             if chunked {
                 self.owed = reader.chunked(document)?;
+                if self.owed {
+                    self.document_took = Some(sent.elapsed());
+                }
             } else if let Some(n) = content_length {
                 reader.take(n)?;
             } else {
@@ -296,6 +323,26 @@ impl Connection {
             self.owed = false;
         }
         Ok(answer)
+    }
+
+    /// Before a document's answer (a listing's) is read: sleeps until the
+    /// least it is sure to hold has come (the last answer's `owed` end, a
+    /// head as short as the shortest this connection has had, and a chunk
+    /// with a byte in it), so that the whole answer, written in pieces, is
+    /// taken in one wake. Whether it came: the guess is a store's habit,
+    /// not a rule (an error without a body is shorter), so the wait lasts
+    /// at most twice what the last document took, and a wait that runs
+    /// out goes on as any other answer's, the time it took kept in its
+    /// latency.
+    fn document_wait(&mut self, owed: bool) -> io::Result<bool> {
+        let (Some(head), Some(took), Some(stream)) =
+            (self.shortest_head, self.document_took, self.stream.as_ref())
+        else {
+            return Ok(false);
+        };
+        let owed = if owed { CHUNK_END + EMPTY_CHUNKED } else { 0 };
+        let patience = (2 * took + DOCUMENT_SLACK).min(self.timeout);
+        poll_for(stream, owed + head + SOME_CHUNKED, patience)
     }
 }
 
@@ -323,10 +370,23 @@ impl Drop for Connection {
 /// here (or the connection ended, or `timeout` passed), with one wake-up
 /// rather than one a piece. `need` must be no more than is sure to come.
 fn wait_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io::Result<()> {
+    if poll_for(stream, need, timeout)? {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no answer within the timeout",
+        ))
+    }
+}
+
+/// Sleeps until at least `need` bytes beyond those `stream` holds read are
+/// here, or the connection ended (then true), or `timeout` passed (false).
+fn poll_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io::Result<bool> {
     let here = stream.buffer().len();
     if need <= here + 1 {
         // A plain read wakes at the first byte.
-        return Ok(());
+        return Ok(true);
     }
     let fd = stream.get_ref().as_fd();
     let mark = (need - here).min(WAIT_WHOLE) as i32;
@@ -345,13 +405,7 @@ fn wait_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io
     };
     // Every other read wakes at the first byte, as a blocking read must.
     set_low_water_mark(&fd, 1)?;
-    if waited? == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "no answer within the timeout",
-        ));
-    }
-    Ok(())
+    Ok(waited? > 0)
 }
 
 /// How many bytes a socket holds before `poll` says it can be read.
@@ -467,7 +521,12 @@ impl Body<'_> {
                 let buf = self.stream.fill_buf()?;
                 let got = buf.len().min(n as usize);
                 if self.keep && self.answer.body.len() < KEEP_LIMIT {
-                    self.answer.body.extend_from_slice(&buf[..got]);
+                    // What is still to come of this piece, at once: a
+                    // listing's document grown by doubling cost more than
+                    // its parse.
+                    let body = &mut self.answer.body;
+                    body.reserve((n as usize).min(KEEP_LIMIT - body.len()));
+                    body.extend_from_slice(&buf[..got]);
                 }
                 self.stream.consume(got);
                 got
@@ -686,6 +745,49 @@ mod tests {
             4,
             "four requests on one connection"
         );
+    }
+
+    fn short_answer() -> &'static str {
+        "HTTP/1.1 503 Slow\r\nContent-Length: 0\r\n\r\n"
+    }
+
+    /// After a listing, the next one is awaited whole (as long as the
+    /// first one's head, and a chunk); an answer shorter than that, which
+    /// a listing can meet (an error without a body), is read once the
+    /// wait's patience, twice the last listing's time, runs out, not at
+    /// the timeout.
+    #[test]
+    fn an_answer_shorter_than_a_listing_is_read_after_the_wait_runs_out() {
+        let doc = LISTED;
+        let listing = listing_in_pieces(doc, "\r\n|0\r\n\r\n");
+        let (authority, server) = serve(vec![vec![listing, listing, short_answer(), listing]]);
+        let mut c = connection(&authority);
+        for _ in 0..2 {
+            let l = c
+                .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
+                .unwrap();
+            assert_eq!(l.body, doc.as_bytes());
+        }
+        let short = short_answer();
+        let took = c.document_took.expect("a listing's time");
+        assert_eq!(c.shortest_head, Some(listing.find("\r\n\r\n").unwrap() + 4));
+        let asked = Instant::now();
+        let slow = c
+            .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
+            .unwrap();
+        let waited = asked.elapsed();
+        assert_eq!((slow.status, slow.body_bytes), (503, 0));
+        assert!(
+            waited < Duration::from_secs(1) && waited >= 2 * took,
+            "{waited:?}, the last listing {took:?}"
+        );
+        // The shorter head is the guess from now on.
+        assert_eq!(c.shortest_head, Some(short.len()));
+        let l = c
+            .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
+            .unwrap();
+        assert_eq!(l.body, doc.as_bytes());
+        assert_eq!(server.join().unwrap().len(), 4);
     }
 
     /// A rank that ends at once after a listing: its connection reads the

@@ -10,6 +10,7 @@
 mod client;
 mod direct;
 mod http;
+mod listing;
 pub mod prepare;
 mod requests;
 mod settings;
