@@ -6,6 +6,8 @@
 //! tag, as far as S3's answers use XML: no DTD, and text only where a
 //! token is read (with its entities and character references resolved).
 
+use memchr::{memchr, memchr3, memmem};
+
 /// One page of a listing: how many entries (keys and common prefixes) it
 /// held, and the token of the next page.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -23,7 +25,7 @@ pub fn read_page(xml: &[u8]) -> Result<Page, String> {
     let mut depth = 0usize;
     let mut token = None::<String>;
     let mut at = 0;
-    while let Some(open) = xml[at..].iter().position(|&b| b == b'<') {
+    while let Some(open) = memchr(b'<', &xml[at..]) {
         let tag = &xml[at + open + 1..];
         let (skip, rest) = if let Some(r) = tag.strip_prefix(b"?") {
             (1, past(r, b"?>", "a declaration")?)
@@ -45,10 +47,8 @@ pub fn read_page(xml: &[u8]) -> Result<Page, String> {
                     page.entries += u64::from(matches!(name, b"Contents" | b"CommonPrefixes"));
                     if name == b"NextContinuationToken" && !empty {
                         let text = &tag[end + 1..];
-                        let close = text
-                            .windows(2)
-                            .position(|w| w == b"</")
-                            .ok_or("the listing ends inside its token")?;
+                        let close =
+                            memmem::find(text, b"</").ok_or("the listing ends inside its token")?;
                         token
                             .get_or_insert_default()
                             .push_str(unescape(&text[..close])?.trim());
@@ -71,24 +71,22 @@ pub fn read_page(xml: &[u8]) -> Result<Page, String> {
 
 /// How far into `s` the first `end` ends.
 fn past(s: &[u8], end: &[u8], what: &str) -> Result<usize, String> {
-    s.windows(end.len())
-        .position(|w| w == end)
+    memmem::find(s, end)
         .map(|i| i + end.len())
         .ok_or_else(|| format!("the listing ends inside {what}"))
 }
 
 /// Where a tag's `>` is, past any quoted attribute values.
 fn tag_end(tag: &[u8]) -> Result<usize, String> {
-    let mut quote = None;
-    for (i, &b) in tag.iter().enumerate() {
-        match (quote, b) {
-            (None, b'>') => return Ok(i),
-            (None, b'"' | b'\'') => quote = Some(b),
-            (Some(q), _) if b == q => quote = None,
-            _ => {}
+    let ends = || String::from("the listing ends inside a tag");
+    let mut at = 0;
+    loop {
+        let i = at + memchr3(b'>', b'"', b'\'', &tag[at..]).ok_or_else(ends)?;
+        match tag[i] {
+            b'>' => return Ok(i),
+            quote => at = i + 1 + memchr(quote, &tag[i + 1..]).ok_or_else(ends)? + 1,
         }
     }
-    Err("the listing ends inside a tag".into())
 }
 
 /// A start tag's name, without its namespace's prefix.
