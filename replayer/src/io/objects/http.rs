@@ -523,9 +523,12 @@ impl Body<'_> {
                 if self.keep && self.answer.body.len() < KEEP_LIMIT {
                     // What is still to come of this piece, at once: a
                     // listing's document grown by doubling cost more than
-                    // its parse.
+                    // its parse. A body that runs to the connection's end
+                    // has no known length, and grows as it comes.
                     let body = &mut self.answer.body;
-                    body.reserve((n as usize).min(KEEP_LIMIT - body.len()));
+                    if !to_end {
+                        body.reserve((n as usize).min(KEEP_LIMIT - body.len()));
+                    }
                     body.extend_from_slice(&buf[..got]);
                 }
                 self.stream.consume(got);

@@ -27,12 +27,13 @@ pub fn read_page(xml: &[u8]) -> Result<Page, String> {
     let mut at = 0;
     while let Some(open) = memchr(b'<', &xml[at..]) {
         let tag = &xml[at + open + 1..];
-        let (skip, rest) = if let Some(r) = tag.strip_prefix(b"?") {
-            (1, past(r, b"?>", "a declaration")?)
+        // How far past the `<` the scan goes on.
+        let next = if let Some(r) = tag.strip_prefix(b"?") {
+            1 + past(r, b"?>", "a declaration")?
         } else if let Some(r) = tag.strip_prefix(b"!--") {
-            (3, past(r, b"-->", "a comment")?)
+            3 + past(r, b"-->", "a comment")?
         } else if let Some(r) = tag.strip_prefix(b"![CDATA[") {
-            (8, past(r, b"]]>", "a CDATA section")?)
+            8 + past(r, b"]]>", "a CDATA section")?
         } else if tag.first() == Some(&b'!') {
             return Err("a DOCTYPE in a listing".into());
         } else {
@@ -58,9 +59,9 @@ pub fn read_page(xml: &[u8]) -> Result<Page, String> {
                     depth += 1;
                 }
             }
-            (0, end + 1)
+            end + 1
         };
-        at += open + 1 + skip + rest;
+        at += open + 1 + next;
     }
     if depth != 0 {
         return Err("the listing ends inside an element".into());
