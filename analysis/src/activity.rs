@@ -368,6 +368,41 @@ pub struct Activity {
     pub first_ns: i64,
     /// Latest `ts + dur_ns` of any call; `i64::MIN` when none.
     pub end_ns: i64,
+    /// Processes that read with no rank (see [`Activity::outside_readers`]).
+    rankless_readers: Processes,
+    /// Processes that made a call with a rank.
+    ranked: Processes,
+}
+
+/// A set of processes, sorted; a row from the process the last one named
+/// costs one compare.
+#[derive(Debug, Clone, Default)]
+struct Processes {
+    sorted: Vec<Writer>,
+    last: Option<Writer>,
+}
+
+impl Processes {
+    #[inline(always)]
+    fn insert(&mut self, p: Writer) {
+        if self.last == Some(p) {
+            return;
+        }
+        self.last = Some(p);
+        if let Err(at) = self.sorted.binary_search(&p) {
+            self.sorted.insert(at, p);
+        }
+    }
+
+    fn merge(&mut self, other: Processes) {
+        for p in other.sorted {
+            self.insert(p);
+        }
+    }
+
+    fn contains(&self, p: Writer) -> bool {
+        self.sorted.binary_search(&p).is_ok()
+    }
 }
 
 impl Default for Activity {
@@ -380,6 +415,8 @@ impl Default for Activity {
             dirs_made: Runs::default(),
             first_ns: i64::MAX,
             end_ns: i64::MIN,
+            rankless_readers: Processes::default(),
+            ranked: Processes::default(),
         }
     }
 }
@@ -398,8 +435,14 @@ impl Activity {
         let end = ts.saturating_add(dur.max(0));
         self.first_ns = self.first_ns.min(ts);
         self.end_ns = self.end_ns.max(end);
+        if caller.rank.is_some() {
+            self.ranked.insert(caller.process());
+        }
         match op {
             _ if op.reads_file() && ret > 0 => {
+                if caller.rank.is_none() {
+                    self.rankless_readers.insert(caller.process());
+                }
                 self.reads.add(ts, end, ret as u64, Some(caller.process()))
             }
             Op::Write if ret > 0 => self.writes.add(ts, end, ret as u64, Some(caller.writer())),
@@ -426,6 +469,21 @@ impl Activity {
         self.dirs_made.merge(other.dirs_made);
         self.first_ns = self.first_ns.min(other.first_ns);
         self.end_ns = self.end_ns.max(other.end_ns);
+        self.rankless_readers.merge(other.rankless_readers);
+        self.ranked.merge(other.ranked);
+    }
+
+    /// The processes that read outside the job's ranks, sorted: where the
+    /// trace names ranks, those that read and never made a call as a rank
+    /// (a launcher or its agent, whose own reads, a source file for a log
+    /// line or a host lookup, are not the job reading again). Empty where
+    /// the trace names no rank: then every process may be the job's.
+    pub fn outside_readers(&self) -> Vec<Writer> {
+        if self.ranked.sorted.is_empty() {
+            return Vec::new();
+        }
+        let rankless = self.rankless_readers.sorted.iter().copied();
+        rankless.filter(|&p| !self.ranked.contains(p)).collect()
     }
 
     /// Puts runs added out of time order (an unsorted foreign segment) in place.

@@ -68,11 +68,16 @@ pub(super) fn checkpoints(
         // ... but it is over once the job reads again (a sync run can hold
         // the closes of the next step's files too).
         let mut resumed = 0;
-        for r in &reads.runs[reads.first_from(written)..] {
+        for (i, r) in reads
+            .runs
+            .iter()
+            .enumerate()
+            .skip(reads.first_from(written))
+        {
             if r.start >= end {
                 break;
             }
-            resumed += r.bytes;
+            resumed += reads.counted(i);
             if resumed >= reading_floor {
                 end = r.start;
                 break;

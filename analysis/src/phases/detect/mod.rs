@@ -3,7 +3,9 @@
 //! rules hold for a 0.2 s synthetic trace, a laptop capture and a 512-GPU job:
 //!
 //! - **checkpoint**: writes that follow each other (pauses up to
-//!   [`CHECKPOINT_GAP_NS`], as long as reading does not resume in between;
+//!   [`CHECKPOINT_GAP_NS`], as long as the job's reading does not resume in
+//!   between (where the trace names ranks, a process that never ran as one,
+//!   a launcher or its agent, is not the job reading);
 //!   writes closer than [`RESUME_GAP_NS`] always belong together) form a
 //!   burst; a burst that writes at least [`MIN_CHECKPOINT_BYTES`] and
 //!   [`WRITE_SHARE_OF_PEAK`] of the largest burst is a checkpoint (a log line
@@ -82,12 +84,38 @@ struct ReadIndex<'a> {
 
 impl<'a> ReadIndex<'a> {
     fn new(runs: &'a [Stretch]) -> Self {
+        Self::counting(runs, |r| r.bytes)
+    }
+
+    /// Counts only what the job read: not the bytes of `outside` processes
+    /// (sorted; see [`Activity::outside_readers`]).
+    fn of_the_job(runs: &'a [Stretch], outside: &[Writer]) -> Self {
+        if outside.is_empty() {
+            return Self::new(runs);
+        }
+        Self::counting(runs, |r| {
+            let theirs: u64 = r
+                .who
+                .iter()
+                .filter(|(w, _)| outside.binary_search(w).is_ok())
+                .map(|&(_, b)| b)
+                .sum();
+            r.bytes - theirs.min(r.bytes)
+        })
+    }
+
+    fn counting(runs: &'a [Stretch], bytes: impl Fn(&Stretch) -> u64) -> Self {
         let mut cum = Vec::with_capacity(runs.len() + 1);
         cum.push(0);
         for r in runs {
-            cum.push(cum.last().unwrap() + r.bytes);
+            cum.push(cum.last().unwrap() + bytes(r));
         }
         ReadIndex { runs, cum }
+    }
+
+    /// The bytes counted of run `i`.
+    fn counted(&self, i: usize) -> u64 {
+        self.cum[i + 1] - self.cum[i]
     }
 
     /// Index of the first run starting at or after `t`.
@@ -141,7 +169,10 @@ pub fn detect(activity: &Activity) -> Vec<Phase> {
     let typical_read = typical_read(reads.runs);
     let reading_floor = floor_of(typical_read);
 
-    let checkpoints = checkpoints(activity, &reads, reading_floor, t1);
+    // A launcher's read in the pause between two files of a save does not
+    // resume the job's reading.
+    let job_reads = ReadIndex::of_the_job(reads.runs, &activity.outside_readers());
+    let checkpoints = checkpoints(activity, &job_reads, reading_floor, t1);
     let mut metadata = metadata(activity, &reads, &checkpoints);
     let idle = idle_gaps(&reads, &checkpoints, &metadata, t0, t1);
     let mut marks: Vec<Mark> = checkpoints.iter().chain(idle.iter()).copied().collect();

@@ -209,6 +209,56 @@ fn a_save_into_a_folder_of_its_own_begins_a_checkpoint() {
     );
 }
 
+/// A save of 2 ranks: shards, a 12 ms fsync, then rank 0's model file;
+/// `reader` reads a source file's 58 KB in that pause. Steps of 128 KiB
+/// reads before and after.
+fn save_with_a_read_in_its_pause(reader: Caller) -> Vec<Phase> {
+    let mut a = Activity::default();
+    let rank = |r: i32| Caller {
+        rank: Some(r),
+        pid: 10 + r,
+    };
+    for s in 0..8 {
+        let t = s * 20 * MS + if s >= 4 { 200 * MS } else { 0 };
+        for r in 0..2 {
+            a.observe(t + r as i64 * MS, MS / 4, Op::Read, 128 << 10, rank(r));
+        }
+    }
+    let t = 100 * MS;
+    for k in 0..4 {
+        for r in 0..2 {
+            a.observe(t + k * MS, MS / 4, Op::Write, MIB, rank(r));
+        }
+    }
+    a.observe(t + 5 * MS, 12 * MS, Op::Fsync, 0, rank(0));
+    a.observe(t + 10 * MS, MS / 10, Op::Read, 58_000, reader);
+    for k in 0..4 {
+        a.observe(t + 18 * MS + k * MS, MS / 4, Op::Write, MIB, rank(0));
+    }
+    a.finish();
+    detect(&a)
+}
+
+#[test]
+fn a_launchers_read_in_a_saves_pause_does_not_split_it() {
+    let launcher = Caller { rank: None, pid: 5 };
+    let p = save_with_a_read_in_its_pause(launcher);
+    let saves: Vec<&Phase> = p
+        .iter()
+        .filter(|p| p.kind == PhaseKind::Checkpoint)
+        .collect();
+    assert_eq!(saves.len(), 1, "{:?}", kinds(&p));
+    assert_eq!(saves[0].write_bytes, 12 * MIB as u64);
+    // A rank that reads there is the job reading again: two checkpoints,
+    // as before.
+    let p = save_with_a_read_in_its_pause(Caller {
+        rank: Some(1),
+        pid: 11,
+    });
+    let saves = p.iter().filter(|p| p.kind == PhaseKind::Checkpoint).count();
+    assert_eq!(saves, 2, "{:?}", kinds(&p));
+}
+
 #[test]
 fn a_model_then_its_optimizer_state_is_one_checkpoint() {
     // One writer, a pause between two files of different sizes.
