@@ -121,7 +121,7 @@ impl Worker<'_> {
             let started = self.process_start(op.pid).unwrap_or(op.ts);
             self.sched.start_of_process(started, op.ts, op.dur)
         } else {
-            self.sched.start(op.ts, op.dur)
+            self.sched.start(op.ts, op.dur, op.elsewhere_ns)
         };
         // Latency counts from the intended start (no coordinated omission);
         // the recorded trace says what the replay did: when it issued the call

@@ -33,6 +33,11 @@ pub struct PlannedOp {
     pub failed: bool,
     /// How the traced call was made, where the replay makes it differently.
     pub via: Via,
+    /// Traced time its source rank spent, since this call's rank last made
+    /// a dataset visit's call, on visits dealt to the other ranks sharing
+    /// its reads: their I/O, not this rank's compute (see
+    /// [`crate::plan::timing::Schedule::start`]). 0 for other calls.
+    pub elsewhere_ns: i64,
 }
 
 /// How a traced call was made, where that changes how the replay makes it.
@@ -166,6 +171,7 @@ pub fn for_each_op(
                         phase: phase as u16,
                         failed: r < 0,
                         via,
+                        elsewhere_ns: 0,
                     },
                 );
             }

@@ -124,13 +124,18 @@ impl Schedule {
     }
 
     /// The intended start of an op at trace time `ts` lasting `dur` in the
-    /// trace; waits until then (returns at once when behind).
-    pub fn start(&mut self, ts: i64, dur: i64) -> Instant {
+    /// trace, `elsewhere` of the traced time before it having been other
+    /// ranks' reads (see [`crate::plan::ops::PlannedOp::elsewhere_ns`]),
+    /// not this rank's compute; waits until then (returns at once when
+    /// behind).
+    pub fn start(&mut self, ts: i64, dur: i64, elsewhere: i64) -> Instant {
         self.ideal_ns += dur.max(0) as u64;
         let Some(f) = self.factor() else {
             return Instant::now();
         };
-        let gap = self.prev_trace_end.map_or(0, |p| (ts - p).max(0));
+        let gap = self
+            .prev_trace_end
+            .map_or(0, |p| (ts - p - elsewhere.max(0)).max(0));
         let gap = (gap as f64 * f) as u64;
         self.compute_ns += gap;
         self.ideal_ns += gap;
@@ -153,7 +158,7 @@ impl Schedule {
         let k = std::mem::replace(&mut self.speedup, 1.0);
         self.wait_for(started_ns.min(ts));
         self.speedup = k;
-        self.start(ts, dur)
+        self.start(ts, dur, 0)
     }
 
     /// Waits, as the rank's compute, until trace time `ts` (at once when
@@ -162,7 +167,7 @@ impl Schedule {
         if self.factor().is_none() || self.prev_trace_end.is_some_and(|p| p >= ts) {
             return;
         }
-        let intended = self.start(ts, 0);
+        let intended = self.start(ts, 0, 0);
         self.prev_end = intended;
     }
 
@@ -212,7 +217,7 @@ mod tests {
     fn a_wait_the_trace_had_at_a_barrier_is_not_stall() {
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
-        let op = s.start(0, 1_000_000);
+        let op = s.start(0, 1_000_000, 0);
         s.finished(op, op, t0 + Duration::from_millis(1));
         // The last rank got to the barrier 2 s later in the trace.
         s.resume(t0 + Duration::from_secs(2), 2_000_000_000);
@@ -226,12 +231,24 @@ mod tests {
     fn original_timing_keeps_gaps() {
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
-        let first = s.start(0, 1_000);
+        let first = s.start(0, 1_000, 0);
         s.finished(first, first, Instant::now());
-        let intended = s.start(20_001_000, 1_000); // 20 ms compute gap
+        let intended = s.start(20_001_000, 1_000, 0); // 20 ms compute gap
         assert!(intended.duration_since(t0) >= Duration::from_millis(20));
         assert!(Instant::now() >= intended);
         assert_eq!(s.compute_ns, 20_000_000);
+    }
+
+    #[test]
+    fn other_ranks_reads_in_a_gap_are_not_compute() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
+        let first = s.start(0, 1_000, 0);
+        s.finished(first, first, Instant::now());
+        // 20 ms traced, 5 ms of it another rank's read: 15 ms of compute.
+        let intended = s.start(20_001_000, 1_000, 5_000_000);
+        assert!(intended.duration_since(t0) >= Duration::from_millis(15));
+        assert_eq!(s.compute_ns, 15_000_000);
     }
 
     #[test]
@@ -243,7 +260,7 @@ mod tests {
         assert!(first.duration_since(t0) >= Duration::from_millis(8));
         s.finished(first, first, first);
         // Its steps then run 4 times as fast.
-        let next = s.start(16_000_000, 0);
+        let next = s.start(16_000_000, 0, 0);
         assert_eq!(next.duration_since(first), Duration::from_millis(2));
         assert_eq!(s.compute_ns, 10_000_000);
     }
@@ -273,7 +290,7 @@ mod tests {
         assert_eq!((s.compute_ns, s.trace_clock()), (10_000_000, 10_000_000));
         assert!(t0.elapsed() >= Duration::from_millis(10));
         // The next op's gap counts from the phase start, not from the origin.
-        let op = s.start(12_000_000, 0);
+        let op = s.start(12_000_000, 0, 0);
         assert!(op.duration_since(t0) >= Duration::from_millis(12));
         assert_eq!(s.compute_ns, 12_000_000);
         // Already past it: nothing to wait for.
@@ -288,13 +305,13 @@ mod tests {
         // was meant to end, not 1 ms after it really did.
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
-        let first = s.start(0, 1_000);
+        let first = s.start(0, 1_000, 0);
         let (issued, end) = (
             first + Duration::from_millis(5),
             first + Duration::from_millis(5) + Duration::from_micros(1),
         );
         s.finished(first, issued, end);
-        let second = s.start(1_001_000, 1_000);
+        let second = s.start(1_001_000, 1_000, 0);
         let gap = second.duration_since(first);
         assert!(
             gap >= Duration::from_micros(1_000) && gap < Duration::from_millis(2),
@@ -306,14 +323,14 @@ mod tests {
     fn a_barrier_resumes_from_the_last_rank_ready() {
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
-        let a = s.start(0, 1_000);
+        let a = s.start(0, 1_000, 0);
         s.finished(a, a, a);
         assert_eq!(s.trace_clock(), 1_000);
         // The last rank was ready at 5 ms of trace time; this rank's next op
         // is at 8 ms: 3 ms of compute after the barrier.
         let now = Instant::now();
         s.resume(now, 5_000_000);
-        let b = s.start(8_000_000, 1_000);
+        let b = s.start(8_000_000, 1_000, 0);
         assert!(b.duration_since(now) >= Duration::from_millis(3));
         assert!(b.duration_since(now) < Duration::from_millis(4));
     }
@@ -323,10 +340,10 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 0);
         s.set_speedup(4.0);
-        let a = s.start(0, 1_000);
+        let a = s.start(0, 1_000, 0);
         s.finished(a, a, a);
         // 40 ms of traced time between two of its reads: 4 traced steps.
-        let b = s.start(40_001_000, 1_000);
+        let b = s.start(40_001_000, 1_000, 0);
         let gap = b.duration_since(a);
         assert!(
             gap >= Duration::from_millis(10) && gap < Duration::from_millis(12),
@@ -339,11 +356,11 @@ mod tests {
     fn first_op_keeps_its_offset_from_the_origin() {
         let t0 = Instant::now();
         let mut s = Schedule::new(Timing::Scaled(1.0), t0, 1_000_000_000);
-        let intended = s.start(1_015_000_000, 1_000); // 15 ms after the origin
+        let intended = s.start(1_015_000_000, 1_000, 0); // 15 ms after the origin
         assert!(intended.duration_since(t0) >= Duration::from_millis(15));
         let t1 = Instant::now();
         let mut fast = Schedule::new(Timing::Afap, t1, 1_000_000_000);
-        let at = fast.start(1_015_000_000, 1_000);
+        let at = fast.start(1_015_000_000, 1_000, 0);
         assert!(at.duration_since(t1) < Duration::from_millis(15));
     }
 }

@@ -581,6 +581,25 @@ impl Model {
         })
     }
 
+    /// For tests: one source rank (0) whose paths are all dataset files,
+    /// its reads shared out among `world` ranks.
+    #[cfg(test)]
+    pub fn sharing(world: u32) -> Model {
+        let all: Vec<u32> = (0..world).collect();
+        Model {
+            world,
+            sources: vec![0],
+            options: ScaleOptions::default(),
+            saves: Saves::default(),
+            roles: vec![PathRole::Dataset; 16],
+            families: Vec::new(),
+            clones: vec![all.clone()],
+            shares: vec![all],
+            source_index: HashMap::from([(0, 0)]),
+            by_pattern: Vec::new(),
+        }
+    }
+
     pub fn role(&self, path: u32) -> PathRole {
         self.roles
             .get(path as usize)

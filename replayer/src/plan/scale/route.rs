@@ -54,6 +54,30 @@ struct Group {
     left: u32,
 }
 
+/// The time a source rank spent in its dataset visits' calls, in trace
+/// order: what a rank sharing its reads did not spend computing between
+/// two of its own visits.
+#[derive(Debug, Default, Clone, Copy)]
+struct Visits {
+    /// Traced time in the visits' calls so far.
+    busy_ns: i64,
+    /// The latest end of those calls.
+    end_ns: i64,
+    /// A visit began before the last one's calls had ended: the rank read
+    /// with several readers at once (a loader's workers), whose reading
+    /// overlapped its compute, so none of it is taken out of a sharer's
+    /// gaps.
+    overlapped: bool,
+}
+
+/// Where a target rank stood in its source's visits after its last call
+/// of one.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    busy_ns: i64,
+    stretch: u32,
+}
+
 /// How much of a writer's budget is spent.
 #[derive(Debug, Default, Clone, Copy)]
 struct Spent {
@@ -73,6 +97,10 @@ pub struct Router<'m> {
     stretches: Vec<u32>,
     held: HashMap<(i32, i32, i32), Held>,
     spent: HashMap<(u32, u32), Spent>,
+    /// Per source index, its visits so far.
+    visits: Vec<Visits>,
+    /// Per target rank, after its last call of a visit.
+    marks: HashMap<u32, Mark>,
 }
 
 impl<'m> Router<'m> {
@@ -86,6 +114,8 @@ impl<'m> Router<'m> {
             stretches,
             held: HashMap::new(),
             spent: HashMap::new(),
+            visits: vec![Visits::default(); model.sources.len()],
+            marks: HashMap::new(),
         }
     }
 
@@ -123,7 +153,7 @@ impl<'m> Router<'m> {
                 if op.op == Op::Close {
                     self.held.remove(&key);
                 }
-                out.push((t, moved_earlier(op, earlier)));
+                out.push((t, self.visited(s, t, op, earlier, false)));
                 return;
             }
         }
@@ -142,7 +172,7 @@ impl<'m> Router<'m> {
                 if op.op == Op::Open && !op.failed && op.fd >= 0 {
                     self.held.insert(key, Held::Visit(t, earlier));
                 }
-                out.push((t, moved_earlier(op, earlier)));
+                out.push((t, self.visited(s, t, op, earlier, true)));
             }
             PathRole::Family(f)
                 if self.model.families[f as usize].layout != CheckpointLayout::Replicated
@@ -156,6 +186,43 @@ impl<'m> Router<'m> {
                 }
             }
         }
+    }
+
+    /// `op`, a call of a dataset visit of source index `s` (its first when
+    /// `begins`) that target `t` makes `earlier` ns before its traced time,
+    /// with what the source spent on the other sharers' visits since `t`'s
+    /// last call of one ([`PlannedOp::elsewhere_ns`]). A rank that read
+    /// one file after another, computing between, spent that time reading
+    /// them: a sharer at N, clocked through the traced gaps between its own
+    /// visits, would otherwise count the others' reads as its compute, and
+    /// each of its steps would last (k - 1)/k of a traced read longer than
+    /// the job's at N.
+    fn visited(
+        &mut self,
+        s: usize,
+        t: u32,
+        op: &PlannedOp,
+        earlier: i64,
+        begins: bool,
+    ) -> PlannedOp {
+        let stretch = self.stretches.get(op.phase as usize).copied().unwrap_or(0);
+        let v = &mut self.visits[s];
+        v.overlapped |= begins && op.ts < v.end_ns;
+        let before = v.busy_ns;
+        v.busy_ns += op.dur.max(0);
+        v.end_ns = v.end_ns.max(op.ts + op.dur.max(0));
+        let mark = Mark {
+            busy_ns: v.busy_ns,
+            stretch,
+        };
+        let overlapped = v.overlapped;
+        let mut call = moved_earlier(op, earlier);
+        if let Some(last) = self.marks.insert(t, mark) {
+            if last.stretch == stretch && !overlapped {
+                call.elsewhere_ns = before - last.busy_ns;
+            }
+        }
+        call
     }
 
     fn for_writers(
@@ -213,5 +280,100 @@ fn moved_earlier(op: &PlannedOp, earlier: i64) -> PlannedOp {
     PlannedOp {
         ts: op.ts - earlier,
         ..*op
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ops::Via;
+
+    const MS: i64 = 1_000_000;
+
+    fn call(op: Op, ts: i64, dur: i64, pid: i32, fd: i32, path: u32) -> PlannedOp {
+        PlannedOp {
+            ts,
+            dur,
+            offset: -1,
+            bytes: if op == Op::Read { 4 << 20 } else { 0 },
+            pid,
+            fd,
+            path,
+            path2: NO_PATH,
+            flags: None,
+            op,
+            phase: 0,
+            failed: false,
+            via: Via::Syscall,
+            elsewhere_ns: 0,
+        }
+    }
+
+    /// Six visits (open, a 4 ms read, close), each by process `pid_of(i)`
+    /// at `start_of(i)`, routed to 2 ranks: each call's rank and
+    /// `elsewhere_ns`.
+    fn routed(start_of: impl Fn(i64) -> i64, pid_of: impl Fn(i64) -> i32) -> Vec<(u32, Op, i64)> {
+        let model = Model::sharing(2);
+        let mut router = Router::new(&model, vec![0]);
+        let mut calls: Vec<PlannedOp> = Vec::new();
+        for i in 0..6 {
+            let (t, pid) = (start_of(i), pid_of(i));
+            calls.push(call(Op::Open, t, MS / 10, pid, 3, i as u32));
+            calls.push(call(Op::Read, t + MS / 10, 4 * MS, pid, 3, i as u32));
+            calls.push(call(
+                Op::Close,
+                t + 4 * MS + MS / 10,
+                MS / 10,
+                pid,
+                3,
+                i as u32,
+            ));
+        }
+        calls.sort_by_key(|c| c.ts);
+        let mut out = Vec::new();
+        for c in &calls {
+            router.route(0, c, &mut out);
+        }
+        out.iter()
+            .map(|(t, c)| (*t, c.op, c.elsewhere_ns))
+            .collect()
+    }
+
+    #[test]
+    fn a_sharer_of_one_reader_does_not_take_the_others_reads_for_compute() {
+        // One file after another, 20 ms of compute after each.
+        let out = routed(|i| i * 25 * MS, |_| 7);
+        let visit = 4 * MS + 2 * MS / 10;
+        // A visit's own read and close follow its open at once.
+        assert!(out.iter().all(|c| c.1 == Op::Open || c.2 == 0), "{out:?}");
+        let opens: Vec<(u32, i64)> = out
+            .iter()
+            .filter(|c| c.1 == Op::Open)
+            .map(|c| (c.0, c.2))
+            .collect();
+        // Each rank's first visit of the stretch has no one's before it;
+        // every later one follows one visit of the other rank's.
+        assert_eq!(
+            opens,
+            [
+                (0, 0),
+                (1, 0),
+                (0, visit),
+                (1, visit),
+                (0, visit),
+                (1, visit)
+            ]
+        );
+    }
+
+    #[test]
+    fn readers_at_once_leave_the_gaps_as_traced() {
+        // Two workers, each reading a file every 10 ms, 2 ms apart: their
+        // reading overlaps, and with it the consumer's compute.
+        let out = routed(
+            |i| (i / 2) * 10 * MS + (i % 2) * 2 * MS,
+            |i| 7 + (i % 2) as i32,
+        );
+        assert!(out.iter().all(|c| c.2 == 0), "{out:?}");
     }
 }
