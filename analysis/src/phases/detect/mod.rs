@@ -88,11 +88,8 @@ impl<'a> ReadIndex<'a> {
     }
 
     /// Counts only what the job read: not the bytes of `outside` processes
-    /// (sorted; see [`Activity::outside_readers`]).
+    /// (sorted, not empty; see [`Activity::outside_readers`]).
     fn of_the_job(runs: &'a [Stretch], outside: &[Writer]) -> Self {
-        if outside.is_empty() {
-            return Self::new(runs);
-        }
         Self::counting(runs, |r| {
             let theirs: u64 = r
                 .who
@@ -100,7 +97,7 @@ impl<'a> ReadIndex<'a> {
                 .filter(|(w, _)| outside.binary_search(w).is_ok())
                 .map(|&(_, b)| b)
                 .sum();
-            r.bytes - theirs.min(r.bytes)
+            r.bytes.saturating_sub(theirs)
         })
     }
 
@@ -171,8 +168,14 @@ pub fn detect(activity: &Activity) -> Vec<Phase> {
 
     // A launcher's read in the pause between two files of a save does not
     // resume the job's reading.
-    let job_reads = ReadIndex::of_the_job(reads.runs, &activity.outside_readers());
-    let checkpoints = checkpoints(activity, &job_reads, reading_floor, t1);
+    let outside = activity.outside_readers();
+    let job_reads = (!outside.is_empty()).then(|| ReadIndex::of_the_job(reads.runs, &outside));
+    let checkpoints = checkpoints(
+        activity,
+        job_reads.as_ref().unwrap_or(&reads),
+        reading_floor,
+        t1,
+    );
     let mut metadata = metadata(activity, &reads, &checkpoints);
     let idle = idle_gaps(&reads, &checkpoints, &metadata, t0, t1);
     let mut marks: Vec<Mark> = checkpoints.iter().chain(idle.iter()).copied().collect();

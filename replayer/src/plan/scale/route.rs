@@ -100,7 +100,7 @@ pub struct Router<'m> {
     /// Per source index, its visits so far.
     visits: Vec<Visits>,
     /// Per target rank, after its last call of a visit.
-    marks: HashMap<u32, Mark>,
+    marks: Vec<Option<Mark>>,
 }
 
 impl<'m> Router<'m> {
@@ -115,7 +115,7 @@ impl<'m> Router<'m> {
             held: HashMap::new(),
             spent: HashMap::new(),
             visits: vec![Visits::default(); model.sources.len()],
-            marks: HashMap::new(),
+            marks: vec![None; model.world as usize],
         }
     }
 
@@ -217,7 +217,7 @@ impl<'m> Router<'m> {
         };
         let overlapped = v.overlapped;
         let mut call = moved_earlier(op, earlier);
-        if let Some(last) = self.marks.insert(t, mark) {
+        if let Some(last) = self.marks[t as usize].replace(mark) {
             if last.stretch == stretch && !overlapped {
                 call.elsewhere_ns = before - last.busy_ns;
             }
