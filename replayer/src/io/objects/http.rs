@@ -16,12 +16,20 @@
 //! A listing's answer is surer still: its head is no shorter than the
 //! shortest this connection has had, and its body holds at least a
 //! chunk, so the rank sleeps until that much has come and takes the
-//! whole answer in one wake (`Connection::document_wait`). A listing then
+//! whole answer in one wake (`Connection::whole_wait`). A listing then
 //! wakes its rank once, not four or five times. It must be
 //! `poll`: a blocking `recv` takes what has come and then sleeps until the
 //! mark is met by bytes that came *after* it, which never happens once
 //! part of the rest was taken (the rank then sleeps to its timeout with
 //! the rest in its socket).
+//!
+//! A ranged GET's answer is its head and then its body, written apart (two
+//! wakes for a 4 KiB read, where the second costs as much as the rest of
+//! the request). A small range's answer is as sure as a listing's: a head
+//! no shorter than the shortest, and the range's bytes. The rank sleeps
+//! until that much has come (`Connection::whole_wait`), and takes the
+//! answer in one wake. The time to its first byte is then the time to
+//! the whole of it, a few µs more for such a size.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -54,9 +62,9 @@ const SHORTEST_HEAD: usize = 17;
 /// How long a closing connection waits for each read of a listing's
 /// framing still owed (it follows the document at once).
 const OWED_END_WAIT: Duration = Duration::from_millis(200);
-/// Beyond twice the last document's time, how long a rank waits for the
-/// least of the next one before reading what has come.
-const DOCUMENT_SLACK: Duration = Duration::from_millis(1);
+/// Beyond twice the last such answer's time, how long a rank waits for
+/// the least of the next one before reading what has come.
+const WAIT_SLACK: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
 pub struct Connection {
@@ -80,8 +88,12 @@ pub struct Connection {
     /// How long the last document's answer took to come whole, from the
     /// request's write.
     document_took: Option<Duration>,
+    /// The same for the last small ranged GET's answer.
+    range_took: Option<Duration>,
     /// The request being written.
     out: Vec<u8>,
+    /// Scratch for an answer's head, a line at a time.
+    line: Vec<u8>,
     sink: Vec<u8>,
 }
 
@@ -89,6 +101,7 @@ pub struct Connection {
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
+    /// The status line's reason, where the status is not a success.
     pub reason: String,
     /// The `Content-Length` header (a HEAD's object size).
     pub content_length: Option<u64>,
@@ -106,6 +119,9 @@ pub enum BodyUse {
     /// Counted and dropped, unless the status is not a success (then kept,
     /// to say why).
     Count,
+    /// A ranged GET's, of this many bytes: counted and dropped as `Count`'s,
+    /// and if small, awaited whole with its head.
+    Range(u64),
     /// Kept: on a success, an XML document (a listing, a copy's result).
     Keep,
     /// A HEAD's answer has none, whatever its headers say.
@@ -126,7 +142,9 @@ impl Connection {
             owed: false,
             shortest_head: None,
             document_took: None,
+            range_took: None,
             out: Vec::with_capacity(1024),
+            line: Vec::with_capacity(128),
             sink: Vec::new(),
         }
     }
@@ -217,7 +235,13 @@ impl Connection {
             stream.get_mut().write_all(payload)?;
         }
         let owed = std::mem::take(&mut self.owed);
-        let waited_whole = body == BodyUse::Keep && self.document_wait(owed)?;
+        let waited_whole = match body {
+            BodyUse::Keep => self.whole_wait(owed, SOME_CHUNKED, self.document_took)?,
+            BodyUse::Range(n) if n <= WAIT_WHOLE as u64 => {
+                self.whole_wait(owed, n as usize, self.range_took)?
+            }
+            _ => false,
+        };
         let stream = self.stream.as_mut().expect("connected");
         if owed {
             if !waited_whole {
@@ -230,7 +254,8 @@ impl Connection {
             }
             end_of_chunks(stream)?;
         }
-        let mut line = Vec::with_capacity(64);
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
         let mut head = 0;
         if stream.read_until(b'\n', &mut line)? == 0 {
             return Err(io::Error::new(
@@ -240,15 +265,24 @@ impl Connection {
         }
         let first_byte = sent.elapsed();
         head += line.len();
-        let status_line = String::from_utf8_lossy(&line);
-        let mut parts = status_line.trim_end().splitn(3, ' ');
+        let status_line = line.trim_ascii_end();
+        let mut parts = status_line.splitn(3, |&b| b == b' ');
         let version = parts.next().unwrap_or_default();
         let status: u16 = parts
             .next()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| protocol(format!("not an HTTP answer: {:?}", status_line.trim_end())))?;
-        let reason = parts.next().unwrap_or_default().to_string();
-        let mut close = version == "HTTP/1.0";
+            .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok())
+            .ok_or_else(|| {
+                protocol(format!(
+                    "not an HTTP answer: {:?}",
+                    String::from_utf8_lossy(status_line)
+                ))
+            })?;
+        // Said only where the request failed.
+        let reason = match (200..300).contains(&status) {
+            true => String::new(),
+            false => String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned(),
+        };
+        let mut close = version == b"HTTP/1.0";
         let (mut content_length, mut chunked) = (None, false);
         loop {
             line.clear();
@@ -256,33 +290,38 @@ impl Connection {
                 return Err(protocol("the connection closed within the headers"));
             }
             head += line.len();
-            let header = std::str::from_utf8(&line)
-                .map_err(|_| protocol("a header is not UTF-8"))?
-                .trim_end();
+            // Headers are read as bytes: the few this reads are ASCII, and
+            // the rest are not looked into.
+            let header = line.trim_ascii_end();
             if header.is_empty() {
                 break;
             }
-            let Some((name, value)) = header.split_once(':') else {
-                return Err(protocol(format!("not a header: {header:?}")));
+            let Some(colon) = header.iter().position(|&b| b == b':') else {
+                return Err(protocol(format!(
+                    "not a header: {:?}",
+                    String::from_utf8_lossy(header)
+                )));
             };
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                content_length = Some(
-                    value
-                        .parse()
-                        .map_err(|_| protocol(format!("Content-Length {value:?}")))?,
-                );
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                chunked = value.to_ascii_lowercase().contains("chunked");
-            } else if name.eq_ignore_ascii_case("connection") {
-                let v = value.to_ascii_lowercase();
-                close = v.contains("close") || (close && !v.contains("keep-alive"));
+            let (name, value) = (&header[..colon], header[colon + 1..].trim_ascii());
+            if name.eq_ignore_ascii_case(b"content-length") {
+                let length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                content_length = Some(length.ok_or_else(|| {
+                    protocol(format!(
+                        "Content-Length {:?}",
+                        String::from_utf8_lossy(value)
+                    ))
+                })?);
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                chunked = names(value, b"chunked");
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                close = names(value, b"close") || (close && !names(value, b"keep-alive"));
             }
         }
+        self.line = line;
         self.shortest_head = Some(self.shortest_head.map_or(head, |s| s.min(head)));
         let keep = match body {
             BodyUse::Keep => true,
-            BodyUse::Count => !(200..300).contains(&status),
+            BodyUse::Count | BodyUse::Range(_) => !(200..300).contains(&status),
             BodyUse::None => false,
         };
         let no_body = body == BodyUse::None || status == 204 || status == 304 || status < 200;
@@ -312,6 +351,9 @@ impl Connection {
                 }
             } else if let Some(n) = content_length {
                 reader.take(n)?;
+                if body == BodyUse::Range(n) && (200..300).contains(&status) {
+                    self.range_took = Some(sent.elapsed());
+                }
             } else {
                 // Neither: the body runs to the connection's end.
                 reader.take(u64::MAX)?;
@@ -325,24 +367,24 @@ impl Connection {
         Ok(answer)
     }
 
-    /// Before a document's answer (a listing's) is read: sleeps until the
-    /// least it is sure to hold has come (the last answer's `owed` end, a
-    /// head as short as the shortest this connection has had, and a chunk
-    /// with a byte in it), so that the whole answer, written in pieces, is
-    /// taken in one wake. Whether it came: the guess is a store's habit,
-    /// not a rule (an error without a body is shorter), so the wait lasts
-    /// at most twice what the last document took, and a wait that runs
-    /// out goes on as any other answer's, the time it took kept in its
-    /// latency.
-    fn document_wait(&mut self, owed: bool) -> io::Result<bool> {
+    /// Before an answer whose least is known is read (a document's, a
+    /// small range's): sleeps until the least it is sure to hold has come
+    /// (the last answer's `owed` end, a head as short as the shortest this
+    /// connection has had, and `body` bytes after it), so that the whole
+    /// answer, written in pieces, is taken in one wake. Whether it came:
+    /// the guess is a store's habit, not a rule (an error is shorter), so
+    /// the wait lasts at most twice what the last such answer `took`, and
+    /// a wait that runs out goes on as any other answer's, the time it
+    /// took kept in its latency.
+    fn whole_wait(&self, owed: bool, body: usize, took: Option<Duration>) -> io::Result<bool> {
         let (Some(head), Some(took), Some(stream)) =
-            (self.shortest_head, self.document_took, self.stream.as_ref())
+            (self.shortest_head, took, self.stream.as_ref())
         else {
             return Ok(false);
         };
         let owed = if owed { CHUNK_END + EMPTY_CHUNKED } else { 0 };
-        let patience = (2 * took + DOCUMENT_SLACK).min(self.timeout);
-        poll_for(stream, owed + head + SOME_CHUNKED, patience)
+        let patience = (2 * took + WAIT_SLACK).min(self.timeout);
+        poll_for(stream, owed + head + body, patience)
     }
 }
 
@@ -485,6 +527,13 @@ fn whole_document(body: &[u8]) -> bool {
         && body.ends_with(b">")
         && body[..body.len() - 1].ends_with(root)
         && body[..body.len() - 1 - root.len()].ends_with(b"</")
+}
+
+/// Whether a header's `value` holds `word` (lower-case), in any case.
+fn names(value: &[u8], word: &[u8]) -> bool {
+    value
+        .windows(word.len())
+        .any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// Whether a failure on a reused connection means the store had closed it.
@@ -790,6 +839,52 @@ mod tests {
             .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
             .unwrap();
         assert_eq!(l.body, doc.as_bytes());
+        assert_eq!(server.join().unwrap().len(), 4);
+    }
+
+    /// A small range's answer, its head and body written apart (20 ms
+    /// here), is awaited whole once the connection has had one: its
+    /// first byte is then read with its last. An answer shorter than the
+    /// range (an error) is read once the patience, twice the last range's
+    /// time, runs out, not at the timeout.
+    #[test]
+    fn a_small_range_is_awaited_whole_and_a_shorter_answer_after_the_patience() {
+        let ranged = "HTTP/1.1 206 Partial Content\r\nContent-Length: 5\r\n\r\n|hello";
+        let refused = "HTTP/1.1 416 No\r\nContent-Length: 0\r\n\r\n";
+        let (authority, server) = serve(vec![vec![ranged, ranged, refused, ranged]]);
+        let mut c = connection(&authority);
+        let get = |c: &mut Connection| {
+            c.request(
+                "GET",
+                "/b/k",
+                "range: bytes=0-4\r\n",
+                None,
+                BodyUse::Range(5),
+            )
+            .unwrap()
+        };
+        let piece_apart = Duration::from_millis(20);
+        let first = get(&mut c);
+        assert_eq!((first.status, first.body_bytes), (206, 5));
+        assert!(first.first_byte < piece_apart, "{:?}", first.first_byte);
+        let took = c.range_took.expect("a range's time");
+        let whole = get(&mut c);
+        assert_eq!((whole.status, whole.body_bytes), (206, 5));
+        assert!(
+            whole.first_byte >= piece_apart,
+            "the head was read before the body came: {:?}",
+            whole.first_byte
+        );
+        let asked = Instant::now();
+        let short = get(&mut c);
+        let waited = asked.elapsed();
+        assert_eq!((short.status, short.body_bytes), (416, 0));
+        assert!(
+            waited < Duration::from_secs(1) && waited >= 2 * took,
+            "{waited:?}, the last range {took:?}"
+        );
+        let again = get(&mut c);
+        assert_eq!((again.status, again.body_bytes), (206, 5));
         assert_eq!(server.join().unwrap().len(), 4);
     }
 
