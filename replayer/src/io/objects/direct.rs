@@ -93,6 +93,9 @@ pub struct Direct {
     last_path: String,
     /// Scratch for a range header's value.
     range: String,
+    /// The last listing's first page: its directory, depth, page size, and
+    /// the query that asks for it.
+    first_page: Option<(String, bool, Option<usize>, String)>,
 }
 
 impl Direct {
@@ -125,6 +128,7 @@ impl Direct {
             last_key: String::new(),
             last_path: String::new(),
             range: String::with_capacity(48),
+            first_page: None,
         })
     }
 
@@ -134,7 +138,11 @@ impl Direct {
             self.last_path.clear();
             self.last_path.push_str(&self.bucket_path);
             self.last_path.push('/');
-            uri_encode(&mut self.last_path, Key::from(key).as_ref(), true);
+            if spelled_as_it_is(key) {
+                uri_encode(&mut self.last_path, key, true);
+            } else {
+                uri_encode(&mut self.last_path, Key::from(key).as_ref(), true);
+            }
             self.last_key.clear();
             self.last_key.push_str(key);
         }
@@ -267,18 +275,34 @@ impl Direct {
         max_keys: Option<usize>,
         token: Option<&str>,
     ) -> Result<Page, DirectError> {
-        let max = max_keys.map(|m| m.to_string());
-        let mut params: Vec<(&str, &str)> = vec![("list-type", "2"), ("prefix", dir)];
-        if one_level {
-            params.push(("delimiter", "/"));
-        }
-        if let Some(m) = &max {
-            params.push(("max-keys", m));
-        }
-        if let Some(t) = token {
-            params.push(("continuation-token", t));
-        }
-        let query = canonical_query(&mut params);
+        // A storm lists one prefix again and again: its first page's query
+        // is kept, not encoded and sorted anew.
+        let asked = (dir, one_level, max_keys);
+        let kept = self
+            .first_page
+            .as_ref()
+            .filter(|(d, o, m, _)| (d.as_str(), *o, *m) == asked);
+        let query = match (token, kept) {
+            (None, Some((.., query))) => query.clone(),
+            _ => {
+                let max = max_keys.map(|m| m.to_string());
+                let mut params: Vec<(&str, &str)> = vec![("list-type", "2"), ("prefix", dir)];
+                if one_level {
+                    params.push(("delimiter", "/"));
+                }
+                if let Some(m) = &max {
+                    params.push(("max-keys", m));
+                }
+                if let Some(t) = token {
+                    params.push(("continuation-token", t));
+                }
+                let query = canonical_query(&mut params);
+                if token.is_none() {
+                    self.first_page = Some((dir.to_string(), one_level, max_keys, query.clone()));
+                }
+                query
+            }
+        };
         self.target.clear();
         self.target.push_str(&self.bucket_path);
         let a = self.send("GET", &query, &[], None, BodyUse::Keep)?;
@@ -287,6 +311,20 @@ impl Direct {
             why,
         })
     }
+}
+
+/// Whether object_store's `Path` spells `key` as it is: parts of letters,
+/// digits and `-_.`, none empty, `.` or `..`. Most keys a replay makes are
+/// such (`data/rep-0000/...`), and parsing one costs as much as the rest
+/// of a request's path and signature.
+fn spelled_as_it_is(key: &str) -> bool {
+    !key.is_empty()
+        && key.split('/').all(|part| {
+            !matches!(part, "" | "." | "..")
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
 }
 
 /// Whether a successful answer's body is an S3 error (`<Error>`), as a
@@ -307,6 +345,34 @@ mod tests {
 <Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>"#;
         assert!(!error_in(done));
         assert!(error_in(failed));
+    }
+
+    #[test]
+    fn a_key_taken_as_it_is_is_one_object_store_spells_so() {
+        let keys = [
+            "data/rep-0000/bench/r2.bin",
+            "ranks/rank-00003/ckpt/step_10/model.pt",
+            "a",
+            "a.b_c-d/E9",
+            "/lead",
+            "trail/",
+            "two//slashes",
+            "./x",
+            "x/../y",
+            "a b",
+            "x#1",
+            "100%",
+            "é/ü",
+            "a~b",
+            "",
+        ];
+        for key in keys {
+            if spelled_as_it_is(key) {
+                assert_eq!(Key::from(key).as_ref(), key, "{key:?}");
+            }
+        }
+        assert!(spelled_as_it_is("data/rep-0000/bench/r2.bin"));
+        assert!(!spelled_as_it_is("two//slashes") && !spelled_as_it_is("x/../y"));
     }
 
     #[test]

@@ -243,6 +243,8 @@ impl Connection {
             _ => false,
         };
         let stream = self.stream.as_mut().expect("connected");
+        // Scratch for the answer's head and framing, a line at a time.
+        let mut line = std::mem::take(&mut self.line);
         if owed {
             if !waited_whole {
                 // One wake-up for the last answer's end and this one's head.
@@ -252,9 +254,8 @@ impl Connection {
                     self.timeout,
                 )?;
             }
-            end_of_chunks(stream)?;
+            end_of_chunks(stream, &mut line)?;
         }
-        let mut line = std::mem::take(&mut self.line);
         line.clear();
         let mut head = 0;
         if stream.read_until(b'\n', &mut line)? == 0 {
@@ -317,7 +318,6 @@ impl Connection {
                 close = names(value, b"close") || (close && !names(value, b"keep-alive"));
             }
         }
-        self.line = line;
         self.shortest_head = Some(self.shortest_head.map_or(head, |s| s.min(head)));
         let keep = match body {
             BodyUse::Keep => true,
@@ -341,6 +341,7 @@ impl Connection {
                 stream,
                 sink: &mut self.sink,
                 answer: &mut answer,
+                line: &mut line,
                 keep,
                 timeout: self.timeout,
             };
@@ -360,6 +361,7 @@ impl Connection {
                 close = true;
             }
         }
+        self.line = line;
         if close {
             self.stream = None;
             self.owed = false;
@@ -402,7 +404,7 @@ impl Drop for Connection {
                 .set_read_timeout(Some(OWED_END_WAIT))
                 .is_ok()
             {
-                let _ = end_of_chunks(stream);
+                let _ = end_of_chunks(stream, &mut Vec::new());
             }
         }
     }
@@ -474,34 +476,46 @@ fn set_low_water_mark(socket: &impl std::os::fd::AsRawFd, bytes: i32) -> io::Res
 /// chunk's end, then chunks to the last (any data in them, which a store
 /// that sent a whole document should not send, is dropped), and the
 /// trailers.
-fn end_of_chunks(stream: &mut BufReader<TcpStream>) -> io::Result<()> {
-    chunk_line(stream)?;
+fn end_of_chunks(stream: &mut BufReader<TcpStream>, line: &mut Vec<u8>) -> io::Result<()> {
+    chunk_line(stream, line)?;
     loop {
-        let size = chunk_size(&chunk_line(stream)?)?;
+        let size = chunk_size(chunk_line(stream, line)?)?;
         if size == 0 {
-            return trailers(stream);
+            return trailers(stream, line);
         }
         io::copy(&mut stream.by_ref().take(size), &mut io::sink())?;
-        chunk_line(stream)?;
+        chunk_line(stream, line)?;
     }
 }
 
-/// One line of a chunked body's framing (empty at the stream's end).
-fn chunk_line(stream: &mut BufReader<TcpStream>) -> io::Result<String> {
-    let mut line = Vec::new();
-    stream.read_until(b'\n', &mut line)?;
-    String::from_utf8(line).map_err(|_| protocol("a chunk header is not UTF-8"))
+/// One line of a chunked body's framing, trimmed, read into `line` (empty
+/// at the stream's end).
+fn chunk_line<'l>(
+    stream: &mut BufReader<TcpStream>,
+    line: &'l mut Vec<u8>,
+) -> io::Result<&'l [u8]> {
+    line.clear();
+    stream.read_until(b'\n', line)?;
+    Ok(line.trim_ascii())
 }
 
 /// A chunk's size, from its line (`SIZE[;extensions]`).
-fn chunk_size(line: &str) -> io::Result<u64> {
-    let size = line.trim().split(';').next().unwrap_or_default();
-    u64::from_str_radix(size, 16).map_err(|_| protocol(format!("a chunk's size {:?}", line.trim())))
+fn chunk_size(line: &[u8]) -> io::Result<u64> {
+    let size = line.split(|&b| b == b';').next().unwrap_or_default();
+    std::str::from_utf8(size.trim_ascii())
+        .ok()
+        .and_then(|size| u64::from_str_radix(size, 16).ok())
+        .ok_or_else(|| {
+            protocol(format!(
+                "a chunk's size {:?}",
+                String::from_utf8_lossy(line)
+            ))
+        })
 }
 
 /// A chunked body's trailers, to the empty line.
-fn trailers(stream: &mut BufReader<TcpStream>) -> io::Result<()> {
-    while !chunk_line(stream)?.trim().is_empty() {}
+fn trailers(stream: &mut BufReader<TcpStream>, line: &mut Vec<u8>) -> io::Result<()> {
+    while !chunk_line(stream, line)?.is_empty() {}
     Ok(())
 }
 
@@ -552,6 +566,8 @@ struct Body<'a> {
     stream: &'a mut BufReader<TcpStream>,
     sink: &'a mut Vec<u8>,
     answer: &'a mut Answer,
+    /// Scratch for the framing's lines.
+    line: &'a mut Vec<u8>,
     keep: bool,
     /// How long to wait for the rest of the answer.
     timeout: Duration,
@@ -606,8 +622,8 @@ impl Body<'_> {
         Ok(())
     }
 
-    fn line(&mut self) -> io::Result<String> {
-        chunk_line(self.stream)
+    fn line(&mut self) -> io::Result<&[u8]> {
+        chunk_line(self.stream, self.line)
     }
 
     /// A chunked body; `document` if it is an XML document (so holds at
@@ -622,9 +638,9 @@ impl Body<'_> {
         };
         loop {
             self.wait_for(least)?;
-            let size = chunk_size(&self.line()?)?;
+            let size = chunk_size(self.line()?)?;
             if size == 0 {
-                trailers(self.stream)?;
+                trailers(self.stream, self.line)?;
                 return Ok(false);
             }
             if document {

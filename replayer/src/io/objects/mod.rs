@@ -154,7 +154,11 @@ impl ObjectTarget {
         } else if rel.is_empty() {
             self.prefix.clone()
         } else {
-            format!("{}/{rel}", self.prefix)
+            let mut key = String::with_capacity(self.prefix.len() + 1 + rel.len());
+            key.push_str(&self.prefix);
+            key.push('/');
+            key.push_str(rel);
+            key
         }
     }
 

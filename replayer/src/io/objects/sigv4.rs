@@ -107,7 +107,7 @@ pub fn uri_encode(out: &mut String, s: &str, keep_slash: bool) {
 /// the same string is sent, so what is signed is what the store reads.
 pub fn canonical_query(params: &mut [(&str, &str)]) -> String {
     params.sort_unstable();
-    let mut q = String::new();
+    let mut q = String::with_capacity(params.iter().map(|(k, v)| k.len() + v.len() + 8).sum());
     for (i, (k, v)) in params.iter().enumerate() {
         if i > 0 {
             q.push('&');
