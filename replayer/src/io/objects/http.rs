@@ -235,11 +235,15 @@ impl Connection {
             stream.get_mut().write_all(payload)?;
         }
         let owed = std::mem::take(&mut self.owed);
-        let waited_whole = match body {
-            BodyUse::Keep => self.whole_wait(owed, SOME_CHUNKED, self.document_took)?,
-            BodyUse::Range(n) if n <= WAIT_WHOLE as u64 => {
-                self.whole_wait(owed, n as usize, self.range_took)?
-            }
+        // A small range is awaited whole, and its time is the patience of
+        // the next one's wait; a large one's is no measure of it.
+        let small_range = match body {
+            BodyUse::Range(n) if n <= WAIT_WHOLE as u64 => Some(n),
+            _ => None,
+        };
+        let waited_whole = match (body, small_range) {
+            (BodyUse::Keep, _) => self.whole_wait(owed, SOME_CHUNKED, self.document_took)?,
+            (_, Some(n)) => self.whole_wait(owed, n as usize, self.range_took)?,
             _ => false,
         };
         let stream = self.stream.as_mut().expect("connected");
@@ -352,7 +356,7 @@ impl Connection {
                 }
             } else if let Some(n) = content_length {
                 reader.take(n)?;
-                if body == BodyUse::Range(n) && (200..300).contains(&status) {
+                if small_range == Some(n) && (200..300).contains(&status) {
                     self.range_took = Some(sent.elapsed());
                 }
             } else {
@@ -404,7 +408,7 @@ impl Drop for Connection {
                 .set_read_timeout(Some(OWED_END_WAIT))
                 .is_ok()
             {
-                let _ = end_of_chunks(stream, &mut Vec::new());
+                let _ = end_of_chunks(stream, &mut self.line);
             }
         }
     }
