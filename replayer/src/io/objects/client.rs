@@ -740,7 +740,12 @@ fn as_directory(prefix: &str) -> String {
     if prefix.is_empty() {
         String::new()
     } else {
-        format!("{}/", prefix.trim_end_matches('/'))
+        // Built by hand: a listing storm names a directory per request.
+        let dir = prefix.trim_end_matches('/');
+        let mut named = String::with_capacity(dir.len() + 1);
+        named.push_str(dir);
+        named.push('/');
+        named
     }
 }
 

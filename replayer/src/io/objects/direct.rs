@@ -278,12 +278,11 @@ impl Direct {
         // A storm lists one prefix again and again: its first page's query
         // is kept, not encoded and sorted anew.
         let asked = (dir, one_level, max_keys);
-        let kept = self
-            .first_page
-            .as_ref()
-            .filter(|(d, o, m, _)| (d.as_str(), *o, *m) == asked);
-        let query = match (token, kept) {
-            (None, Some((.., query))) => query.clone(),
+        let kept = token.is_none()
+            && (self.first_page.as_ref()).is_some_and(|(d, o, m, _)| (d.as_str(), *o, *m) == asked);
+        let query = match &mut self.first_page {
+            // Lent to the request, and kept again after it.
+            Some((.., query)) if kept => std::mem::take(query),
             _ => {
                 let max = max_keys.map(|m| m.to_string());
                 let mut params: Vec<(&str, &str)> = vec![("list-type", "2"), ("prefix", dir)];
@@ -305,11 +304,17 @@ impl Direct {
         };
         self.target.clear();
         self.target.push_str(&self.bucket_path);
-        let a = self.send("GET", &query, &[], None, BodyUse::Keep)?;
-        read_page(&a.body).map_err(|why| DirectError::Answer {
+        let a = self.send("GET", &query, &[], None, BodyUse::Keep);
+        if let (true, Some((.., lent))) = (kept, &mut self.first_page) {
+            *lent = query;
+        }
+        let a = a?;
+        let page = read_page(&a.body).map_err(|why| DirectError::Answer {
             url: format!("s3://{}/{dir}", self.bucket),
             why,
-        })
+        });
+        self.connection.recycle(a.body);
+        page
     }
 }
 

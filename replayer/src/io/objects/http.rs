@@ -33,7 +33,7 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Bytes of an answer's body kept when asked (an error's, a listing's).
@@ -74,7 +74,7 @@ pub struct Connection {
     authority: String,
     connect_timeout: Duration,
     timeout: Duration,
-    stream: Option<BufReader<TcpStream>>,
+    stream: Option<Stream>,
     /// The last answer's body, a chunked XML document, was taken as soon as
     /// its root element closed: the chunk's end and the last chunk (7
     /// bytes or more) are still to be read, before the next answer. The
@@ -85,6 +85,14 @@ pub struct Connection {
     /// The shortest answer head (status line, headers, empty line) this
     /// connection has read: what any later answer's head is taken to hold.
     shortest_head: Option<usize>,
+    /// The shortest chunked body of a document (a listing's) this
+    /// connection has read, framing and all: what the next document's body
+    /// is taken to hold. A storm lists the same prefix again and again; its
+    /// rank sleeps until the whole answer is here, its framing's end with
+    /// it, so that each answer leaves that end in the buffer and the next
+    /// wait asks the socket for as many bytes as the last (the low-water
+    /// mark is then set once for the storm).
+    shortest_document: Option<usize>,
     /// How long the last document's answer took to come whole, from the
     /// request's write.
     document_took: Option<Duration>,
@@ -95,6 +103,9 @@ pub struct Connection {
     /// Scratch for an answer's head, a line at a time.
     line: Vec<u8>,
     sink: Vec<u8>,
+    /// A kept body given back (`Connection::recycle`): the next one is
+    /// read into it, not into a new allocation.
+    spare: Vec<u8>,
 }
 
 /// An answer: its status, and its body's length and (when kept) bytes.
@@ -141,15 +152,17 @@ impl Connection {
             stream: None,
             owed: false,
             shortest_head: None,
+            shortest_document: None,
             document_took: None,
             range_took: None,
             out: Vec::with_capacity(1024),
             line: Vec::with_capacity(128),
             sink: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
-    fn connect(&self) -> io::Result<BufReader<TcpStream>> {
+    fn connect(&self) -> io::Result<Stream> {
         let has_port = match self.authority.strip_prefix('[') {
             Some(v6) => v6.contains("]:"),
             None => self.authority.contains(':'),
@@ -170,7 +183,7 @@ impl Connection {
                     s.set_nodelay(true)?;
                     s.set_read_timeout(Some(self.timeout))?;
                     s.set_write_timeout(Some(self.timeout))?;
-                    return Ok(BufReader::with_capacity(BUFFER, s));
+                    return Ok(BufReader::with_capacity(BUFFER, Socket { tcp: s, mark: 1 }));
                 }
                 Err(e) => last = e,
             }
@@ -242,7 +255,10 @@ impl Connection {
             _ => None,
         };
         let waited_whole = match (body, small_range) {
-            (BodyUse::Keep, _) => self.whole_wait(owed, SOME_CHUNKED, self.document_took)?,
+            (BodyUse::Keep, _) => {
+                let body = self.shortest_document.unwrap_or(SOME_CHUNKED);
+                self.whole_wait(owed, body, self.document_took)?
+            }
             (_, Some(n)) => self.whole_wait(owed, n as usize, self.range_took)?,
             _ => false,
         };
@@ -337,7 +353,10 @@ impl Connection {
             reason,
             content_length,
             body_bytes: 0,
-            body: Vec::new(),
+            body: match keep {
+                true => std::mem::take(&mut self.spare),
+                false => Vec::new(),
+            },
             first_byte,
         };
         if !no_body {
@@ -346,6 +365,7 @@ impl Connection {
                 sink: &mut self.sink,
                 answer: &mut answer,
                 line: &mut line,
+                framing: 0,
                 keep,
                 timeout: self.timeout,
             };
@@ -353,6 +373,10 @@ impl Connection {
                 self.owed = reader.chunked(document)?;
                 if self.owed {
                     self.document_took = Some(sent.elapsed());
+                    let body = reader.framing + CHUNK_END + EMPTY_CHUNKED;
+                    let body = body + answer.body_bytes as usize;
+                    self.shortest_document =
+                        Some(self.shortest_document.map_or(body, |s| s.min(body)));
                 }
             } else if let Some(n) = content_length {
                 reader.take(n)?;
@@ -373,6 +397,13 @@ impl Connection {
         Ok(answer)
     }
 
+    /// Takes back an answer's kept body once read (a listing's): the next
+    /// body kept is read into its room.
+    pub fn recycle(&mut self, mut body: Vec<u8>) {
+        body.clear();
+        self.spare = body;
+    }
+
     /// Before an answer whose least is known is read (a document's, a
     /// small range's): sleeps until the least it is sure to hold has come
     /// (the last answer's `owed` end, a head as short as the shortest this
@@ -382,9 +413,9 @@ impl Connection {
     /// the wait lasts at most twice what the last such answer `took`, and
     /// a wait that runs out goes on as any other answer's, the time it
     /// took kept in its latency.
-    fn whole_wait(&self, owed: bool, body: usize, took: Option<Duration>) -> io::Result<bool> {
+    fn whole_wait(&mut self, owed: bool, body: usize, took: Option<Duration>) -> io::Result<bool> {
         let (Some(head), Some(took), Some(stream)) =
-            (self.shortest_head, took, self.stream.as_ref())
+            (self.shortest_head, took, self.stream.as_mut())
         else {
             return Ok(false);
         };
@@ -405,6 +436,7 @@ impl Drop for Connection {
         if let (true, Some(stream)) = (self.owed, self.stream.as_mut()) {
             if stream
                 .get_ref()
+                .tcp
                 .set_read_timeout(Some(OWED_END_WAIT))
                 .is_ok()
             {
@@ -417,7 +449,7 @@ impl Drop for Connection {
 /// Sleeps until at least `need` bytes beyond those `stream` holds read are
 /// here (or the connection ended, or `timeout` passed), with one wake-up
 /// rather than one a piece. `need` must be no more than is sure to come.
-fn wait_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io::Result<()> {
+fn wait_for(stream: &mut Stream, need: usize, timeout: Duration) -> io::Result<()> {
     if poll_for(stream, need, timeout)? {
         Ok(())
     } else {
@@ -430,19 +462,18 @@ fn wait_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io
 
 /// Sleeps until at least `need` bytes beyond those `stream` holds read are
 /// here, or the connection ended (then true), or `timeout` passed (false).
-fn poll_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io::Result<bool> {
+fn poll_for(stream: &mut Stream, need: usize, timeout: Duration) -> io::Result<bool> {
     let here = stream.buffer().len();
     if need <= here + 1 {
         // A plain read wakes at the first byte.
         return Ok(true);
     }
-    let fd = stream.get_ref().as_fd();
-    let mark = (need - here).min(WAIT_WHOLE) as i32;
-    set_low_water_mark(&fd, mark)?;
+    let socket = stream.get_mut();
+    socket.set_mark((need - here).min(WAIT_WHOLE) as i32)?;
     let timeout = rustix::event::Timespec::try_from(timeout)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a timeout too long"))?;
     let mut polled = [rustix::event::PollFd::new(
-        &fd,
+        &socket.tcp,
         rustix::event::PollFlags::IN,
     )];
     let waited = loop {
@@ -451,28 +482,84 @@ fn poll_for(stream: &BufReader<TcpStream>, need: usize, timeout: Duration) -> io
             r => break r,
         }
     };
-    // Every other read wakes at the first byte, as a blocking read must.
-    set_low_water_mark(&fd, 1)?;
     Ok(waited? > 0)
 }
 
-/// How many bytes a socket holds before `poll` says it can be read.
-fn set_low_water_mark(socket: &impl std::os::fd::AsRawFd, bytes: i32) -> io::Result<()> {
-    // SAFETY: the option's value is an int, passed with its size; the
-    // descriptor is the caller's open socket.
-    let r = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
+/// A connection's socket, with the low-water mark its last wait left set.
+/// Answers to a storm's requests are alike, so the next wait mostly wants
+/// the same mark: it is set again only when it changes (two system calls a
+/// request saved), and a read while it is above a byte takes what is here
+/// without waiting (a blocking read could sleep past what comes, see the
+/// module's note), lowering it to a byte only if nothing is.
+#[derive(Debug)]
+struct Socket {
+    tcp: TcpStream,
+    /// The socket's `SO_RCVLOWAT`, as last set.
+    mark: i32,
+}
+
+type Stream = BufReader<Socket>;
+
+impl Socket {
+    /// Sets how many bytes the socket holds before `poll` says it can be
+    /// read.
+    fn set_mark(&mut self, bytes: i32) -> io::Result<()> {
+        if bytes == self.mark {
+            return Ok(());
+        }
+        // SAFETY: the option's value is an int, passed with its size; the
+        // descriptor is this open socket's.
+        let r = unsafe {
+            libc::setsockopt(
+                self.tcp.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&bytes as *const i32).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.mark = bytes;
         Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    }
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.mark > 1 {
+            // SAFETY: `buf` is writable for its length; the descriptor is
+            // this open socket's.
+            let r = unsafe {
+                libc::recv(
+                    self.tcp.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r >= 0 {
+                return Ok(r as usize);
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => self.set_mark(1)?,
+                io::ErrorKind::Interrupted => {}
+                _ => return Err(e),
+            }
+        }
+        self.tcp.read(buf)
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.tcp.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.tcp.flush()
     }
 }
 
@@ -480,7 +567,7 @@ fn set_low_water_mark(socket: &impl std::os::fd::AsRawFd, bytes: i32) -> io::Res
 /// chunk's end, then chunks to the last (any data in them, which a store
 /// that sent a whole document should not send, is dropped), and the
 /// trailers.
-fn end_of_chunks(stream: &mut BufReader<TcpStream>, line: &mut Vec<u8>) -> io::Result<()> {
+fn end_of_chunks(stream: &mut Stream, line: &mut Vec<u8>) -> io::Result<()> {
     chunk_line(stream, line)?;
     loop {
         let size = chunk_size(chunk_line(stream, line)?)?;
@@ -494,10 +581,7 @@ fn end_of_chunks(stream: &mut BufReader<TcpStream>, line: &mut Vec<u8>) -> io::R
 
 /// One line of a chunked body's framing, trimmed, read into `line` (empty
 /// at the stream's end).
-fn chunk_line<'l>(
-    stream: &mut BufReader<TcpStream>,
-    line: &'l mut Vec<u8>,
-) -> io::Result<&'l [u8]> {
+fn chunk_line<'l>(stream: &mut Stream, line: &'l mut Vec<u8>) -> io::Result<&'l [u8]> {
     line.clear();
     stream.read_until(b'\n', line)?;
     Ok(line.trim_ascii())
@@ -518,7 +602,7 @@ fn chunk_size(line: &[u8]) -> io::Result<u64> {
 }
 
 /// A chunked body's trailers, to the empty line.
-fn trailers(stream: &mut BufReader<TcpStream>, line: &mut Vec<u8>) -> io::Result<()> {
+fn trailers(stream: &mut Stream, line: &mut Vec<u8>) -> io::Result<()> {
     while !chunk_line(stream, line)?.is_empty() {}
     Ok(())
 }
@@ -567,11 +651,13 @@ fn stale(e: &io::Error) -> bool {
 
 /// Reads a body, counting it and keeping it if asked.
 struct Body<'a> {
-    stream: &'a mut BufReader<TcpStream>,
+    stream: &'a mut Stream,
     sink: &'a mut Vec<u8>,
     answer: &'a mut Answer,
     /// Scratch for the framing's lines.
     line: &'a mut Vec<u8>,
+    /// The framing's bytes read.
+    framing: usize,
     keep: bool,
     /// How long to wait for the rest of the answer.
     timeout: Duration,
@@ -627,7 +713,9 @@ impl Body<'_> {
     }
 
     fn line(&mut self) -> io::Result<&[u8]> {
-        chunk_line(self.stream, self.line)
+        chunk_line(self.stream, self.line)?;
+        self.framing += self.line.len();
+        Ok(self.line.trim_ascii())
     }
 
     /// A chunked body; `document` if it is an XML document (so holds at
@@ -817,6 +905,44 @@ mod tests {
             4,
             "four requests on one connection"
         );
+    }
+
+    /// A listing asked again is awaited whole, its document as long as
+    /// the shortest this connection has had, even where the store writes
+    /// the document itself in pieces; the socket's low-water mark is set
+    /// once for the storm, and a plain answer after it is read as it comes.
+    #[test]
+    fn a_listing_asked_again_is_awaited_to_its_documents_end() {
+        let (doc, end) = ("<?xml version=\"1.0\"?><L>", "<K>a</K></L>");
+        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let size = doc.len() + end.len();
+        let listing: &'static str =
+            Box::leak(format!("{head}|{size:x}\r\n|{doc}|{end}\r\n0\r\n\r\n").into_boxed_str());
+        let plain = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n|ok";
+        let (authority, server) = serve(vec![vec![listing, listing, listing, plain]]);
+        let mut c = connection(&authority);
+        let list = |c: &mut Connection| {
+            let l = c
+                .request("GET", "/b?list-type=2", "", None, BodyUse::Keep)
+                .unwrap();
+            assert_eq!(l.body, format!("{doc}{end}").as_bytes());
+            l.first_byte
+        };
+        list(&mut c);
+        let pieces = Duration::from_millis(60);
+        let mut marks = Vec::new();
+        for _ in 0..2 {
+            let first_byte = list(&mut c);
+            assert!(
+                first_byte >= pieces,
+                "woke before the document's last piece: {first_byte:?}"
+            );
+            marks.push(c.stream.as_ref().expect("kept alive").get_ref().mark);
+        }
+        assert!(marks[0] > 1 && marks[0] == marks[1], "{marks:?}");
+        let g = c.request("GET", "/b/k", "", None, BodyUse::Count).unwrap();
+        assert_eq!((g.status, g.body_bytes), (200, 2));
+        assert_eq!(server.join().unwrap().len(), 4);
     }
 
     fn short_answer() -> &'static str {

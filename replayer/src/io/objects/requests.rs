@@ -54,11 +54,11 @@ impl RequestStats {
     pub fn record(&mut self, kind: &str, bytes: u64, latency_ns: u64, ok: bool) {
         self.max_in_flight = self.max_in_flight.max(1);
         // Looked up before it is named anew: a request's figures cost no
-        // allocation once its kind is known.
-        if !self.kinds.contains_key(kind) {
-            self.kinds.insert(kind.to_string(), OpStats::default());
-        }
-        let s = self.kinds.get_mut(kind).expect("inserted");
+        // allocation (and one lookup) once its kind is known.
+        let s = match self.kinds.get_mut(kind) {
+            Some(s) => s,
+            None => self.kinds.entry(kind.to_string()).or_default(),
+        };
         s.record(bytes, latency_ns);
         s.note_result(ok, false);
     }
