@@ -14,10 +14,11 @@
 //! bytes, so it wakes once they are all there; and a listing's framing
 //! after its document is read with the next answer (`Connection::owed`).
 //! A listing's answer is surer still: its head is no shorter than the
-//! shortest this connection has had, and its body holds at least a
-//! chunk, so the rank sleeps until that much has come and takes the
-//! whole answer in one wake (`Connection::whole_wait`). A listing then
-//! wakes its rank once, not four or five times. It must be
+//! shortest this connection has had, and its body (a storm lists one
+//! prefix again and again) no shorter than the shortest document's it has
+//! had, framing and all, so the rank sleeps until that much has come and
+//! takes the whole answer in one wake (`Connection::whole_wait`). A
+//! listing then wakes its rank once, not four or five times. It must be
 //! `poll`: a blocking `recv` takes what has come and then sleeps until the
 //! mark is met by bytes that came *after* it, which never happens once
 //! part of the rest was taken (the rank then sleeps to its timeout with
@@ -30,6 +31,10 @@
 //! until that much has come (`Connection::whole_wait`), and takes the
 //! answer in one wake. The time to its first byte is then the time to
 //! the whole of it, a few µs more for such a size.
+//!
+//! The low-water mark a wait sets is left set (`Socket`): a storm's
+//! answers are alike, so the next wait mostly wants the same mark, and
+//! setting it and setting it back cost two system calls a request.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
