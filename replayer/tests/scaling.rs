@@ -757,3 +757,67 @@ fn a_loader_worker_forked_before_its_first_call_begins_the_first_epoch_at_its_fo
         "first epoch {from_first_call} s"
     );
 }
+
+/// A save rank 0 makes alone, with its run's record written in the same
+/// phase (a benchmark's summary as it ends): at N the save is still one
+/// writer's file, and the record, each of rank 0's heirs' own, is told
+/// apart rather than counted as the save's second writer.
+#[test]
+fn a_save_is_told_apart_from_what_else_its_phase_writes() {
+    use iorepro_format::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows: Vec<Row> = Vec::new();
+    for rank in 0..2 {
+        for f in 0..4 {
+            let path: &'static str =
+                Box::leak(format!("/data/train/s{rank}{f}.npz").into_boxed_str());
+            rows.push((rank, Op::Open, path, 3, None, 0, Some(libc::O_RDONLY)));
+            for i in 0..4 {
+                rows.push((rank, Op::Read, path, 3, Some(i << 20), 1 << 20, None));
+            }
+            rows.push((rank, Op::Close, path, 3, None, 0, None));
+        }
+    }
+    rows.extend(checkpoint_rows(8));
+    let record = "/out/summary.json";
+    rows.push((0, Op::Open, record, 6, None, 0, Some(O_WRITE_CREATE)));
+    rows.push((0, Op::Write, record, 6, Some(0), 700, None));
+    rows.push((0, Op::Close, record, 6, None, 0, None));
+    let trace = write_rows(dir.path(), &rows);
+    let out = replay()
+        .arg(&trace)
+        .args(["--ranks", "4", "--plan-only", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ckpts = plan["checkpoints"].as_array().unwrap();
+    let save = ckpts
+        .iter()
+        .find(|c| c["traced_bytes"] == 8 << 20)
+        .unwrap_or_else(|| panic!("the save: {ckpts:?}"));
+    assert_eq!(
+        (save["writers"].as_u64(), save["files"].as_u64()),
+        (Some(1), Some(1)),
+        "{save}"
+    );
+    assert_eq!(save["bytes"], 8 << 20, "{save}");
+    let besides = &save["besides"];
+    assert_eq!(besides["traced_bytes"], 700, "{save}");
+    assert_eq!(besides["bytes"], 2 * 700, "{save}");
+    let text = replay()
+        .arg(&trace)
+        .args(["--ranks", "4", "--plan-only"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("-> 8.00 MiB by 1 writer(s) in 1 file(s)")
+            && text.contains("and 1.37 KiB by 2 writer(s) in 2 other file(s)"),
+        "{text}"
+    );
+}

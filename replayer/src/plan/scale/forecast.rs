@@ -80,9 +80,24 @@ pub struct CheckpointPlan {
     pub into_page_cache_s: f64,
     /// Seconds it takes at `--write-bandwidth`, else `--bandwidth` (all
     /// writers together): `before_first_write_s`, `between_writes_s` and
-    /// `into_page_cache_s`, then its bytes at that rate.
+    /// `into_page_cache_s`, then its bytes and those `besides` it at that
+    /// rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds_at_bandwidth: Option<f64>,
+    /// Where the phase writes a checkpoint's files: what else it writes
+    /// (a log line, the run's record as it ends), apart from the save, so
+    /// that a rank-0 save is said to be one writer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub besides: Option<Besides>,
+}
+
+/// Writes in a save's phase to files that are not the save's.
+#[derive(Debug, Clone, Serialize)]
+pub struct Besides {
+    pub traced_bytes: u64,
+    pub bytes: u64,
+    pub writers: usize,
+    pub files: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -141,9 +156,35 @@ pub struct Forecast {
 struct PhaseCount {
     /// Dataset bytes read (at N).
     read: u64,
+    /// Writes to a checkpoint's files.
+    saved: Writes,
+    /// Writes to any other file.
+    other: Writes,
+}
+
+/// Bytes written, by writer, and the (writer, path) files written.
+#[derive(Default)]
+struct Writes {
     bytes: u64,
     writers: BTreeMap<u32, u64>,
     files: HashSet<(u32, u32)>,
+}
+
+impl Writes {
+    fn add(&mut self, writer: u32, file: (u32, u32), bytes: u64) {
+        self.bytes += bytes;
+        *self.writers.entry(writer).or_default() += bytes;
+        self.files.insert(file);
+    }
+}
+
+impl PhaseCount {
+    fn writes(&mut self, saved: bool) -> &mut Writes {
+        match saved {
+            true => &mut self.saved,
+            false => &mut self.other,
+        }
+    }
 }
 
 /// What routing every traced call through the replay's router counts: per
@@ -187,19 +228,22 @@ impl Counts {
         let mut router = Router::new(model, survey.stretches());
         let mut routed = Vec::new();
         for_each_op(trace, survey, phase_selected, |source, op| {
-            let dataset = model.role(op.path) == PathRole::Dataset;
-            c.traced(source, &op, dataset);
+            let role = model.role(op.path);
+            let dataset = role == PathRole::Dataset;
+            let saved = matches!(role, PathRole::Family(_));
+            c.traced(source, &op, dataset, saved);
             routed.clear();
             router.route(source, &op, &mut routed);
             for (t, call) in &routed {
-                c.at_n(*t as usize, call, dataset);
+                c.at_n(*t as usize, call, dataset, saved);
             }
         })?;
         Ok(c)
     }
 
-    /// A call as traced, by source rank `source`.
-    fn traced(&mut self, source: i32, op: &PlannedOp, dataset: bool) {
+    /// A call as traced, by source rank `source`; `saved` if its file is a
+    /// checkpoint's.
+    fn traced(&mut self, source: i32, op: &PlannedOp, dataset: bool, saved: bool) {
         if dataset && op.op.reads_file() {
             self.traced_data += op.bytes as u64;
         }
@@ -207,15 +251,16 @@ impl Counts {
             self.traced_visits += 1;
         }
         if op.op == Op::Write {
-            let p = &mut self.traced_phase[op.phase as usize];
-            p.bytes += op.bytes as u64;
-            *p.writers.entry(source as u32).or_default() += op.bytes as u64;
-            p.files.insert((0, op.path));
+            self.traced_phase[op.phase as usize].writes(saved).add(
+                source as u32,
+                (0, op.path),
+                op.bytes as u64,
+            );
         }
     }
 
     /// A call made at N by target rank `t`.
-    fn at_n(&mut self, t: usize, call: &PlannedOp, dataset: bool) {
+    fn at_n(&mut self, t: usize, call: &PlannedOp, dataset: bool, saved: bool) {
         self.ops[t] += 1;
         match call.op {
             _ if call.op.reads_file() => {
@@ -227,10 +272,11 @@ impl Counts {
             }
             Op::Write => {
                 self.write[t] += call.bytes as u64;
-                let p = &mut self.at_n[call.phase as usize];
-                p.bytes += call.bytes as u64;
-                *p.writers.entry(t as u32).or_default() += call.bytes as u64;
-                p.files.insert((t as u32, call.path));
+                self.at_n[call.phase as usize].writes(saved).add(
+                    t as u32,
+                    (t as u32, call.path),
+                    call.bytes as u64,
+                );
             }
             Op::Open if dataset && !call.failed => self.visits += 1,
             _ => {}
@@ -240,10 +286,31 @@ impl Counts {
     /// Each phase that writes, as traced and at N.
     fn checkpoints(&self, survey: &Survey, bandwidth: Option<f64>) -> Vec<CheckpointPlan> {
         let mut checkpoints = Vec::new();
-        for (i, (traced, scaled)) in self.traced_phase.iter().zip(&self.at_n).enumerate() {
+        for (i, (traced_phase, phase_at_n)) in self.traced_phase.iter().zip(&self.at_n).enumerate()
+        {
+            // A phase's save is its checkpoint files' writes; a phase that
+            // writes none is told by all it writes.
+            let saves = traced_phase.saved.bytes > 0 || phase_at_n.saved.bytes > 0;
+            let (traced, scaled, besides) = match saves {
+                true => (
+                    &traced_phase.saved,
+                    &phase_at_n.saved,
+                    Some(&phase_at_n.other),
+                ),
+                false => (&traced_phase.other, &phase_at_n.other, None),
+            };
             if traced.bytes == 0 && scaled.bytes == 0 {
                 continue;
             }
+            let besides = besides
+                .filter(|_| traced_phase.other.bytes > 0 || phase_at_n.other.bytes > 0)
+                .map(|other| Besides {
+                    traced_bytes: traced_phase.other.bytes,
+                    bytes: other.bytes,
+                    writers: other.writers.len(),
+                    files: other.files.len(),
+                });
+            let written = scaled.bytes + besides.as_ref().map_or(0, |b| b.bytes);
             let phase = &survey.phases[i];
             let traced_time = survey.saves.get(i).copied().unwrap_or_default();
             let bytes_per_writer = Range::of(&scaled.writers.values().copied().collect::<Vec<_>>());
@@ -269,7 +336,8 @@ impl Counts {
                 between_writes_s: work_s,
                 into_page_cache_s: copy_s,
                 seconds_at_bandwidth: bandwidth
-                    .map(|b| lead_s + work_s + copy_s + scaled.bytes as f64 / b),
+                    .map(|b| lead_s + work_s + copy_s + written as f64 / b),
+                besides,
             });
         }
         checkpoints
@@ -477,6 +545,15 @@ impl Forecast {
             g(c.bytes_per_writer.mean as u64),
             g(c.bytes_per_writer.max)
         );
+        if let Some(o) = &c.besides {
+            let _ = write!(
+                s,
+                "; and {} by {} writer(s) in {} other file(s)",
+                g(o.bytes),
+                o.writers,
+                o.files
+            );
+        }
         let write_gib_s = self.write_bandwidth_gib_s.or(self.bandwidth_gib_s);
         if let (Some(t), Some(b)) = (c.seconds_at_bandwidth, write_gib_s) {
             let _ = write!(s, "; {t:.2} s at {b:.1} GiB/s");
