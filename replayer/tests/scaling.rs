@@ -784,17 +784,13 @@ fn a_save_is_told_apart_from_what_else_its_phase_writes() {
     rows.push((0, Op::Write, record, 6, Some(0), 700, None));
     rows.push((0, Op::Close, record, 6, None, 0, None));
     let trace = write_rows(dir.path(), &rows);
-    let out = replay()
-        .arg(&trace)
-        .args(["--ranks", "4", "--plan-only", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let plan = json_ok(
+        &replay()
+            .arg(&trace)
+            .args(["--ranks", "4", "--plan-only", "--json"])
+            .output()
+            .unwrap(),
     );
-    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ckpts = plan["checkpoints"].as_array().unwrap();
     let save = ckpts
         .iter()

@@ -355,7 +355,8 @@ mod tests {
                 .sign("GET", "h:1", path, q, extra, d)
                 .to_string()
         };
-        let asks: [(&str, &str, &[(&'static str, &str)], AmzDate); 6] = [
+        type Ask<'a> = (&'a str, &'a str, &'a [(&'static str, &'a str)], AmzDate);
+        let asks: [Ask; 6] = [
             ("list-type=2&prefix=d%2F", "/b", &[], at),
             ("list-type=2&prefix=d%2F", "/b", &[], at),
             ("list-type=2&prefix=d%2F", "/b", &[], later),
