@@ -10,8 +10,9 @@ use std::sync::LazyLock;
 
 use memchr::{memchr, memchr3, memmem};
 
-/// An entry's end tag, its start tag's opening, and markup (a comment,
-/// CDATA) inside it: what skipping an entry whole looks for.
+/// The elements of a listing's root that are its entries (a key, a
+/// common prefix), with their end tag and their start tag's opening: what
+/// skipping an entry whole looks for.
 struct Entry {
     name: &'static [u8],
     end: memmem::Finder<'static>,
@@ -71,13 +72,14 @@ pub fn read_page(xml: &[u8]) -> Result<Page, String> {
                 let empty = inner.last() == Some(&b'/');
                 let name = local_name(inner);
                 if depth == 1 {
-                    let entry = matches!(name, b"Contents" | b"CommonPrefixes");
-                    page.entries += u64::from(entry);
-                    if entry && !empty {
-                        if let Some(skip) = entry_rest(&tag[end + 1..], inner) {
-                            at += open + 1 + end + 1 + skip;
-                            continue;
-                        }
+                    let entry = ENTRIES.iter().find(|e| e.name == name);
+                    page.entries += u64::from(entry.is_some());
+                    let skip = entry
+                        .filter(|_| !empty)
+                        .and_then(|e| entry_rest(e, &tag[end + 1..], inner));
+                    if let Some(skip) = skip {
+                        at += open + 1 + end + 1 + skip;
+                        continue;
                     }
                     if name == b"NextContinuationToken" && !empty {
                         let text = &tag[end + 1..];
@@ -112,15 +114,17 @@ fn past(s: &[u8], end: &[u8], what: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("the listing ends inside {what}"))
 }
 
-/// How far past an entry's start tag (its `inner` text) its end tag
+/// How far past `entry`'s start tag (its `inner` text) its end tag
 /// ends, found at once rather than tag by tag (an entry's keys, sizes,
 /// dates and owner are a dozen tags, and a storm reads thousands of
 /// entries a second). Its text cannot hold the end tag (a `<` in text is
 /// escaped); where the entry holds a comment, CDATA or an entry of its
 /// own name, or its name has a namespace's prefix, none: it is scanned as
 /// the rest is.
-fn entry_rest(rest: &[u8], inner: &[u8]) -> Option<usize> {
-    let entry = ENTRIES.iter().find(|e| inner == e.name)?;
+fn entry_rest(entry: &Entry, rest: &[u8], inner: &[u8]) -> Option<usize> {
+    if inner != entry.name {
+        return None;
+    }
     let end = entry.end.find(rest)?;
     let within = &rest[..end];
     let markup = memchr::memchr_iter(b'!', within).any(|i| i > 0 && within[i - 1] == b'<');

@@ -291,26 +291,23 @@ impl Counts {
             // A phase's save is its checkpoint files' writes; a phase that
             // writes none is told by all it writes.
             let saves = traced_phase.saved.bytes > 0 || phase_at_n.saved.bytes > 0;
-            let (traced, scaled, besides) = match saves {
-                true => (
-                    &traced_phase.saved,
-                    &phase_at_n.saved,
-                    Some(&phase_at_n.other),
-                ),
-                false => (&traced_phase.other, &phase_at_n.other, None),
+            let (traced, scaled) = match saves {
+                true => (&traced_phase.saved, &phase_at_n.saved),
+                false => (&traced_phase.other, &phase_at_n.other),
             };
             if traced.bytes == 0 && scaled.bytes == 0 {
                 continue;
             }
-            let besides = besides
-                .filter(|_| traced_phase.other.bytes > 0 || phase_at_n.other.bytes > 0)
-                .map(|other| Besides {
+            let other = &phase_at_n.other;
+            let besides =
+                (saves && (traced_phase.other.bytes > 0 || other.bytes > 0)).then_some(Besides {
                     traced_bytes: traced_phase.other.bytes,
                     bytes: other.bytes,
                     writers: other.writers.len(),
                     files: other.files.len(),
                 });
-            let written = scaled.bytes + besides.as_ref().map_or(0, |b| b.bytes);
+            // Every byte the phase writes takes the storage's time.
+            let written = phase_at_n.saved.bytes + other.bytes;
             let phase = &survey.phases[i];
             let traced_time = survey.saves.get(i).copied().unwrap_or_default();
             let bytes_per_writer = Range::of(&scaled.writers.values().copied().collect::<Vec<_>>());
