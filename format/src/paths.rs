@@ -31,6 +31,19 @@ pub fn canonical(path: &str) -> Option<Canonical> {
     if path.is_empty() || !path.starts_with('/') && path.contains(":[") {
         return None;
     }
+    // Most paths come already spelled so (the collector writes them so):
+    // they are kept as they are, without being taken apart.
+    if in_spelling(path) {
+        return Some(Canonical {
+            path: path.to_string(),
+            names_dir: false,
+        });
+    }
+    Some(rebuilt(path))
+}
+
+/// [`canonical`]'s spelling of a path, from its components.
+fn rebuilt(path: &str) -> Canonical {
     let absolute = path.starts_with('/');
     let (parts, names_dir) = components(path, absolute);
     let joined = parts.join("/");
@@ -42,7 +55,26 @@ pub fn canonical(path: &str) -> Option<Canonical> {
         joined
     };
     let names_dir = names_dir && path != "/";
-    Some(Canonical { path, names_dir })
+    Canonical { path, names_dir }
+}
+
+/// Whether `path` names a path and is already in [`canonical`]'s spelling,
+/// which is then `path` itself: no empty, `.` or `..` component, and no
+/// trailing slash (`/` itself is left to [`canonical`]).
+pub fn in_spelling(path: &str) -> bool {
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    !rest.is_empty()
+        && (path.starts_with('/') || !path.contains(":["))
+        && rest.split('/').all(|c| !matches!(c, "" | "." | ".."))
+}
+
+/// [`canonical`]'s spelling of `path`, borrowed when `path` is in it
+/// already: for callers that only look at the spelling.
+pub fn spelled(path: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if in_spelling(path) {
+        return Some(path.into());
+    }
+    canonical(path).map(|c| c.path.into())
 }
 
 /// [`canonical`]'s spelling, or `path` as it is when it names no path.
@@ -56,6 +88,9 @@ pub fn spelling(path: &str) -> String {
 /// left (`/`, `/..`, the empty path). This is how a traced path is placed
 /// under a replay's target or an export's directory.
 pub fn beneath_root(path: &str) -> Option<String> {
+    if in_spelling(path) {
+        return Some(path.strip_prefix('/').unwrap_or(path).to_string());
+    }
     let (parts, _) = components(path, true);
     (!parts.is_empty()).then(|| parts.join("/"))
 }
@@ -104,6 +139,47 @@ mod tests {
         assert_eq!(c("/"), ("/".into(), false));
         assert_eq!(c("/."), ("/".into(), false));
         assert_eq!(c("//"), ("/".into(), false));
+    }
+
+    #[test]
+    fn a_path_in_its_spelling_is_kept_as_it_is() {
+        let spellings = [
+            "/d/f",
+            "/d",
+            "a/b",
+            "a",
+            "/tmp/x:[1]",
+            "/d/.hidden",
+            "/d/..x",
+            "/d/x..",
+            "/",
+            "//",
+            "/d/",
+            "/d/.",
+            "/d/..",
+            "/d//f",
+            "./a",
+            "a/./b",
+            "../a",
+            "a/..",
+            ".",
+            "..",
+        ];
+        for p in spellings {
+            // Only a path its components would spell the same is kept.
+            let rebuilt = rebuilt(p);
+            if in_spelling(p) {
+                assert_eq!(
+                    (rebuilt.path.as_str(), rebuilt.names_dir),
+                    (p, false),
+                    "{p}"
+                );
+            }
+            assert_eq!(spelled(p).as_deref(), Some(rebuilt.path.as_str()), "{p}");
+            assert_eq!(canonical(p), Some(rebuilt), "{p}");
+        }
+        assert!(in_spelling("/d/.hidden") && in_spelling("a/b") && !in_spelling("/"));
+        assert!(!in_spelling("pipe:[3]") && canonical("pipe:[3]").is_none());
     }
 
     #[test]

@@ -97,6 +97,20 @@ fn the_bundled_captures_replay_into_the_gateway_as_into_a_directory() {
         }
         assert_eq!(first["errors"], serde_json::json!([]), "{name}: {first}");
         assert_eq!(first["ranks"], 4);
+        // The client's CPU a request: some, and no more than the 4 ranks'
+        // time over the replay allows.
+        let requests = &first["requests"];
+        let made: u64 = (requests["kinds"].as_object().unwrap().values())
+            .map(|k| u(&k["count"]))
+            .sum();
+        let cpu_us = requests["client_cpu_us_per_request"]
+            .as_f64()
+            .unwrap_or(0.0);
+        let most_us = 4.0 * first["duration_s"].as_f64().unwrap() * 1e6 / made as f64;
+        assert!(
+            cpu_us > 0.0 && cpu_us <= most_us,
+            "{name}: {cpu_us} us a request, at most {most_us}"
+        );
         for k in ["read_bytes", "write_bytes"] {
             assert_eq!(first[k], dir[k], "{name}: {k}");
         }

@@ -4,7 +4,7 @@
 //! files that stand for the kernel rather than storage (/proc, /sys, /dev),
 //! and names an interpreter makes up that were never files
 //! (`<frozen importlib._bootstrap>`). Analysis and replay agree on one
-//! spelling through the format's [`canonical`], on what a name is through [`form_of`],
+//! spelling through the format's [`spelled`], on what a name is through [`form_of`],
 //! on which files an `--include` or `--exclude` prefix selects through
 //! [`beneath`], and on which files belong to a launcher or runtime rather
 //! than to the job through [`is_launcher_file`].
@@ -12,10 +12,10 @@
 use std::path::Path;
 
 use super::names::looks_like_code;
-use iorepro_format::paths::{canonical, spelling};
+use iorepro_format::paths::{spelled, spelling};
 use serde::Serialize;
 
-/// Whether `path` (in its [`canonical`] spelling) lies at or beneath
+/// Whether `path` (in its [`spelled`] spelling) lies at or beneath
 /// `prefix`, component by component: `/data/val` holds `/data/val/1.jpg`
 /// but not `/data/validation`. The prefix is taken in its canonical
 /// spelling too, so `/data/val/` and `/data/./val` select the same files.
@@ -90,10 +90,10 @@ pub fn form_of(path: &str) -> Form {
             Form::Relative
         };
     }
-    let Some(c) = canonical(path) else {
+    let Some(p) = spelled(path) else {
         return Form::Special;
     };
-    let p = c.path.as_str();
+    let p = &*p;
     if p == "/" {
         Form::Root
     } else if p.starts_with("/memfd:") {
@@ -134,10 +134,10 @@ fn is_pseudo(path: &str) -> bool {
 /// A launcher's installed code (`pmix_mca_*.so`, a framework's
 /// `torchelastic.py`) is code, not one of these.
 pub fn is_launcher_file(path: &str) -> bool {
-    let Some(c) = canonical(path) else {
+    let Some(p) = spelled(path) else {
         return false;
     };
-    let p = c.path.as_str();
+    let p = &*p;
     if looks_like_code(p) && !dot_settings_of_a_launcher(p) {
         return false;
     }

@@ -47,19 +47,23 @@ pub fn looks_like_code(p: &str) -> bool {
     {
         return true;
     }
-    let comps: Vec<&str> = p.split('/').collect();
-    comps.iter().any(|c| {
-        matches!(
-            *c,
+    // The components walked once, each with the one before it: a file in
+    // a `bin` directory, or anything beneath `lib/python*`.
+    let (mut before, mut last) = (None, None);
+    for c in p.split('/') {
+        let code_dir = matches!(
+            c,
             "site-packages" | "dist-packages" | "__pycache__" | ".pyenv"
         ) || c.ends_with(".dist-info")
             || c.ends_with(".egg-info")
             || c.starts_with("torchinductor_")
-            || c.starts_with("triton")
-    }) || comps.len() >= 2 && matches!(comps[comps.len() - 2], "bin" | "sbin")
-        || comps
-            .windows(2)
-            .any(|w| w[0] == "lib" && w[1].starts_with("python"))
+            || c.starts_with("triton");
+        if code_dir || last == Some("lib") && c.starts_with("python") {
+            return true;
+        }
+        (before, last) = (last, Some(c));
+    }
+    matches!(before, Some("bin" | "sbin"))
 }
 
 /// A dot-folder of a home directory (`~/.cache`, `~/.config`, `~/.nv`

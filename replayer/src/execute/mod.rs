@@ -41,7 +41,7 @@ use crate::plan::survey::Survey;
 use crate::plan::timing::{Schedule, Timing};
 use crate::ranks::rendezvous::Rendezvous;
 use crate::report::record::{RankRecorder, Recorder};
-use crate::report::stats::{unix_ns, BarrierStamp, PhaseStats, RankResult};
+use crate::report::stats::{thread_cpu_ns, unix_ns, BarrierStamp, PhaseStats, RankResult};
 use iorepro_analysis::phases::Phase;
 
 /// How each call is made: `--timing`, `--direct`, `--evict-reads` and
@@ -203,6 +203,8 @@ pub struct Worker<'s> {
     /// time when the rank left the barrier.
     awaiting_first_write: Option<u64>,
     started: Instant,
+    /// The rank's thread's CPU time when its replay started.
+    cpu_started: u64,
     record: Option<RankRecorder>,
 }
 
@@ -235,6 +237,7 @@ impl<'s> Worker<'s> {
             barriers: 0,
             awaiting_first_write: None,
             started: now,
+            cpu_started: thread_cpu_ns(),
             record: shared.recorder.as_ref().map(|r| r.for_rank(rank)),
         })
     }
@@ -260,6 +263,7 @@ impl<'s> Worker<'s> {
         self.live.finished(self.result.elapsed_ns);
         self.result.ideal_ns = self.sched.ideal_ns;
         self.result.compute_ns = self.sched.compute_ns;
+        self.result.cpu_ns = thread_cpu_ns().saturating_sub(self.cpu_started);
         if let Some(r) = self.record.take() {
             r.finish();
         }
@@ -294,6 +298,7 @@ impl<'s> Worker<'s> {
         let mut chunks = rx.into_iter().peekable();
         chunks.peek();
         self.started = Instant::now();
+        self.cpu_started = thread_cpu_ns();
         self.live.started(self.started);
         self.sched = Schedule::new(self.shared.timing, self.started, self.shared.origin_ns());
         self.enter(0)?;

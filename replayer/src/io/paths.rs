@@ -13,7 +13,7 @@
 //! [`RankMap`]; the relative path [`resolve`] returns is opened through
 //! [`crate::io::confine::Confined`], so nothing outside the target is touched.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use iorepro_format::paths::beneath_root;
 
@@ -46,11 +46,16 @@ impl Place {
 /// Where a trace path lands in `place`, relative to the target; `None` when
 /// it names no file under the target.
 pub fn resolve(trace_path: &str, place: Place) -> Option<PathBuf> {
+    use std::fmt::Write;
     let n = normalise(trace_path)?;
-    Some(match place {
-        Place::Rank(t) => Path::new("ranks").join(format!("rank-{t:05}")).join(n),
-        Place::Replica(k) => Path::new("data").join(format!("rep-{k:04}")).join(n),
-    })
+    let n = n.to_str()?;
+    // Spelled in one string: a storm of new files resolves one a call.
+    let mut rel = String::with_capacity(24 + n.len());
+    let _ = match place {
+        Place::Rank(t) => write!(rel, "ranks/rank-{t:05}/{n}"),
+        Place::Replica(k) => write!(rel, "data/rep-{k:04}/{n}"),
+    };
+    Some(PathBuf::from(rel))
 }
 
 /// Turns a path from a trace into a relative path confined to the target:

@@ -52,6 +52,22 @@ pub struct RequestsReport {
     /// Traced calls that made no request (mkdir, a buffered write, a read
     /// inside bytes an earlier GET brought), by op.
     pub without_request: BTreeMap<String, u64>,
+    /// The ranks' own CPU time per request made, in µs: what the replay's
+    /// client spent on each (its threads', the kernel's work on their
+    /// sockets included; the process's start-up and its reading of the
+    /// trace are not). `None` when no request was made.
+    pub client_cpu_us_per_request: Option<f64>,
+}
+
+/// The ranks' CPU time over the requests they made, in µs a request.
+fn client_cpu_us(results: &[RankResult]) -> Option<f64> {
+    let requests: u64 = results
+        .iter()
+        .flat_map(|r| r.requests.kinds.values())
+        .map(|k| k.figures.count)
+        .sum();
+    let cpu_ns: u64 = results.iter().map(|r| r.cpu_ns).sum();
+    (requests > 0).then(|| cpu_ns as f64 / 1e3 / requests as f64)
 }
 
 impl RequestsReport {
@@ -91,6 +107,7 @@ impl RequestsReport {
             retries: all.retries,
             throttles: all.throttles,
             without_request: all.without_request,
+            client_cpu_us_per_request: client_cpu_us(results),
         }
     }
 }

@@ -126,6 +126,22 @@ pub fn unix_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
+/// The calling thread's CPU time so far (user and system), in ns: what a
+/// rank's own work has cost, whatever other threads of the process did.
+pub fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec it is given.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0;
+    if ok {
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    } else {
+        0
+    }
+}
+
 /// Everything one target rank reports.
 #[derive(Debug, Clone, Default)]
 pub struct RankResult {
@@ -138,6 +154,9 @@ pub struct RankResult {
     pub ideal_ns: u64,
     /// Compute time kept from the trace's gaps (0 with `afap`).
     pub compute_ns: u64,
+    /// The rank's own CPU time over its replay (its thread's, user and
+    /// system: the kernel's work on its calls and sockets included).
+    pub cpu_ns: u64,
     pub ops: BTreeMap<String, OpStats>,
     pub phases: Vec<PhaseStats>,
     /// Ops that failed in a way the replay tolerates (an unlink of a file never made).
@@ -216,6 +235,8 @@ struct WireRank {
     elapsed_ns: u64,
     ideal_ns: u64,
     compute_ns: u64,
+    #[serde(default)]
+    cpu_ns: u64,
     ops: BTreeMap<String, WireOp>,
     phases: Vec<PhaseStats>,
     tolerated_errors: u64,
@@ -298,6 +319,7 @@ impl RankResult {
             elapsed_ns: self.elapsed_ns,
             ideal_ns: self.ideal_ns,
             compute_ns: self.compute_ns,
+            cpu_ns: self.cpu_ns,
             ops,
             phases: self.phases.clone(),
             tolerated_errors: self.tolerated_errors,
@@ -327,6 +349,7 @@ impl RankResult {
             elapsed_ns: w.elapsed_ns,
             ideal_ns: w.ideal_ns,
             compute_ns: w.compute_ns,
+            cpu_ns: w.cpu_ns,
             ops,
             phases: w.phases,
             tolerated_errors: w.tolerated_errors,
@@ -398,6 +421,7 @@ mod tests {
             rank: 3,
             host: "h".into(),
             request_metadata_calls: 7,
+            cpu_ns: 12_345,
             ..Default::default()
         };
         let op = r.ops.entry("read".into()).or_default();
@@ -405,7 +429,7 @@ mod tests {
             op.record(4096, i * 1000);
         }
         let back = RankResult::from_json(&r.to_json()).unwrap();
-        assert_eq!(back.request_metadata_calls, 7);
+        assert_eq!((back.request_metadata_calls, back.cpu_ns), (7, 12_345));
         let (a, b) = (&r.ops["read"].figures, &back.ops["read"].figures);
         assert_eq!((a.count, a.bytes), (b.count, b.bytes));
         assert_eq!(a.latency_ns.len(), b.latency_ns.len());

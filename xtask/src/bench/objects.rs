@@ -228,7 +228,10 @@ fn requests_made(report: &serde_json::Value) -> Result<f64> {
 /// (the replay's whole process, start-up and reading the trace included;
 /// boto3's requests alone), the medians of `rounds` taken in turns. The
 /// replay of `few`, the same trace with two requests a stream, gives the
-/// process's start-up, so the CPU each further request costs is said too.
+/// process's start-up, so the CPU each further request costs is said too;
+/// and the ranks' own CPU a request (the report's), which leaves out the
+/// process's reading and planning of the trace, a cost of each traced call
+/// paid before the first request.
 #[allow(clippy::too_many_arguments)]
 fn request_rate_line(
     ctx: &Ctx,
@@ -241,6 +244,7 @@ fn request_rate_line(
 ) -> Result<()> {
     let store = server.name;
     let (mut our_cpu, mut their_cpu, mut slope) = (Vec::new(), Vec::new(), Vec::new());
+    let mut client = Vec::new();
     let (ours, theirs) = alternate(
         rounds,
         || {
@@ -250,6 +254,7 @@ fn request_rate_line(
             let n_few = requests_made(&r_few)?;
             our_cpu.push(1e6 * cpu / n);
             slope.push(1e6 * (cpu - cpu_few) / (n - n_few));
+            client.push(f(&r["requests"]["client_cpu_us_per_request"]));
             Ok(n / f(&r["duration_s"]))
         },
         || {
@@ -262,10 +267,11 @@ fn request_rate_line(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (our_cpu, their_cpu, slope) = (
+    let (our_cpu, their_cpu, slope, client) = (
         median(&mut our_cpu),
         median(&mut their_cpu),
         median(&mut slope),
+        median(&mut client),
     );
     ctx.line(
         "object-storage",
@@ -273,7 +279,9 @@ fn request_rate_line(
             "{store}: {what} {:.2}x boto3 ({ours:.0} vs {theirs:.0} requests/s; {:.0} us per request \
              per stream); client CPU per request {our_cpu:.0} us against boto3's {their_cpu:.0} us, \
              boto3 {:.2}x as much (the replay's whole process, boto3's requests alone); \
-             {slope:.0} us a request beyond the replay's start-up",
+             {slope:.0} us a request beyond the replay's start-up; {client:.0} us a request in the \
+             ranks that made them (the client's own: their threads' CPU, the kernel's work on their \
+             sockets included, not the reading of the trace)",
             ours / theirs,
             1e6 * STREAMS as f64 / ours,
             their_cpu / our_cpu

@@ -302,6 +302,9 @@ fn requests(r: &RequestsReport) -> String {
         r.concurrency
             .map_or(String::new(), |c| format!(" (--s3-concurrency {c})"))
     );
+    if let Some(us) = r.client_cpu_us_per_request {
+        let _ = writeln!(s, "the replay's client: {us:.0} us of CPU per request");
+    }
     if !r.without_request.is_empty() {
         let calls: Vec<String> = r
             .without_request
