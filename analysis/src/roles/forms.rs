@@ -15,7 +15,7 @@ use super::names::looks_like_code;
 use iorepro_format::paths::{spelled, spelling};
 use serde::Serialize;
 
-/// Whether `path` (in its [`spelled`] spelling) lies at or beneath
+/// Whether `path` (in its one spelling, see [`spelled`]) lies at or beneath
 /// `prefix`, component by component: `/data/val` holds `/data/val/1.jpg`
 /// but not `/data/validation`. The prefix is taken in its canonical
 /// spelling too, so `/data/val/` and `/data/./val` select the same files.
