@@ -61,7 +61,7 @@ fn rebuilt(path: &str) -> Canonical {
 /// Whether `path` names a path and is already in [`canonical`]'s spelling,
 /// which is then `path` itself: no empty, `.` or `..` component, and no
 /// trailing slash (`/` itself is left to [`canonical`]).
-pub fn in_spelling(path: &str) -> bool {
+fn in_spelling(path: &str) -> bool {
     let rest = path.strip_prefix('/').unwrap_or(path);
     !rest.is_empty()
         && (path.starts_with('/') || !path.contains(":["))

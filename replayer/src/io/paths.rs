@@ -46,16 +46,13 @@ impl Place {
 /// Where a trace path lands in `place`, relative to the target; `None` when
 /// it names no file under the target.
 pub fn resolve(trace_path: &str, place: Place) -> Option<PathBuf> {
-    use std::fmt::Write;
     let n = normalise(trace_path)?;
-    let n = n.to_str()?;
+    let n = n.display();
     // Spelled in one string: a storm of new files resolves one a call.
-    let mut rel = String::with_capacity(24 + n.len());
-    let _ = match place {
-        Place::Rank(t) => write!(rel, "ranks/rank-{t:05}/{n}"),
-        Place::Replica(k) => write!(rel, "data/rep-{k:04}/{n}"),
-    };
-    Some(PathBuf::from(rel))
+    Some(PathBuf::from(match place {
+        Place::Rank(t) => format!("ranks/rank-{t:05}/{n}"),
+        Place::Replica(k) => format!("data/rep-{k:04}/{n}"),
+    }))
 }
 
 /// Turns a path from a trace into a relative path confined to the target:

@@ -59,13 +59,8 @@ pub struct RequestsReport {
     pub client_cpu_us_per_request: Option<f64>,
 }
 
-/// The ranks' CPU time over the requests they made, in µs a request.
-fn client_cpu_us(results: &[RankResult]) -> Option<f64> {
-    let requests: u64 = results
-        .iter()
-        .flat_map(|r| r.requests.kinds.values())
-        .map(|k| k.figures.count)
-        .sum();
+/// The ranks' CPU time over the `requests` they made, in µs a request.
+fn client_cpu_us(results: &[RankResult], requests: u64) -> Option<f64> {
     let cpu_ns: u64 = results.iter().map(|r| r.cpu_ns).sum();
     (requests > 0).then(|| cpu_ns as f64 / 1e3 / requests as f64)
 }
@@ -107,7 +102,10 @@ impl RequestsReport {
             retries: all.retries,
             throttles: all.throttles,
             without_request: all.without_request,
-            client_cpu_us_per_request: client_cpu_us(results),
+            client_cpu_us_per_request: client_cpu_us(
+                results,
+                all.kinds.values().map(|s| s.figures.count).sum(),
+            ),
         }
     }
 }
