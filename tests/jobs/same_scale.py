@@ -74,6 +74,7 @@ def main():
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--crop", type=int, default=224)
     p.add_argument("--state-mib", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="the job's compute threads (0: PyTorch's default)")
     a = p.parse_args()
     if os.geteuid() != 0:
         print("cannot run: capturing needs root", file=sys.stderr)
@@ -94,7 +95,7 @@ def main():
         cmd = [a.python, job, "--data", data, "--root", os.path.join(s, "run"), "--report", report,
                "--arch", a.arch, "--batch", str(a.batch), "--workers", str(a.workers),
                "--epochs", str(a.epochs), "--steps", str(a.steps), "--crop", str(a.crop),
-               "--state-mib", str(a.state_mib)]
+               "--state-mib", str(a.state_mib), "--threads", str(a.threads)]
         evict(data)
         began = time.time()
         run(collect + cmd if collect else cmd)

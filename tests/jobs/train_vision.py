@@ -161,6 +161,8 @@ def train(a):
             super()._save_checkpoint(trainer, filepath)
             self.saves.append([started, time.time_ns()])
 
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     data, net = (small if a.arch == "small" else torchvision_parts)(a)
     loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers,
@@ -214,6 +216,8 @@ def main():
     p.add_argument("--steps", type=int, default=0, help="steps an epoch (0: the whole dataset)")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--state-mib", type=int, default=0, help="small: model state beyond its layers")
+    p.add_argument("--threads", type=int, default=0,
+                   help="the training process's compute threads (0: PyTorch's default, one a core)")
     p.add_argument("--report")
     a = p.parse_args()
     if a.make_data:

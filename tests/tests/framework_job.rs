@@ -11,13 +11,19 @@
 //! (README).
 //!
 //! On a GPU machine the same check (ResNet-50, 8 workers) gave the span
-//! within -1.1 % and each epoch within -1.2 % (README). Here, on 2 cores,
-//! the first epoch is not judged: it starts at the workers' fork, as the
-//! job's does, but the job read its dataset cold then (its workers' reads
-//! took 0.76 s in all, against 0.05 s in the second epoch, from the page
-//! cache), and the replay's first read phase came out 1.50 s against the
-//! traced 2.22 s (-28 % in the epoch). Nor is the AU: the job's loop waits
-//! for its workers' decoding, which the replay keeps as compute.
+//! within -1.1 % and each epoch within -1.2 % (README). Here the job keeps
+//! one compute thread (`--threads 1`), so its loop and its 2 workers keep 3
+//! threads busy on 2 cores, not 4. A read that sleeps on the disk then
+//! waits for a core before it returns, and the trace records that wait as
+//! the read's time: the first read of each image took 0.15-0.2 ms at the
+//! median, 2.8-3.3 ms at the 90th percentile with PyTorch's own 2 threads,
+//! and still a few ms now and then with one. The replay's one thread a rank
+//! finds a core free, so its cold reads return in their 0.1-0.25 ms and the
+//! first epoch, the only cold one, comes out short: -4 to -28 % in 9 runs
+//! with one thread, -28 to -45 % with two. It is judged within 35 %, which
+//! a first epoch begun at the wrong call misses (+139 %: README); the later
+//! epochs within 15 %. Nor is the AU judged: the job's loop waits for its
+//! workers' decoding, which the replay keeps as compute.
 
 use iorepro_tests::bins::{bin, job_driver, scratch};
 use iorepro_tests::python::require_python;
@@ -65,6 +71,8 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
                 "96",
                 "--state-mib",
                 "32",
+                "--threads",
+                "1",
             ])
             .output()
             .expect("python3 runs");
@@ -102,11 +110,14 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
     judge_twice(attempt, |r| {
         let mut m = Missed::default();
         let job = &r["traced"];
-        // The epochs after the first take the traced run's time: a
-        // save begun at its first write would have handed them Lightning's
-        // serialisation before it (+6-7 % on the GPU machine, more here).
-        for (i, e) in list(&r["errors"]["epochs"]).iter().enumerate().skip(1) {
-            m.unless(e.abs() <= 0.15, || {
+        // The epochs take the traced run's time: a save begun at its first
+        // write would have handed the later ones Lightning's serialisation
+        // before it (+6-7 % on the GPU machine, more here), and a first
+        // epoch begun at the wrong call missed by +139 % (README). The
+        // first is the cold one, short by the cores' wait its reads hold.
+        for (i, e) in list(&r["errors"]["epochs"]).iter().enumerate() {
+            let bound = if i == 0 { 0.35 } else { 0.15 };
+            m.unless(e.abs() <= bound, || {
                 format!("epoch {} off by {:+.1} %", i + 1, e * 100.0)
             });
         }
