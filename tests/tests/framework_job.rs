@@ -16,7 +16,7 @@
 //! threads busy on 2 cores, not 4. A read that sleeps on the disk then
 //! waits for a core before it returns, and the trace records that wait as
 //! the read's time: the first read of each image took 0.15-0.2 ms at the
-//! median, 2.8-3.3 ms at the 90th percentile with PyTorch's own 2 threads,
+//! median, 2.8-3.3 ms at the 90th percentile with PyTorch's default of 2,
 //! and still a few ms now and then with one. The replay's one thread a rank
 //! finds a core free, so its cold reads return in their 0.1-0.25 ms and the
 //! first epoch, the only cold one, comes out short: -4 to -28 % in 9 runs
