@@ -13,17 +13,14 @@
 //! On a GPU machine the same check (ResNet-50, 8 workers) gave the span
 //! within -1.1 % and each epoch within -1.2 % (README). Here the job keeps
 //! one compute thread (`--threads 1`), so its loop and its 2 workers keep 3
-//! threads busy on 2 cores, not 4. A read that sleeps on the disk then
-//! waits for a core before it returns, and the trace records that wait as
-//! the read's time: the first read of each image took 0.15-0.2 ms at the
-//! median, 2.8-3.3 ms at the 90th percentile with PyTorch's default of 2,
-//! and still a few ms now and then with one. The replay's one thread a rank
-//! finds a core free, so its cold reads return in their 0.1-0.25 ms and the
-//! first epoch, the only cold one, comes out short: -4 to -28 % in 9 runs
-//! with one thread, -28 to -45 % with two. It is judged within 35 %, which
-//! a first epoch begun at the wrong call misses (+139 %: README); the later
-//! epochs within 15 %. Nor is the AU judged: the job's loop waits for its
-//! workers' decoding, which the replay keeps as compute.
+//! threads busy on 2 cores, not 4. Even so a cold read that sleeps on the
+//! disk may wait for a core before it returns, and the trace records that
+//! wait as the read's time; the replay's one thread a rank finds a core
+//! free, so the first epoch, the only cold one, comes out short (the README
+//! gives the figures). It is judged within 35 %, which a first epoch begun
+//! at the wrong call misses (+139 %); the later epochs within 15 %. Nor is
+//! the AU judged: the job's loop waits for its workers' decoding, which the
+//! replay keeps as compute.
 
 use iorepro_tests::bins::{bin, job_driver, scratch};
 use iorepro_tests::python::require_python;
