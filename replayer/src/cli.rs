@@ -70,14 +70,17 @@ pub struct Cli {
     /// Retries of a request that met a 5xx, a 429 or a timeout; past them the rank fails.
     #[arg(long, value_name = "N", default_value_t = objects::DEFAULT_RETRIES)]
     pub s3_retries: u32,
-    /// Ranks to replay (default: the trace's rank count, or the launcher's world size).
-    #[arg(long)]
-    pub ranks: Option<u32>,
-    /// Nodes the ranks are spread over (for reports when ranks run as threads).
-    #[arg(long)]
-    pub nodes: Option<u32>,
-    #[arg(long)]
-    pub ranks_per_node: Option<u32>,
+    /// Ranks to replay (default: the trace's rank count, or the launcher's
+    /// world size). With --plan-only, a list (64,512,4096): a sizing sweep.
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    pub ranks: Vec<u32>,
+    /// Nodes the ranks are spread over (for reports when ranks run as
+    /// threads); a list in a sweep, one per --ranks entry or one for all.
+    #[arg(long, value_delimiter = ',', value_name = "M")]
+    pub nodes: Vec<u32>,
+    /// Ranks on each node; a list in a sweep, as --nodes.
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub ranks_per_node: Vec<u32>,
     /// afap, original, or a scale factor on compute gaps (0.5 = half the compute time).
     #[arg(long, default_value = "afap")]
     pub timing: String,
@@ -122,14 +125,15 @@ pub struct Cli {
     /// writes what its traced rank wrote).
     #[arg(long, value_enum, default_value = "auto", hide_possible_values = true)]
     pub checkpoint: CheckpointMode,
-    /// Which batch the job holds when it grows: per-rank (at N each rank
-    /// makes R/N of the traced steps, and a job saving every K steps saves
-    /// R/N as often) or global (the traced steps and saves, each rank
-    /// reading R/N of its traced rank's samples a step).
+    /// Which batch the job holds when it grows: global (the default: the
+    /// traced steps and every traced save, each rank reading R/N of its
+    /// traced rank's samples a step) or per-rank (at N each rank makes R/N
+    /// of the traced steps, and a job saving every K steps saves R/N as
+    /// often: fewer saves, said in the verdict).
     #[arg(
         long,
         value_enum,
-        default_value = "per-rank",
+        default_value = "global",
         hide_possible_values = true
     )]
     pub batch: BatchMode,
@@ -137,9 +141,10 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_bytes: Option<String>,
     /// Storage bandwidth to time each epoch and checkpoint at in the plan
-    /// (what the job at N would take on storage of that speed), e.g. 50GiB/s.
-    #[arg(long, value_name = "RATE")]
-    pub bandwidth: Option<String>,
+    /// (what the job at N would take on storage of that speed), e.g.
+    /// 50GiB/s; a list (10GiB/s,50GiB/s) in a sizing sweep.
+    #[arg(long, value_name = "RATE", value_delimiter = ',')]
+    pub bandwidth: Vec<String>,
     /// Write bandwidth to time each checkpoint at in the plan, where the
     /// storage writes at another rate than it reads (default: --bandwidth).
     #[arg(long, value_name = "RATE")]
@@ -148,9 +153,19 @@ pub struct Cli {
     /// (MLPerf Storage's bar is 90).
     #[arg(long, value_name = "PERCENT", default_value = "90")]
     pub au: f64,
-    /// Print the scaling model (what the N ranks will read and write) and stop.
+    /// Print the scaling model's verdict (what the N ranks will read and
+    /// write, and what that needs of the storage) and stop.
     #[arg(long)]
     pub plan_only: bool,
+    /// Print the scaling model's details (per dataset, checkpoint file and
+    /// save, and what it assumed) before the replay or the plan's verdict.
+    #[arg(long, short = 'v', alias = "verbose")]
+    pub explain: bool,
+    /// With --plan-only: draw the sweep into FILE (.svg or .png): AU
+    /// against read bandwidth, a line per N, with the AU bar; and the
+    /// saves' share of the run against write bandwidth.
+    #[arg(long, value_name = "FILE", requires = "plan_only")]
+    pub plot: Option<PathBuf>,
     /// Print the report as JSON (the same as --output-format json).
     #[arg(long)]
     pub json: bool,
@@ -221,6 +236,14 @@ pub struct Options {
     pub target: Option<Target>,
     /// Print the scaling model and stop.
     pub plan_only: bool,
+    /// Print the scaling model's details.
+    pub explain: bool,
+    /// With `--plan-only`: every world and bandwidth to plan for, when
+    /// the lists ask for more than one plan (`plan.scale` and `world`
+    /// hold the first).
+    pub sweep: Option<Sweep>,
+    /// Where to draw the plan or sweep (`--plot`).
+    pub plot: Option<PathBuf>,
     /// What of the trace is replayed and how it scales.
     pub plan: PlanOptions,
     /// The ranks and nodes asked for.
@@ -237,6 +260,14 @@ pub struct Options {
     pub show_progress: bool,
     /// Status lines and the metrics endpoint while the replay runs.
     pub live: LiveOptions,
+}
+
+/// A sizing sweep: a plan for each world and each read bandwidth.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    pub worlds: Vec<Asked>,
+    /// Bytes/s; `None` plans on storage that keeps up.
+    pub bandwidths: Vec<Option<f64>>,
 }
 
 /// The scheme of a target written as a URL (`s3://bucket/prefix`,
@@ -357,7 +388,7 @@ impl Cli {
             ))),
             b => Ok(b.map(|b| b as f64)),
         };
-        let bandwidth = rate("--bandwidth", &self.bandwidth)?;
+        let bandwidth = rate("--bandwidth", &self.bandwidth.first().cloned())?;
         let write_bandwidth = rate("--write-bandwidth", &self.write_bandwidth)?;
         if !(self.au > 0.0 && self.au <= 100.0) {
             return Err(usage(format!(
@@ -374,6 +405,75 @@ impl Cli {
             write_bandwidth,
             au_threshold: self.au,
         })
+    }
+
+    /// The worlds `--ranks`, `--nodes` and `--ranks-per-node` ask for: one
+    /// each, or lists of one entry per rank count (a single entry of
+    /// `--nodes` or `--ranks-per-node` goes with every one).
+    fn worlds(&self) -> ReplayResult<Vec<Asked>> {
+        let usage = ReplayError::Usage;
+        if self.ranks.contains(&0) || self.nodes.contains(&0) || self.ranks_per_node.contains(&0) {
+            return Err(usage(
+                "--ranks, --nodes and --ranks-per-node must be positive".into(),
+            ));
+        }
+        let count = self.ranks.len().max(1);
+        let nth = |flag: &str, v: &[u32], i: usize| -> ReplayResult<Option<u32>> {
+            match v.len() {
+                0 => Ok(None),
+                1 => Ok(Some(v[0])),
+                n if n == count => Ok(Some(v[i])),
+                n => Err(usage(format!(
+                    "{flag} lists {n} values for {count} rank count(s): give one, or one per --ranks entry"
+                ))),
+            }
+        };
+        (0..count)
+            .map(|i| {
+                Ok(Asked {
+                    ranks: self.ranks.get(i).copied(),
+                    nodes: nth("--nodes", &self.nodes, i)?,
+                    ranks_per_node: nth("--ranks-per-node", &self.ranks_per_node, i)?,
+                })
+            })
+            .collect()
+    }
+
+    /// `--bandwidth`'s rates (bytes/s), or one `None`.
+    fn bandwidths(&self) -> ReplayResult<Vec<Option<f64>>> {
+        if self.bandwidth.is_empty() {
+            return Ok(vec![None]);
+        }
+        self.bandwidth
+            .iter()
+            .map(|b| {
+                let bytes = iorepro_format::units::parse_size(b.trim().trim_end_matches("/s"))
+                    .map_err(|e| ReplayError::Usage(format!("--bandwidth: {e}")))?;
+                match bytes {
+                    0 => Err(ReplayError::Usage(
+                        "--bandwidth must be above zero (a rate such as 2GiB/s)".into(),
+                    )),
+                    b => Ok(Some(b as f64)),
+                }
+            })
+            .collect()
+    }
+
+    /// The sweep the lists ask for: `None` for one plan or a replay (which
+    /// takes one value of each).
+    fn sweep(&self) -> ReplayResult<Option<Sweep>> {
+        let worlds = self.worlds()?;
+        let bandwidths = self.bandwidths()?;
+        if worlds.len() == 1 && bandwidths.len() == 1 {
+            return Ok(None);
+        }
+        if !self.plan_only {
+            return Err(ReplayError::Usage(
+                "lists of --ranks, --nodes, --ranks-per-node or --bandwidth plan a sizing sweep:                  give --plan-only, or one value of each to replay"
+                    .into(),
+            ));
+        }
+        Ok(Some(Sweep { worlds, bandwidths }))
     }
 
     fn scope(&self) -> ReplayResult<Scope> {
@@ -433,14 +533,14 @@ impl Cli {
                     .into(),
             ));
         }
-        if self.ranks == Some(0) || self.nodes == Some(0) || self.ranks_per_node == Some(0) {
-            return Err(usage(
-                "--ranks, --nodes and --ranks-per-node must be positive".into(),
-            ));
-        }
+        let sweep = self.sweep()?;
+        let world = self.worlds()?[0];
         Ok(Options {
             target,
             plan_only: self.plan_only,
+            explain: self.explain,
+            sweep,
+            plot: self.plot.clone(),
             plan: PlanOptions {
                 scope: self.scope()?,
                 phases: self.phases()?,
@@ -448,11 +548,7 @@ impl Cli {
                 scale: self.scale()?,
                 shared_data: self.shared_data,
             },
-            world: Asked {
-                ranks: self.ranks,
-                nodes: self.nodes,
-                ranks_per_node: self.ranks_per_node,
-            },
+            world,
             calls: CallOptions {
                 timing: self
                     .timing

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use iorepro_analysis::phases::PhaseKind;
 
-use crate::cli::Options;
+use crate::cli::{Options, Sweep};
 use crate::error::{ReplayError, ReplayResult};
 use crate::execute::{CallOptions, Shared, Worker};
 use crate::io::buffers;
@@ -23,7 +23,7 @@ use crate::io::target::{Opened, Target};
 use crate::live::watch::{Lingering, LiveOptions, Watch};
 use crate::live::LiveRanks;
 use crate::plan::rank_map::RankMap;
-use crate::plan::scale::{DataMode, Forecast, Model, Router};
+use crate::plan::scale::{Counted, DataMode, Forecast, Model, Router};
 use crate::plan::stream::{dispatch, Chunk, CHANNEL_CHUNKS};
 use crate::plan::survey::Survey;
 use crate::plan::timing::Timing;
@@ -35,6 +35,8 @@ use crate::report::record;
 use crate::report::requests::RequestsReport;
 use crate::report::stats::{unix_ns, RankResult};
 use crate::report::summary::{Report, RunInfo};
+use crate::report::sweep::PlanAnswer;
+use crate::report::verdict::{Measured, Verdict};
 
 /// What a process has to show: the report on the process that prints it
 /// (`None` on the other ranks of a launched run), and whether the run failed.
@@ -100,9 +102,11 @@ fn selected_phases(phases: Option<&[PhaseKind]>, survey: &Survey) -> Vec<bool> {
 
 /// The scaling model of `opts`' replay, without replaying (`--plan-only`),
 /// for the world the replay would have ([`world_size`]: under a launcher,
-/// its world). `None` on the other ranks of a launched run: rank 0 plans
-/// and prints, as it reports a replay.
-pub fn plan_only(opts: &Options) -> ReplayResult<Option<Forecast>> {
+/// its world), and its verdict; with lists, for every world and bandwidth
+/// of the sweep (the trace counted once per world). `None` on the other
+/// ranks of a launched run: rank 0 plans and prints, as it reports a
+/// replay.
+pub fn plan_only(opts: &Options) -> ReplayResult<Option<Vec<PlanAnswer>>> {
     let launched = launcher::detect()?;
     if launched.as_ref().is_some_and(|l| l.rank != 0) {
         // The world is still checked, so every rank fails alike on a
@@ -112,10 +116,24 @@ pub fn plan_only(opts: &Options) -> ReplayResult<Option<Forecast>> {
     }
     let survey = scoped_survey(&opts.trace, &opts.plan)?;
     let sources = survey.sources.len() as u32;
-    let world = world_size(launched.as_ref(), opts.world.ranks, sources)?;
-    let model = Model::build(&opts.trace, &survey, world, &opts.plan.scale)?;
     let phases = selected_phases(opts.plan.phases.as_deref(), &survey);
-    Forecast::count(&opts.trace, &survey, &model, &phases).map(Some)
+    let sweep = opts.sweep.clone().unwrap_or_else(|| Sweep {
+        worlds: vec![opts.world],
+        bandwidths: vec![opts.plan.scale.bandwidth],
+    });
+    let mut answers = Vec::new();
+    for asked in &sweep.worlds {
+        let lay = Layout::of(launched.as_ref(), *asked, sources)?;
+        let mut model = Model::build(&opts.trace, &survey, lay.world, &opts.plan.scale)?;
+        let counted = Counted::of(&opts.trace, &survey, &model, &phases)?;
+        for &bandwidth in &sweep.bandwidths {
+            model.options.bandwidth = bandwidth;
+            let forecast = Forecast::of(&counted, &survey, &model);
+            let verdict = Verdict::of_plan(&forecast, lay.nodes.max(1));
+            answers.push(PlanAnswer { forecast, verdict });
+        }
+    }
+    Ok(Some(answers))
 }
 
 pub fn run(opts: &Options) -> ReplayResult<Outcome> {
@@ -149,7 +167,12 @@ fn replay(
 ) -> ReplayResult<Outcome> {
     let meets_on_target = launched.is_some() && mpi.is_none() && opts.meeting.dir.is_none();
     target.check(meets_on_target)?;
-    let plan = plan(&opts.trace, &opts.plan, opts.world, launched)?;
+    let plan = plan(
+        &opts.trace,
+        &opts.plan,
+        (opts.world, opts.explain),
+        launched,
+    )?;
     target.check_names(&plan.survey, &plan.map)?;
     let opened = target.open(plan.survey.max_put_bytes)?;
     let rendezvous = meet(&opts.meeting, launched, &plan.lay, &opened, mpi)?;
@@ -177,7 +200,7 @@ fn replay(
     let report = build_report(
         opts.calls,
         &plan,
-        &opened,
+        (target, &opened),
         &*rendezvous,
         gathered,
         ended.extra_errors,
@@ -221,7 +244,7 @@ struct Planned {
 fn plan(
     trace: &Path,
     opts: &PlanOptions,
-    asked: Asked,
+    (asked, explain): (Asked, bool),
     launched: &Option<LaunchedRank>,
 ) -> ReplayResult<Planned> {
     let survey = Arc::new(scoped_survey(trace, opts)?);
@@ -238,7 +261,7 @@ fn plan(
     let phase_selected = selected_phases(opts.phases.as_deref(), &survey);
     let model = Model::build(trace, &survey, lay.world, &opts.scale)?;
     let forecast = Forecast::count(trace, &survey, &model, &phase_selected)?;
-    if reporting {
+    if reporting && explain {
         eprint!("{}", forecast.render());
     }
     Ok(Planned {
@@ -585,7 +608,7 @@ fn gather(
 fn build_report(
     calls: CallOptions,
     plan: &Planned,
-    target: &Opened,
+    (shown, target): (&Target, &Opened),
     rendezvous: &dyn Rendezvous,
     gathered: Gathered,
     mut extra_errors: Vec<String>,
@@ -608,6 +631,19 @@ fn build_report(
     };
     let mut report = Report::build(&info, &plan.survey, &all, prepared.clone(), extra_errors);
     report.epochs = plan.forecast.epochs;
+    let measured = Measured {
+        ranks: report.ranks,
+        nodes: report.nodes,
+        training: &report.training,
+        direct: &report.direct,
+        evict_reads: report.evict_reads,
+        read_timelines: &report.read_timelines,
+    };
+    report.verdict = Some(Verdict::of_replay(
+        &measured,
+        &plan.forecast,
+        shown.display(),
+    ));
     report.requests = match target {
         Opened::Bucket(b) => Some(RequestsReport::build(&b.target, &all, report.duration_s)),
         Opened::Dir(_) => None,

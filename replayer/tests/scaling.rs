@@ -34,17 +34,36 @@ fn by_default_n_ranks_share_the_reads_and_write_each_checkpoint_once() {
     let trace = synth(tmp.path(), TWO_RANKS);
     let (read, write) = trace_bytes(&trace);
     // 8, a multiple of the trace's 2 ranks; 3, not one; 1, fewer. The trace
-    // saves every 4 of its 8 steps per rank; at N each rank makes 2/N of
-    // those steps, so the job at 8 saves never, at 3 once, at 1 twice.
-    for (n, saves) in [(8u64, 0u64), (3, 1), (1, 2)] {
-        let target = tmp.path().join(format!("target-{n}"));
-        let r = replay_ok(&trace, &target, &["--ranks", &n.to_string(), "--json"]);
+    // saves every 4 of its 8 steps per rank. By default the job holds its
+    // global batch and makes both saves at any N; holding each rank's
+    // batch, at N each rank makes 2/N of those steps, so the job at 8
+    // saves never, at 3 once, at 1 twice.
+    let cases = [
+        (None, 8u64, 2u64),
+        (None, 3, 2),
+        (Some("per-rank"), 8, 0),
+        (Some("per-rank"), 3, 1),
+        (Some("per-rank"), 1, 2),
+    ];
+    for (batch, n, saves) in cases {
+        let target = tmp
+            .path()
+            .join(format!("target-{n}-{}", batch.unwrap_or("default")));
+        let mut args = vec!["--ranks".to_string(), n.to_string(), "--json".into()];
+        if let Some(b) = batch {
+            args.extend(["--batch".into(), b.into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = replay_ok(&trace, &target, &args);
+        let verdict = &r["verdict"];
+        assert_eq!(verdict["saves_traced"], 2, "{verdict}");
+        assert_eq!(verdict["saves_made"], saves, "{verdict}");
         assert_eq!(r["ranks"], n);
         assert_eq!(r["read_bytes"].as_u64().unwrap(), read, "at {n}");
         assert_eq!(
             r["write_bytes"].as_u64().unwrap(),
             write / 2 * saves,
-            "at {n}"
+            "at {n}, --batch {batch:?}"
         );
         assert_eq!(r["errors"].as_array().unwrap().len(), 0);
         let files = listing(&target);
@@ -92,6 +111,8 @@ fn the_plan_alone_says_what_n_ranks_will_do() {
         .args([
             "--ranks",
             "4",
+            "--batch",
+            "per-rank",
             "--plan-only",
             "--json",
             "--bandwidth",
@@ -450,7 +471,7 @@ fn a_digit_run_is_a_rank_number_only_where_ranks_share_the_name() {
     let trace = write_rows(tmp.path(), &rows);
     let out = assert_cmd::Command::new(replay_bin())
         .arg(&trace)
-        .args(["--ranks", "4", "--plan-only"])
+        .args(["--ranks", "4", "--plan-only", "--explain"])
         .output()
         .unwrap();
     let text =
@@ -807,7 +828,7 @@ fn a_save_is_told_apart_from_what_else_its_phase_writes() {
     assert_eq!(besides["bytes"], 2 * 700, "{save}");
     let text = replay()
         .arg(&trace)
-        .args(["--ranks", "4", "--plan-only"])
+        .args(["--ranks", "4", "--plan-only", "--explain"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);

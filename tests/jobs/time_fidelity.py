@@ -281,7 +281,8 @@ def replay_figures(rep, wall_s):
         "span_s": t["span_s"],
         "duration_s": rep["duration_s"],
         "epochs_s": [e["duration_s"] for e in t["epochs"]],
-        "au_percent": [e["au_percent"] for e in t["epochs"]],
+        # The job records its whole epochs' compute over their time.
+        "au_percent": [e["au_whole_epoch_percent"] for e in t["epochs"]],
         "checkpoints_s": [c["duration_s"] for c in t["checkpoints"]],
         "stall_s": rep["stall_s"],
         "wall_s": wall_s,
@@ -460,7 +461,7 @@ def main():
                 made = [c for c in plan["checkpoints"] if c["phase"] not in plan["saves"]["dropped"]]
                 side["plan"] = {
                     "epochs_s": [e["seconds"] for e in plan["epochs_at_bandwidth"]],
-                    "au_percent": [e["au_percent"] for e in plan["epochs_at_bandwidth"]],
+                    "au_percent": [e["au_whole_epoch_percent"] for e in plan["epochs_at_bandwidth"]],
                     "bandwidth_for_au_gib_s": plan["bandwidth_for_au_gib_s"],
                     "checkpoints_s": [c["seconds_at_bandwidth"] for c in made],
                     "write_mib_s": round(write_mib_s, 1),

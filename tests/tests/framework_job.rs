@@ -8,16 +8,16 @@
 //! batches of 32, 20 steps an epoch), as a step budget does: the workers'
 //! prefetched batches are still read well into each save, which `phases`
 //! begins where the training loop named its checkpoint all the same
-//! (README).
+//! (docs/ANALYSIS.md).
 //!
 //! On a GPU machine the same check (ResNet-50, 8 workers) gave the span
-//! within -1.1 % and each epoch within -1.2 % (README). Here the job keeps
+//! within -1.1 % and each epoch within -1.2 %. Here the job keeps
 //! one compute thread (`--threads 1`), so its loop and its 2 workers keep 3
 //! threads busy on 2 cores, not 4. Even so a cold read that sleeps on the
 //! disk may wait for a core before it returns, and the trace records that
 //! wait as the read's time; the replay's one thread a rank finds a core
-//! free, so the first epoch, the only cold one, comes out short (the README
-//! gives the figures). It is judged within 35 %, which a first epoch begun
+//! free, so the first epoch, the only cold one, comes out short (docs/TIMING.md
+//! states the limit). It is judged within 35 %, which a first epoch begun
 //! at the wrong call misses (+139 %); the later epochs within 15 %. Nor is
 //! the AU judged: the job's loop waits for its workers' decoding, which the
 //! replay keeps as compute.
@@ -110,7 +110,7 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
         // The epochs take the traced run's time: a save begun at its first
         // write would have handed the later ones Lightning's serialisation
         // before it (+6-7 % on the GPU machine, more here), and a first
-        // epoch begun at the wrong call missed by +139 % (README). The
+        // epoch begun at the wrong call missed by +139 % (measured on a 2-core VM; docs/TIMING.md). The
         // first is the cold one, short by the cores' wait its reads hold.
         for (i, e) in list(&r["errors"]["epochs"]).iter().enumerate() {
             let bound = if i == 0 { 0.35 } else { 0.15 };
@@ -121,7 +121,7 @@ fn a_lightning_job_captured_whole_replays_its_saves_and_epochs() {
         // `iorepro-trace phases` finds the job's saves in its trace, each as
         // long as the job's own record says, to within 50 ms (saves of about
         // 0.1 s here; Lightning's serialisation before the write is short on
-        // the CPU, 0.33 s on the GPU: see the README).
+        // the CPU, 0.33 s on the GPU, measured once).
         let found = list(&r["phases"]["checkpoints_s"]);
         let saves = list(&job["checkpoints_s"]);
         m.unless(found.len() == saves.len(), || {

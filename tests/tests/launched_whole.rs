@@ -294,8 +294,9 @@ fn check(launcher: &str, job: Job) {
             .arg(&trace)
             .arg("--target")
             .arg(&target)
-            .args(["--ranks", &N.to_string(), "--timing", "afap", "--json"])
-            .arg("--record-ops")
+            // The job at N holds each rank's batch, as DLIO does.
+            .args(["--ranks", &N.to_string(), "--batch", "per-rank"])
+            .args(["--timing", "afap", "--json", "--record-ops"])
             .arg(&record),
     );
     assert!(
@@ -370,6 +371,8 @@ fn planned_saves(trace: &Path) -> usize {
     let plan = run_json(Command::new(bin("iorepro-replay")).arg(trace).args([
         "--ranks",
         &N.to_string(),
+        "--batch",
+        "per-rank",
         "--plan-only",
         "--json",
     ]));

@@ -188,7 +188,9 @@ fn check_replay_of(name: &str, r: u32) {
             .arg(&traced.trace)
             .arg("--target")
             .arg(&target)
-            .args(["--ranks", &N.to_string(), "--json", "--record-ops"])
+            // The jobs at N hold each rank's batch (torchrun, the same --batch).
+            .args(["--ranks", &N.to_string(), "--batch", "per-rank"])
+            .args(["--json", "--record-ops"])
             .arg(&record),
     );
     let replay = side(&load(&record), started.elapsed().as_secs_f64());
@@ -287,7 +289,7 @@ fn the_plan_says_what_the_replay_will_do() {
             Command::new(bin("iorepro-replay"))
                 .arg(&c.jobs[&("train_scale", r)].trace)
                 .args(["--ranks", &N.to_string(), "--plan-only", "--json"])
-                .args(["--bandwidth", "1GiB/s"]),
+                .args(["--batch", "per-rank", "--bandwidth", "1GiB/s"]),
         );
         let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(plan["ranks"], N);

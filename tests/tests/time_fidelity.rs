@@ -37,7 +37,7 @@ const STORAGES: [&str; 3] = ["same_scale", "fast", "throttled"];
 /// save to the next (a page its host took back faults at its next use),
 /// and the trace, the job at 4 and the replay each draw their own; the
 /// write rate's share is 0.80 s, so 0.3 s of copy either side moves a save
-/// by up to 35 % (the README gives the runs that missed 25 % and 10 %).
+/// by up to 35 % (runs on a 2-core VM missed 25 % and 10 %; docs/TIMING.md states the limit).
 const THROTTLED_SAVE_BOUND: f64 = 0.35;
 
 fn f(v: &Value) -> f64 {

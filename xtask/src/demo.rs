@@ -1,17 +1,18 @@
 //! `cargo xtask demo`: the README's tour in one command. Captures a small
 //! training-shaped job when this machine can (root and eBPF), otherwise takes a
 //! bundled sample trace and says why in one line; then summarizes it, finds its
-//! phases, replays it at 8 ranks into a temporary target, prints the report and
-//! writes the timeline SVG. Every step prints a line as it starts and its time
-//! when it ends, and the build shows cargo's own progress.
+//! phases, replays it at 8 ranks into a temporary target (every traced save
+//! made), prints the report with its verdict last, and draws the capture and
+//! the replay at 8 on one timeline. Every step prints a line as it starts and
+//! its time when it ends, and the build shows cargo's own progress.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::host::is_root;
 use anyhow::{bail, Context, Result};
-use iorepro_format::host::is_root;
 
 use crate::cargo;
 
@@ -53,19 +54,12 @@ pub fn run(root: &Path) -> Result<()> {
         "phases",
         cmd(&tool, &["phases".as_ref(), trace.as_os_str()]),
     )?;
-    let svg = out.join("timeline.svg");
-    let plot_args: [&OsStr; 4] = [
-        "plot".as_ref(),
-        trace.as_os_str(),
-        "-o".as_ref(),
-        svg.as_os_str(),
-    ];
-    steps.run("timeline plot", cmd(&tool, &plot_args))?;
     let target = tempfile::Builder::new()
         .prefix("iorepro-demo-target-")
         .tempdir_in("/var/tmp")
         .or_else(|_| tempfile::tempdir())?;
-    let replay_args: [&OsStr; 7] = [
+    let ops = out.join("replay-at-8");
+    let replay_args: [&OsStr; 9] = [
         trace.as_os_str(),
         "--target".as_ref(),
         target.path().as_os_str(),
@@ -73,10 +67,27 @@ pub fn run(root: &Path) -> Result<()> {
         "8".as_ref(),
         "--timing".as_ref(),
         "original".as_ref(),
+        "--record-ops".as_ref(),
+        ops.as_os_str(),
     ];
     steps.run(
-        "replay at 8 ranks",
+        "replay at 8 ranks (the verdict ends it)",
         cmd(&bin.join("iorepro-replay"), &replay_args),
+    )?;
+    // The capture and the replay at 8 on one time axis: the load burst
+    // and the checkpoint spikes, as traced and as replayed.
+    let svg = out.join("timeline.svg");
+    let plot_args: [&OsStr; 6] = [
+        "plot".as_ref(),
+        trace.as_os_str(),
+        "--against".as_ref(),
+        ops.as_os_str(),
+        "-o".as_ref(),
+        svg.as_os_str(),
+    ];
+    steps.run(
+        "timeline: the capture over the replay at 8",
+        cmd(&tool, &plot_args),
     )?;
     println!(
         "\ndemo: done in {:.1} s (build {:.1} s). trace {}  timeline {}",

@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::host::MIB;
 use anyhow::{bail, Context, Result};
-use iorepro_format::units::MIB;
 
 /// The Rust target of the static build.
 pub const STATIC_TARGET: &str = "x86_64-unknown-linux-musl";

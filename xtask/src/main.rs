@@ -14,6 +14,7 @@ mod demo;
 mod disk;
 mod dist;
 mod ebpf;
+mod host;
 mod imports;
 mod kernels;
 mod setup;
@@ -21,8 +22,8 @@ mod setup;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::host::is_root;
 use anyhow::{bail, Context, Result};
-use iorepro_format::host::is_root;
 
 use args::Cmd;
 

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::host::is_root;
 use anyhow::{bail, Context, Result};
-use iorepro_format::host::is_root;
 
 /// Debian packages: LLVM for bpf-linker (the `BPF_LINKER_LLVM` version), fio / strace / Open MPI as test and
 /// benchmark partners, compression libraries for the linker build, liburing for

@@ -1,6 +1,6 @@
 //! One `--status-interval` line of a capture: what has been written so far,
 //! how fast the job did I/O over the interval just ended, and whether the
-//! kernel side keeps up (records lost, ring fill). Keys in the README.
+//! kernel side keeps up (records lost, ring fill). Keys in docs/PRODUCTION.md.
 
 use iorepro_format::units::GIB;
 use iorepro_format::Op;

@@ -1,5 +1,5 @@
 //! A capture's figures in the Prometheus text format, read at each scrape
-//! from the copy the capture loop last published (names in the README).
+//! from the copy the capture loop last published (names in docs/PRODUCTION.md).
 
 use std::sync::Arc;
 

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use iorepro_replayer::cli::Cli;
+use iorepro_replayer::report::sweep;
 
 /// musl's allocator made the analyses four times as costly as with glibc's
-/// (README, "Static binaries"); the static build takes mimalloc instead.
+/// (docs/PRODUCTION.md, "Static binaries"); the static build takes mimalloc instead.
 #[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -26,14 +27,17 @@ fn main() -> ExitCode {
     if opts.plan_only {
         return match iorepro_replayer::run::plan_only(&opts) {
             Ok(None) => ExitCode::SUCCESS,
-            Ok(Some(plan)) => {
+            Ok(Some(plans)) => {
                 if opts.output.is_machine_readable() {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&plan).expect("the plan serialises")
-                    );
+                    print!("{}", sweep::json(&plans));
                 } else {
-                    print!("{}", plan.render());
+                    print!("{}", sweep::render(&plans, opts.explain));
+                }
+                if let Some(out) = &opts.plot {
+                    if let Err(e) = sweep::plot(&plans, out) {
+                        return fail(e);
+                    }
+                    eprintln!("plot: {}", out.display());
                 }
                 ExitCode::SUCCESS
             }

@@ -22,7 +22,7 @@ use crate::io::target::Opened;
 use crate::live::RankLive;
 use crate::plan::ops::{PlannedOp, Via};
 use crate::report::record::Made;
-use crate::report::stats::{unix_ns, CopyCounts, Lead};
+use crate::report::stats::{unix_ns, CopyCounts, FirstStep, Lead};
 
 /// A rank's calls on the run's target, with what it holds open there.
 pub(super) enum Calls<'s> {
@@ -121,7 +121,10 @@ impl Worker<'_> {
             let started = self.process_start(op.pid).unwrap_or(op.ts);
             self.sched.start_of_process(started, op.ts, op.dur)
         } else {
-            self.sched.start(op.ts, op.dur, op.elsewhere_ns)
+            let computed = self.sched.compute_ns;
+            let intended = self.sched.start(op.ts, op.dur, op.elsewhere_ns);
+            self.note_first_step(intended, self.sched.compute_ns - computed);
+            intended
         };
         // Latency counts from the intended start (no coordinated omission);
         // the recorded trace says what the replay did: when it issued the call
@@ -196,6 +199,7 @@ impl Worker<'_> {
         match op.op {
             Op::Read => {
                 ph.read_bytes += bytes;
+                self.result.read_timeline.add(unix_ns(), bytes);
                 if role == Some(Role::Checkpoint) {
                     ph.checkpoint_read_bytes += bytes;
                 }
@@ -276,6 +280,25 @@ impl Worker<'_> {
             loader_started,
             before_ns: starting.saturating_sub(ran),
             to_fork: fork.is_some(),
+        });
+    }
+
+    /// The end of the rank's first step in its phase ([`FirstStep`]): the
+    /// first compute gap after the phase's first sample of at least half
+    /// a step's compute at this rank's pace, which ended at `intended`.
+    /// The gap before a process's first call is its start-up, never a step.
+    fn note_first_step(&mut self, intended: Instant, gap_ns: u64) {
+        let Some(step_ns) = self.shared.step_compute_ns() else {
+            return;
+        };
+        let ph = &mut self.result.phases[self.phase];
+        if ph.first_step.is_some() || ph.samples == 0 || gap_ns.saturating_mul(2) < step_ns {
+            return;
+        }
+        let end = intended.saturating_duration_since(self.phase_entered);
+        ph.first_step = Some(FirstStep {
+            end_ns: end.as_nanos() as u64,
+            compute_ns: gap_ns,
         });
     }
 

@@ -102,6 +102,17 @@ impl Shared {
         self.survey.ranks_meet_at(i, &self.phase_selected)
     }
 
+    /// A training step's compute at the replay's pace (the traced pause
+    /// between a rank's bursts of reading, times `--timing`'s factor);
+    /// `None` with `afap` or where the trace shows no steps.
+    fn step_compute_ns(&self) -> Option<u64> {
+        let Timing::Scaled(f) = self.timing else {
+            return None;
+        };
+        let ns = (self.survey.step_compute_s * f * 1e9) as u64;
+        (ns > 0).then_some(ns)
+    }
+
     /// A phase in which ranks make their steps.
     fn has_steps(&self, i: usize) -> bool {
         self.survey.has_steps(i)

@@ -1,5 +1,5 @@
 //! A rank's calls on an object-storage target: what each traced call
-//! becomes (the README's mapping table says the same).
+//! becomes (docs/OBJECT-STORAGE.md's mapping table says the same).
 //!
 //! | traced call | request |
 //! |---|---|

@@ -1,5 +1,5 @@
 //! One `--status-interval` line of a replay: what has been done so far, and
-//! how fast over the interval just ended (the keys are listed in the README).
+//! how fast over the interval just ended (the keys are listed in docs/PRODUCTION.md).
 
 use std::time::Instant;
 

@@ -1,5 +1,5 @@
 //! A replay's figures in the Prometheus text format, read from the ranks at
-//! each scrape (names and meanings in the README). Counters only grow, so
+//! each scrape (names and meanings in docs/PRODUCTION.md). Counters only grow, so
 //! `rate()` gives throughput and ops/s; latency is a histogram, so
 //! `histogram_quantile()` gives p99 over any window and across processes.
 

@@ -10,8 +10,15 @@
 //! did as a trace (`--record-ops`), the ranks' rows put in one time order
 //! by [`record_merge`].
 //!
+//! [`training`] gives the job's figures (epochs, AU as MLPerf Storage
+//! computes it in [`au`], saves); [`burst`] the reads per 100 ms window;
+//! [`verdict`] the answer in one look, printed last; [`sweep`] what
+//! `--plan-only` prints, one plan or a sizing sweep.
+//!
 //! Hands the report to [`crate::run`](mod@crate::run), which returns it to the command
 //! line to print.
+pub mod au;
+pub mod burst;
 pub mod latency;
 pub mod output;
 pub mod record;
@@ -19,4 +26,6 @@ pub mod record_merge;
 pub mod requests;
 pub mod stats;
 pub mod summary;
+pub mod sweep;
 pub mod training;
+pub mod verdict;

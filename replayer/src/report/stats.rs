@@ -13,6 +13,7 @@ use hdrhistogram::Histogram;
 use iorepro_telemetry::tally::{latency_histogram, OpFigures};
 use serde::{Deserialize, Serialize};
 
+use super::burst::ReadTimeline;
 use crate::io::objects::RequestStats;
 use crate::io::tally::OpStats;
 
@@ -43,6 +44,19 @@ pub struct PhaseStats {
     /// What came before the rank's first sample in the phase.
     #[serde(default)]
     pub lead: Option<Lead>,
+    /// The rank's first training step after its first sample in the phase,
+    /// for AU as MLPerf Storage computes it ([`crate::report::au`]).
+    #[serde(default)]
+    pub first_step: Option<FirstStep>,
+}
+
+/// A rank's first step in a phase: the end of its first step's compute
+/// (a compute gap of at least half the traced step's, after the phase's
+/// first sample), from the phase's start, and that compute.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct FirstStep {
+    pub end_ns: u64,
+    pub compute_ns: u64,
 }
 
 /// The stretch of a phase before a rank opened its first sample (dataset
@@ -176,6 +190,8 @@ pub struct RankResult {
     /// traced request (a GET's open, a HEAD's stat): counted among their
     /// ops, but no metadata load the job put on a file system.
     pub request_metadata_calls: u64,
+    /// Bytes it read per 100 ms window, for the read burst.
+    pub read_timeline: ReadTimeline,
 }
 
 /// How a rank made the copies the kernel made for the job: as the call
@@ -251,6 +267,8 @@ struct WireRank {
     copies: CopyCounts,
     #[serde(default, skip_serializing_if = "is_zero")]
     request_metadata_calls: u64,
+    #[serde(default)]
+    read_timeline: ReadTimeline,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -330,6 +348,7 @@ impl RankResult {
             requests: (!self.requests.is_empty()).then(|| WireRequests::of(&self.requests)),
             copies: self.copies,
             request_metadata_calls: self.request_metadata_calls,
+            read_timeline: self.read_timeline.clone(),
         };
         serde_json::to_string(&w).expect("rank result serialises")
     }
@@ -363,6 +382,7 @@ impl RankResult {
             },
             copies: w.copies,
             request_metadata_calls: w.request_metadata_calls,
+            read_timeline: w.read_timeline,
         })
     }
 }

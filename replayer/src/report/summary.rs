@@ -165,10 +165,16 @@ pub struct Report {
     pub training: super::training::Training,
     /// The requests to an object-storage target (`null` for a directory).
     pub requests: Option<super::requests::RequestsReport>,
+    /// The answer in one look (see [`super::verdict`]); set once the
+    /// report is built, from the plan too.
+    pub verdict: Option<super::verdict::Verdict>,
     /// Every rank's latencies merged, per op kind (for formats that want
     /// more than the percentiles above).
     #[serde(skip)]
     pub latency_ns: BTreeMap<String, hdrhistogram::Histogram<u64>>,
+    /// Every rank's reads per window, for the verdict's read burst.
+    #[serde(skip)]
+    pub read_timelines: Vec<super::burst::ReadTimeline>,
 }
 
 /// How the run was configured, for the report header.
@@ -440,6 +446,8 @@ impl Report {
                 .into_iter()
                 .map(|(k, o)| (k, o.figures.latency_ns))
                 .collect(),
+            verdict: None,
+            read_timelines: results.iter().map(|r| r.read_timeline.clone()).collect(),
         }
     }
 }

@@ -15,9 +15,11 @@
 //! there too, unless the process that opens that sample started in its
 //! phase (a loader's workers, forked each epoch, which the job's epoch
 //! counts): what a job does between a save and its next epoch's first
-//! batch is in its log as neither. Unlike MLPerf
-//! Storage, the first step is not left out of the AU: a trace does not mark
-//! where a step begins.
+//! batch is in its log as neither. The AU is MLPerf Storage's
+//! ([`super::au`]: each rank's first step left out of both sides, the
+//! first step ending with the rank's first step-sized compute after its
+//! first sample); the whole epoch's compute over its time is
+//! `au_whole_epoch_percent`.
 //! Without compute in the schedule (`--timing afap`) there is no AU.
 
 use serde::Serialize;
@@ -40,9 +42,15 @@ pub struct EpochFigures {
     /// Time beyond what the traced storage would have taken, the most
     /// delayed rank's.
     pub stall_s: f64,
-    /// Compute over time, averaged over the ranks, in percent (`null` with
-    /// `afap`).
+    /// AU as MLPerf Storage computes it (see [`super::au`]): per rank the
+    /// compute of steps 2..n over the epoch's time less the first step's,
+    /// averaged over the ranks, in percent (`null` with `afap`). A rank
+    /// whose first step the replay could not tell (a trace without steps)
+    /// gives its whole epoch's figure.
     pub au_percent: Option<f64>,
+    /// Compute over the whole epoch's time, the first step counted,
+    /// averaged over the ranks, in percent.
+    pub au_whole_epoch_percent: Option<f64>,
     /// Dataset files opened by all ranks, and per second of the epoch.
     pub samples: u64,
     pub samples_per_s: f64,
@@ -151,6 +159,49 @@ struct EpochTimes {
     compute_ns: u64,
     /// At the traced storage's pace.
     ideal_ns: u64,
+    /// Its first step: from the epoch's start to the end of the step's
+    /// compute, and that compute (`None` where no step was told).
+    first_step: Option<(u64, u64)>,
+}
+
+impl EpochTimes {
+    /// AU over the whole epoch, as a fraction: at most 1 (the compute a
+    /// schedule planned can end a moment past the epoch's measured end).
+    fn whole(&self) -> f64 {
+        match self.duration_ns {
+            0 => 0.0,
+            d => (self.compute_ns as f64 / d as f64).min(1.0),
+        }
+    }
+
+    /// AU as MLPerf Storage computes it, as a fraction: the first step
+    /// out of both sides; the whole epoch's where no step was told.
+    fn mlperf(&self) -> f64 {
+        match self.first_step {
+            Some((end, compute)) if end < self.duration_ns && compute < self.compute_ns => {
+                (super::au::from_totals(
+                    secs(self.duration_ns),
+                    secs(end),
+                    secs(self.compute_ns - compute),
+                ) / 100.0)
+                    .min(1.0)
+            }
+            _ => self.whole(),
+        }
+    }
+}
+
+/// Where rank `r`'s first step in `span` ended, from the span's start, and
+/// its compute: the first phase of the span that recorded one.
+fn first_step_in(r: &RankResult, span: (usize, usize)) -> Option<(u64, u64)> {
+    let mut before = 0u64;
+    for p in r.phases.get(span.0..=span.1).unwrap_or_default() {
+        if let Some(f) = p.first_step {
+            return Some((before + f.end_ns, f.compute_ns));
+        }
+        before += p.duration_ns;
+    }
+    None
 }
 
 /// Rank `r`'s times in the epoch over the phases `span`: the phases' sums,
@@ -160,10 +211,18 @@ struct EpochTimes {
 fn epoch_times(r: &RankResult, span: (usize, usize), first: bool) -> EpochTimes {
     let lead = lead_before_epoch(r, span, first);
     let back = before_span(r, span, first, &lead);
+    let first_step = first_step_in(r, span).and_then(|(end, compute)| {
+        // From the span's start to the epoch's: the lead off, the part of
+        // the phase before that is the epoch's on.
+        (end + back)
+            .checked_sub(lead.duration_ns)
+            .map(|from_epoch| (from_epoch, compute))
+    });
     EpochTimes {
         duration_ns: (sum(r, span, &|p| p.duration_ns) + back).saturating_sub(lead.duration_ns),
         compute_ns: sum(r, span, &|p| p.compute_ns).saturating_sub(lead.compute_ns),
         ideal_ns: (sum(r, span, &|p| p.ideal_ns) + back).saturating_sub(lead.ideal_ns),
+        first_step,
     }
 }
 
@@ -181,16 +240,13 @@ fn epoch(span: (usize, usize), first: bool, results: &[RankResult], afap: bool) 
     let compute: Vec<f64> = times.iter().map(|t| secs(t.compute_ns)).collect();
     // A rank with no steps in the stretch (its share read before it, as a
     // rank that does not wait for another's save does) has no AU there.
-    let per_rank: Vec<f64> = times
-        .iter()
-        .filter(|t| t.compute_ns > 0)
-        .map(|t| match t.duration_ns {
-            0 => 0.0,
-            d => t.compute_ns as f64 / d as f64,
-        })
-        .collect();
-    let au = (!afap && !per_rank.is_empty())
-        .then(|| 100.0 * per_rank.iter().sum::<f64>() / per_rank.len() as f64);
+    let stepping: Vec<&EpochTimes> = times.iter().filter(|t| t.compute_ns > 0).collect();
+    let mean_au = |f: &dyn Fn(&EpochTimes) -> f64| {
+        (!afap && !stepping.is_empty())
+            .then(|| 100.0 * stepping.iter().map(|t| f(t)).sum::<f64>() / stepping.len() as f64)
+    };
+    let au = mean_au(&EpochTimes::mlperf);
+    let au_whole = mean_au(&EpochTimes::whole);
     let stall_s = times
         .iter()
         .map(|t| secs(t.duration_ns.saturating_sub(t.ideal_ns)))
@@ -207,6 +263,7 @@ fn epoch(span: (usize, usize), first: bool, results: &[RankResult], afap: bool) 
         compute_s: mean_stdev(&compute).0,
         stall_s: if afap { 0.0 } else { stall_s },
         au_percent: au,
+        au_whole_epoch_percent: au_whole,
         samples,
         samples_per_s: per_s(samples as f64),
         read_bytes,
@@ -735,5 +792,45 @@ mod tests {
         assert_eq!(e.samples, 8);
         assert_eq!(t.checkpoints.len(), 1);
         assert!((t.checkpoints[0].gib_s - 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn au_leaves_each_ranks_first_step_out_as_mlperf_does() {
+        use crate::report::stats::{FirstStep, PhaseStats};
+        const S: u64 = 1_000_000_000;
+        let phases = vec![phase(PhaseKind::Read)];
+        // An epoch of 8.75 s: 1 s before the first sample (start-up, its
+        // lead), then a first step that waits 3 s for its batch and
+        // computes 1 s, then 3 steps of 1.25 s (1 s compute each).
+        let rank = |first_step| RankResult {
+            phases: vec![PhaseStats {
+                duration_ns: 9_750_000_000,
+                compute_ns: 4 * S,
+                ideal_ns: 4 * S,
+                samples: 4,
+                read_bytes: 1 << 20,
+                lead: Some(Lead {
+                    duration_ns: S,
+                    ..Lead::default()
+                }),
+                first_step,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let told = Some(FirstStep {
+            end_ns: 5 * S,
+            compute_ns: S,
+        });
+        let t = Training::build(&phases, &[true], &[rank(told)], &Meetings::default(), false);
+        let e = &t.epochs[0];
+        assert!((e.duration_s - 8.75).abs() < 1e-9, "{e:?}");
+        // DLIO's rule on the same steps (see `au`): 3 s over 8.75 - 4 s.
+        let mlperf = crate::report::au::from_steps(8.75, &[4.0, 1.25, 1.25, 1.25], &[1.0; 4]);
+        assert!((e.au_percent.unwrap() - mlperf).abs() < 1e-9, "{e:?}");
+        assert!((e.au_whole_epoch_percent.unwrap() - 400.0 / 8.75).abs() < 1e-9);
+        // Without a step told, both are the whole epoch's.
+        let t = Training::build(&phases, &[true], &[rank(None)], &Meetings::default(), false);
+        assert_eq!(t.epochs[0].au_percent, t.epochs[0].au_whole_epoch_percent);
     }
 }

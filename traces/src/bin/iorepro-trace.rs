@@ -6,7 +6,7 @@ use clap::Parser;
 use iorepro_traces::cli::{run, Cli};
 
 /// musl's allocator made the analyses four times as costly as with glibc's
-/// (README, "Static binaries"); the static build takes mimalloc instead.
+/// (docs/PRODUCTION.md, "Static binaries"); the static build takes mimalloc instead.
 #[cfg(target_env = "musl")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::host::is_root;
 use anyhow::{bail, Context, Result};
-use iorepro_format::host::is_root;
 
 use super::collector_jobs::{collect_cmd, Jobs, Manifest};
 use super::{dir_size, Ctx};

@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::host::{MIB, MIB_BYTES};
 use anyhow::{bail, Context, Result};
-use iorepro_format::units::{MIB, MIB_BYTES};
 
 use super::replayer::{alternate, read_trace};
 use super::Ctx;

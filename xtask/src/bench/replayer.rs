@@ -8,8 +8,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::host::{GIB, MIB, MIB_BYTES};
 use anyhow::{bail, Context, Result};
-use iorepro_format::units::{GIB, MIB, MIB_BYTES};
 
 use super::Ctx;
 

@@ -13,8 +13,8 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::host::MIB;
 use anyhow::{bail, Context, Result};
-use iorepro_format::units::MIB;
 use serde_json::Value;
 
 use super::Ctx;

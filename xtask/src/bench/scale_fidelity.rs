@@ -181,7 +181,9 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                     .arg(&trace)
                     .arg("--target")
                     .arg(&target)
-                    .args(["--ranks", &N.to_string(), "--json", "--record-ops"])
+                    // The jobs at N hold each rank's batch.
+                    .args(["--ranks", &N.to_string(), "--batch", "per-rank"])
+                    .args(["--json", "--record-ops"])
                     .arg(&record)
                     .args(args)
                     .output()

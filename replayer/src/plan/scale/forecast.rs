@@ -65,6 +65,12 @@ pub struct CheckpointPlan {
     pub writers: usize,
     pub files: usize,
     pub bytes_per_writer: Range,
+    /// The traced save's time.
+    pub traced_s: f64,
+    /// Its time at N at the traced save's write rate: its own work as
+    /// traced, then its bytes at N at the rate the traced one wrote at
+    /// (what the plan takes without `--bandwidth`).
+    pub seconds_at_traced_rate: f64,
     /// The traced time from the save's start to its first write (state
     /// serialised in memory first), which no storage shortens.
     pub before_first_write_s: f64,
@@ -137,6 +143,8 @@ pub struct Forecast {
     /// every epoch at it.
     pub au_threshold_percent: f64,
     pub bandwidth_for_au_gib_s: Option<f64>,
+    /// Each epoch's time at N on storage that keeps the job fed.
+    pub epochs_fed_s: Vec<f64>,
     /// When checkpoints happen.
     pub checkpoint_timing: String,
     pub saves: super::model::Saves,
@@ -189,6 +197,21 @@ impl PhaseCount {
 
 /// What routing every traced call through the replay's router counts: per
 /// target rank, per phase (as traced and at N), and of the dataset.
+/// Every traced call routed for one world, counted: the one pass over the
+/// trace a forecast needs.
+pub struct Counted(Counts);
+
+impl Counted {
+    pub fn of(
+        trace: &Path,
+        survey: &Survey,
+        model: &Model,
+        phase_selected: &[bool],
+    ) -> ReplayResult<Counted> {
+        Counts::of(trace, survey, model, phase_selected).map(Counted)
+    }
+}
+
 struct Counts {
     ops: Vec<u64>,
     read: Vec<u64>,
@@ -318,6 +341,16 @@ impl Counts {
                 0.0
             };
             let (lead_s, work_s) = (traced_time.lead_s, traced_time.work_s);
+            let traced_s = (phase.end_s - phase.start_s).max(0.0);
+            let traced_fixed = lead_s + work_s + traced_time.copy_s;
+            let traced_writing_s = (traced_s - traced_fixed).max(0.0);
+            let at_traced_rate = lead_s
+                + work_s
+                + copy_s
+                + match traced.bytes {
+                    0 => 0.0,
+                    b => traced_writing_s * written as f64 / b as f64,
+                };
             checkpoints.push(CheckpointPlan {
                 phase: i,
                 kind: phase.kind,
@@ -329,6 +362,8 @@ impl Counts {
                 writers: scaled.writers.len(),
                 files: scaled.files.len(),
                 bytes_per_writer,
+                traced_s,
+                seconds_at_traced_rate: at_traced_rate,
                 before_first_write_s: lead_s,
                 between_writes_s: work_s,
                 into_page_cache_s: copy_s,
@@ -381,7 +416,15 @@ impl Forecast {
         model: &Model,
         phase_selected: &[bool],
     ) -> ReplayResult<Forecast> {
-        let c = Counts::of(trace, survey, model, phase_selected)?;
+        let counted = Counted::of(trace, survey, model, phase_selected)?;
+        Ok(Forecast::of(&counted, survey, model))
+    }
+
+    /// The forecast from the calls already counted for `model`'s world:
+    /// a sizing sweep counts once per N and asks this for each bandwidth
+    /// (only `model`'s bandwidths may differ from the counting's).
+    pub fn of(counted: &Counted, survey: &Survey, model: &Model) -> Forecast {
+        let c = &counted.0;
         let bandwidth = model.options.bandwidth;
         let dataset_ids: Vec<usize> = (0..survey.paths.len())
             .filter(|&i| model.roles[i] == PathRole::Dataset)
@@ -401,20 +444,25 @@ impl Forecast {
             DataMode::Shard => model.world as f64 / r as f64,
             DataMode::Replicate => 1.0,
         };
-        let epochs_at_bandwidth = bandwidth.map_or_else(Vec::new, |b| {
-            let reads: Vec<u64> = c.at_n.iter().map(|p| p.read).collect();
+        let reads: Vec<u64> = c.at_n.iter().map(|p| p.read).collect();
+        // The last step's compute at N: the traced step's, or, with the
+        // global batch held, its share of it (a rank's batch is R/N).
+        let last_step_s = match model.options.batch {
+            BatchMode::PerRank => survey.step_compute_s,
+            BatchMode::Global => survey.step_compute_s / speedup.max(1.0),
+        };
+        let phases = survey.phases_from_first_data();
+        let at = |b: f64| {
             let au = model.options.au_threshold;
-            // The last step's compute at N: the traced step's, or, with the
-            // global batch held, its share of it (a rank's batch is R/N).
-            let last_step_s = match model.options.batch {
-                BatchMode::PerRank => survey.step_compute_s,
-                BatchMode::Global => survey.step_compute_s / speedup.max(1.0),
-            };
-            let phases = survey.phases_from_first_data();
             super::what_if::epochs(&phases, &reads, speedup, last_step_s, b, au)
-        });
+        };
+        // The epochs on storage that keeps up: their compute, and the
+        // bandwidth each needs for the AU asked for, which no bandwidth
+        // given changes.
+        let fed = at(f64::INFINITY);
+        let epochs_at_bandwidth = bandwidth.map_or_else(Vec::new, at);
         let per_rank = traced_read_rate_per_rank(survey, r);
-        Ok(Forecast {
+        Forecast {
             trace_ranks: r,
             ranks: model.world,
             data: model.options.data,
@@ -441,10 +489,8 @@ impl Forecast {
             },
             bandwidth_gib_s: bandwidth.map(|b| b / GIB),
             write_bandwidth_gib_s: model.options.write_bandwidth.map(|b| b / GIB),
-            bandwidth_for_au_gib_s: epochs_at_bandwidth
-                .iter()
-                .map(|e| e.au_threshold_gib_s)
-                .reduce(f64::max),
+            bandwidth_for_au_gib_s: fed.iter().map(|e| e.au_threshold_gib_s).reduce(f64::max),
+            epochs_fed_s: fed.iter().map(|e| e.seconds).collect(),
             epochs_at_bandwidth,
             au_threshold_percent: model.options.au_threshold,
             checkpoint_timing: timing_note(model),
@@ -454,8 +500,8 @@ impl Forecast {
             epochs: (c.traced_visits > 0 && !dataset_ids.is_empty()).then(|| {
                 ((c.traced_visits as f64 / dataset_ids.len() as f64).round() as u32).max(1)
             }),
-            ops_per_rank: c.ops,
-        })
+            ops_per_rank: c.ops.clone(),
+        }
     }
 
     /// The plan for people.
@@ -642,9 +688,8 @@ fn timing_note(model: &Model) -> String {
         ),
         "steps" if model.world > model.sources.len() as u32 && model.options.data == DataMode::Shard => format!(
             "step-bound: the trace saves every so many steps ({c} save(s)); with each rank's batch held \
-             (--batch per-rank, the default) at N each rank makes R/N of the traced steps, so {} of them are \
-             made (the last of every N/R); --batch global, for a job that holds its global batch (LLM \
-             pretraining), makes all {c}",
+             (--batch per-rank) at N each rank makes R/N of the traced steps, so {} of them are \
+             made (the last of every N/R); the default, --batch global, makes all {c}",
             c - s.dropped.len()
         ),
         "steps" if model.options.data == DataMode::Replicate => format!(

@@ -22,7 +22,7 @@ pub mod roles;
 pub mod route;
 pub mod what_if;
 
-pub use forecast::Forecast;
+pub use forecast::{Counted, Forecast};
 pub use model::Model;
 pub use route::Router;
 
@@ -52,17 +52,21 @@ pub enum CheckpointMode {
     Replicate,
 }
 
-/// Which batch the job holds fixed when it grows (`--batch`).
+/// Which batch the job holds fixed when it grows (`--batch`). The
+/// default holds the global batch, so every save the trace holds is made
+/// at any N: the checkpoint spikes are what a replay is for, and a job
+/// that saves every K steps (LLM pretraining) holds its global batch as it
+/// grows. Epoch-bound saves are made as often either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum BatchMode {
     /// Each rank's batch: at N the job makes R/N of the traced steps per
     /// epoch, and a job saving every K steps saves R/N as often.
-    #[default]
     PerRank,
     /// The global batch: at N the job makes the traced steps, each rank
     /// reading R/N of its traced rank's samples per step, and every traced
     /// save is made.
+    #[default]
     Global,
 }
 

@@ -17,6 +17,10 @@ pub fn render(report: &Report) -> String {
     }
     s.push_str(&ranks(report));
     s.push_str(&differences_and_errors(report));
+    // The answer last, where the eye lands when the replay ends.
+    if let Some(v) = &report.verdict {
+        s.push_str(&v.render());
+    }
     s
 }
 
@@ -57,20 +61,22 @@ fn header(report: &Report) -> String {
         gib(report.write_bytes),
         report.write_gib_s
     );
+    let mut parts = Vec::new();
     if let Some(busy) = report.gpu_busy {
-        let _ = writeln!(
-            s,
+        parts.push(format!(
             "stall {:.3} s on the most delayed rank; GPUs busy {:.1} % of the time",
             report.stall_s,
             busy * 100.0
-        );
+        ));
     }
     if report.metadata_ops > 0 {
-        let _ = writeln!(
-            s,
+        parts.push(format!(
             "metadata: {} calls at {:.0} per second",
             report.metadata_ops, report.metadata_ops_per_s
-        );
+        ));
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(s, "{}", parts.join("; "));
     }
     s.push_str(&prepared(report));
     s.push_str(&meeting(report));
@@ -119,14 +125,14 @@ fn meeting(report: &Report) -> String {
         if rv.mechanism != "threads" {
             let _ = write!(s, "; gathering took {:.3} s", rv.gather_s);
         }
+        if let Some(skew) = report.checkpoint_skew_ms {
+            let _ = write!(
+                s,
+                "; saves began {:.3} ms apart (median, max {:.3} ms)",
+                skew.p50, skew.max
+            );
+        }
         let _ = writeln!(s);
-    }
-    if let Some(skew) = report.checkpoint_skew_ms {
-        let _ = writeln!(
-            s,
-            "checkpoint start skew across ranks: {:.3} ms median, {:.3} ms max",
-            skew.p50, skew.max
-        );
     }
     s
 }
@@ -249,8 +255,14 @@ fn differences_and_errors(report: &Report) -> String {
             report.copies.made, report.copies.split
         );
     }
+    // What was left out, in one line (its details open the replay, on
+    // stderr); nothing said twice when nothing was.
     s.push('\n');
-    s.push_str(&report.left_out.render());
+    if report.left_out.total.calls > 0 {
+        if let Some(first) = report.left_out.render().lines().next() {
+            let _ = writeln!(s, "{first}");
+        }
+    }
     if report.tolerated_errors > 0 {
         let _ = writeln!(
             s,
@@ -325,40 +337,38 @@ fn training(t: &crate::report::training::Training) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<8} {:>9} {:>10} {:>9} {:>7} {:>10} {:>9}",
-        "epoch", "phases", "time s", "stall s", "AU %", "samples/s", "MiB/s"
+        "\n{:<8} {:>9} {:>10} {:>9} {:>7} {:>8} {:>10} {:>9}",
+        "epoch", "phases", "time s", "stall s", "AU %", "whole %", "samples/s", "MiB/s"
     );
+    let pct = |a: Option<f64>| a.map_or("-".into(), |a| format!("{a:.1}"));
     for (i, e) in t.epochs.iter().enumerate() {
         let _ = writeln!(
             s,
-            "{:<8} {:>9} {:>10.3} {:>9.3} {:>7} {:>10.1} {:>9.1}",
+            "{:<8} {:>9} {:>10.3} {:>9.3} {:>7} {:>8} {:>10.1} {:>9.1}",
             i + 1,
             format!("{}-{}", e.phases.0, e.phases.1),
             e.duration_s,
             e.stall_s,
-            e.au_percent.map_or("-".into(), |a| format!("{a:.1}")),
+            pct(e.au_percent),
+            pct(e.au_whole_epoch_percent),
             e.samples_per_s,
             e.read_mib_s
         );
     }
+    let mut parts = Vec::new();
     if let (Some(m), Some(sd)) = (t.au_mean_percent, t.au_stdev_percent) {
-        let _ = writeln!(s, "AU {m:.1} % mean, {sd:.1} stdev over the epochs");
+        parts.push(format!(
+            "AU {m:.1} % mean, {sd:.1} stdev (MLPerf Storage's: each rank's first step left out; \
+             whole %: the whole epoch)"
+        ));
     }
     if let Some(span) = t.span_s {
-        let _ = writeln!(s, "first epoch to last save: {span:.3} s");
+        parts.push(format!("first epoch to last save {span:.3} s"));
     }
-    for c in &t.checkpoints {
-        let who = if c.met {
-            "the ranks stopped"
-        } else {
-            "its writers took (the others read on)"
-        };
-        let _ = writeln!(
-            s,
-            "checkpoint (phase {}): {who} {:.3} s, {:.3} GiB/s",
-            c.phase, c.duration_s, c.gib_s
-        );
+    if !parts.is_empty() {
+        let _ = writeln!(s, "{}", parts.join("; "));
     }
+    // Each save's figures are the verdict's, printed last.
     for l in &t.loads {
         let _ = writeln!(
             s,
