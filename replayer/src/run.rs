@@ -236,6 +236,8 @@ struct Planned {
     phase_selected: Vec<bool>,
     model: Model,
     forecast: Forecast,
+    /// Print the model's and the run's details (`--explain`).
+    explain: bool,
 }
 
 /// The survey, the ranks and the scaling model; the process that reports
@@ -274,6 +276,7 @@ fn plan(
         phase_selected,
         model,
         forecast,
+        explain,
     })
 }
 
@@ -631,6 +634,7 @@ fn build_report(
     };
     let mut report = Report::build(&info, &plan.survey, &all, prepared.clone(), extra_errors);
     report.epochs = plan.forecast.epochs;
+    report.explain = plan.explain;
     let measured = Measured {
         ranks: report.ranks,
         nodes: report.nodes,

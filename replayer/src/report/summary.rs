@@ -175,6 +175,10 @@ pub struct Report {
     /// Every rank's reads per window, for the verdict's read burst.
     #[serde(skip)]
     pub read_timelines: Vec<super::burst::ReadTimeline>,
+    /// The table shows the run's details too (`--explain`): how the ranks
+    /// met.
+    #[serde(skip)]
+    pub explain: bool,
 }
 
 /// How the run was configured, for the report header.
@@ -447,6 +451,7 @@ impl Report {
                 .map(|(k, o)| (k, o.figures.latency_ns))
                 .collect(),
             verdict: None,
+            explain: false,
             read_timelines: results.iter().map(|r| r.read_timeline.clone()).collect(),
         }
     }

@@ -29,7 +29,7 @@ fn gib(b: u64) -> f64 {
 }
 
 /// What ran, how long it took and what it moved; the stall, the metadata
-/// rate, the preparation and how the ranks met.
+/// rate, the preparation and (with `--explain`) how the ranks met.
 fn header(report: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -79,7 +79,9 @@ fn header(report: &Report) -> String {
         let _ = writeln!(s, "{}", parts.join("; "));
     }
     s.push_str(&prepared(report));
-    s.push_str(&meeting(report));
+    if report.explain {
+        s.push_str(&meeting(report));
+    }
     s
 }
 
