@@ -84,9 +84,8 @@ pub fn render(figure: &impl Figure, out: &Path) -> TraceResult<()> {
     let (w, h) = figure.size();
     match format {
         Format::Svg => {
-            let root = SVGBackend::new(out, (w, h)).into_drawing_area();
-            figure.draw(&root).map_err(failed)?;
-            root.present().map_err(|e| failed(e.into()))
+            let svg = draw_svg(figure).map_err(failed)?;
+            std::fs::write(out, svg).map_err(|e| TraceError::io(out, e))
         }
         Format::Png => {
             let mut rgb = vec![0u8; w as usize * h as usize * 3];
@@ -98,6 +97,28 @@ pub fn render(figure: &impl Figure, out: &Path) -> TraceResult<()> {
             write_png(out, w, h, &rgb)
         }
     }
+}
+
+/// Draws `figure` into an SVG document held in memory, to be written out
+/// or inlined in a page ([`crate::page`]). Its one URL is the `xmlns`
+/// attribute, [`SVG_NAMESPACE`], which names the format and is never fetched.
+pub fn svg_string(figure: &impl Figure) -> TraceResult<String> {
+    register();
+    draw_svg(figure)
+        .map_err(|e| TraceError::invalid("(SVG in memory)", format!("cannot draw plot: {e}")))
+}
+
+/// The namespace every SVG names in its `xmlns` attribute.
+pub const SVG_NAMESPACE: &str = "http://www.w3.org/2000/svg";
+
+fn draw_svg(figure: &impl Figure) -> Result<String, Box<dyn Error>> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, figure.size()).into_drawing_area();
+        figure.draw(&root)?;
+        root.present()?;
+    }
+    Ok(svg)
 }
 
 fn write_png(out: &Path, w: u32, h: u32, rgb: &[u8]) -> TraceResult<()> {

@@ -1,20 +1,24 @@
 //! Figures of a trace, drawn from what `iorepro-analysis` found in it, as SVG or PNG ([`canvas`]): the bandwidth
 //! [`timeline`] with its phases (or a capture against its replay on one time
-//! axis), and the per-rank [`heatmap`]. Phase names are laid out by
+//! axis), the per-rank [`heatmap`], and a replay plan's [`sizing`] sweep
+//! (AU against bandwidth, a line per rank count). Phase names are laid out by
 //! [`labels`] so they never overlap, and the [`legend`] sits beside the data,
-//! never on it.
+//! never on it. A [`page`] gathers figures (as inline SVG), headline figures
+//! and tables into one self-contained HTML page that opens offline.
 //!
 //! Which room may import which (`cargo xtask imports --rooms` checks it):
 //! each only rooms of the lines above its own, and no two files of the
 //! crate import each other (`cargo xtask imports`).
 //! - `canvas`, `labels`
-//! - `legend`
-//! - `heatmap`, `timeline`
+//! - `legend`, `page`
+//! - `heatmap`, `sizing`, `timeline`
 
 pub mod canvas;
 pub mod heatmap;
 pub mod labels;
 pub mod legend;
+pub mod page;
+pub mod sizing;
 pub mod timeline;
 
 use std::path::Path;
@@ -23,8 +27,10 @@ use iorepro_analysis::overview::{span_ns, Overview};
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
 
-pub use canvas::Format;
+pub use canvas::{svg_string, Format};
 pub use heatmap::{HeatmapFigure, RankWindows};
+pub use page::Page;
+pub use sizing::{SizingFigure, SizingLine};
 pub use timeline::{Panel, TimelineFigure, PLOT_WINDOWS};
 
 /// Window widths a plot may use, finest first; each divides 100 ms, so the
@@ -66,6 +72,14 @@ pub fn timeline(title: &str, panels: Vec<Panel>, out: &Path) -> TraceResult<()> 
     )
 }
 
+/// The same timeline as an SVG document in memory, for a [`Page`].
+pub fn timeline_svg(title: &str, panels: Vec<Panel>) -> TraceResult<String> {
+    canvas::svg_string(&TimelineFigure {
+        title: title.to_string(),
+        panels,
+    })
+}
+
 /// Draws the per-rank heatmap of `reader`'s trace into `out` (.svg or .png).
 pub fn heatmap(reader: &TraceReader, title: &str, out: &Path) -> TraceResult<RankWindows> {
     Format::of(out)?;
@@ -78,4 +92,18 @@ pub fn heatmap(reader: &TraceReader, title: &str, out: &Path) -> TraceResult<Ran
         out,
     )?;
     Ok(data)
+}
+
+/// The same heatmap as an SVG document in memory, for a [`Page`].
+pub fn heatmap_svg(reader: &TraceReader, title: &str) -> TraceResult<String> {
+    let data = RankWindows::compute(reader)?;
+    canvas::svg_string(&HeatmapFigure {
+        title: title.to_string(),
+        data: &data,
+    })
+}
+
+/// Draws a sizing sweep into `out` (.svg or .png).
+pub fn sizing(figure: &SizingFigure, out: &Path) -> TraceResult<()> {
+    canvas::render(figure, out)
 }

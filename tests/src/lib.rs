@@ -2,6 +2,7 @@
 //! (`iorepro-collect`, `iorepro-trace`, `iorepro-replay`) over real workloads.
 //!
 //! [`anon`] holds what tests of anonymized traces share;
+//! [`browser`] opens a page in headless Chromium and reads back what it shows;
 //! [`bins`] finds the workspace and its built binaries and runs them;
 //! [`job`] generates a training dataset and launches the PyTorch job in
 //! `tests/jobs/` under torchrun; [`capture`] says whether this machine can
@@ -18,6 +19,7 @@
 
 pub mod anon;
 pub mod bins;
+pub mod browser;
 pub mod capture;
 pub mod http;
 pub mod job;

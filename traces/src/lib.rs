@@ -16,7 +16,8 @@
 //! Analysis and interchange depend on the format, never on each other.
 //!
 //! The crate is one room, [`cli`], whose files (`inspect`, `figures`,
-//! `convert`) are each one group of subcommands; `convert` takes `inspect`'s
-//! JSON line, and no two files import each other (`cargo xtask imports`).
+//! `report`, `convert`) are each one group of subcommands; `convert` takes
+//! `inspect`'s JSON line, `report` the name `figures` gives a trace, and no
+//! two files import each other (`cargo xtask imports`).
 
 pub mod cli;

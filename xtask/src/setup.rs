@@ -48,6 +48,8 @@ const APT_PACKAGES: &[&str] = &[
     "openssl",
     // A replay whose clock is an hour off, for the store to refuse.
     "faketime",
+    // The HTML reports' test renders them in a real browser (headless).
+    "chromium",
 ];
 
 /// The libclang that generates the MPI bindings: the `mpi` crate's bindgen

@@ -226,6 +226,16 @@ pub struct MountTotals {
     pub write_bytes: u64,
 }
 
+/// Paths, calls and bytes of one role on one mount.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RoleMountTotals {
+    pub role: Role,
+    pub mount_point: String,
+    pub fs_type: String,
+    #[serde(flatten)]
+    pub totals: RoleTotals,
+}
+
 /// Paths, calls and bytes of one role.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct RoleTotals {
@@ -315,6 +325,45 @@ impl FileRoles {
         v.sort_by(|a, b| {
             (b.read_bytes + b.write_bytes, b.calls)
                 .cmp(&(a.read_bytes + a.write_bytes, a.calls))
+                .then(a.mount_point.cmp(&b.mount_point))
+        });
+        v
+    }
+
+    /// Paths, calls and bytes per role and mount, in role order and busiest
+    /// mount first within a role; counted as [`Self::totals`] counts them,
+    /// so a role's rows add up to its totals and a mount's to its
+    /// [`Self::per_mount`] (its files and directories together).
+    pub fn per_role_and_mount(&self) -> Vec<RoleMountTotals> {
+        let mut by: BTreeMap<(Role, &str), RoleMountTotals> = BTreeMap::new();
+        for f in self.files.values() {
+            let r = by
+                .entry((f.role, f.mount.as_str()))
+                .or_insert_with(|| RoleMountTotals {
+                    role: f.role,
+                    mount_point: f.mount.clone(),
+                    fs_type: f.fs_type.clone(),
+                    totals: RoleTotals::default(),
+                });
+            let t = &mut r.totals;
+            if f.directory {
+                t.directories += 1;
+            } else {
+                t.files += 1;
+            }
+            t.calls += f.calls;
+            t.read_bytes += f.read_bytes;
+            t.write_bytes += f.write_bytes;
+        }
+        let mut v: Vec<RoleMountTotals> = by.into_values().collect();
+        v.sort_by(|a, b| {
+            let (ta, tb) = (&a.totals, &b.totals);
+            a.role
+                .cmp(&b.role)
+                .then(
+                    (tb.read_bytes + tb.write_bytes, tb.calls)
+                        .cmp(&(ta.read_bytes + ta.write_bytes, ta.calls)),
+                )
                 .then(a.mount_point.cmp(&b.mount_point))
         });
         v

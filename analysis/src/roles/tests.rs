@@ -675,3 +675,73 @@ fn a_folder_made_again_is_where_its_save_was_first_named() {
     named.sort_unstable_by_key(|n| n.ns);
     assert_eq!(named.first().copied(), at(1_000_000_020));
 }
+
+#[test]
+fn totals_per_role_and_mount_add_up_to_each_role_and_each_mount() {
+    let wc = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+    let mut r = roles_of(&[
+        (Op::Read, "/data/train/0001.jpg", 4096, 0, None),
+        (Op::Read, "/data/train/0002.jpg", 8192, 0, None),
+        (Op::Getdents, "/data/train", 512, 0, None),
+        (Op::Read, "/home/u/extra/0003.jpg", 1024, 0, None),
+        (Op::Open, "/ckpt/step-1.pt", 3, wc, None),
+        (Op::Write, "/ckpt/step-1.pt", 1 << 20, 0, None),
+    ]);
+    let mount = |p: &str, fs: &str| iorepro_format::mounts::Mount {
+        mount_point: p.to_string(),
+        fs_type: fs.to_string(),
+        source: "dev".to_string(),
+    };
+    r.assign_mounts(&MountTable::new(&[
+        mount("/", "ext4"),
+        mount("/data", "nfs4"),
+        mount("/ckpt", "lustre"),
+    ]));
+    let rows = r.per_role_and_mount();
+    let at = |role: Role, m: &str| {
+        rows.iter()
+            .find(|x| x.role == role && x.mount_point == m)
+            .unwrap_or_else(|| panic!("{role} on {m}: {rows:?}"))
+    };
+    let data = at(Role::Dataset, "/data");
+    assert_eq!((data.fs_type.as_str(), data.totals.files), ("nfs4", 2));
+    assert_eq!(data.totals.directories, 1, "the listed directory");
+    assert_eq!(data.totals.read_bytes, 12288);
+    assert_eq!(at(Role::Dataset, "/").totals.read_bytes, 1024);
+    assert_eq!(at(Role::Checkpoint, "/ckpt").totals.write_bytes, 1 << 20);
+    // Busiest mount first within a role, roles in their order.
+    let first_dataset = rows.iter().find(|x| x.role == Role::Dataset).unwrap();
+    assert_eq!(first_dataset.mount_point, "/data");
+    assert!(rows.windows(2).all(|w| w[0].role <= w[1].role), "{rows:?}");
+    for (role, t) in r.totals() {
+        let mut sum = RoleTotals::default();
+        for x in rows.iter().filter(|x| x.role == *role) {
+            sum.files += x.totals.files;
+            sum.directories += x.totals.directories;
+            sum.calls += x.totals.calls;
+            sum.read_bytes += x.totals.read_bytes;
+            sum.write_bytes += x.totals.write_bytes;
+        }
+        assert_eq!(sum, *t, "{role}");
+    }
+    for m in r.per_mount() {
+        let on: Vec<_> = rows
+            .iter()
+            .filter(|x| x.mount_point == m.mount_point)
+            .collect();
+        let files: u64 = on
+            .iter()
+            .map(|x| x.totals.files + x.totals.directories)
+            .sum();
+        let bytes: u64 = on
+            .iter()
+            .map(|x| x.totals.read_bytes + x.totals.write_bytes)
+            .sum();
+        assert_eq!(
+            (files, bytes),
+            (m.files, m.read_bytes + m.write_bytes),
+            "{}",
+            m.mount_point
+        );
+    }
+}

@@ -10,7 +10,7 @@ use iorepro_format::reader::TraceReader;
 use iorepro_plot::{self as plot, Format};
 
 /// A trace's name in a figure: its directory's last component.
-fn name(p: &Path) -> String {
+pub(super) fn name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| p.display().to_string())

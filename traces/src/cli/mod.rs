@@ -1,12 +1,14 @@
 //! The `iorepro-trace` command line: raw arguments parsed by clap, each
 //! subcommand a small function over the library: [`inspect`] (summary,
-//! files, phases, compare, validate), [`figures`] (plots), [`convert`]
-//! (filter, export, import, merge, synth) and [`anonymize`].
+//! files, phases, compare, validate), [`figures`] (plots), [`report`] (one
+//! offline HTML page of them all), [`convert`] (filter, export, import,
+//! merge, synth) and [`anonymize`].
 
 mod anonymize;
 mod convert;
 mod figures;
 mod inspect;
+mod report;
 
 use std::path::PathBuf;
 
@@ -99,6 +101,14 @@ pub enum Cmd {
         /// A second trace (a replay's --record-ops log) drawn under this one on one time axis.
         #[arg(long, value_name = "REPLAY_OPS", conflicts_with = "heatmap")]
         against: Option<PathBuf>,
+    },
+    /// One HTML page of a trace that opens offline: headline figures, the
+    /// timeline and per-rank heatmap, phases, files by role and mount, op mix.
+    Report {
+        trace: PathBuf,
+        /// The page to write (its directory must exist).
+        #[arg(short, long)]
+        out: PathBuf,
     },
     /// Two traces (or a trace and a replay's --record-ops trace): relative errors (B - A) / A.
     Compare {
@@ -206,6 +216,7 @@ pub fn run(cli: Cli) -> Result<()> {
             against,
             ..
         } => figures::timeline(out, &trace, &file, against.as_deref()),
+        Cmd::Report { trace, out: file } => report::report(out, &trace, &file),
         Cmd::Filter {
             trace,
             out: dir,
