@@ -176,6 +176,11 @@ pub struct Cli {
     /// Write what the replay did as a trace into this directory.
     #[arg(long)]
     pub record_ops: Option<PathBuf>,
+    /// Write the replay as one offline HTML page (the verdict, the capture
+    /// over the replay at N, the ranks' heatmap, the epochs, saves, phases
+    /// and files) into FILE.html.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Longest any rank waits for the others (barriers, gathering), e.g. 600s, 10m.
     #[arg(long, default_value = "600s")]
     pub timeout: String,
@@ -256,6 +261,10 @@ pub struct Options {
     pub output: OutputFormat,
     /// Write what the replay did as a trace into this directory.
     pub record_ops: Option<PathBuf>,
+    /// The HTML page to write (`--report`), and whether `record_ops` is a
+    /// directory of its own, made for the page and removed after it.
+    pub report: Option<PathBuf>,
+    pub record_ops_for_report: bool,
     /// A progress bar on a terminal.
     pub show_progress: bool,
     /// Status lines and the metrics endpoint while the replay runs.
@@ -535,6 +544,29 @@ impl Cli {
         }
         let sweep = self.sweep()?;
         let world = self.worlds()?[0];
+        if let Some(page) = &self.report {
+            let dir = page.parent().filter(|p| !p.as_os_str().is_empty());
+            if dir.is_some_and(|d| !d.is_dir()) {
+                return Err(usage(format!(
+                    "--report {}: its directory does not exist",
+                    page.display()
+                )));
+            }
+            if self.plan_only {
+                return Err(usage(
+                    "--report writes a replay's page; with --plan-only give --plot".into(),
+                ));
+            }
+        }
+        // The page draws the replay's calls: recorded beside it when the
+        // user keeps no record of them.
+        let record_ops_for_report = self.report.is_some() && self.record_ops.is_none();
+        let record_ops = match record_ops_for_report {
+            true => Some(
+                std::env::temp_dir().join(format!("iorepro-report-ops-{}", std::process::id())),
+            ),
+            false => self.record_ops.clone(),
+        };
         Ok(Options {
             target,
             plan_only: self.plan_only,
@@ -571,7 +603,9 @@ impl Cli {
             },
             output: self.output()?,
             live: self.live()?,
-            record_ops: self.record_ops,
+            record_ops,
+            report: self.report.clone(),
+            record_ops_for_report,
             show_progress: true,
             trace: self.trace,
         })

@@ -133,3 +133,74 @@ fn a_page_that_logs_to_the_console_fails_the_check() {
         "a & b"
     );
 }
+
+#[test]
+fn a_replays_page_renders_with_the_verdicts_figures_of_its_json() {
+    if let Some(why) = browser::missing() {
+        cannot_run(why);
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-replay-report");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let page = dir.join("replay.html");
+    let shot = dir.join("replay.png");
+    let r = run_json(
+        Command::new(bin("iorepro-replay"))
+            .arg(sample(TORCH_DDP))
+            .arg("--target")
+            .arg(dir.join("target"))
+            .args(["--ranks", "4", "--timing", "original", "--json", "--report"])
+            .arg(&page),
+    );
+    let text = browser::render(&page, &shot).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+    eprintln!("screenshot: {}", shot.display());
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("`{needle}` is not on the page: {text}"))
+    };
+    let v = &r["verdict"];
+    let f = |x: &serde_json::Value, digits: usize| format!("{:.digits$}", x.as_f64().unwrap());
+    // The verdict's block, figure by figure as --json gives them.
+    at(&format!(
+        "== verdict: {} rank(s) on {} node(s)",
+        v["ranks"], v["nodes"]
+    ));
+    for (i, e) in v["epochs"].as_array().unwrap().iter().enumerate() {
+        at(&format!(
+            "{} {} s AU {} %",
+            i + 1,
+            f(&e["duration_s"], 2),
+            f(&e["au_percent"], 1)
+        ));
+    }
+    let saves = v["saves"].as_array().unwrap();
+    assert_eq!(saves.len(), 3, "{v:#}");
+    for (i, s) in saves.iter().enumerate() {
+        at(&format!(
+            "{}: {} in {} s, {} GiB/s",
+            i + 1,
+            fmt_bytes(s["bytes"].as_u64().unwrap() as f64),
+            f(&s["duration_s"], 2),
+            f(&s["gib_s"], 3)
+        ));
+    }
+    at(&format!(
+        "reads {} GiB/s for AU >= 90 %",
+        f(&v["read_gib_s_for_au"], 3)
+    ));
+    // The headline first, then the verdict, the pictures and the tables.
+    let lowest = v["epochs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["au_percent"].as_f64().unwrap())
+        .fold(f64::MAX, f64::min);
+    assert!(at(&format!("{lowest:.1} % lowest epoch AU")) < at("== verdict"));
+    assert!(at("== verdict") < at("the replay at 4 ranks"));
+    assert!(at("the replay at 4 ranks") < at("Epochs"));
+    assert!(at("Epochs") < at("Saves"));
+    assert!(at("Saves") < at("The trace's files by role and mount"));
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
+    assert_eq!(png_size(&png), Some(browser::WINDOW), "{}", shot.display());
+}

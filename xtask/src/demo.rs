@@ -2,8 +2,8 @@
 //! training-shaped job when this machine can (root and eBPF), otherwise takes a
 //! bundled sample trace and says why in one line; then summarizes it, finds its
 //! phases, replays it at 8 ranks into a temporary target (every traced save
-//! made), prints the report with its verdict last, and draws the capture and
-//! the replay at 8 on one timeline. Every step prints a line as it starts and
+//! made), prints the report with its verdict last and writes it as an HTML
+//! page, and draws the capture and the replay at 8 on one timeline. Every step prints a line as it starts and
 //! its time when it ends, and the build shows cargo's own progress.
 
 use std::ffi::OsStr;
@@ -59,7 +59,8 @@ pub fn run(root: &Path) -> Result<()> {
         .tempdir_in("/var/tmp")
         .or_else(|_| tempfile::tempdir())?;
     let ops = out.join("replay-at-8");
-    let replay_args: [&OsStr; 9] = [
+    let page = out.join("replay-at-8.html");
+    let replay_args: [&OsStr; 11] = [
         trace.as_os_str(),
         "--target".as_ref(),
         target.path().as_os_str(),
@@ -69,6 +70,8 @@ pub fn run(root: &Path) -> Result<()> {
         "original".as_ref(),
         "--record-ops".as_ref(),
         ops.as_os_str(),
+        "--report".as_ref(),
+        page.as_os_str(),
     ];
     steps.run(
         "replay at 8 ranks (the verdict ends it)",
@@ -90,11 +93,13 @@ pub fn run(root: &Path) -> Result<()> {
         cmd(&tool, &plot_args),
     )?;
     println!(
-        "\ndemo: done in {:.1} s (build {:.1} s). trace {}  timeline {}",
+        "\ndemo: done in {:.1} s (build {:.1} s). trace {}  timeline {}\nthe replay's report, to open \
+         in a browser or send: {}",
         started.elapsed().as_secs_f64(),
         steps.build_s,
         trace.display(),
-        svg.display()
+        svg.display(),
+        page.display()
     );
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use iorepro_replayer::cli::Cli;
-use iorepro_replayer::report::sweep;
+use iorepro_replayer::report::{page, sweep};
 
 /// musl's allocator made the analyses four times as costly as with glibc's
 /// (docs/PRODUCTION.md, "Static binaries"); the static build takes mimalloc instead.
@@ -53,6 +53,21 @@ fn main() -> ExitCode {
         for e in &report.errors {
             eprintln!("Error: {e}");
         }
+        if let Some(file) = &opts.report {
+            // The replay's calls, where this process recorded them all
+            // (not the per-rank records of a launched run).
+            let ops = opts
+                .record_ops
+                .as_deref()
+                .filter(|d| d.join("manifest.json").exists());
+            match page::write(file, report, &opts.trace, ops) {
+                Ok(()) => eprintln!("report: {}", file.display()),
+                Err(e) => {
+                    eprintln!("Error: {:#}", anyhow::Error::from(e));
+                    outcome.failed = true;
+                }
+            }
+        }
     } else {
         if let (true, Some(p)) = (outcome.prepare_only, &outcome.prepare) {
             println!(
@@ -63,6 +78,9 @@ fn main() -> ExitCode {
         for e in &outcome.local_errors {
             eprintln!("Error: {e}");
         }
+    }
+    if let (true, Some(dir)) = (opts.record_ops_for_report, &opts.record_ops) {
+        let _ = std::fs::remove_dir_all(dir);
     }
     outcome.linger();
     if outcome.failed {

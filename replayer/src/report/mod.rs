@@ -13,14 +13,17 @@
 //! [`training`] gives the job's figures (epochs, AU as MLPerf Storage
 //! computes it in [`au`], saves); [`burst`] the reads per 100 ms window;
 //! [`verdict`] the answer in one look, printed last; [`sweep`] what
-//! `--plan-only` prints, one plan or a sizing sweep.
+//! `--plan-only` prints, one plan or a sizing sweep; [`page`] the replay
+//! as one offline HTML page (`--report`).
 //!
 //! Hands the report to [`crate::run`](mod@crate::run), which returns it to the command
 //! line to print.
-pub mod au;
+/// AU as MLPerf Storage computes it (the rule lives with the plan's what-if).
+pub use crate::plan::scale::au;
 pub mod burst;
 pub mod latency;
 pub mod output;
+pub mod page;
 pub mod record;
 pub mod record_merge;
 pub mod requests;

@@ -16,7 +16,7 @@
 //! phase (a loader's workers, forked each epoch, which the job's epoch
 //! counts): what a job does between a save and its next epoch's first
 //! batch is in its log as neither. The AU is MLPerf Storage's
-//! ([`super::au`]: each rank's first step left out of both sides, the
+//! ([`crate::plan::scale::au`]: each rank's first step left out of both sides, the
 //! first step ending with the rank's first step-sized compute after its
 //! first sample); the whole epoch's compute over its time is
 //! `au_whole_epoch_percent`.
@@ -179,7 +179,7 @@ impl EpochTimes {
     fn mlperf(&self) -> f64 {
         match self.first_step {
             Some((end, compute)) if end < self.duration_ns && compute < self.compute_ns => {
-                (super::au::from_totals(
+                (crate::plan::scale::au::from_totals(
                     secs(self.duration_ns),
                     secs(end),
                     secs(self.compute_ns - compute),
@@ -826,7 +826,7 @@ mod tests {
         let e = &t.epochs[0];
         assert!((e.duration_s - 8.75).abs() < 1e-9, "{e:?}");
         // DLIO's rule on the same steps (see `au`): 3 s over 8.75 - 4 s.
-        let mlperf = crate::report::au::from_steps(8.75, &[4.0, 1.25, 1.25, 1.25], &[1.0; 4]);
+        let mlperf = crate::plan::scale::au::from_steps(8.75, &[4.0, 1.25, 1.25, 1.25], &[1.0; 4]);
         assert!((e.au_percent.unwrap() - mlperf).abs() < 1e-9, "{e:?}");
         assert!((e.au_whole_epoch_percent.unwrap() - 400.0 / 8.75).abs() < 1e-9);
         // Without a step told, both are the whole epoch's.

@@ -16,6 +16,7 @@
 //! over N writers; or one writer). `replicate` in either gives today's weak
 //! scaling: target rank t replays source rank t mod R in full.
 
+pub mod au;
 pub mod forecast;
 pub mod model;
 pub mod roles;

@@ -18,7 +18,7 @@
 //! falls below a threshold `a` once B < D / (C / a - L).
 //!
 //! MLPerf Storage leaves each rank's first step out of both sides of its AU
-//! (see [`crate::report::au`]): with s = C / L steps, the first takes its
+//! (see [`super::au`]): with s = C / L steps, the first takes its
 //! batch's reading, D / s / B, then its compute L, so AU = (C - L) / (T -
 //! D / (s B) - L), at most 100 %. The bandwidth for the threshold is the
 //! whole epoch's: MLPerf's AU reaches it there or a little below.
@@ -143,7 +143,7 @@ fn mlperf_au(compute_s: f64, step_s: f64, io_s: f64, seconds: f64) -> Option<f64
     }
     let steps = compute_s / step_s;
     let first_step_s = io_s / steps + step_s;
-    let au = crate::report::au::from_totals(seconds, first_step_s, compute_s - step_s);
+    let au = super::au::from_totals(seconds, first_step_s, compute_s - step_s);
     Some(if au > 0.0 { au.min(100.0) } else { 100.0 })
 }
 
