@@ -641,6 +641,7 @@ fn build_report(
         training: &report.training,
         direct: &report.direct,
         evict_reads: report.evict_reads,
+        bucket: matches!(target, Opened::Bucket(_)),
         read_timelines: &report.read_timelines,
     };
     report.verdict = Some(Verdict::of_replay(

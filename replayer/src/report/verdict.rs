@@ -131,6 +131,8 @@ pub struct Measured<'a> {
     /// `--direct`'s word (`off`, `reads`, `all`) and `--evict-reads`.
     pub direct: &'a str,
     pub evict_reads: bool,
+    /// The target is a bucket: every read is a request to the store.
+    pub bucket: bool,
     pub read_timelines: &'a [ReadTimeline],
 }
 
@@ -177,7 +179,10 @@ impl Verdict {
                 per_rank_gib_s: busiest / GIB,
                 window_s: (all.window_ns > 0).then(|| all.window_ns as f64 / 1e9),
             },
-            reads_from: reads_from(report.direct, report.evict_reads),
+            reads_from: match report.bucket {
+                true => "the object store (every read a request)".into(),
+                false => reads_from(report.direct, report.evict_reads),
+            },
             saves_traced: forecast.saves.traced.len(),
             saves_made: saves.len(),
             saves_share_percent: share(saves_s, epochs_s),
