@@ -196,6 +196,7 @@ fn bench_cmd(
         scratch: scratch.path().to_path_buf(),
         quick,
         analysis_rows,
+        lines: Default::default(),
     };
     bench::run_all(&ctx, only.as_deref())
 }

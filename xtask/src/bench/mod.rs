@@ -14,6 +14,7 @@ pub mod collector_jobs;
 pub mod collector_rate;
 pub mod fidelity;
 pub mod objects;
+pub mod record;
 pub mod replayer;
 pub mod request_capture;
 pub mod scale;
@@ -31,6 +32,8 @@ pub struct Ctx {
     pub quick: bool,
     /// Rows of the analysis benchmark's trace, when not its default size.
     pub analysis_rows: Option<u64>,
+    /// The result lines printed so far, for [`record`].
+    pub lines: std::sync::Mutex<Vec<String>>,
 }
 
 impl Ctx {
@@ -48,9 +51,14 @@ impl Ctx {
         Ok(d)
     }
 
-    /// Prints one result line: `bench <name>: <text>`.
+    /// Prints one result line, `bench <name>: <text>`, and keeps it for
+    /// the figures' file.
     pub fn line(&self, name: &str, text: impl AsRef<str>) {
-        println!("bench {name}: {}", text.as_ref());
+        let line = format!("bench {name}: {}", text.as_ref());
+        println!("{line}");
+        if let Ok(mut lines) = self.lines.lock() {
+            lines.push(line);
+        }
     }
 }
 
@@ -157,9 +165,24 @@ pub fn run_all(ctx: &Ctx, only: Option<&[String]>) -> Result<()> {
         if only.is_some_and(|o| !o.iter().any(|n| n == name)) {
             continue;
         }
-        if let Err(e) = f(ctx) {
+        if let Ok(mut lines) = ctx.lines.lock() {
+            lines.clear();
+        }
+        let outcome = f(ctx);
+        if let Err(e) = &outcome {
             println!("bench {name}: FAILED: {e:#}");
             failed.push(name);
+        }
+        // Written as each benchmark ends, so a later one failing keeps
+        // what was measured.
+        let lines = ctx.lines.lock().map(|l| l.clone()).unwrap_or_default();
+        let section = record::Section {
+            name,
+            lines: &lines,
+            failed: outcome.err().map(|e| format!("{e:#}")),
+        };
+        if let Err(e) = record::write(&ctx.root, &section) {
+            println!("bench {name}: its figures were not written: {e:#}");
         }
     }
     if failed.is_empty() {
