@@ -11,7 +11,7 @@
 //! crate import each other (`cargo xtask imports`).
 //! - `canvas`, `labels`
 //! - `legend`, `page`
-//! - `heatmap`, `sizing`, `timeline`
+//! - `heatmap`, `sizing`, `tables`, `timeline`
 
 pub mod canvas;
 pub mod heatmap;
@@ -19,6 +19,7 @@ pub mod labels;
 pub mod legend;
 pub mod page;
 pub mod sizing;
+pub mod tables;
 pub mod timeline;
 
 use std::path::Path;

@@ -42,7 +42,8 @@ pub fn write(out: &Path, report: &Report, trace: &Path, ops: Option<&Path>) -> R
     epochs(&mut page, report);
     saves(&mut page, report);
     phases(&mut page, report);
-    files(&mut page, &capture)?;
+    let roles = FileRoles::compute(&capture)?;
+    plot::tables::files_by_role_and_mount(&mut page, "The trace's files by role and mount", &roles);
     page.note(&format!(
         "iorepro-replay {} of {}; timing {}, engine {}",
         env!("CARGO_PKG_VERSION"),
@@ -209,28 +210,4 @@ fn phases(page: &mut Page, report: &Report) {
         &["#", "phase", "replay s", "trace s", "read", "written"],
         rows,
     );
-}
-
-/// The trace's files by role and mount, as `iorepro-trace files` judges them.
-fn files(page: &mut Page, capture: &TraceReader) -> ReplayResult<()> {
-    let roles = FileRoles::compute(capture)?;
-    let rows = roles
-        .per_role_and_mount()
-        .into_iter()
-        .map(|r| {
-            vec![
-                r.role.as_str().to_string(),
-                format!("{} ({})", r.mount_point, r.fs_type),
-                r.totals.files.to_string(),
-                fmt_bytes(r.totals.read_bytes as f64),
-                fmt_bytes(r.totals.write_bytes as f64),
-                r.totals.calls.to_string(),
-            ]
-        })
-        .collect();
-    page.section("The trace's files by role and mount").table(
-        &["role", "mount", "files", "read", "written", "calls"],
-        rows,
-    );
-    Ok(())
 }

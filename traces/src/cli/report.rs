@@ -12,7 +12,6 @@ use anyhow::Result;
 use iorepro_analysis::roles::FileRoles;
 use iorepro_analysis::summary::Summary;
 use iorepro_format::error::TraceError;
-use iorepro_format::mounts::UNKNOWN_MOUNT;
 use iorepro_format::reader::TraceReader;
 use iorepro_format::units::fmt_bytes;
 use iorepro_plot::{self as plot, Page};
@@ -36,7 +35,7 @@ pub(super) fn report(out: &mut dyn Write, trace: &Path, file: &Path) -> Result<(
     job(&mut page, &reader, &s);
     pictures(&mut page, &reader, &s, &name)?;
     phases(&mut page, &s);
-    files(&mut page, &roles);
+    plot::tables::files_by_role_and_mount(&mut page, "Files by role and mount", &roles);
     op_mix(&mut page, &s);
     if let Some(requests) = &s.requests {
         page.section("Object storage").pre(&requests.render());
@@ -153,42 +152,6 @@ fn phases(page: &mut Page, s: &Summary) {
         .collect();
     page.section("Phases").table(
         &["phase", "start s", "end s", "read", "written", "GiB/s"],
-        rows,
-    );
-}
-
-/// Files per role and the mount they were on, as `files` judges them.
-fn files(page: &mut Page, roles: &FileRoles) {
-    let rows = roles
-        .per_role_and_mount()
-        .into_iter()
-        .map(|r| {
-            let mount = if r.fs_type == UNKNOWN_MOUNT {
-                r.mount_point
-            } else {
-                format!("{} ({})", r.mount_point, r.fs_type)
-            };
-            vec![
-                r.role.as_str().to_string(),
-                mount,
-                r.totals.files.to_string(),
-                r.totals.directories.to_string(),
-                fmt_bytes(r.totals.read_bytes as f64),
-                fmt_bytes(r.totals.write_bytes as f64),
-                r.totals.calls.to_string(),
-            ]
-        })
-        .collect();
-    page.section("Files by role and mount").table(
-        &[
-            "role",
-            "mount",
-            "files",
-            "directories",
-            "read",
-            "written",
-            "calls",
-        ],
         rows,
     );
 }
