@@ -149,7 +149,9 @@ fn replay_at_twice_the_ranks_reports_the_checkpoint_spike() {
             .arg(&trace)
             .arg("--target")
             .arg(root.join("target"))
-            .args(["--ranks", "4", "--timing", "original", "--json"]),
+            // The job itself, run at 4, held each rank's batch.
+            .args(["--ranks", "4", "--batch", "per-rank"])
+            .args(["--timing", "original", "--json"]),
     );
     assert!(
         report["errors"].as_array().is_some_and(|e| e.is_empty()),
