@@ -188,9 +188,7 @@ impl Figure for HeatmapFigure<'_> {
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE)?;
-        let (main, side) = root.split_horizontally(WIDTH - legend::WIDTH);
-        let main = main.titled(&self.title, (FONT, 20))?;
+        let (main, side) = legend::frame(root, WIDTH, &self.title)?;
         let rows = rows(self.data);
         let scale = Scale::of(&rows);
         let secs = self.data.window_ns as f64 / 1e9;

@@ -22,6 +22,25 @@ pub struct Entry {
 
 /// Width of the legend strip in pixels.
 pub const WIDTH: u32 = 170;
+
+/// The charts' area and the legend's strip of a figure.
+pub type Framed<DB> = (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>);
+
+/// Every figure's frame: a white page `width` pixels wide, titled, and the
+/// legend's strip cut off its right side. Returns the charts' area (under
+/// the title) and the strip.
+pub fn frame<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    width: u32,
+    title: &str,
+) -> Result<Framed<DB>, Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let (main, side) = root.split_horizontally(width - WIDTH);
+    Ok((main.titled(title, (FONT, 20))?, side))
+}
 const ROW: i32 = 22;
 
 /// Draws `entries` from `top` down in `area` (the strip).

@@ -118,9 +118,7 @@ impl Figure for SizingFigure {
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE)?;
-        let (main, side) = root.split_horizontally(WIDTH - legend::WIDTH);
-        let main = main.titled(&self.title, (FONT, 20))?;
+        let (main, side) = legend::frame(root, WIDTH, &self.title)?;
         let (left, right) = main.split_horizontally((WIDTH - legend::WIDTH) / 2);
         self.panel(
             &left,

@@ -78,9 +78,7 @@ impl Figure for TimelineFigure<'_> {
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE)?;
-        let (main, side) = root.split_horizontally(WIDTH - legend::WIDTH);
-        let main = main.titled(&self.title, (FONT, 20))?;
+        let (main, side) = legend::frame(root, WIDTH, &self.title)?;
         // One time axis for every panel.
         let duration = self
             .panels

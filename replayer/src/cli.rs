@@ -397,7 +397,8 @@ impl Cli {
             ))),
             b => Ok(b.map(|b| b as f64)),
         };
-        let bandwidth = rate("--bandwidth", &self.bandwidth.first().cloned())?;
+        // The first of `--bandwidth`'s list (a sweep plans the others).
+        let bandwidth = self.bandwidths()?[0];
         let write_bandwidth = rate("--write-bandwidth", &self.write_bandwidth)?;
         if !(self.au > 0.0 && self.au <= 100.0) {
             return Err(usage(format!(
@@ -470,8 +471,7 @@ impl Cli {
 
     /// The sweep the lists ask for: `None` for one plan or a replay (which
     /// takes one value of each).
-    fn sweep(&self) -> ReplayResult<Option<Sweep>> {
-        let worlds = self.worlds()?;
+    fn sweep(&self, worlds: Vec<Asked>) -> ReplayResult<Option<Sweep>> {
         let bandwidths = self.bandwidths()?;
         if worlds.len() == 1 && bandwidths.len() == 1 {
             return Ok(None);
@@ -542,8 +542,9 @@ impl Cli {
                     .into(),
             ));
         }
-        let sweep = self.sweep()?;
-        let world = self.worlds()?[0];
+        let worlds = self.worlds()?;
+        let world = worlds[0];
+        let sweep = self.sweep(worlds)?;
         if let Some(page) = &self.report {
             let dir = page.parent().filter(|p| !p.as_os_str().is_empty());
             if dir.is_some_and(|d| !d.is_dir()) {

@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use super::burst::ReadTimeline;
 use super::training::Training;
+use crate::plan::scale::forecast::CheckpointPlan;
 use crate::plan::scale::Forecast;
+use iorepro_analysis::phases::PhaseKind;
 use iorepro_format::units::{fmt_bytes, GIB};
 
 /// The share of a run the saves may take for the write bandwidth the
@@ -90,17 +92,22 @@ pub struct SaveVerdict {
 /// serialised, work between writes, copies into the page cache), and its
 /// bytes: from the plan.
 fn save_costs(forecast: &Forecast) -> (f64, u64) {
-    forecast
-        .checkpoints
-        .iter()
-        .filter(|c| !forecast.saves.dropped.contains(&c.phase) && c.bytes > 0)
-        .fold((0.0, 0), |(fixed, bytes), c| {
-            let besides = c.besides.as_ref().map_or(0, |b| b.bytes);
-            (
-                fixed + c.before_first_write_s + c.between_writes_s + c.into_page_cache_s,
-                bytes + c.bytes + besides,
-            )
-        })
+    saves_made(forecast).fold((0.0, 0), |(fixed, bytes), c| {
+        let besides = c.besides.as_ref().map_or(0, |b| b.bytes);
+        (
+            fixed + c.before_first_write_s + c.between_writes_s + c.into_page_cache_s,
+            bytes + c.bytes + besides,
+        )
+    })
+}
+
+/// The plan's saves the job at N makes: its checkpoint phases that write,
+/// less those a step-bound job at N does not make. The verdict's saves and
+/// the write bandwidth they need are counted over the same ones.
+fn saves_made(forecast: &Forecast) -> impl Iterator<Item = &CheckpointPlan> {
+    forecast.checkpoints.iter().filter(|c| {
+        c.kind == PhaseKind::Checkpoint && c.bytes > 0 && !forecast.saves.dropped.contains(&c.phase)
+    })
 }
 
 /// The write bandwidth (GiB/s) for saves of `fixed_s` and `bytes` to take
@@ -209,11 +216,7 @@ impl Verdict {
                 .map(|e| epoch(e.seconds, Some(e.au_percent), threshold))
                 .collect()
         };
-        let saves: Vec<SaveVerdict> = forecast
-            .checkpoints
-            .iter()
-            .filter(|c| !forecast.saves.dropped.contains(&c.phase) && c.bytes > 0)
-            .filter(|c| c.kind == iorepro_analysis::phases::PhaseKind::Checkpoint)
+        let saves: Vec<SaveVerdict> = saves_made(forecast)
             .map(|c| {
                 let duration_s = c.seconds_at_bandwidth.unwrap_or(c.seconds_at_traced_rate);
                 SaveVerdict {
