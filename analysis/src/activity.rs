@@ -15,6 +15,15 @@
 
 use iorepro_format::schema::Op;
 
+/// A call that named a file: when (Unix ns), and the process that made it.
+/// The roles find such calls (a checkpoint's creation); the phases read
+/// them to place a save's edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named {
+    pub ns: i64,
+    pub pid: i32,
+}
+
 /// Calls of one kind closer than this (end of one to start of the next) are one run.
 pub const JOIN_NS: i64 = 1_000_000;
 /// Runs do not cross multiples of this (Unix time): continuous I/O keeps a

@@ -1,10 +1,10 @@
 //! `iorepro-trace anonymize`: a trace rewritten so that it can be handed to
 //! another team. Every path, host name and thread name becomes a keyed hash
-//! ([`iorepro_format::anonymize`]); what each name said about its file is
+//! ([`iorepro_format::keyed_names`]); what each name said about its file is
 //! recorded beside it first ([`crate::roles::traits`]), so the roles, the
 //! checkpoint families, the phases and the replay's plan are those of the
 //! original. The manifest keeps the figures and drops the command line
-//! (see [`iorepro_format::anonymize::manifest`]).
+//! (see [`iorepro_format::keyed_names::manifest`]).
 //!
 //! Nothing is half written: the trace is made in a hidden sibling of the
 //! output directory and renamed into place when whole; on any error the
@@ -21,9 +21,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::roles::traits;
-use iorepro_format::anonymize::manifest::carried;
-use iorepro_format::anonymize::{Anonymizer, Key};
 use iorepro_format::error::{TraceError, TraceResult};
+use iorepro_format::keyed_names::manifest::carried;
+use iorepro_format::keyed_names::{Anonymizer, Key};
 use iorepro_format::partitions::{partition_name, partitions, PARTITION_PREFIX};
 use iorepro_format::reader::TraceReader;
 use iorepro_format::schema::{idx, trace_schema};

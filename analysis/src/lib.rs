@@ -1,7 +1,7 @@
 //! What a trace says about its job, read through the format
 //! (`iorepro-format`), which it never writes. A trace is read in parallel
-//! ([`iorepro_format::scan`]) and each part counted into a [`tally`]: the
-//! [`histogram`] of request sizes, the [`access`] pattern, the [`timeline`]
+//! ([`iorepro_format::scan`]), each part counted on its own and the parts
+//! merged ([`part_counters`]): the [`histogram`] of request sizes, the [`access`] pattern, the [`timeline`]
 //! of bytes per window and the [`activity`] (runs of reads, writes and
 //! syncs) that [`phases`] are found from; [`roles`] says what each file is
 //! to the job. Merged tallies become the [`overview`] (duration, bytes,
@@ -15,7 +15,7 @@
 //! each only rooms of the lines above its own, and no two files of the
 //! crate import each other (`cargo xtask imports`).
 //! - `by_op`, `intern`, `access`, `histogram`, `timeline`, `activity`
-//! - `phases`, `roles`, `tally`
+//! - `phases`, `roles`, `part_counters`
 //! - `overview`, `filter`
 //! - `compare`, `summary`
 
@@ -28,9 +28,9 @@ pub mod filter;
 pub mod histogram;
 mod intern;
 pub mod overview;
+pub mod part_counters;
 pub mod phases;
-pub mod requests;
+pub mod requests_by_object;
 pub mod roles;
 pub mod summary;
-pub mod tally;
 pub mod timeline;

@@ -10,9 +10,9 @@ use serde::Serialize;
 
 use crate::activity::Activity;
 use crate::by_op::by_op;
+use crate::part_counters::{Depth, Tally, PID_WHERE_NO_RANK};
 use crate::phases::{self, Phase};
 use crate::roles::{FileRoles, Hot, RolesBuilder, ROLE_COLUMNS};
-use crate::tally::{Depth, Tally, PID_WHERE_NO_RANK};
 use crate::timeline::{Timeline, BASE_WINDOW_NS};
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;

@@ -1,7 +1,7 @@
 //! Everything `summary` reports: totals, op mix, request-size histograms,
 //! sequential versus random access, per-rank and per-file totals, peak
 //! bandwidth and phases, from one parallel pass over the ten columns they
-//! need and the files' roles (see [`crate::tally`], [`crate::roles`]). Memory grows with distinct files,
+//! need and the files' roles (see [`crate::part_counters`], [`crate::roles`]). Memory grows with distinct files,
 //! ranks and time windows, never with rows.
 //!
 //! `peak_read_gib_s` / `peak_write_gib_s` are over 1 s windows aligned to the
@@ -17,10 +17,10 @@ use serde::Serialize;
 use crate::access::AccessCounts;
 use crate::histogram::SizeHistogram;
 use crate::overview::{tally_with_roles, Overview};
-use crate::requests::RequestTotals;
+use crate::part_counters::Depth;
+pub use crate::part_counters::{FileStats, OpStats, RankStats};
+use crate::requests_by_object::RequestTotals;
 use crate::roles::{MountTotals, Role, RoleTotals};
-use crate::tally::Depth;
-pub use crate::tally::{FileStats, OpStats, RankStats};
 use crate::timeline::BASE_WINDOW_NS;
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;

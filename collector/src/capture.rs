@@ -6,13 +6,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iorepro_common::DROPPED_NAME;
-use iorepro_format::{anonymize, Manifest, Source, TraceError, TraceWriter, WriterOptions};
+use iorepro_format::{keyed_names, Manifest, Source, TraceError, TraceWriter, WriterOptions};
+use rustix::time::ClockId;
 
-use crate::anonymize::Masker;
 use crate::cgroup::Cgroup;
 use crate::cli::{CaptureOptions, OnLoadFailure, Target};
 use crate::decode::Decoder;
 use crate::error::{CollectError, CollectResult};
+use crate::hashed_rows::Masker;
 use crate::live::Live;
 use crate::mounts::MountWatch;
 use crate::probes::{check_privileges, ProbeConfig, Probes};
@@ -125,7 +126,7 @@ fn create_trace(opts: &CaptureOptions, probes: &Probes, load_s: f64) -> CollectR
         _ => None,
     };
     wopts.command = match &opts.anonymize {
-        Some(an) => anonymize::manifest::command(command, an.keep_program_name),
+        Some(an) => keyed_names::manifest::command(command, an.keep_program_name),
         None => command.map(<[String]>::to_vec),
     };
     let mut writer = TraceWriter::create(&opts.out, wopts)?;
@@ -138,11 +139,11 @@ fn create_trace(opts: &CaptureOptions, probes: &Probes, load_s: f64) -> CollectR
     match &opts.anonymize {
         None => writer.set_extra("collector", collector),
         Some(an) => {
-            if let Some(c) = anonymize::manifest::extra("collector", &collector) {
+            if let Some(c) = keyed_names::manifest::extra("collector", &collector) {
                 writer.set_extra("collector", c);
             }
-            writer.set_anonymized(anonymize::manifest::anonymized(
-                anonymize::manifest::At::Capture,
+            writer.set_anonymized(keyed_names::manifest::anonymized(
+                keyed_names::manifest::At::Capture,
                 an.keep_program_name && command.is_some(),
                 Vec::new(),
             ));
@@ -567,19 +568,14 @@ fn rank_of_own_env() -> Option<i32> {
     iorepro_format::launchers::rank_from(|v| std::env::var(v).ok())
 }
 
-fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into a local timespec.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+fn clock_ns(clock: ClockId) -> i64 {
+    let ts = rustix::time::clock_gettime(clock);
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
 /// `bpf_ktime_get_ns` counts CLOCK_MONOTONIC.
 fn monotonic_ns() -> i64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+    clock_ns(ClockId::Monotonic)
 }
 
 /// Wall clock minus monotonic clock, taken as the tightest of a few samples.
@@ -587,7 +583,7 @@ fn wall_offset_ns() -> i64 {
     (0..5)
         .map(|_| {
             let a = monotonic_ns();
-            let w = clock_ns(libc::CLOCK_REALTIME);
+            let w = clock_ns(ClockId::Realtime);
             let b = monotonic_ns();
             (b - a, w - (a + (b - a) / 2))
         })
@@ -598,6 +594,8 @@ fn wall_offset_ns() -> i64 {
 
 /// CPU seconds and peak RSS of the collector itself (not the job).
 fn own_usage() -> (f64, i64) {
+    // Neither rustix nor std has getrusage (a peak RSS that counts every
+    // thread, and CPU time to the microsecond, from one call).
     // SAFETY: getrusage fills a zeroed struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
@@ -605,9 +603,7 @@ fn own_usage() -> (f64, i64) {
     (secs(ru.ru_utime) + secs(ru.ru_stime), ru.ru_maxrss)
 }
 
+/// The node name, as `gethostname` reads it (from `uname`).
 fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: writes at most buf.len() bytes.
-    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    c_str(&buf).to_string()
+    c_str(rustix::system::uname().nodename().to_bytes()).to_string()
 }

@@ -6,13 +6,12 @@
 //! already in it so their ranks and open files are known from the start.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{CollectError, CollectResult};
 
 /// `CGROUP2_SUPER_MAGIC`.
-const CGROUP2_MAGIC: i64 = 0x6367_7270;
+const CGROUP2_MAGIC: u64 = 0x6367_7270;
 
 pub struct Cgroup {
     pub path: PathBuf,
@@ -72,9 +71,7 @@ impl Cgroup {
 }
 
 fn is_cgroup2(dir: &File) -> bool {
-    // SAFETY: fstatfs fills a zeroed struct for an open descriptor.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    unsafe { libc::fstatfs(dir.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == CGROUP2_MAGIC }
+    rustix::fs::fstatfs(dir).is_ok_and(|fs| fs.f_type as u64 == CGROUP2_MAGIC)
 }
 
 /// Where cgroup v2 is mounted: `/sys/fs/cgroup` on a unified system,

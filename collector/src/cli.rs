@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use iorepro_format::anonymize::{Anonymizer, Key};
 use iorepro_format::host::is_root;
+use iorepro_format::keyed_names::{Anonymizer, Key};
 use iorepro_telemetry::{parse_duration, parse_interval, LiveOptions};
 
 use crate::error::{CollectError, CollectResult};

@@ -21,7 +21,7 @@ use crate::files::{user_dev, FileTable};
 use crate::live::written::Written;
 use crate::probes::Probes;
 use crate::procs::{self, ProcTable};
-use crate::requests::{Finished, Mark, Requests, SocketCall};
+use crate::request_rows::{Finished, Mark, Requests, SocketCall};
 use crate::ring::Ring;
 use crate::rows::{op_of, row_from_event, Reorder};
 
@@ -92,7 +92,7 @@ impl Decoder {
     }
 
     /// Writes every name hashed from now on (`--anonymize-key-file`).
-    pub fn anonymize(&mut self, masker: crate::anonymize::Masker) {
+    pub fn anonymize(&mut self, masker: crate::hashed_rows::Masker) {
         self.rows.mask_with(masker);
     }
 

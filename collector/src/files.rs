@@ -21,7 +21,7 @@ pub type FileKey = (u64, u64);
 
 /// Converts the kernel's internal dev_t (major << 20 | minor) to `st_dev`.
 pub fn user_dev(kernel_dev: u32) -> u64 {
-    libc::makedev(kernel_dev >> 20, kernel_dev & 0xfffff)
+    rustix::fs::makedev(kernel_dev >> 20, kernel_dev & 0xfffff)
 }
 
 #[derive(Default)]
@@ -139,7 +139,7 @@ impl FileTable {
             return;
         };
         if ino != 0 && path.starts_with('/') && !path.ends_with(" (deleted)") {
-            self.learn((libc::makedev(maj, min), ino), &path);
+            self.learn((rustix::fs::makedev(maj, min), ino), &path);
         }
     }
 }
@@ -182,7 +182,7 @@ mod tests {
         let mut t = FileTable::default();
         t.learn_mapping("7f00-7f10 r--s 00000000 08:01 1234 /data/x y.npy");
         assert_eq!(
-            t.get((libc::makedev(8, 1), 1234)).as_deref(),
+            t.get((rustix::fs::makedev(8, 1), 1234)).as_deref(),
             Some("/data/x y.npy")
         );
     }

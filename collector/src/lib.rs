@@ -11,9 +11,11 @@
 //! written (disk full), [`salvage`] keeps what was written readable and the
 //! job runs on untraced. [`live`] counts what is written for the
 //! `--status-interval` lines and the `--metrics-addr` endpoint.
-//! [`anonymize`] hashes every name on its way to the writer
-//! (`--anonymize-key-file`), after the analysis's name rules
-//! (`iorepro-analysis`, linked for them alone) have read what it says.
+//! [`request_rows`] puts each object-storage request together from the
+//! socket records of its sends and receives, one row a request.
+//! [`hashed_rows`] hashes every name on its way to the writer
+//! (`--anonymize-key-file`), after the name rules of the roles
+//! ([`iorepro_format::path_traits`]) have read what it says.
 //!
 //! Which room may import which (`cargo xtask imports --rooms` checks it):
 //! each only rooms of the lines above its own, and no two files of the
@@ -102,7 +104,6 @@
 //! Limits: x86_64 syscall numbers; a vectored call's size counts its first
 //! IOV_MAX (1,024) iovecs, which is all the kernel takes.
 
-pub mod anonymize;
 pub mod btf;
 pub mod capture;
 pub mod cgroup;
@@ -110,11 +111,12 @@ pub mod cli;
 pub mod decode;
 pub mod error;
 pub mod files;
+pub mod hashed_rows;
 pub mod live;
 pub mod mounts;
 pub mod probes;
 pub mod procs;
-pub mod requests;
+pub mod request_rows;
 pub mod ring;
 pub mod rows;
 pub mod salvage;

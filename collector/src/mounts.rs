@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use iorepro_format::anonymize::Anonymizer;
+use iorepro_format::keyed_names::Anonymizer;
 use iorepro_format::mounts::{parse_mountinfo, union, Mount};
 use iorepro_format::TraceWriter;
 

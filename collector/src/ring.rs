@@ -15,10 +15,11 @@
 //! Each record starts with an 8-byte header: its length, a busy bit while the
 //! producer is still writing it, and a discard bit.
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use aya::maps::MapData;
+use rustix::mm::{self, MapFlags, ProtFlags};
 
 use crate::error::{CollectError, CollectResult};
 
@@ -47,37 +48,35 @@ impl Ring {
             .info()
             .map_err(|e| CollectError::Kernel(format!("ring buffer info: {e}")))?;
         let size = info.max_entries() as usize;
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = rustix::param::page_size();
         if !size.is_power_of_two() || !size.is_multiple_of(page) {
             return Err(CollectError::Kernel(format!(
                 "ring buffer of {size} bytes: not a power-of-two multiple of the page size"
             )));
         }
-        let fd = map.fd().as_fd().as_raw_fd();
-        let map_at = |len: usize, prot: i32, offset: usize| -> CollectResult<*mut u8> {
+        let fd = map.fd().as_fd();
+        let map_at = |len: usize, prot: ProtFlags, offset: usize| -> CollectResult<*mut u8> {
             // SAFETY: a shared mapping of the ring buffer map's own layout.
             let p = unsafe {
-                libc::mmap(
+                mm::mmap(
                     std::ptr::null_mut(),
                     len,
                     prot,
-                    libc::MAP_SHARED,
+                    MapFlags::SHARED,
                     fd,
-                    offset as libc::off_t,
+                    offset as u64,
                 )
             };
-            if p == libc::MAP_FAILED {
-                return Err(CollectError::Kernel(format!(
+            p.map(|p| p.cast()).map_err(|e| {
+                CollectError::Kernel(format!(
                     "mapping the ring buffer: {}",
-                    std::io::Error::last_os_error()
-                )));
-            }
-            Ok(p.cast())
+                    std::io::Error::from(e)
+                ))
+            })
         };
-        let consumer = map_at(page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
+        let consumer = map_at(page, ProtFlags::READ | ProtFlags::WRITE, 0)?;
         let producer_len = page + 2 * size;
-        let producer = map_at(producer_len, libc::PROT_READ, page)?;
+        let producer = map_at(producer_len, ProtFlags::READ, page)?;
         Ok(Ring {
             _map: map,
             consumer: consumer.cast(),
@@ -146,8 +145,8 @@ impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what `new` mapped.
         unsafe {
-            libc::munmap(self.consumer.cast(), self.consumer_len);
-            libc::munmap(self.producer as *mut libc::c_void, self.producer_len);
+            let _ = mm::munmap(self.consumer.cast(), self.consumer_len);
+            let _ = mm::munmap(self.producer.cast_mut().cast(), self.producer_len);
         }
     }
 }

@@ -14,7 +14,7 @@ use iorepro_format::event::OwnedRow;
 use iorepro_format::schema;
 use iorepro_format::{Op, TraceResult, TraceWriter};
 
-use crate::anonymize::Masker;
+use crate::hashed_rows::Masker;
 use crate::live::written::Written;
 
 /// One row, owned until the reorder window lets it go.

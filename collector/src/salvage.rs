@@ -26,7 +26,7 @@ pub fn stop_writing(dir: &Path, err: &TraceError) -> String {
                 let stopped = serde_json::json!({ "error": cause, "detail": err.to_string() });
                 let stopped = match m.anonymized {
                     Some(_) => {
-                        iorepro_format::anonymize::manifest::extra("capture_stopped", &stopped)
+                        iorepro_format::keyed_names::manifest::extra("capture_stopped", &stopped)
                     }
                     None => Some(stopped),
                 };

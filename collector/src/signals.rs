@@ -11,6 +11,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 pub fn install() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
+        // Neither std nor rustix installs a signal handler (rustix's
+        // `kernel_sigaction` is for runtimes that replace the C library's).
         // SAFETY: the handler only stores to an atomic (async-signal-safe).
         unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
     }

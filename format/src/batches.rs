@@ -12,9 +12,9 @@ use arrow_select::interleave::interleave_record_batch;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 
+use crate::canonical_columns::{normalise, plan_columns};
 use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
-use crate::normalise::{normalise, plan_columns};
 use crate::segment_file::{guard, SegmentFile};
 
 /// Rows per batch handed to consumers.

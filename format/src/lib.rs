@@ -16,7 +16,9 @@
 //! [`error`] is the one error type, [`units`] the byte and time units,
 //! [`paths`] the one spelling of a path, [`object_requests`] what an
 //! object-storage request row did, and [`host`] the one question
-//! iorepro asks of the machine (is it root). [`anonymize`] hashes the
+//! iorepro asks of the machine (is it root). [`path_traits`] says what a
+//! path's name says about its file (code, a checkpoint, a log...), by the
+//! rules the analysis judges roles by. [`keyed_names`] hashes the
 //! names of a trace under the owner's key, for both the collector and
 //! `iorepro-trace anonymize`.
 //!
@@ -25,25 +27,26 @@
 //! crate import each other (`cargo xtask imports`).
 //! - `error`, `schema`, `units`, `host`, `launchers`, `mounts`, `runs`, `paths`,
 //!   `object_requests`
-//! - `event`, `columns`, `normalise`, `segment_file`, `private_file`
+//! - `event`, `columns`, `canonical_columns`, `segment_file`, `private_file`, `path_traits`
 //! - `manifest`, `batches`
-//! - `partitions`, `writer`, `anonymize`
+//! - `partitions`, `writer`, `keyed_names`
 //! - `reader`
 //! - `scan`, `repair`
 //! - `validate`
 
-pub mod anonymize;
 pub mod batches;
+pub(crate) mod canonical_columns;
 pub mod columns;
 pub mod error;
 pub mod event;
 pub mod host;
+pub mod keyed_names;
 pub mod launchers;
 pub mod manifest;
 pub mod mounts;
-pub(crate) mod normalise;
 pub mod object_requests;
 pub mod partitions;
+pub mod path_traits;
 pub mod paths;
 pub mod private_file;
 pub mod processes;

@@ -64,7 +64,7 @@ pub struct Manifest {
     #[serde(default = "default_true")]
     pub complete: bool,
     /// Present when every name in the trace is a keyed hash (see
-    /// [`crate::anonymize`]): with which scheme, never with which key.
+    /// [`crate::keyed_names`]): with which scheme, never with which key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anonymized: Option<Anonymized>,
     /// Keys written by other versions or tools, kept on rewrite. The
@@ -80,7 +80,7 @@ pub struct Manifest {
 /// How a trace was anonymized (the manifest's `anonymized`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Anonymized {
-    /// The hashing scheme, [`crate::anonymize::SCHEME`]: names hashed with
+    /// The hashing scheme, [`crate::keyed_names::SCHEME`]: names hashed with
     /// the same scheme and key are equal exactly when the originals were.
     pub scheme: String,
     /// `capture` (by the collector: no name ever reached the disk) or

@@ -23,7 +23,7 @@ use crate::segment_file::{guard, SegmentFile};
 
 use crate::batches::SequentialBatches;
 pub use crate::batches::{MergeByTs, SegmentBatches};
-use crate::normalise::plan_columns;
+use crate::canonical_columns::plan_columns;
 
 pub use crate::batches::READ_BATCH_ROWS;
 

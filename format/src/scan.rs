@@ -33,8 +33,8 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use parquet::file::statistics::Statistics;
 
+use crate::canonical_columns::{absent_column, normalise_column, plan_columns};
 use crate::error::{TraceError, TraceResult};
-use crate::normalise::{absent_column, normalise_column, plan_columns};
 use crate::reader::TraceReader;
 use crate::schema::{dict_type, idx, trace_schema, Op, COLUMNS, COL_PATH};
 use crate::segment_file::{guard, MappedSegment, SegmentFile};

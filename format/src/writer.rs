@@ -204,7 +204,7 @@ impl TraceWriter {
         self.manifest.extra.insert(key.to_string(), value);
     }
 
-    /// Marks the trace anonymized (see [`crate::anonymize`]).
+    /// Marks the trace anonymized (see [`crate::keyed_names`]).
     pub fn set_anonymized(&mut self, a: crate::manifest::Anonymized) {
         self.manifest.anonymized = Some(a);
     }

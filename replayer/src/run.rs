@@ -20,6 +20,7 @@ use crate::execute::{CallOptions, Shared, Worker};
 use crate::io::buffers;
 use crate::io::prepare::{self, file_count, Counters, PrepareMode, PrepareOptions, PrepareStats};
 use crate::io::target::{Opened, Target};
+use crate::io::task_io::OtherThreads;
 use crate::live::watch::{Lingering, LiveOptions, Watch};
 use crate::live::LiveRanks;
 use crate::plan::rank_map::RankMap;
@@ -32,8 +33,8 @@ use crate::ranks::launcher::{self, LaunchedRank};
 use crate::ranks::layout::{world_size, Asked, Layout};
 use crate::ranks::rendezvous::{self, Gathered, MeetOptions, Rendezvous};
 use crate::report::record;
-use crate::report::requests::RequestsReport;
-use crate::report::stats::{unix_ns, RankResult};
+use crate::report::request_table::RequestsReport;
+use crate::report::stats::{unix_ns, ProcessStorage, RankResult};
 use crate::report::summary::{Report, RunInfo};
 use crate::report::sweep::PlanAnswer;
 use crate::report::verdict::{Measured, Verdict};
@@ -483,7 +484,12 @@ fn run_ranks(
         copies,
     };
     let mut errors = Vec::new();
-    let results: Vec<RankResult> = std::thread::scope(|s| {
+    // This thread feeds the ranks the trace: its reading is no replay's.
+    let others = match target {
+        Opened::Dir(_) => OtherThreads::start(),
+        Opened::Bucket(_) => None,
+    };
+    let mut results: Vec<RankResult> = std::thread::scope(|s| {
         let mut senders = Vec::new();
         let mut handles = Vec::new();
         for &(rank, node) in &plan.lay.local {
@@ -506,6 +512,12 @@ fn run_ranks(
     });
     drop(bar);
     drop(shared);
+    if let (Some(first), Some(bytes)) = (results.first_mut(), others.and_then(|o| o.so_far())) {
+        first.process_storage = Some(ProcessStorage {
+            bytes,
+            ranks: plan.lay.local.len() as u32,
+        });
+    }
     Ok(Ran {
         results,
         errors,
@@ -628,6 +640,7 @@ fn build_report(
         engine: calls.engine.name().into(),
         direct: calls.direct,
         evict_reads: calls.evict_reads,
+        bucket: matches!(target, Opened::Bucket(_)),
         phase_selected: plan.phase_selected.clone(),
         rendezvous: rendezvous.info(),
         gather_done_unix_ns,
@@ -642,6 +655,7 @@ fn build_report(
         direct: &report.direct,
         evict_reads: report.evict_reads,
         bucket: matches!(target, Opened::Bucket(_)),
+        storage: &report.storage,
         read_timelines: &report.read_timelines,
     };
     report.verdict = Some(Verdict::of_replay(

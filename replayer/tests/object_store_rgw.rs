@@ -27,7 +27,7 @@ use common::{
     replay_ok, u, write_rows, write_rows_renaming,
 };
 use iorepro_tests::bins::scratch;
-use iorepro_tests::rgw::RgwStore;
+use iorepro_tests::rgw::{RgwStore, Served};
 use iorepro_tests::s3::files_as_keys;
 use iorepro_tests::samples::{sample, ALL, TORCH_DDP, TORCH_DDP_SHARDS};
 
@@ -41,6 +41,31 @@ fn kind(r: &serde_json::Value, kind: &str) -> (u64, u64) {
 /// uploads, whole or in parts.
 fn uploaded(r: &serde_json::Value) -> u64 {
     u(&r["prepare"]["bytes_written"]) + kind(r, "PUT").1 + kind(r, "MPU-part").1
+}
+
+/// A replay's multipart uploads as the gateway took them (`what` names the
+/// replay): no error, at least one upload, each begun and completed once,
+/// and every byte the replay sent received. Their count.
+fn uploads_as_served(what: &str, r: &serde_json::Value, served: &Served) -> u64 {
+    assert_eq!(r["errors"], serde_json::json!([]), "{what}: {r}");
+    let uploads = kind(r, "MPU-create").0;
+    assert!(uploads > 0, "{what}: {r}");
+    assert_eq!(
+        served.of("POST init_multipart").count,
+        uploads,
+        "{what}: {served:?}"
+    );
+    assert_eq!(
+        served.of("POST complete_multipart").count,
+        uploads,
+        "{what}: {served:?}"
+    );
+    assert_eq!(
+        served.of("PUT put_obj").received,
+        uploaded(r),
+        "{what}: {served:?}"
+    );
+    uploads
 }
 
 /// The objects beneath `prefix/`, less the foreign one.
@@ -274,22 +299,10 @@ fn multipart_uploads_and_parallel_reads_against_the_gateway() {
             &[&args[..], &parts, &mode].concat(),
         ));
         let served = store.served().since(&before);
-        assert_eq!(r["errors"], serde_json::json!([]), "{prefix}: {r}");
-        let uploads = kind(&r, "MPU-create").0;
-        assert!(uploads > 0, "{prefix}: {r}");
+        // Each upload, part and whole object as the gateway took it.
+        let uploads = uploads_as_served(prefix, &r, &served);
         assert_eq!(kind(&r, "MPU-complete").0, uploads, "{prefix}: {r}");
         assert!(kind(&r, "MPU-part").0 >= 2 * uploads, "{prefix}: {r}");
-        // Each upload, part and whole object as the gateway took it.
-        assert_eq!(
-            served.of("POST init_multipart").count,
-            uploads,
-            "{served:?}"
-        );
-        assert_eq!(
-            served.of("POST complete_multipart").count,
-            uploads,
-            "{served:?}"
-        );
         // The prepared files go up one PUT each, outside the report's kinds.
         let put = served.of("PUT put_obj");
         assert_eq!(
@@ -297,7 +310,6 @@ fn multipart_uploads_and_parallel_reads_against_the_gateway() {
             u(&r["prepare"]["files_created"]) + kind(&r, "PUT").0 + kind(&r, "MPU-part").0,
             "{prefix}: {served:?}"
         );
-        assert_eq!(put.received, uploaded(&r), "{prefix}: {served:?}");
         assert_eq!(put.failed, 0, "{prefix}: {served:?}");
         assert_eq!(r["write_bytes"], dir["write_bytes"], "{prefix}");
         let in_flight = r["requests"]["max_in_flight"].as_u64().unwrap_or(0);
@@ -536,4 +548,65 @@ fn the_metrics_endpoint_counts_requests_by_kind() {
     );
     assert!(last.lines().any(|l| l == gets), "{gets}:\n{last}");
     assert!(last.contains("iorepro_replay_request_retries_total 0"));
+}
+
+/// Over TLS (`https://`, the gateway's own certificate named by
+/// `AWS_CA_BUNDLE`), the same request path: the checkpoint's multipart
+/// uploads, parallel ranged GETs and listings land as over plain HTTP, and
+/// a certificate the client cannot verify is refused before any request.
+#[test]
+fn the_same_requests_go_over_tls() {
+    let Some(store) = store("rgw-tls") else {
+        return;
+    };
+    let trace = sample(TORCH_DDP);
+    let root = scratch("rgw-tls-replays");
+    let args = ["--ranks", "4", "--json", "--checkpoint", "rank0"];
+    let dir = replay_ok(&trace, &root.join("dir"), &args);
+    let more = [
+        "--s3-multipart-threshold",
+        "5MiB",
+        "--s3-part-size",
+        "5MiB",
+        "--s3-read",
+        "parallel",
+        "--s3-concurrency",
+        "3",
+    ];
+    let tls = |cmd: &mut Command| {
+        store.env_tls(cmd);
+    };
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", &format!("s3://{BUCKET}/tls")])
+        .args(args)
+        .args(more);
+    tls(&mut cmd);
+    let before = store.served();
+    let r = json_ok(&cmd.output().expect("iorepro-replay runs"));
+    let served = store.served().since(&before);
+    uploads_as_served("tls", &r, &served);
+    assert_eq!(
+        served.of("GET get_obj").sent,
+        kind(&r, "GET").1,
+        "{served:?}"
+    );
+    assert_eq!(r["write_bytes"], dir["write_bytes"]);
+    assert_eq!(
+        store.objects(BUCKET, "tls/"),
+        files_as_keys(&root.join("dir"), "tls"),
+        "the objects are the directory replay's files"
+    );
+    // Without the gateway's certificate, the system's roots do not trust
+    // it: refused at the first request, saying why.
+    let mut cmd = Command::new(replay_bin());
+    cmd.arg(&trace)
+        .args(["--target", &format!("s3://{BUCKET}/untrusted")])
+        .args(args);
+    tls(&mut cmd);
+    cmd.env_remove("AWS_CA_BUNDLE");
+    let out = cmd.output().expect("iorepro-replay runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("AWS_CA_BUNDLE"), "{err}");
 }

@@ -9,10 +9,11 @@ Prints one JSON line once the gateway answers S3:
     {"endpoint": "http://127.0.0.1:PORT", "access_key": ..., "secret_key": ...,
      "other_access_key": ..., "other_secret_key": ..., "started_s": ...,
      "ops_log": "DIR/log/ops.log",
-     "tls_endpoint": "https://127.0.0.1:TLS_PORT", "ca_bundle": "DIR/tls/cert.pem"}
+     "tls_endpoint": "https://127.0.0.1:TLS_PORT", "ca_bundle": "DIR/tls/ca.pem"}
 
 The gateway answers the same S3 over TLS on a second free port, with a
-certificate made for 127.0.0.1 (`ca_bundle` verifies it).
+certificate made for 127.0.0.1 and signed by a CA of its own (`ca_bundle`,
+which verifies it).
 
 The ops log is the gateway's own record of what it served: a JSON line per
 request as it ends (its method and URI, the gateway's name for the
@@ -352,16 +353,29 @@ class Cluster:
                 pass
         self.mon_port = free_port()
         self.tls_port = free_port()
-        self.cert = os.path.join(self.dir, "tls", "cert.pem")
-        key = os.path.join(self.dir, "tls", "key.pem")
-        self.tool(
-            [
-                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                "-keyout", key, "-out", self.cert,
-            ],
-            "making the TLS certificate",
-        )
+        # A CA of the test's own and a server certificate it signs, as a
+        # cluster's gateway has them: clients that check that a CA is not
+        # the server's own certificate (rustls, webpki) accept it too.
+        tls = os.path.join(self.dir, "tls")
+        self.ca = os.path.join(tls, "ca.pem")
+        self.cert = os.path.join(tls, "cert.pem")
+        key = os.path.join(tls, "key.pem")
+        with open(os.path.join(tls, "server.ext"), "w") as f:
+            f.write(
+                "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\n"
+                "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+            )
+        for args in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+             "-subj", "/CN=iorepro test CA", "-keyout", os.path.join(tls, "ca.key"),
+             "-out", self.ca],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+             "-keyout", key, "-out", os.path.join(tls, "server.csr")],
+            ["x509", "-req", "-in", os.path.join(tls, "server.csr"), "-CA", self.ca,
+             "-CAkey", os.path.join(tls, "ca.key"), "-CAcreateserial", "-days", "2",
+             "-extfile", os.path.join(tls, "server.ext"), "-out", self.cert],
+        ):
+            self.tool(["openssl"] + args, "making the TLS certificates")
         self.fsid = str(uuid.uuid4())
         with open(self.conf, "w") as f:
             f.write(
@@ -497,7 +511,7 @@ def main():
                 "started_s": round(time.monotonic() - started, 2),
                 "ops_log": cluster.ops_log,
                 "tls_endpoint": f"https://127.0.0.1:{cluster.tls_port}",
-                "ca_bundle": cluster.cert,
+                "ca_bundle": cluster.ca,
             }
         )
         try:

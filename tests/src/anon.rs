@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::bins::bin;
-use iorepro_format::anonymize::{Anonymizer, Key};
+use iorepro_format::keyed_names::{Anonymizer, Key};
 
 /// A key in a file, and the hashing it makes.
 pub struct KeyFile {
@@ -202,7 +202,7 @@ pub fn words(trace: &Path, min: usize) -> BTreeSet<String> {
 /// design, and its file names. An original name that is one of these
 /// words cannot be told from them, and is not looked for.
 pub fn vocabulary(dir: &Path) -> BTreeSet<String> {
-    use iorepro_format::anonymize::EXTENSIONS;
+    use iorepro_format::keyed_names::EXTENSIONS;
     use iorepro_format::schema::COLUMNS;
     let mut text: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     text.extend(

@@ -7,8 +7,7 @@ mod detect;
 
 use iorepro_format::units::GIB;
 
-use crate::activity::{process_of, Stretch};
-use crate::roles::Named;
+use crate::activity::{process_of, Named, Stretch};
 use serde::{Deserialize, Serialize};
 
 pub use detect::{

@@ -207,12 +207,8 @@ pub struct FileRole {
     pub made_named: Option<Named>,
 }
 
-/// A call that named a file: when (Unix ns), and the process that made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Named {
-    pub ns: i64,
-    pub pid: i32,
-}
+/// A call that named a file (kept with the activity the phases read).
+pub use crate::activity::Named;
 
 /// Files, calls and bytes on one mount (file system).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

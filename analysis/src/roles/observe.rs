@@ -352,7 +352,7 @@ impl RolesBuilder {
         let names: &StringArray = values.as_string();
         let mut slots: Vec<u32> = (0..names.len())
             .map(|i| {
-                // A request's URL is no file (see `crate::requests`).
+                // A request's URL is no file (see `crate::requests_by_object`).
                 if names.is_valid(i) && !is_url(names.value(i)) {
                     self.slot(names.value(i))
                 } else {

@@ -182,11 +182,26 @@ fn assert_roles(r: &FileRoles, want: &[(&str, Role)]) {
     }
 }
 
-/// A whole capture of a DLIO-like run under `mpirun -np 2` with Hydra's
-/// output directory, as `iorepro-trace files` showed it misjudged.
-#[test]
-fn a_whole_capture_of_a_dlio_run() {
-    let cwd = "/home/u/dlio";
+/// The run's records in the DLIO capture, written once at its end.
+const DLIO_RECORDS: [&str; 7] = [
+    "/home/u/dlio/out-2/summary.json",
+    "/home/u/dlio/out-2/per_epoch_stats.json",
+    "/home/u/dlio/out-2/.hydra/config.yaml",
+    "/home/u/dlio/out-2/.hydra/hydra.yaml",
+    "/home/u/dlio/out-2/.hydra/overrides.yaml",
+    "/home/u/dlio/out-2/0_output.json",
+    "/home/u/dlio/out-2/1_output.json",
+];
+
+/// The DLIO capture's working directory.
+const DLIO_CWD: &str = "/home/u/dlio";
+
+/// The rows of a whole capture of a DLIO-like run under `mpirun -np 2` with
+/// Hydra's output directory: its start (imports, the launcher's files, the
+/// logs opened), a 100 s run reading its dataset and logging, a checkpoint
+/// at 50 s, and its records at the end.
+fn dlio_capture() -> Vec<(i64, Row<'static>)> {
+    let cwd = DLIO_CWD;
     let enoent = -(libc::ENOENT as i64);
     let mut rows: Vec<(i64, Row<'_>)> = vec![
         (0, (Op::Read, "/home/u/venv/pyvenv.cfg", 300, 0, None)),
@@ -275,20 +290,20 @@ fn a_whole_capture_of_a_dlio_run() {
         ));
     }
     // The run's records, written once at its end.
-    let records = [
-        "/home/u/dlio/out-2/summary.json",
-        "/home/u/dlio/out-2/per_epoch_stats.json",
-        "/home/u/dlio/out-2/.hydra/config.yaml",
-        "/home/u/dlio/out-2/.hydra/hydra.yaml",
-        "/home/u/dlio/out-2/.hydra/overrides.yaml",
-        "/home/u/dlio/out-2/0_output.json",
-        "/home/u/dlio/out-2/1_output.json",
-    ];
-    for (k, p) in records.iter().enumerate() {
+    for (k, p) in DLIO_RECORDS.iter().enumerate() {
         let t = 101 * SEC + k as i64 * 1000;
         rows.push((t, (Op::Open, p, 3, WC, None)));
         rows.push((t + 10, (Op::Write, p, 2048, 0, None)));
     }
+    rows
+}
+
+/// A whole capture of a DLIO-like run under `mpirun -np 2` with Hydra's
+/// output directory, as `iorepro-trace files` showed it misjudged.
+#[test]
+fn a_whole_capture_of_a_dlio_run() {
+    let (cwd, records) = (DLIO_CWD, DLIO_RECORDS);
+    let rows = dlio_capture();
     let (r, streamed) = both_ways(&rows);
     assert_roles(
         &r,

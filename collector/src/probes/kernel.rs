@@ -4,6 +4,9 @@
 
 use std::path::Path;
 
+use rustix::mount::MountFlags;
+use rustix::process::{Resource, Rlimit};
+
 use crate::error::{CollectError, CollectResult};
 
 /// `uname -r`.
@@ -46,28 +49,16 @@ pub(super) fn ensure_tracefs() -> CollectResult<()> {
     if root.join("events").exists() || Path::new("/sys/kernel/debug/tracing/events").exists() {
         return Ok(());
     }
-    let r = unsafe {
-        // SAFETY: constant NUL-terminated strings.
-        libc::mount(
-            c"nodev".as_ptr(),
-            c"/sys/kernel/tracing".as_ptr(),
-            c"tracefs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        return Err(CollectError::io(root, std::io::Error::last_os_error()));
-    }
-    Ok(())
+    rustix::mount::mount("nodev", root, "tracefs", MountFlags::empty(), None)
+        .map_err(|e| CollectError::io(root, e.into()))
 }
 
 /// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
 pub(super) fn raise_memlock() {
-    let unlimited = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
+    let unlimited = Rlimit {
+        current: None,
+        maximum: None,
     };
-    // SAFETY: a plain struct argument; failure only matters on old kernels.
-    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    // Failure only matters on old kernels.
+    let _ = rustix::process::setrlimit(Resource::Memlock, unlimited);
 }

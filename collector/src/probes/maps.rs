@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use aya::maps::{Array, Map, MapData, PerCpuArray};
+use aya::maps::{Array, CgroupArray, Map, MapData, MapError, PerCpuArray};
 use aya::Ebpf;
 use iorepro_common::{IoEvent, DROPPED_PROC, MAX_SLOTS};
 
@@ -24,8 +24,8 @@ impl Probes {
         capabilities: Capabilities,
     ) -> CollectResult<Probes> {
         if let Some(dir) = cgroup {
-            match ebpf.map("CGROUP") {
-                Some(Map::CgroupArray(data)) => set_cgroup(data, dir)?,
+            match ebpf.map_mut("CGROUP") {
+                Some(map @ Map::CgroupArray(_)) => set_cgroup(map, dir)?,
                 _ => {
                     return Err(CollectError::Kernel(
                         "eBPF object has no cgroup array CGROUP".into(),
@@ -132,44 +132,16 @@ pub(super) fn slot_count() -> u32 {
     pid_limit().next_power_of_two().clamp(1024, MAX_SLOTS)
 }
 
-/// Puts the cgroup directory `dir` at index 0 of the cgroup array `map`
-/// (aya has no typed wrapper for cgroup arrays: the bpf syscall directly).
-fn set_cgroup(map: &MapData, dir: &std::fs::File) -> CollectResult<()> {
-    use std::os::fd::{AsFd, AsRawFd};
-    #[repr(C)]
-    struct UpdateElem {
-        map_fd: u32,
-        _pad: u32,
-        key: u64,
-        value: u64,
-        flags: u64,
-    }
-    let key: u32 = 0;
-    let value: u32 = dir.as_raw_fd() as u32;
-    let attr = UpdateElem {
-        map_fd: map.fd().as_fd().as_raw_fd() as u32,
-        _pad: 0,
-        key: &key as *const u32 as u64,
-        value: &value as *const u32 as u64,
-        flags: 0,
-    };
-    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-    // SAFETY: the attribute layout of BPF_MAP_UPDATE_ELEM, pointing at locals.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_UPDATE_ELEM,
-            &attr as *const UpdateElem,
-            std::mem::size_of::<UpdateElem>(),
-        )
-    };
-    if r != 0 {
-        return Err(CollectError::Kernel(format!(
-            "following the cgroup: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(())
+/// Puts the cgroup directory `dir` at index 0 of the cgroup array `map`.
+fn set_cgroup(map: &mut Map, dir: &std::fs::File) -> CollectResult<()> {
+    use std::os::fd::AsFd;
+    let following = |why: String| CollectError::Kernel(format!("following the cgroup: {why}"));
+    let mut array = CgroupArray::try_from(map).map_err(|e| following(e.to_string()))?;
+    array.set(0, dir.as_fd(), 0).map_err(|e| match e {
+        // The system's error alone, as the kernel gave it.
+        MapError::SyscallError(e) => following(e.io_error.to_string()),
+        e => following(e.to_string()),
+    })
 }
 
 fn ring_map(ebpf: &mut Ebpf, name: &str) -> CollectResult<MapData> {

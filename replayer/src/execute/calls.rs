@@ -25,6 +25,8 @@ use crate::report::record::Made;
 use crate::report::stats::{unix_ns, CopyCounts, FirstStep, Lead};
 
 /// A rank's calls on the run's target, with what it holds open there.
+// One per rank, made once and never moved: the variants' sizes cost nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Calls<'s> {
     /// Files beneath a directory, through the engine.
     Files(FileCalls<'s>),
@@ -95,6 +97,23 @@ impl<'s> Calls<'s> {
         }
     }
 
+    /// Whether the rank's thread's own I/O accounting holds everything
+    /// its calls caused the storage to do: not on a bucket (no block
+    /// storage of ours behind it), and not once a call went through
+    /// io_uring. io_uring hands a request it cannot complete at once to a
+    /// worker thread of the submitting thread's (`iou-wrk-<tid>`), whose
+    /// own count then holds what it submits and dirties. Adding the rank's
+    /// workers' counts to its own would not do either: a worker idle a few
+    /// seconds exits, and its count joins the process's, where no rank's
+    /// is told apart. The process's whole count stands for such a run's
+    /// totals instead.
+    pub fn counted_by_thread(&self) -> bool {
+        match self {
+            Calls::Files(f) => !f.through_io_uring(),
+            Calls::Objects(_) => false,
+        }
+    }
+
     /// The rank's request figures, on a bucket.
     pub fn request_stats(&self) -> Option<RequestStats> {
         match self {
@@ -117,15 +136,7 @@ impl Worker<'_> {
     /// measures and records it.
     pub(super) fn execute(&mut self, op: &PlannedOp) -> ReplayResult<()> {
         let began = !self.processes.contains_key(&op.pid);
-        let intended = if began {
-            let started = self.process_start(op.pid).unwrap_or(op.ts);
-            self.sched.start_of_process(started, op.ts, op.dur)
-        } else {
-            let computed = self.sched.compute_ns;
-            let intended = self.sched.start(op.ts, op.dur, op.elsewhere_ns);
-            self.note_first_step(intended, self.sched.compute_ns - computed);
-            intended
-        };
+        let intended = self.wait_for_start(op, began);
         // Latency counts from the intended start (no coordinated omission);
         // the recorded trace says what the replay did: when it issued the call
         // and how long the call took.
@@ -136,11 +147,7 @@ impl Worker<'_> {
                 .insert(op.pid, ProcessBegan { issued, clock });
         }
         if op.op == Op::Write {
-            if let Some(compute_at_barrier) = self.awaiting_first_write.take() {
-                let planned_gap = self.sched.compute_ns - compute_at_barrier;
-                self.result.phases[self.phase].first_write_unix_ns =
-                    Some(unix_ns() - planned_gap as i64);
-            }
+            self.note_first_write();
         }
         let key = (op.pid, op.fd);
         let outcome = self.calls.make(op);
@@ -167,19 +174,67 @@ impl Worker<'_> {
         let latency = end.saturating_duration_since(intended);
         let differed = succeeded == op.failed;
         if differed && self.keeps_differences() {
-            let what = difference.unwrap_or_else(|| self.describe_difference(op, errno));
-            let line = format!(
-                "rank {}: {what} (traced: {})",
-                self.rank,
-                if op.failed { "failed" } else { "succeeded" }
-            );
-            self.result.differences.push(line);
+            self.note_difference(op, difference, errno);
         }
         self.live
             .record(op.op, bytes, latency.as_nanos() as u64, succeeded, differed);
         if op.via.from_request() && op.op.is_metadata() {
             self.result.request_metadata_calls += 1;
         }
+        self.count_in_phase(op, bytes, succeeded, issued);
+        self.shared.progress.fetch_add(1, Ordering::Relaxed);
+        if self.record.is_some() {
+            self.record_call(op, key, (issued, end), bytes, errno);
+        }
+        Ok(())
+    }
+
+    /// Waits for `op`'s start on the rank's schedule and returns it. A
+    /// process's first call keeps the traced pace from the process's own
+    /// start (see [`crate::plan::timing::Schedule::start_of_process`]); any
+    /// other follows the call before it, and may be a step's first.
+    #[inline]
+    fn wait_for_start(&mut self, op: &PlannedOp, began: bool) -> Instant {
+        if began {
+            let started = self.process_start(op.pid).unwrap_or(op.ts);
+            return self.sched.start_of_process(started, op.ts, op.dur);
+        }
+        let computed = self.sched.compute_ns;
+        let intended = self.sched.start(op.ts, op.dur, op.elsewhere_ns);
+        self.note_first_step(intended, self.sched.compute_ns - computed);
+        intended
+    }
+
+    /// The first write after a checkpoint's barrier: when it would have
+    /// started with the compute planned since the barrier taken out, so that
+    /// the ranks' checkpoint skew is their I/O's, not their schedules'.
+    #[inline]
+    fn note_first_write(&mut self) {
+        if let Some(compute_at_barrier) = self.awaiting_first_write.take() {
+            let planned_gap = self.sched.compute_ns - compute_at_barrier;
+            self.result.phases[self.phase].first_write_unix_ns =
+                Some(unix_ns() - planned_gap as i64);
+        }
+    }
+
+    /// Keeps a line on a call whose success or failure was not the traced
+    /// call's: the target's own error where it gave one, else a description.
+    /// Only the first few are kept, so this runs a few times a rank at most.
+    fn note_difference(&mut self, op: &PlannedOp, difference: Option<String>, errno: Option<i32>) {
+        let what = difference.unwrap_or_else(|| self.describe_difference(op, errno));
+        let line = format!(
+            "rank {}: {what} (traced: {})",
+            self.rank,
+            if op.failed { "failed" } else { "succeeded" }
+        );
+        self.result.differences.push(line);
+    }
+
+    /// Counts a made call in its phase's figures: its bytes, and the
+    /// dataset samples it opened (the first of a phase marks where its
+    /// epoch starts, see [`Self::note_lead`]).
+    #[inline]
+    fn count_in_phase(&mut self, op: &PlannedOp, bytes: u64, succeeded: bool, issued: Instant) {
         let role = self
             .shared
             .survey
@@ -207,32 +262,44 @@ impl Worker<'_> {
             Op::Write => ph.write_bytes += bytes,
             _ => {}
         }
-        self.shared.progress.fetch_add(1, Ordering::Relaxed);
-        if let Some(mut rec) = self.record.take() {
-            let places = self.calls.places();
-            let (path, path2) = (places.shown(op.path), places.shown(op.path2));
-            let fd = self.calls.fd_of(key);
-            let ret = match (errno, op.op) {
-                (Some(e), _) => -(e as i64),
-                (None, Op::Open) => fd.unwrap_or(0) as i64,
-                (None, _) => bytes as i64,
-            };
-            let took = end.saturating_duration_since(issued);
-            let uring = self.shared.engine == EngineKind::IoUring || op.via == Via::IoUring;
-            rec.push(
-                op,
-                Made {
-                    start: issued,
-                    took,
-                    ret,
-                    paths: [path.as_deref(), path2.as_deref()],
-                    fd,
-                    uring,
-                },
-            );
-            self.record = Some(rec);
-        }
-        Ok(())
+    }
+
+    /// Adds the call, as the replay made it, to the rank's record (with
+    /// `--record-ops`): when it was issued, how long it took, what it
+    /// returned and on which paths and descriptor.
+    fn record_call(
+        &mut self,
+        op: &PlannedOp,
+        key: (i32, i32),
+        (issued, end): (Instant, Instant),
+        bytes: u64,
+        errno: Option<i32>,
+    ) {
+        let Some(mut rec) = self.record.take() else {
+            return;
+        };
+        let places = self.calls.places();
+        let (path, path2) = (places.shown(op.path), places.shown(op.path2));
+        let fd = self.calls.fd_of(key);
+        let ret = match (errno, op.op) {
+            (Some(e), _) => -(e as i64),
+            (None, Op::Open) => fd.unwrap_or(0) as i64,
+            (None, _) => bytes as i64,
+        };
+        let took = end.saturating_duration_since(issued);
+        let uring = self.shared.engine == EngineKind::IoUring || op.via == Via::IoUring;
+        rec.push(
+            op,
+            Made {
+                start: issued,
+                took,
+                ret,
+                paths: [path.as_deref(), path2.as_deref()],
+                fd,
+                uring,
+            },
+        );
+        self.record = Some(rec);
     }
 
     /// At the phase's first sample (opened by process `pid`, the call issued

@@ -103,6 +103,12 @@ impl<'s> FileCalls<'s> {
         })
     }
 
+    /// Whether the rank's calls have gone through io_uring, which may
+    /// hand them to its worker threads.
+    pub fn through_io_uring(&self) -> bool {
+        self.shared.engine == EngineKind::IoUring || self.uring.is_some()
+    }
+
     /// The descriptor the replay holds for a traced one.
     pub fn fd_of(&self, key: (i32, i32)) -> Option<RawFd> {
         self.files.get(&key).map(|f| f.fd.as_raw_fd())

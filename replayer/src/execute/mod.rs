@@ -34,6 +34,7 @@ use crate::io::buffers::{PrivateCopies, SharedData};
 use crate::io::engine::{DirectIo, EngineKind};
 use crate::io::paths::{resolve, Place};
 use crate::io::target::Opened;
+use crate::io::task_io::{StorageBytes, TaskIo};
 use crate::live::{LiveRanks, RankLive};
 use crate::plan::rank_map::RankMap;
 use crate::plan::stream::Chunk;
@@ -216,6 +217,11 @@ pub struct Worker<'s> {
     started: Instant,
     /// The rank's thread's CPU time when its replay started.
     cpu_started: u64,
+    /// The kernel's count of what the rank's thread caused the storage to
+    /// read and write, held open for the rank's life (`None` where the
+    /// kernel keeps none), and the count when the last phase closed.
+    storage: Option<TaskIo>,
+    storage_mark: Option<StorageBytes>,
     record: Option<RankRecorder>,
 }
 
@@ -249,6 +255,10 @@ impl<'s> Worker<'s> {
             awaiting_first_write: None,
             started: now,
             cpu_started: thread_cpu_ns(),
+            // Opened here, on the rank's own thread: `thread-self` is the
+            // thread that opens it.
+            storage: TaskIo::this_thread(),
+            storage_mark: None,
             record: shared.recorder.as_ref().map(|r| r.for_rank(rank)),
         })
     }
@@ -310,6 +320,7 @@ impl<'s> Worker<'s> {
         chunks.peek();
         self.started = Instant::now();
         self.cpu_started = thread_cpu_ns();
+        self.storage_mark = self.storage.as_ref().and_then(TaskIo::read);
         self.live.started(self.started);
         self.sched = Schedule::new(self.shared.timing, self.started, self.shared.origin_ns());
         self.enter(0)?;
@@ -393,10 +404,13 @@ impl<'s> Worker<'s> {
 
     fn leave(&mut self) -> ReplayResult<()> {
         let i = self.phase;
+        let storage = self.storage_since_mark();
         let ph = &mut self.result.phases[i];
         ph.duration_ns = self.phase_entered.elapsed().as_nanos() as u64;
         ph.compute_ns = self.sched.compute_ns - self.phase_clock.0;
         ph.ideal_ns = self.sched.ideal_ns - self.phase_clock.1;
+        ph.storage_read_bytes = storage.map(|s| s.read_bytes);
+        ph.storage_write_bytes = storage.map(|s| s.write_bytes);
         if self.shared.is_barrier_phase(i) {
             let done = self.barrier_max(
                 &format!("end of phase {i} (checkpoint)"),
@@ -405,5 +419,19 @@ impl<'s> Worker<'s> {
             self.sched.resume(Instant::now(), done);
         }
         Ok(())
+    }
+
+    /// What the rank caused the storage to read and write since the last
+    /// phase closed (the phases tile the rank's run, its waits at meetings
+    /// included, so their sum is its whole), the mark moved to now; `None`
+    /// where its thread's count does not hold it
+    /// ([`Calls::counted_by_thread`]).
+    fn storage_since_mark(&mut self) -> Option<StorageBytes> {
+        let now = self.storage.as_ref().and_then(TaskIo::read);
+        let before = std::mem::replace(&mut self.storage_mark, now);
+        if !self.calls.counted_by_thread() {
+            return None;
+        }
+        Some(now?.since(before?))
     }
 }

@@ -16,7 +16,7 @@
 //! fsync upload the whole object again at the next one, as a client of an
 //! immutable object must.
 //!
-//! The calls a traced request stands for ([`crate::plan::requests`]) are
+//! The calls a traced request stands for ([`crate::plan::requests_as_calls`]) are
 //! made as that request: an open makes no HEAD (the GET, or the listing,
 //! that follows is the request), a PUT's write goes up as one PUT whatever
 //! its size, and an upload's parts go up as traced, one part a write.
@@ -27,16 +27,13 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use object_store::multipart::PartId;
-
 use iorepro_format::Op;
 
 use super::outcome::CallOutcome;
 use super::{Places, Shared};
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::objects::Bucket;
-use crate::io::objects::{ObjectClient, ObjectTarget, ReadMode, RequestError, RequestStats};
+use crate::io::objects::{ObjectClient, ObjectTarget, Part, ReadMode, RequestError, RequestStats};
 use crate::plan::ops::{PlannedOp, Via};
 use crate::plan::survey::NO_PATH;
 use crate::report::stats::CopyCounts;
@@ -88,7 +85,7 @@ struct Upload {
     end: u64,
     /// Bytes already sent in parts.
     sent: u64,
-    multipart: Option<(String, Vec<PartId>)>,
+    multipart: Option<(String, Vec<Part>)>,
     /// Written since the object was last completed.
     dirty: bool,
 }
@@ -126,7 +123,7 @@ impl<'s> ObjectCalls<'s> {
         &bucket.target
     }
 
-    fn upload_data(&self) -> &'s Bytes {
+    fn upload_data(&self) -> &'s [u8] {
         let bucket: &'s Bucket = self.bucket;
         bucket.data()
     }
@@ -396,10 +393,10 @@ impl<'s> ObjectCalls<'s> {
                 u.multipart = Some((id, Vec::new()));
             }
             let (id, parts) = u.multipart.as_mut().expect("started");
-            let pieces = vec![data.slice(..part_size as usize); window as usize];
+            let pieces = vec![&data[..part_size as usize]; window as usize];
             let sent = self
                 .client
-                .put_parts(&f.key, id, parts.len(), pieces, target.concurrency)
+                .put_parts(&f.key, id, parts.len(), &pieces, target.concurrency)
                 .map_err(fail)?;
             parts.extend(sent);
             u.sent += part_size * window;
@@ -425,25 +422,23 @@ impl<'s> ObjectCalls<'s> {
         }
         let part_size = u.part_size.unwrap_or(target.part_size);
         match u.multipart.take() {
-            None => client
-                .put(&f.key, data.slice(..u.end as usize))
-                .map_err(fail)?,
+            None => client.put(&f.key, &data[..u.end as usize]).map_err(fail)?,
             Some((id, mut parts)) => {
-                let finish = || {
+                let mut finish = || {
                     if u.end > u.sent || parts.is_empty() {
                         // What is left, in parts (the last the shorter).
                         let rest = u.end - u.sent;
                         let pieces: Vec<_> = (0..rest.div_ceil(part_size).max(1))
                             .map(|i| {
                                 let n = (rest - i * part_size).min(part_size);
-                                data.slice(..n as usize)
+                                &data[..n as usize]
                             })
                             .collect();
                         let first = parts.len();
                         let concurrency = target.concurrency;
-                        parts.extend(client.put_parts(&f.key, &id, first, pieces, concurrency)?);
+                        parts.extend(client.put_parts(&f.key, &id, first, &pieces, concurrency)?);
                     }
-                    client.complete(&f.key, &id, parts)
+                    client.complete(&f.key, &id, &parts)
                 };
                 if let Err(e) = finish() {
                     // No parts left behind on the store.

@@ -9,7 +9,9 @@
 //! (page-aligned, incompressible, stamped per 4 KiB block); [`prepare`]
 //! puts the target in the state the traced job found before the clock
 //! starts; [`target`] is the one target type, a directory or a bucket,
-//! checked, opened and prepared; [`tally`] what the calls did, by kind.
+//! checked, opened and prepared; [`call_tally`] what the calls did, by kind;
+//! [`task_io`] what they caused the storage to read and write, as the
+//! kernel counts it per thread and per process.
 //! [`objects`] is the bucket's side, object storage over the S3 API: its
 //! keys, its client, the requests' figures, and its preparation.
 //!
@@ -18,11 +20,12 @@
 //! buffers, and `ranks` the directory to meet on when no other place is
 //! given.
 pub mod buffers;
+pub mod call_tally;
 pub mod confine;
 pub mod engine;
 pub mod evict;
 pub mod objects;
 pub mod paths;
 pub mod prepare;
-pub mod tally;
 pub mod target;
+pub mod task_io;

@@ -73,7 +73,7 @@ fn requests(now: &Totals, prev: &Totals, interval_s: f64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::tally::OpStats;
+    use crate::io::call_tally::OpStats;
     use iorepro_telemetry::tally::OpTally;
     use std::time::Duration;
 

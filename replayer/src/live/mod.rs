@@ -27,8 +27,8 @@ use std::time::Instant;
 use iorepro_format::Op;
 use iorepro_telemetry::tally::OpTally;
 
+use crate::io::call_tally::OpStats;
 use crate::io::objects::RequestStats;
-use crate::io::tally::OpStats;
 
 /// One rank's figures so far.
 pub struct RankLive {

@@ -1,11 +1,13 @@
 //! Plan: what the replay will do, settled from the trace before a file is
 //! touched.
 //!
-//! [`requests`] reads a job's object-storage requests as the file calls
-//! they stand for, wherever the trace is read; [`survey`] reads the trace once for its ranks, its files (with
+//! [`requests_as_calls`] reads a job's object-storage requests as the file
+//! calls they stand for, wherever the trace is read; [`survey`] reads the
+//! trace once for its ranks, its files (with
 //! [`presence`]: whether each existed when the job began, and
 //! [`pathforms`]: what the spellings of its path tell) and its phases;
-//! [`meetings`] whether its ranks met at their saves; [`scope`] decides
+//! [`meetings`] whether its ranks met at their saves, and [`save_time`]
+//! what of each save's time the storage's speed does not change; [`scope`] decides
 //! which files' calls are replayed; [`rank_map`] which
 //! source rank each target rank replays and which replica of the read-only
 //! data it reads; [`scale`] models what N ranks of the job do and routes
@@ -23,7 +25,8 @@ pub mod ops;
 pub mod pathforms;
 pub mod presence;
 pub mod rank_map;
-pub mod requests;
+pub mod requests_as_calls;
+pub mod save_time;
 pub mod scale;
 pub mod scope;
 pub mod stream;

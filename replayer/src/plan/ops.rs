@@ -49,7 +49,7 @@ pub enum Via {
     /// An io_uring request: made through io_uring with `--engine auto`.
     IoUring,
     /// One of the file calls an object-storage request stands for (see
-    /// [`crate::plan::requests`]): a bucket target makes the request itself.
+    /// [`crate::plan::requests_as_calls`]): a bucket target makes the request itself.
     Request,
     /// One of the calls a multipart upload stands for: a bucket target
     /// sends its parts as traced.
@@ -68,8 +68,8 @@ impl Via {
     pub fn of(name: Option<&str>) -> Via {
         match name {
             Some(iorepro_format::schema::VIA_IO_URING) => Via::IoUring,
-            Some(crate::plan::requests::VIA_REQUEST) => Via::Request,
-            Some(crate::plan::requests::VIA_MULTIPART) => Via::Multipart,
+            Some(crate::plan::requests_as_calls::VIA_REQUEST) => Via::Request,
+            Some(crate::plan::requests_as_calls::VIA_MULTIPART) => Via::Multipart,
             Some(iorepro_format::schema::VIA_SENDFILE) => Via::Sendfile,
             Some(iorepro_format::schema::VIA_COPY_FILE_RANGE) => Via::CopyFileRange,
             Some(iorepro_format::schema::VIA_SPLICE) => Via::Splice,
@@ -116,7 +116,7 @@ pub fn for_each_op(
     let reader = open_reader(trace)?;
     let mut phase = 0usize;
     let phases = &survey.phases;
-    for ev in crate::plan::requests::replay_events(&reader)? {
+    for ev in crate::plan::requests_as_calls::replay_events(&reader)? {
         let ev = ev?;
         let ops = ev.ops();
         let (ts, ret, pid) = (ev.ts(), ev.ret(), ev.pid());

@@ -8,7 +8,7 @@
 //! path that acts on no descriptor, and the URL of an object-storage
 //! request the replay does not make (one that failed, or a bucket's own
 //! settings; the others are file calls by then, see
-//! [`crate::plan::requests`]). Every call left out is counted, by role and
+//! [`crate::plan::requests_as_calls`]). Every call left out is counted, by role and
 //! by reason, and shown before the replay starts and in its report.
 
 use std::collections::BTreeMap;
@@ -76,7 +76,7 @@ impl Scope {
             | Form::Device
             | Form::Special
             | Form::Pseudo
-            // Requests the replay does not make (crate::plan::requests).
+            // Requests the replay does not make (crate::plan::requests_as_calls).
             | Form::Url) => return Some(Skip::Form(f)),
             Form::File | Form::Relative => {}
         }

@@ -120,6 +120,11 @@ fn timeline(
     Ok(())
 }
 
+/// Bytes the kernel counted, or `-` where it did not.
+fn known_bytes(b: Option<u64>) -> String {
+    b.map_or_else(|| "-".into(), |b| fmt_bytes(b as f64))
+}
+
 fn pct(a: Option<f64>) -> String {
     a.map_or_else(|| "-".into(), |a| format!("{a:.1}"))
 }
@@ -140,6 +145,8 @@ fn epochs(page: &mut Page, report: &Report) {
                 pct(e.au_whole_epoch_percent),
                 format!("{:.1}", e.samples_per_s),
                 format!("{:.1}", e.read_mib_s),
+                known_bytes(e.storage_read_bytes),
+                pct(e.cache_served_percent),
             ]
         })
         .collect();
@@ -153,13 +160,17 @@ fn epochs(page: &mut Page, report: &Report) {
             "whole %",
             "samples/s",
             "MiB/s",
+            "from storage",
+            "cache %",
         ],
         rows,
     );
     page.note(
         "AU % as MLPerf Storage computes it: per rank, the compute of steps 2..n over the \
          epoch's time less the first step's, averaged over the ranks; whole %: the whole epoch's \
-         compute over its time.",
+         compute over its time. From storage: the bytes the storage served, as the kernel \
+         counts them per thread (read-ahead included); cache %: the share of the bytes read \
+         that memory served instead.",
     );
 }
 
@@ -177,11 +188,20 @@ fn saves(page: &mut Page, report: &Report) {
                 format!("{:.3}", c.duration_s),
                 format!("{:.3}", c.gib_s),
                 if c.met { "every rank" } else { "its writers" }.into(),
+                known_bytes(c.storage_write_bytes),
             ]
         })
         .collect();
     page.section("Saves").table(
-        &["save", "phase", "written", "time s", "GiB/s", "held"],
+        &[
+            "save",
+            "phase",
+            "written",
+            "time s",
+            "GiB/s",
+            "held",
+            "to storage",
+        ],
         rows,
     );
 }

@@ -14,8 +14,9 @@ use iorepro_telemetry::tally::{latency_histogram, OpFigures};
 use serde::{Deserialize, Serialize};
 
 use super::burst::ReadTimeline;
+use crate::io::call_tally::OpStats;
 use crate::io::objects::RequestStats;
-use crate::io::tally::OpStats;
+use crate::io::task_io::StorageBytes;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PhaseStats {
@@ -48,6 +49,16 @@ pub struct PhaseStats {
     /// for AU as MLPerf Storage computes it ([`crate::report::au`]).
     #[serde(default)]
     pub first_step: Option<FirstStep>,
+    /// Bytes the rank caused the storage to read in the phase (read-ahead
+    /// included), and to write (as it dirtied pages), as the kernel counts
+    /// them for its thread ([`crate::io::task_io`]); what the page cache
+    /// served is not in them. `None` where the rank's thread's count does
+    /// not hold them: on a bucket, on a kernel without per-task I/O
+    /// accounting, and once the rank's calls go through io_uring.
+    #[serde(default)]
+    pub storage_read_bytes: Option<u64>,
+    #[serde(default)]
+    pub storage_write_bytes: Option<u64>,
 }
 
 /// A rank's first step in a phase: the end of its first step's compute
@@ -192,6 +203,27 @@ pub struct RankResult {
     pub request_metadata_calls: u64,
     /// Bytes it read per 100 ms window, for the read burst.
     pub read_timeline: ReadTimeline,
+    /// On the first rank of each process only: what the process caused the
+    /// storage to read and write while its ranks ran.
+    pub process_storage: Option<ProcessStorage>,
+}
+
+/// What one process caused the storage to read and write while its ranks
+/// ran, as the kernel counts it for the whole process: every thread's,
+/// io_uring's workers included, less the thread that fed the ranks the
+/// trace. The replay's totals where the ranks' own counts miss what
+/// io_uring's workers did for them.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ProcessStorage {
+    pub bytes: StorageBytes,
+    /// The ranks the process ran: the counts stand for the run's where
+    /// every rank's process gave one.
+    pub ranks: u32,
+}
+
+/// The sum of figures that may be unknown: unknown if any is.
+pub fn sum_known(figures: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
+    figures.into_iter().sum()
 }
 
 /// How a rank made the copies the kernel made for the job: as the call
@@ -269,6 +301,8 @@ struct WireRank {
     request_metadata_calls: u64,
     #[serde(default)]
     read_timeline: ReadTimeline,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    process_storage: Option<ProcessStorage>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -349,6 +383,7 @@ impl RankResult {
             copies: self.copies,
             request_metadata_calls: self.request_metadata_calls,
             read_timeline: self.read_timeline.clone(),
+            process_storage: self.process_storage,
         };
         serde_json::to_string(&w).expect("rank result serialises")
     }
@@ -383,6 +418,7 @@ impl RankResult {
             copies: w.copies,
             request_metadata_calls: w.request_metadata_calls,
             read_timeline: w.read_timeline,
+            process_storage: w.process_storage,
         })
     }
 }
@@ -442,6 +478,13 @@ mod tests {
             host: "h".into(),
             request_metadata_calls: 7,
             cpu_ns: 12_345,
+            process_storage: Some(ProcessStorage {
+                bytes: StorageBytes {
+                    read_bytes: 4096,
+                    write_bytes: 8192,
+                },
+                ranks: 2,
+            }),
             ..Default::default()
         };
         let op = r.ops.entry("read".into()).or_default();
@@ -450,6 +493,8 @@ mod tests {
         }
         let back = RankResult::from_json(&r.to_json()).unwrap();
         assert_eq!((back.request_metadata_calls, back.cpu_ns), (7, 12_345));
+        let process = back.process_storage.unwrap();
+        assert_eq!((process.bytes.write_bytes, process.ranks), (8192, 2));
         let (a, b) = (&r.ops["read"].figures, &back.ops["read"].figures);
         assert_eq!((a.count, a.bytes), (b.count, b.bytes));
         assert_eq!(a.latency_ns.len(), b.latency_ns.len());

@@ -8,12 +8,12 @@ use iorepro_format::Op;
 use iorepro_telemetry::tally::KindFigures;
 use serde::Serialize;
 
+use crate::io::call_tally::OpStats;
 use crate::io::engine::DirectIo;
 use crate::io::prepare::PrepareStats;
-use crate::io::tally::OpStats;
 use crate::plan::survey::Survey;
 use crate::report::latency::{lat, Latency};
-use crate::report::stats::RankResult;
+use crate::report::stats::{sum_known, RankResult};
 use iorepro_analysis::phases::PhaseKind;
 
 use iorepro_format::units::{per_s, GIB};
@@ -39,6 +39,10 @@ pub struct PhaseReport {
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub gib_s: f64,
+    /// What the ranks caused the storage to read and write in the phase,
+    /// as the kernel counts it (see [`super::storage`]).
+    pub storage_read_bytes: Option<u64>,
+    pub storage_write_bytes: Option<u64>,
     pub ops: u64,
     pub slowest_rank: Option<u32>,
     /// False when `--phases` left this phase out.
@@ -118,6 +122,9 @@ pub struct Report {
     pub write_bytes: u64,
     pub read_gib_s: f64,
     pub write_gib_s: f64,
+    /// How many of the bytes read the storage served, and how many it was
+    /// sent, as the kernel counts them (see [`super::storage`]).
+    pub storage: super::storage::StorageReport,
     /// How far I/O put the most delayed rank behind its schedule (0 with `afap`).
     pub stall_s: f64,
     /// Mean fraction of time a GPU would have been computing (`null` with `afap`).
@@ -164,7 +171,7 @@ pub struct Report {
     /// (see [`super::training`]).
     pub training: super::training::Training,
     /// The requests to an object-storage target (`null` for a directory).
-    pub requests: Option<super::requests::RequestsReport>,
+    pub requests: Option<super::request_table::RequestsReport>,
     /// The answer in one look (see [`super::verdict`]); set once the
     /// report is built, from the plan too.
     pub verdict: Option<super::verdict::Verdict>,
@@ -190,6 +197,8 @@ pub struct RunInfo {
     pub engine: String,
     pub direct: DirectIo,
     pub evict_reads: bool,
+    /// The target is a bucket.
+    pub bucket: bool,
     pub phase_selected: Vec<bool>,
     pub rendezvous: RendezvousInfo,
     /// When rank 0 held every result (Unix ns).
@@ -303,6 +312,8 @@ fn phase_reports(info: &RunInfo, survey: &Survey, results: &[RankResult]) -> Vec
                 read_bytes,
                 write_bytes,
                 gib_s: per_s((read_bytes + write_bytes) as f64 / GIB, duration_s),
+                storage_read_bytes: sum_known(results.iter().map(|r| of(r).storage_read_bytes)),
+                storage_write_bytes: sum_known(results.iter().map(|r| of(r).storage_write_bytes)),
                 ops: results.iter().map(|r| of(r).ops).sum(),
                 slowest_rank: slowest.map(|r| r.rank),
                 replayed: info.phase_selected.get(i).copied().unwrap_or(true),
@@ -350,6 +361,63 @@ fn root_causes_first(results: &[RankResult], extra_errors: &[String]) -> Vec<Str
     errors
 }
 
+/// Every rank's figures per op kind, merged: the report's tables and its
+/// latency histograms both read from this one merge.
+fn merge_ops(results: &[RankResult]) -> BTreeMap<String, OpStats> {
+    let mut merged: BTreeMap<String, OpStats> = BTreeMap::new();
+    for r in results {
+        for (k, o) in &r.ops {
+            merged.entry(k.clone()).or_default().merge(o);
+        }
+    }
+    merged
+}
+
+/// Calls on the name space over all ranks. The opens, stats and listings a
+/// request stood for are the store's requests, not calls on a file system's
+/// name space, so they are taken out.
+fn metadata_ops(merged: &BTreeMap<String, OpStats>, results: &[RankResult]) -> u64 {
+    merged
+        .iter()
+        .filter(|(k, _)| Op::parse(k).is_metadata())
+        .map(|(_, o)| o.figures.count)
+        .sum::<u64>()
+        .saturating_sub(results.iter().map(|r| r.request_metadata_calls).sum())
+}
+
+/// The mean fraction of its time each rank spent computing: what a GPU would
+/// have been busy. Without a schedule (`afap`) there is no compute to count.
+fn gpu_busy(afap: bool, results: &[RankResult]) -> Option<f64> {
+    (!afap && !results.is_empty()).then(|| {
+        let busy = |r: &RankResult| match r.elapsed_ns {
+            0 => 0.0,
+            t => r.compute_ns as f64 / t as f64,
+        };
+        results.iter().map(busy).sum::<f64>() / results.len() as f64
+    })
+}
+
+/// The nodes the run was told of, or else the hosts the ranks ran on (one
+/// at least: a run on this machine alone).
+fn node_count(info: &RunInfo, results: &[RankResult]) -> u32 {
+    if info.nodes != 0 {
+        return info.nodes;
+    }
+    let hosts: BTreeSet<&str> = results.iter().map(|r| r.host.as_str()).collect();
+    hosts.len().max(1) as u32
+}
+
+/// The trace's own totals, for the capture-over-replay comparison.
+fn trace_totals(survey: &Survey) -> TraceTotals {
+    TraceTotals {
+        events: survey.events,
+        ranks: survey.sources.len() as u32,
+        duration_s: secs((survey.end_ns - survey.start_ns).max(0) as u64),
+        read_bytes: survey.read_bytes,
+        write_bytes: survey.write_bytes,
+    }
+}
+
 impl Report {
     pub fn build(
         info: &RunInfo,
@@ -362,49 +430,24 @@ impl Report {
             .iter()
             .map(|r| secs(r.elapsed_ns))
             .fold(0.0, f64::max);
-        let mut merged: BTreeMap<String, OpStats> = BTreeMap::new();
-        for r in results {
-            for (k, o) in &r.ops {
-                merged.entry(k.clone()).or_default().merge(o);
-            }
-        }
+        let merged = merge_ops(results);
         let ops = op_reports(&merged, duration_s);
-        // The opens, stats and listings a request stood for are the
-        // store's requests, not calls on a file system's name space.
-        let metadata_ops: u64 = merged
-            .iter()
-            .filter(|(k, _)| Op::parse(k).is_metadata())
-            .map(|(_, o)| o.figures.count)
-            .sum::<u64>()
-            .saturating_sub(results.iter().map(|r| r.request_metadata_calls).sum());
+        let metadata_ops = metadata_ops(&merged, results);
         let results_differed = merged.values().map(|o| o.differed).sum();
-        let phases = phase_reports(info, survey, results);
         let per_rank = rank_reports(info.afap, results);
         let read_bytes: u64 = results.iter().map(|r| r.read_bytes()).sum();
         let write_bytes: u64 = results.iter().map(|r| r.write_bytes()).sum();
-        let gpu_busy = (!info.afap && !results.is_empty()).then(|| {
-            let busy = |r: &RankResult| match r.elapsed_ns {
-                0 => 0.0,
-                t => r.compute_ns as f64 / t as f64,
-            };
-            results.iter().map(busy).sum::<f64>() / results.len() as f64
-        });
-        let errors = root_causes_first(results, &extra_errors);
-        let hosts: BTreeSet<&str> = results.iter().map(|r| r.host.as_str()).collect();
         Report {
             ranks: info.ranks,
-            nodes: if info.nodes == 0 {
-                hosts.len().max(1) as u32
-            } else {
-                info.nodes
-            },
+            nodes: node_count(info, results),
             duration_s,
             read_bytes,
             write_bytes,
             read_gib_s: per_s(read_bytes as f64 / GIB, duration_s),
             write_gib_s: per_s(write_bytes as f64 / GIB, duration_s),
+            storage: super::storage::StorageReport::of(results, read_bytes, info.bucket),
             stall_s: per_rank.iter().map(|r| r.stall_s).fold(0.0, f64::max),
-            gpu_busy,
+            gpu_busy: gpu_busy(info.afap, results),
             timing: info.timing.clone(),
             engine: info.engine.clone(),
             direct: info.direct.name().to_string(),
@@ -418,15 +461,9 @@ impl Report {
                 .flat_map(|r| r.differences.iter().cloned())
                 .take(10)
                 .collect(),
-            phases,
+            phases: phase_reports(info, survey, results),
             per_rank,
-            trace: TraceTotals {
-                events: survey.events,
-                ranks: survey.sources.len() as u32,
-                duration_s: secs((survey.end_ns - survey.start_ns).max(0) as u64),
-                read_bytes: survey.read_bytes,
-                write_bytes: survey.write_bytes,
-            },
+            trace: trace_totals(survey),
             prepare,
             left_out: survey.left_out.clone(),
             rendezvous: rendezvous_report(info, results),
@@ -441,7 +478,7 @@ impl Report {
             ),
             requests: None,
             tolerated_errors: results.iter().map(|r| r.tolerated_errors).sum(),
-            errors,
+            errors: root_causes_first(results, &extra_errors),
             copies: results.iter().fold(Default::default(), |mut all, r| {
                 all.add(&r.copies);
                 all

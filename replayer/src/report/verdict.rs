@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::burst::ReadTimeline;
+use super::storage::StorageReport;
 use super::training::Training;
 use crate::plan::scale::forecast::CheckpointPlan;
 use crate::plan::scale::Forecast;
@@ -23,6 +24,16 @@ use iorepro_format::units::{fmt_bytes, GIB};
 /// The share of a run the saves may take for the write bandwidth the
 /// verdict names.
 pub const SAVE_SHARE_PERCENT: f64 = 5.0;
+
+/// The share of the bytes read that memory served (the page cache), as the
+/// kernel counts the storage's, past which the verdict says the replay's
+/// read figures are the page cache's. The job at scale reads a dataset
+/// larger than its nodes' memory, from cold caches: a replay that found a
+/// fifth of its bytes in memory no longer timed the storage that job
+/// meets. Below it, what memory serves (metadata, the overlap of
+/// read-ahead, a small file read twice) is too little to turn an epoch's
+/// verdict.
+pub const CACHE_SERVED_WARN_PERCENT: f64 = 20.0;
 
 /// Epochs and saves listed one by one; past them, a summary line.
 const LISTED: usize = 4;
@@ -42,6 +53,10 @@ pub struct Verdict {
     pub read_burst: ReadBurst,
     /// Where the reads were served from, in words.
     pub reads_from: String,
+    /// The share of the bytes read that memory served, not the storage,
+    /// as the kernel counts the storage's (`null` for a plan, or where not
+    /// counted).
+    pub cache_served_percent: Option<f64>,
     pub saves: Vec<SaveVerdict>,
     /// Saves the trace holds, and those made at N.
     pub saves_traced: usize,
@@ -140,6 +155,8 @@ pub struct Measured<'a> {
     pub evict_reads: bool,
     /// The target is a bucket: every read is a request to the store.
     pub bucket: bool,
+    /// What the storage served, as the kernel counts it.
+    pub storage: &'a StorageReport,
     pub read_timelines: &'a [ReadTimeline],
 }
 
@@ -188,8 +205,9 @@ impl Verdict {
             },
             reads_from: match report.bucket {
                 true => "the object store (every read a request)".into(),
-                false => reads_from(report.direct, report.evict_reads),
+                false => reads_from(report),
             },
+            cache_served_percent: report.storage.cache_served_percent,
             saves_traced: forecast.saves.traced.len(),
             saves_made: saves.len(),
             saves_share_percent: share(saves_s, epochs_s),
@@ -249,6 +267,7 @@ impl Verdict {
                 window_s: None,
             },
             reads_from: "the plan takes every read to reach the storage".into(),
+            cache_served_percent: None,
             saves_traced: forecast.saves.traced.len(),
             saves_made: forecast.saves.traced.len() - forecast.saves.dropped.len(),
             saves_share_percent: share(saves_s, epochs_s),
@@ -394,8 +413,27 @@ impl Verdict {
     }
 }
 
+/// Where a replay's reads came from: as the kernel counted the storage's
+/// bytes, or else as far as its options tell.
+fn reads_from(m: &Measured) -> String {
+    let (Some(fetched), Some(cached)) = (m.storage.read_bytes, m.storage.cache_served_percent)
+    else {
+        return reads_from_options(m.direct, m.evict_reads);
+    };
+    let fetched = fmt_bytes(fetched as f64);
+    if cached > CACHE_SERVED_WARN_PERCENT {
+        format!(
+            "memory for {cached:.0} % of the bytes, the storage {fetched}: the page cache's \
+             result, not the storage's (--evict-reads or --direct=reads, or a dataset larger \
+             than the node's memory, make it the storage's)"
+        )
+    } else {
+        format!("the storage ({fetched} fetched; {cached:.0} % from memory)")
+    }
+}
+
 /// Where a replay's reads came from, as far as its options tell.
-fn reads_from(direct: &str, evict_reads: bool) -> String {
+fn reads_from_options(direct: &str, evict_reads: bool) -> String {
     match (direct, evict_reads) {
         ("reads" | "all", _) => "the storage (O_DIRECT)".into(),
         (_, true) => "the storage (each file evicted after its reads)".into(),

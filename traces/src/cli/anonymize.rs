@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::inspect::json_line;
-use iorepro_format::anonymize::Key;
+use iorepro_format::keyed_names::Key;
 
 pub(super) fn anonymize(
     out: &mut dyn Write,
@@ -39,7 +39,7 @@ pub(super) fn anonymize(
         r.events,
         r.names,
         r.hosts,
-        iorepro_format::anonymize::SCHEME,
+        iorepro_format::keyed_names::SCHEME,
         key_file.display()
     )?;
     Ok(())

@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use iorepro_analysis::overview::{rank_count, Overview};
 use iorepro_analysis::phases;
-use iorepro_analysis::requests::RequestTotals;
+use iorepro_analysis::requests_by_object::RequestTotals;
 use iorepro_analysis::roles::{self, FileRoles};
 use iorepro_analysis::summary::Summary;
 use iorepro_format::error::TraceError;

@@ -32,6 +32,11 @@ pub(super) struct Server {
     endpoint: String,
     access_key: String,
     secret_key: String,
+    /// The same store over TLS, where it serves it: its `https://`
+    /// endpoint and the certificate that verifies it.
+    tls: Option<(String, String)>,
+    /// Set while the lines are measured over TLS.
+    ca_bundle: Option<String>,
 }
 
 impl Drop for Server {
@@ -63,6 +68,8 @@ fn start_moto(ctx: &Ctx) -> Result<Server> {
         endpoint: format!("http://127.0.0.1:{port}"),
         access_key: "bench".into(),
         secret_key: "bench-secret".into(),
+        tls: None,
+        ca_bundle: None,
     };
     for _ in 0..100 {
         if make_bucket(ctx, &server)? {
@@ -107,6 +114,8 @@ pub(super) fn start_rgw(ctx: &Ctx) -> Result<Server> {
         endpoint: s("endpoint"),
         access_key: s("access_key"),
         secret_key: s("secret_key"),
+        tls: Some((s("tls_endpoint"), s("ca_bundle"))).filter(|(e, _)| !e.is_empty()),
+        ca_bundle: None,
     };
     if !make_bucket(ctx, &server)? {
         bail!("could not make bucket {BUCKET} in the RADOS Gateway");
@@ -133,6 +142,10 @@ fn make_bucket(ctx: &Ctx, server: &Server) -> Result<bool> {
 }
 
 pub(super) fn aws_env<'c>(cmd: &'c mut Command, server: &Server) -> &'c mut Command {
+    match &server.ca_bundle {
+        Some(ca) => cmd.env("AWS_CA_BUNDLE", ca),
+        None => cmd.env_remove("AWS_CA_BUNDLE"),
+    };
     cmd.env("AWS_ENDPOINT_URL", &server.endpoint)
         .env("AWS_ACCESS_KEY_ID", &server.access_key)
         .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
@@ -343,22 +356,62 @@ fn data_key(r: usize) -> String {
 
 pub fn run(ctx: &Ctx) -> Result<()> {
     match start_rgw(ctx) {
-        Ok(server) => against(ctx, &server)?,
+        Ok(mut server) => {
+            against(ctx, &server)?;
+            // The same small requests over TLS: one request path for both
+            // schemes, so its cost per request is measured on both.
+            if let Some((endpoint, ca)) = server.tls.take() {
+                server.endpoint = endpoint;
+                server.ca_bundle = Some(ca);
+                server.name = "RGW over TLS";
+                let keys: Vec<String> = (0..STREAMS).map(data_key).collect();
+                small_request_lines(ctx, &server, &keys, &STORMS[1..2])?;
+            }
+        }
         Err(e) => ctx.line("object-storage", format!("RGW: not measured: {e}")),
     }
     against(ctx, &start_moto(ctx)?)
 }
 
+fn rounds(ctx: &Ctx) -> usize {
+    if ctx.quick {
+        1
+    } else {
+        3
+    }
+}
+
 /// Every line against one store.
 fn against(ctx: &Ctx, server: &Server) -> Result<()> {
-    let store = server.name;
-    let endpoint = server.endpoint.clone();
-    let rounds = if ctx.quick { 1 } else { 3 };
     let size = if ctx.quick {
         16 * MIB_BYTES
     } else {
         64 * MIB_BYTES
     };
+    let keys = throughput_lines(ctx, server, size)?;
+    small_request_lines(ctx, server, &keys, &STORMS)?;
+    put_line(ctx, server, size)?;
+    let what = match server.name {
+        "moto" => "moto's S3 API (one Python process, on this machine)",
+        _ => "Ceph's RADOS Gateway 16.2 (one monitor, one OSD holding objects in memory, on this machine)",
+    };
+    ctx.line(
+        "object-storage",
+        format!(
+            "{}: the store is {what}, shared by both clients; its own cost per request is in \
+             both sides' figures",
+            server.name
+        ),
+    );
+    Ok(())
+}
+
+/// GET throughput against boto3's, and the store's ceiling; the keys the
+/// streams read, which the small requests read again.
+fn throughput_lines(ctx: &Ctx, server: &Server, size: u64) -> Result<Vec<String>> {
+    let store = server.name;
+    let endpoint = server.endpoint.clone();
+    let rounds = rounds(ctx);
 
     // GET throughput: each stream reads its object in 8 MiB ranged GETs.
     let bs = 8 * MIB_BYTES;
@@ -451,9 +504,43 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
             100.0 * theirs / ceiling
         ),
     );
+    Ok(keys)
+}
 
+/// Metadata storms: a loader that stats its files, or lists its shards,
+/// again and again (each stream reads its object once, then probes); and
+/// a job's many small outputs, each a PUT, then removed, each a DELETE.
+/// Each: the trace's pattern, boto3's mode, the kinds and what they are.
+const STORMS: [(&str, &str, &str, &str); 3] = [
+    ("stat", "head", "HEAD", "HEADs of its object"),
+    (
+        "list",
+        "list",
+        "LIST",
+        "listings of the objects' prefix (4 keys, `/` the delimiter)",
+    ),
+    (
+        "files",
+        "files",
+        "PUT and DELETE",
+        "4 KiB files written, then as many removed",
+    ),
+];
+
+/// Small requests one at a time per stream, 4 KiB ranged GETs of `keys`
+/// and then `storms`, each against boto3's: rates and CPU per request.
+fn small_request_lines(
+    ctx: &Ctx,
+    server: &Server,
+    keys: &[String],
+    storms: &[(&str, &str, &str, &str)],
+) -> Result<()> {
+    let endpoint = server.endpoint.clone();
+    let rounds = rounds(ctx);
     // Small requests: 4 KiB ranged GETs, one at a time per stream.
-    let small_ops = if ctx.quick { 100 } else { 500 };
+    // As many with --quick: a rank's start (its connection, its first
+    // request) spread over fewer would be most of each request's CPU.
+    let small_ops = 500;
     let small = read_trace(
         ctx,
         &ctx.dir("objects-small")?,
@@ -490,26 +577,8 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
         &format!("small requests ({STREAMS} streams of {small_ops} 4 KiB ranged GETs)"),
     )?;
 
-    // Metadata storms: a loader that stats its files, or lists its shards,
-    // again and again (each stream reads its object once, then probes); and
-    // a job's many small outputs, each a PUT, then removed, each a DELETE.
-    let storms = [
-        ("stat", "head", "HEAD", "HEADs of its object"),
-        (
-            "list",
-            "list",
-            "LIST",
-            "listings of the objects' prefix (4 keys, `/` the delimiter)",
-        ),
-        (
-            "files",
-            "files",
-            "PUT and DELETE",
-            "4 KiB files written, then as many removed",
-        ),
-    ];
     let file_keys: Vec<String> = (0..STREAMS).map(|r| format!("boto3/files/r{r}")).collect();
-    for (pattern, mode, kinds, what) in storms {
+    for &(pattern, mode, kinds, what) in storms {
         let trace = read_trace(
             ctx,
             &ctx.dir(&format!("objects-{pattern}"))?,
@@ -522,7 +591,7 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
         replay(ctx, server, &trace, &["--prepare", "only"])?;
         let spec = serde_json::json!({
             "endpoint": endpoint, "bucket": BUCKET, "mode": mode,
-            "keys": if mode == "files" { &file_keys } else { &keys },
+            "keys": if mode == "files" { &file_keys[..] } else { keys },
             "ops": small_ops, "bs": 4096, "prefix": "replay/data/rep-0000/bench/",
         });
         request_rate_line(
@@ -535,8 +604,13 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
             &format!("{kinds} storm ({STREAMS} streams of {small_ops} {what})"),
         )?;
     }
+    Ok(())
+}
 
-    // PUT throughput: multipart uploads in 8 MiB parts; the replay's from 1 MiB writes.
+/// PUT throughput: multipart uploads in 8 MiB parts, the replay's from
+/// 1 MiB writes; and the replay's peak memory while uploading.
+fn put_line(ctx: &Ctx, server: &Server, size: u64) -> Result<()> {
+    let (store, endpoint, rounds) = (server.name, server.endpoint.clone(), rounds(ctx));
     let put = read_trace(
         ctx,
         &ctx.dir("objects-put")?,
@@ -590,17 +664,6 @@ fn against(ctx: &Ctx, server: &Server) -> Result<()> {
             1e6 * MIB / ours,
             peak as f64 / MIB,
             peak as f64 / MIB / STREAMS as f64
-        ),
-    );
-    let what = match store {
-        "moto" => "moto's S3 API (one Python process, on this machine)",
-        _ => "Ceph's RADOS Gateway 16.2 (one monitor, one OSD holding objects in memory, on this machine)",
-    };
-    ctx.line(
-        "object-storage",
-        format!(
-            "{store}: the store is {what}, shared by both clients; its own cost per request is in \
-             both sides' figures"
         ),
     );
     Ok(())

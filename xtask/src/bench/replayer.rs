@@ -137,16 +137,25 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         );
         return Ok(());
     }
+    // The replayer prepares its files here; fio reads the same ones, so
+    // both meet the same blocks of the same file system.
     let target = base.join("target");
     let data = |r: usize| target.join(format!("data/rep-0000/bench/r{r}.bin"));
     let files = [data(0), data(1)];
-
-    // Sequential 1 MiB O_DIRECT reads, 2 ranks vs fio psync numjobs=2.
     let size = if ctx.quick {
         128 * MIB_BYTES
     } else {
         1024 * MIB_BYTES
     };
+    sequential_direct_reads(ctx, &target, &files, size)?;
+    random_direct_reads(ctx, &target, &files, size)?;
+    small_ops_from_page_cache(ctx, &base)?;
+    peak_rss_of_a_large_trace(ctx, &base)
+}
+
+/// Sequential 1 MiB O_DIRECT reads of two files of `size` bytes, 2 ranks vs
+/// fio psync numjobs=2: the replayer's bandwidth against fio's.
+fn sequential_direct_reads(ctx: &Ctx, target: &Path, files: &[PathBuf], size: u64) -> Result<()> {
     let seq = read_trace(
         ctx,
         &ctx.dir("replayer-seq")?,
@@ -156,17 +165,17 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         size / MIB_BYTES,
         "seq",
     )?;
-    replay_json(ctx, &seq, &target, &["--prepare", "only"]).ok();
+    replay_json(ctx, &seq, target, &["--prepare", "only"]).ok();
     let (replay_bw, fio_gib) = alternate(
         3,
         || {
             Ok(
-                replay_json(ctx, &seq, &target, &["--direct", "--prepare", "skip"])?["read_gib_s"]
+                replay_json(ctx, &seq, target, &["--direct", "--prepare", "skip"])?["read_gib_s"]
                     .as_f64()
                     .unwrap_or(0.0),
             )
         },
-        || Ok(fio(&files, "read", "1m", "psync", true, size, None)?.0 / GIB),
+        || Ok(fio(files, "read", "1m", "psync", true, size, None)?.0 / GIB),
     )?;
     ctx.line(
         "replayer-seq-1MiB-direct-2ranks",
@@ -175,8 +184,12 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             replay_bw / fio_gib
         ),
     );
+    Ok(())
+}
 
-    // 4 KiB random O_DIRECT reads, 2 ranks, psync and io_uring vs fio's same engines.
+/// 4 KiB random O_DIRECT reads, 2 ranks, psync and io_uring vs fio's same
+/// engines: the replayer's IOPS against fio's, per engine.
+fn random_direct_reads(ctx: &Ctx, target: &Path, files: &[PathBuf], size: u64) -> Result<()> {
     let ops = if ctx.quick { 5_000 } else { 40_000 };
     let rnd = read_trace(
         ctx,
@@ -194,13 +207,13 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 Ok(replay_json(
                     ctx,
                     &rnd,
-                    &target,
+                    target,
                     &["--direct", "--prepare", "skip", "--engine", engine],
                 )?["ops"]["read"]["iops"]
                     .as_f64()
                     .unwrap_or(0.0))
             },
-            || Ok(fio(&files, "randread", "4k", fio_engine, true, size, Some(ops))?.1),
+            || Ok(fio(files, "randread", "4k", fio_engine, true, size, Some(ops))?.1),
         )?;
         ctx.line(
             &format!("replayer-rand-4KiB-direct-{engine}"),
@@ -210,8 +223,12 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             ),
         );
     }
+    Ok(())
+}
 
-    // Small ops of one process from the page cache (4 KiB buffered reads of a cached file).
+/// Small ops of one process from the page cache (4 KiB buffered reads of a
+/// cached file): the replayer's own cost per call, with no device beneath.
+fn small_ops_from_page_cache(ctx: &Ctx, base: &Path) -> Result<()> {
     let cached = if ctx.quick { 200_000 } else { 2_000_000 };
     let small = read_trace(
         ctx,
@@ -257,8 +274,13 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             rate / fio_iops
         ),
     );
+    Ok(())
+}
 
-    // Peak RSS while replaying a large synthetic trace (3 events per read: open, read, close).
+/// Peak RSS while replaying a large synthetic trace (3 events per read:
+/// open, read, close): the replayer streams the trace, so its memory must
+/// not grow with it.
+fn peak_rss_of_a_large_trace(ctx: &Ctx, base: &Path) -> Result<()> {
     let events: u64 = if ctx.quick { 3_000_000 } else { 100_000_000 };
     let ranks = 4u64;
     let reads_per_step = 1_000u64;

@@ -47,126 +47,176 @@ fn is_start(word: &str) -> bool {
 }
 
 pub fn scan(tokens: &[Token]) -> FileRefs {
-    let mut out = FileRefs::default();
-    // One entry per open brace: the inline module it opens, if any, and
-    // whether that is a test module.
-    let mut braces: Vec<Option<(String, bool)>> = Vec::new();
-    let mut path_attr: Option<String> = None;
-    let mut cfg_test = false;
-    // Names a `use` of this crate bound (a module, or an item), by their
-    // last segment: a path written inline from one of them names the crate.
-    let mut bound: HashMap<String, Vec<String>> = HashMap::new();
-    let scope = |braces: &[Option<(String, bool)>]| {
-        braces
-            .iter()
-            .flatten()
-            .map(|(name, _)| name.clone())
-            .collect::<Vec<_>>()
-    };
-    let in_test = |braces: &[Option<(String, bool)>]| braces.iter().flatten().any(|(_, t)| *t);
-    // A path written inline, at `line`, in the modules `braces` has open.
-    let path_ref = |braces: &[Option<(String, bool)>], segments: Vec<String>, line: u32| PathRef {
-        scope: scope(braces),
-        segments,
-        line,
+    let mut scan = Scan {
+        tokens,
+        out: FileRefs::default(),
+        braces: Vec::new(),
+        path_attr: None,
+        cfg_test: false,
+        bound: HashMap::new(),
     };
     let mut i = 0;
     while i < tokens.len() {
-        let ident = |k: usize| match tokens.get(k).map(|t| &t.tok) {
-            Some(Tok::Ident(w)) => Some(w.as_str()),
-            _ => None,
-        };
-        match &tokens[i].tok {
+        i = scan.step(i);
+    }
+    scan.out
+}
+
+/// One pass over a file's tokens, and what it has seen so far.
+struct Scan<'t> {
+    tokens: &'t [Token],
+    out: FileRefs,
+    /// One entry per open brace: the inline module it opens, if any, and
+    /// whether that is a test module.
+    braces: Vec<Option<(String, bool)>>,
+    /// A `#[path]` waiting for the `mod` it applies to.
+    path_attr: Option<String>,
+    /// A `#[cfg(test)]` waiting for the item it applies to.
+    cfg_test: bool,
+    /// Names a `use` of this crate bound (a module, or an item), by their
+    /// last segment: a path written inline from one of them names the crate.
+    bound: HashMap<String, Vec<String>>,
+}
+
+impl Scan<'_> {
+    /// Reads what starts at token `i`; returns the index of the next token
+    /// to read (past a whole declaration or path where one was read).
+    fn step(&mut self, i: usize) -> usize {
+        let tokens = self.tokens;
+        let read_to = match &tokens[i].tok {
             Tok::Punct('#') => {
                 if let Some(p) = path_attribute(&tokens[i..]) {
-                    path_attr = Some(p);
+                    self.path_attr = Some(p);
                 }
-                cfg_test |= is_cfg_test(&tokens[i..]);
+                self.cfg_test |= is_cfg_test(&tokens[i..]);
+                None
             }
-            Tok::Ident(w) if w == "mod" => {
-                if let Some(name) = ident(i + 1) {
-                    let inline = tokens.get(i + 2).map(|t| &t.tok) == Some(&Tok::Open);
-                    let test = std::mem::take(&mut cfg_test) || in_test(&braces);
-                    out.mods.push(ModDecl {
-                        scope: scope(&braces),
-                        name: name.to_string(),
-                        inline,
-                        path_attr: path_attr.take(),
-                        test,
-                    });
-                    if inline {
-                        braces.push(Some((name.to_string(), test)));
-                        i += 3;
-                        continue;
-                    }
-                }
-            }
-            Tok::Ident(w) if w == "use" => {
-                let mut leaves = Vec::new();
-                let end = use_tree(tokens, i + 1, Vec::new(), &mut leaves);
-                let here = scope(&braces);
-                let counted = !in_test(&braces);
-                for segments in leaves {
-                    if counted && segments.first().is_some_and(|s| is_start(s)) {
-                        if let Some(last) = segments.last().filter(|_| segments.len() > 1) {
-                            bound.insert(last.clone(), segments.clone());
-                        }
-                        out.paths.push(PathRef {
-                            scope: here.clone(),
-                            segments,
-                            line: tokens[i].line,
-                        });
-                    }
-                }
-                i = end.max(i + 1);
-                continue;
-            }
-            Tok::Ident(w) if is_start(w) => {
-                let after_dollar = i > 0 && tokens[i - 1].tok == Tok::Punct('$');
-                let after_sep = i > 0 && tokens[i - 1].tok == Tok::PathSep;
-                if !after_dollar && !after_sep {
-                    let (segments, end) = inline_path(tokens, i);
-                    if segments.len() > 1 && !in_test(&braces) {
-                        out.paths.push(path_ref(&braces, segments, tokens[i].line));
-                        i = end;
-                        continue;
-                    }
-                }
-            }
+            Tok::Ident(w) if w == "mod" => self.mod_decl(i),
+            Tok::Ident(w) if w == "use" => Some(self.use_decl(i)),
+            Tok::Ident(w) if is_start(w) => self.path_from_start(i),
             Tok::Ident(w)
-                if bound.contains_key(w)
+                if self.bound.contains_key(w)
                     && tokens.get(i + 1).map(|t| &t.tok) == Some(&Tok::PathSep)
                     && !(i > 0 && matches!(tokens[i - 1].tok, Tok::PathSep | Tok::Punct('$')))
-                    && !in_test(&braces) =>
+                    && !self.in_test() =>
             {
-                let (rest, end) = inline_path(tokens, i);
-                if rest.len() > 1 {
-                    let mut segments = bound[w].clone();
-                    segments.extend(rest.into_iter().skip(1));
-                    out.paths.push(path_ref(&braces, segments, tokens[i].line));
-                    i = end;
-                    continue;
-                }
+                self.path_from_bound(i, w)
             }
             Tok::Open => {
-                braces.push(None);
-                cfg_test = false;
+                self.braces.push(None);
+                self.cfg_test = false;
+                None
             }
             Tok::Close => {
-                braces.pop();
+                self.braces.pop();
+                None
             }
             // An attribute applies to the item after it: a `#[cfg(test)]`
             // on a function (its body opens a brace) or a `use` must not
             // reach the next `mod`.
             Tok::Semi => {
-                path_attr = None;
-                cfg_test = false;
+                self.path_attr = None;
+                self.cfg_test = false;
+                None
             }
-            _ => {}
-        }
-        i += 1;
+            _ => None,
+        };
+        read_to.unwrap_or(i + 1)
     }
-    out
+
+    /// The inline modules open here.
+    fn scope(&self) -> Vec<String> {
+        self.braces
+            .iter()
+            .flatten()
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Inside a test module.
+    fn in_test(&self) -> bool {
+        self.braces.iter().flatten().any(|(_, t)| *t)
+    }
+
+    /// A path written inline at token `i`, in the modules open here.
+    fn push_path(&mut self, segments: Vec<String>, i: usize) {
+        let scope = self.scope();
+        self.out.paths.push(PathRef {
+            scope,
+            segments,
+            line: self.tokens[i].line,
+        });
+    }
+
+    /// `mod NAME;` or `mod NAME {` at `i`, with the attributes before it.
+    /// An inline module opens its brace here (the index past it is
+    /// returned), so that what it holds is scoped to it.
+    fn mod_decl(&mut self, i: usize) -> Option<usize> {
+        let Some(Tok::Ident(name)) = self.tokens.get(i + 1).map(|t| &t.tok) else {
+            return None;
+        };
+        let inline = self.tokens.get(i + 2).map(|t| &t.tok) == Some(&Tok::Open);
+        let test = std::mem::take(&mut self.cfg_test) || self.in_test();
+        self.out.mods.push(ModDecl {
+            scope: self.scope(),
+            name: name.to_string(),
+            inline,
+            path_attr: self.path_attr.take(),
+            test,
+        });
+        if !inline {
+            return None;
+        }
+        self.braces.push(Some((name.to_string(), test)));
+        Some(i + 3)
+    }
+
+    /// A `use` at `i`: each leaf that names this crate (outside tests) is a
+    /// path, and binds its last segment for the paths written from it.
+    /// Returns the index past the `use`.
+    fn use_decl(&mut self, i: usize) -> usize {
+        let mut leaves = Vec::new();
+        let end = use_tree(self.tokens, i + 1, Vec::new(), &mut leaves);
+        let counted = !self.in_test();
+        for segments in leaves {
+            if counted && segments.first().is_some_and(|s| is_start(s)) {
+                if let Some(last) = segments.last().filter(|_| segments.len() > 1) {
+                    self.bound.insert(last.clone(), segments.clone());
+                }
+                self.push_path(segments, i);
+            }
+        }
+        end.max(i + 1)
+    }
+
+    /// `crate::…`, `super::…` or `self::…` written inline at `i` (not a
+    /// macro's `$crate`, nor the middle of another path).
+    fn path_from_start(&mut self, i: usize) -> Option<usize> {
+        let after_dollar = i > 0 && self.tokens[i - 1].tok == Tok::Punct('$');
+        let after_sep = i > 0 && self.tokens[i - 1].tok == Tok::PathSep;
+        if after_dollar || after_sep {
+            return None;
+        }
+        let (segments, end) = inline_path(self.tokens, i);
+        if segments.len() < 2 || self.in_test() {
+            return None;
+        }
+        self.push_path(segments, i);
+        Some(end)
+    }
+
+    /// `a::f` written inline at `i`, `a` being a name a `use` of this crate
+    /// bound: the path it names from the crate's root.
+    fn path_from_bound(&mut self, i: usize, name: &str) -> Option<usize> {
+        let (rest, end) = inline_path(self.tokens, i);
+        if rest.len() < 2 {
+            return None;
+        }
+        let mut segments = self.bound[name].clone();
+        segments.extend(rest.into_iter().skip(1));
+        self.push_path(segments, i);
+        Some(end)
+    }
 }
 
 /// `#[path = "x.rs"]` at the start of `tokens`.

@@ -1,6 +1,6 @@
 use super::*;
 use crate::activity::Caller;
-use crate::roles::Named;
+use crate::activity::Named;
 use iorepro_format::schema::Op;
 
 const MS: i64 = 1_000_000;

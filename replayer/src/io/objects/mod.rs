@@ -1,24 +1,19 @@
 //! Object-storage targets (`--target s3://BUCKET/PREFIX`): where a replayed
 //! file lands as an object, how a loader reads it (`--s3-read`), and how its
 //! writes become uploads (`--s3-multipart-threshold`, `--s3-part-size`).
-//! `client` makes the requests and measures them, through object_store or,
-//! for single requests to an `http://` endpoint, `direct` (over `http`,
-//! signed by `sigv4`); `settings` finds the endpoint and credentials as
-//! the AWS CLI does; `prepare` uploads the objects the replay reads. What
-//! each traced call becomes is [`crate::execute`]'s (its `objects` file).
+//! The requests are made by the `iorepro_objects` client (`client` counts
+//! them into the rank's figures, `requests`); `prepare` uploads the
+//! objects the replay reads. What each traced call becomes is
+//! [`crate::execute`]'s (its `objects` file).
 
 mod client;
-mod direct;
-mod http;
-mod listing;
 pub mod prepare;
 mod requests;
-mod settings;
-mod sigv4;
 
 use std::path::{Path, PathBuf};
 
-pub use client::{ObjectClient, RequestError, RequestKind};
+pub use client::ObjectClient;
+pub use iorepro_objects::{Part, RequestError, RequestKind, Settings};
 pub use requests::RequestStats;
 
 /// A bucket held for the replay: where it is and how it is used, and the
@@ -27,9 +22,9 @@ pub use requests::RequestStats;
 pub struct Bucket {
     pub target: ObjectTarget,
     /// Made at the first upload: a replay that only reads never fills it.
-    data: std::sync::OnceLock<bytes::Bytes>,
+    data: std::sync::OnceLock<Vec<u8>>,
     /// The largest PUT of the trace's requests, sent as one PUT of its
-    /// size (see `crate::plan::requests`).
+    /// size (see `crate::plan::requests_as_calls`).
     largest_put: u64,
 }
 
@@ -42,7 +37,7 @@ impl Bucket {
         }
     }
 
-    pub fn data(&self) -> &bytes::Bytes {
+    pub fn data(&self) -> &[u8] {
         self.data.get_or_init(|| {
             prepare::upload_data(self.target.largest_upload().max(self.largest_put))
         })
@@ -191,13 +186,13 @@ pub fn check_key_lengths<'a>(
     for (trace_path, rel) in rels {
         let key = target.key(&rel);
         if key.len() > KEY_LIMIT {
-            let settings = settings::builder(&target.bucket);
+            let settings = Settings::from_env();
             return Err(format!(
                 "--target {} at {}: trace path {trace_path:?} would be the key `{key}`, \
                  {} bytes long; S3 takes keys of at most {KEY_LIMIT} bytes: shorten the \
                  target's prefix, or leave the path out (--exclude)",
                 target.url(),
-                settings::endpoint(&settings),
+                settings.endpoint_name(),
                 key.len(),
             ));
         }
@@ -238,17 +233,14 @@ fn refusal(why: &str, bucket: &str) -> Option<String> {
 /// Checks, with one LIST of the prefix, that the bucket is there and the
 /// credentials open it: what is wrong is said before any work.
 pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
+    // No keys and no instance role: the client says so, naming the target.
     let mut client = ObjectClient::connect(target, Default::default())?;
-    let settings = settings::builder(&target.bucket);
-    let has_keys = settings::has_keys(&settings);
+    let settings = Settings::from_env();
     client.any_beneath(&target.prefix).map(drop).map_err(|e| {
         let why = e.to_string();
-        let hint = if !has_keys {
-            // object_store then asks the instance metadata service, whose
-            // answer alone would not say what is missing.
-            "no credentials: none in the environment (AWS_ACCESS_KEY_ID, \
-             AWS_SECRET_ACCESS_KEY) or the profile files (AWS_PROFILE), and the \
-             instance metadata service gave none"
+        let hint = if why.contains("invalid peer certificate") {
+            "its TLS certificate is not one this machine trusts: set AWS_CA_BUNDLE to the \
+             PEM file of the CA that signed it"
                 .to_string()
         } else if why.contains("NoSuchBucket") || matches!(e, RequestError::Missing) {
             format!("bucket `{}` does not exist there", target.bucket)
@@ -260,7 +252,7 @@ pub fn check_reachable(target: &ObjectTarget) -> Result<(), String> {
         format!(
             "--target {} at {}: {hint}: {why}",
             target.url(),
-            settings::endpoint(&settings)
+            settings.endpoint_name()
         )
     })
 }

@@ -12,23 +12,21 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
-use super::client::RequestError;
 use super::requests::RequestStats;
-use super::{Bucket, ObjectClient, ObjectTarget};
+use super::{Bucket, ObjectClient, ObjectTarget, RequestError};
 use crate::error::{ReplayError, ReplayResult};
 use crate::io::prepare::{run_tasks, Counters, PrepareStats, PrepareTask, Step, StepDoer};
 use crate::plan::survey::{PathInfo, Survey};
 
 /// Upload data: one incompressible buffer of `len` bytes, the largest
 /// single request, which every upload of the process slices.
-pub fn upload_data(len: u64) -> Bytes {
+pub fn upload_data(len: u64) -> Vec<u8> {
     let mut buf = vec![0u8; len as usize];
     SmallRng::seed_from_u64(0x53).fill_bytes(&mut buf);
-    Bytes::from(buf)
+    buf
 }
 
 /// Uploads `size` bytes of `data` to `key`: one PUT below the multipart
@@ -38,20 +36,20 @@ pub fn upload(
     target: &ObjectTarget,
     key: &str,
     size: u64,
-    data: &Bytes,
+    data: &[u8],
 ) -> Result<(), RequestError> {
     if size < target.multipart_threshold {
-        return client.put(key, data.slice(..size as usize));
+        return client.put(key, &data[..size as usize]);
     }
     let id = client.create_multipart(key)?;
     let mut parts = Vec::new();
     let mut sent = 0u64;
     while sent < size {
         let n = (size - sent).min(target.part_size);
-        parts.push(client.put_part(key, &id, parts.len(), data.slice(..n as usize))?);
+        parts.push(client.put_part(key, &id, parts.len(), &data[..n as usize])?);
         sent += n;
     }
-    client.complete(key, &id, parts)
+    client.complete(key, &id, &parts)
 }
 
 /// Prepares tasks `i` with `i % share.1 == share.0` in `bucket`.
@@ -70,7 +68,7 @@ pub(crate) fn prepare(
             client: ObjectClient::connect(&bucket.target, requests.clone())
                 .map_err(ReplayError::Usage)?,
             target: &bucket.target,
-            data: bucket.data().clone(),
+            data: bucket.data(),
         })
     })?;
     let requests = requests.lock().unwrap_or_else(|p| p.into_inner());
@@ -85,7 +83,7 @@ pub(crate) fn prepare(
 struct ObjectDoer<'a> {
     client: ObjectClient,
     target: &'a ObjectTarget,
-    data: Bytes,
+    data: &'a [u8],
 }
 
 impl ObjectDoer<'_> {
@@ -127,7 +125,7 @@ impl StepDoer for ObjectDoer<'_> {
                         .map_err(|e| self.failed("clearing", rel, e))?;
                     for (k, _) in beneath {
                         self.client
-                            .delete_key(&k)
+                            .delete_listed(&k)
                             .map_err(|e| self.failed("clearing", rel, e))?;
                         cleared = true;
                     }
@@ -147,7 +145,7 @@ impl StepDoer for ObjectDoer<'_> {
                 if have.is_some_and(|h| h >= size) {
                     counters.file_done(false, 0);
                 } else {
-                    upload(&mut self.client, self.target, &key, size, &self.data)
+                    upload(&mut self.client, self.target, &key, size, self.data)
                         .map_err(|e| self.failed("uploading", rel, e))?;
                     counters.file_done(true, size);
                 }

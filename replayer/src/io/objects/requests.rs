@@ -9,7 +9,7 @@ use iorepro_telemetry::tally::KindFigures as _;
 
 use iorepro_telemetry::tally::latency_histogram;
 
-use crate::io::tally::OpStats;
+use crate::io::call_tally::OpStats;
 
 /// What a rank's requests to an object-storage target did: per request
 /// kind (GET, PUT, the three steps of a multipart upload, HEAD, LIST,

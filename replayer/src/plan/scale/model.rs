@@ -296,7 +296,32 @@ fn families_of(
     r: u32,
     options: &ScaleOptions,
 ) -> (Vec<Family>, Vec<Vec<u32>>) {
-    let mut keyed: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
+    let (keyed, shared_files) = checkpoint_files_by_template(survey, written);
+    let mut families = Vec::new();
+    let mut members: Vec<Vec<u32>> = Vec::new();
+    for (key, ids) in keyed {
+        families.push(grouped_family(survey, written, key, &ids, r, options));
+        members.push(ids);
+    }
+    for id in shared_files {
+        families.push(shared_family(survey, &written[&id], id));
+        members.push(vec![id]);
+    }
+    (families, members)
+}
+
+/// Path ids of checkpoint files one rank each wrote, by directory and
+/// rank-free name.
+type ByTemplate = BTreeMap<(String, String), Vec<u32>>;
+
+/// The checkpoint files the trace wrote, in path-id order: those one rank
+/// wrote keyed by directory and rank-free name (a rank's files of one kind
+/// fall under one key), and apart those several ranks wrote.
+fn checkpoint_files_by_template(
+    survey: &Survey,
+    written: &HashMap<u32, Written>,
+) -> (ByTemplate, Vec<u32>) {
+    let mut keyed = ByTemplate::new();
     let mut shared_files = Vec::new();
     let mut ids: Vec<&u32> = written.keys().collect();
     ids.sort();
@@ -317,88 +342,96 @@ fn families_of(
             .or_default()
             .push(id);
     }
-    let mut families = Vec::new();
-    let mut members: Vec<Vec<u32>> = Vec::new();
-    for ((dir, name), ids) in keyed {
-        let mut traced_writers: BTreeMap<i32, u64> = BTreeMap::new();
-        let mut phase = usize::MAX;
-        for id in &ids {
-            let w = &written[id];
-            phase = phase.min(w.phase);
-            for (s, b) in &w.by {
-                *traced_writers.entry(*s).or_default() += b;
-            }
+    (keyed, shared_files)
+}
+
+/// The family of the files `ids`, one rank's each, that share a directory
+/// and rank-free name: who wrote how much, its first phase, and its layout.
+fn grouped_family(
+    survey: &Survey,
+    written: &HashMap<u32, Written>,
+    (dir, name): (String, String),
+    ids: &[u32],
+    r: u32,
+    options: &ScaleOptions,
+) -> Family {
+    let mut traced_writers: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut phase = usize::MAX;
+    for id in ids {
+        let w = &written[id];
+        phase = phase.min(w.phase);
+        for (s, b) in &w.by {
+            *traced_writers.entry(*s).or_default() += b;
         }
-        // A digit run that happens to be its one writer's rank number
-        // (`tmpmskd_c00` by rank 0) is part of the file's name, unless the
-        // name says it is a rank's shard.
-        let name = match ids[..] {
-            [id] if traced_writers.len() == 1
-                && !names_a_shard(&survey.paths[id as usize].path) =>
-            {
-                file_name(&survey.paths[id as usize].path)
-            }
-            _ => name,
-        };
-        let by_name = r == 1 && options.checkpoint == CheckpointMode::Auto;
-        let layout = match options.checkpoint {
-            CheckpointMode::Replicate => CheckpointLayout::Replicated,
-            CheckpointMode::Sharded => CheckpointLayout::Sharded,
-            CheckpointMode::Rank0 => CheckpointLayout::RankZero,
-            CheckpointMode::Auto if lead_writer(&traced_writers).is_some() => {
-                CheckpointLayout::Lead
-            }
-            CheckpointMode::Auto if traced_writers.len() > 1 => CheckpointLayout::Sharded,
-            CheckpointMode::Auto
-                if by_name
-                    && ids
-                        .iter()
-                        .any(|id| names_a_shard(&survey.paths[*id as usize].path)) =>
-            {
-                CheckpointLayout::Sharded
-            }
-            CheckpointMode::Auto => CheckpointLayout::RankZero,
-        };
-        let traced_bytes = traced_writers.values().sum();
-        families.push(Family {
-            dir,
-            name,
-            layout,
-            by_name,
-            traced_writers,
-            traced_bytes,
-            bytes: traced_bytes,
-            phase,
-            dropped: false,
-            writers: Vec::new(),
-        });
-        members.push(ids);
     }
-    for id in shared_files {
-        let info = &survey.paths[id as usize];
-        let w = &written[&id];
-        let p = Path::new(&*info.path);
-        families.push(Family {
-            dir: p
-                .parent()
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            name: p
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            layout: CheckpointLayout::Replicated,
-            by_name: false,
-            traced_writers: w.by.clone(),
-            traced_bytes: w.by.values().sum(),
-            bytes: w.by.values().sum(),
-            phase: w.phase,
-            dropped: false,
-            writers: Vec::new(),
-        });
-        members.push(vec![id]);
+    let path_of = |id: u32| &*survey.paths[id as usize].path;
+    // A digit run that happens to be its one writer's rank number
+    // (`tmpmskd_c00` by rank 0) is part of the file's name, unless the
+    // name says it is a rank's shard.
+    let name = match ids {
+        [id] if traced_writers.len() == 1 && !names_a_shard(path_of(*id)) => {
+            file_name(path_of(*id))
+        }
+        _ => name,
+    };
+    let by_name = r == 1 && options.checkpoint == CheckpointMode::Auto;
+    let named_shards = by_name && ids.iter().any(|id| names_a_shard(path_of(*id)));
+    let layout = family_layout(options.checkpoint, &traced_writers, named_shards);
+    let traced_bytes = traced_writers.values().sum();
+    Family {
+        dir,
+        name,
+        layout,
+        by_name,
+        traced_writers,
+        traced_bytes,
+        bytes: traced_bytes,
+        phase,
+        dropped: false,
+        writers: Vec::new(),
     }
-    (families, members)
+}
+
+/// The layout a family keeps at N: the one `--checkpoint` names, or, left
+/// to the model, what its traced writers show (one lead writer, several
+/// shards, or, from one rank, shards its names tell of, else rank 0's).
+fn family_layout(
+    mode: CheckpointMode,
+    traced_writers: &BTreeMap<i32, u64>,
+    named_shards: bool,
+) -> CheckpointLayout {
+    match mode {
+        CheckpointMode::Replicate => CheckpointLayout::Replicated,
+        CheckpointMode::Sharded => CheckpointLayout::Sharded,
+        CheckpointMode::Rank0 => CheckpointLayout::RankZero,
+        CheckpointMode::Auto if lead_writer(traced_writers).is_some() => CheckpointLayout::Lead,
+        CheckpointMode::Auto if traced_writers.len() > 1 => CheckpointLayout::Sharded,
+        CheckpointMode::Auto if named_shards => CheckpointLayout::Sharded,
+        CheckpointMode::Auto => CheckpointLayout::RankZero,
+    }
+}
+
+/// The family of one file several ranks wrote: replicated as traced.
+fn shared_family(survey: &Survey, w: &Written, id: u32) -> Family {
+    let p = Path::new(&*survey.paths[id as usize].path);
+    Family {
+        dir: p
+            .parent()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        name: p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        layout: CheckpointLayout::Replicated,
+        by_name: false,
+        traced_writers: w.by.clone(),
+        traced_bytes: w.by.values().sum(),
+        bytes: w.by.values().sum(),
+        phase: w.phase,
+        dropped: false,
+        writers: Vec::new(),
+    }
 }
 
 /// `--checkpoint-bytes`: each checkpoint (the families first written in one

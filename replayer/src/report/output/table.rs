@@ -1,11 +1,12 @@
 //! The report for people: a header, the rendezvous figures, one line per
 //! phase, per op kind and per rank (the first 32, then a summary).
 
-use crate::report::requests::RequestsReport;
+use crate::report::request_table::RequestsReport;
 use std::fmt::Write as _;
 
+use crate::report::storage::StorageReport;
 use crate::report::summary::Report;
-use iorepro_format::units::GIB;
+use iorepro_format::units::{GIB, MIB};
 
 pub fn render(report: &Report) -> String {
     let mut s = header(report);
@@ -75,12 +76,29 @@ fn header(report: &Report) -> String {
             report.metadata_ops, report.metadata_ops_per_s
         ));
     }
-    if !parts.is_empty() {
-        let _ = writeln!(s, "{}", parts.join("; "));
-    }
+    parts.push(storage(&report.storage));
+    let _ = writeln!(s, "{}", parts.join("; "));
     s.push_str(&prepared(report));
     if report.explain {
         s.push_str(&meeting(report));
+    }
+    s
+}
+
+/// What the storage itself served and was sent, as the kernel counts it.
+fn storage(st: &StorageReport) -> String {
+    let mut s = String::new();
+    if let (Some(r), Some(w)) = (st.read_bytes, st.write_bytes) {
+        let _ = write!(s, "the storage read {:.3} GiB", gib(r));
+        if let Some(p) = st.cache_served_percent {
+            let _ = write!(s, " ({p:.1} % of the bytes read came from memory)");
+        }
+        let _ = write!(s, " and was sent {:.3} GiB (the kernel's count)", gib(w));
+    } else {
+        s.push_str("the storage's own bytes not counted");
+    }
+    if let Some(note) = &st.note {
+        let _ = write!(s, ": {note}");
     }
     s
 }
@@ -339,14 +357,23 @@ fn training(t: &crate::report::training::Training) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<8} {:>9} {:>10} {:>9} {:>7} {:>8} {:>10} {:>9}",
-        "epoch", "phases", "time s", "stall s", "AU %", "whole %", "samples/s", "MiB/s"
+        "\n{:<8} {:>9} {:>10} {:>9} {:>7} {:>8} {:>10} {:>9} {:>12} {:>7}",
+        "epoch",
+        "phases",
+        "time s",
+        "stall s",
+        "AU %",
+        "whole %",
+        "samples/s",
+        "MiB/s",
+        "storage MiB",
+        "cache %"
     );
     let pct = |a: Option<f64>| a.map_or("-".into(), |a| format!("{a:.1}"));
     for (i, e) in t.epochs.iter().enumerate() {
         let _ = writeln!(
             s,
-            "{:<8} {:>9} {:>10.3} {:>9.3} {:>7} {:>8} {:>10.1} {:>9.1}",
+            "{:<8} {:>9} {:>10.3} {:>9.3} {:>7} {:>8} {:>10.1} {:>9.1} {:>12} {:>7}",
             i + 1,
             format!("{}-{}", e.phases.0, e.phases.1),
             e.duration_s,
@@ -354,7 +381,10 @@ fn training(t: &crate::report::training::Training) -> String {
             pct(e.au_percent),
             pct(e.au_whole_epoch_percent),
             e.samples_per_s,
-            e.read_mib_s
+            e.read_mib_s,
+            e.storage_read_bytes
+                .map_or("-".into(), |b| format!("{:.1}", b as f64 / MIB)),
+            pct(e.cache_served_percent)
         );
     }
     let mut parts = Vec::new();

@@ -1,17 +1,17 @@
 //! `--anonymize-key-file`: no name the job used reaches the disk. Rows are
 //! hashed as the reorder window hands them to the writer, the only way to
 //! the trace, so segments (finished or cut short by a crash) and the
-//! manifest hold keyed hashes alone (see [`iorepro_format::anonymize`]).
+//! manifest hold keyed hashes alone (see [`iorepro_format::keyed_names`]).
 //! What a name says about its file is read from it first and written
-//! beside it (`path_traits`, by the analysis's own name rules in
-//! [`iorepro_analysis::roles::traits`]), so roles are judged on the
+//! beside it (`path_traits`, by the name rules the analysis judges roles
+//! by, [`iorepro_format::path_traits`]), so roles are judged on the
 //! hashed trace as on the names. The originals stay in this process's
 //! memory while it runs.
 
 use std::rc::Rc;
 
-use iorepro_analysis::roles::traits;
-use iorepro_format::anonymize::Anonymizer;
+use iorepro_format::keyed_names::Anonymizer;
+use iorepro_format::path_traits;
 use iorepro_format::{EventRow, RowTraits};
 use rustc_hash::FxHashMap;
 
@@ -36,7 +36,7 @@ impl Masker {
     fn learn_path(&mut self, p: Option<&str>) {
         if let Some(p) = p {
             if !self.paths.contains_key(p) {
-                let hashed = (Rc::from(self.a.path(p)), traits::of(p));
+                let hashed = (Rc::from(self.a.path(p)), path_traits::of(p));
                 self.paths.insert(Rc::from(p), hashed);
             }
         }

@@ -179,104 +179,27 @@ impl RequestCalls {
         if !(x.status.is_some_and(|s| (200..400).contains(&s)) || missing) {
             return None;
         }
-        let enoent = -(libc::ENOENT as i64);
-        let fd = REQUEST_FD;
         let dur_ns = ev.dur_ns().value(row).max(0);
         let pid = ev.pid().value(row);
         let calls = match request.action {
             Action::Get | Action::Head | Action::Delete if missing => {
-                let op = match request.action {
-                    Action::Get => Op::Open,
-                    Action::Head => Op::Stat,
-                    _ => Op::Unlink,
-                };
-                vec![Call {
-                    flags: (op == Op::Open).then_some(libc::O_RDONLY),
-                    dur_ns,
-                    ..Call::new(op, enoent)
-                }]
+                missing_calls(&request.action, dur_ns)
             }
             _ if missing => return None,
             Action::Get => {
                 let offset = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0);
-                let bytes = x.received.max(0);
-                vec![
-                    Call {
-                        flags: Some(libc::O_RDONLY),
-                        ..Call::new(Op::Open, fd as i64)
-                    },
-                    Call {
-                        offset: Some(offset),
-                        size: Some(bytes),
-                        dur_ns,
-                        ..Call::new(Op::Read, bytes)
-                    }
-                    .on(fd),
-                    Call::new(Op::Close, 0).on(fd),
-                ]
+                get_calls(offset, x.received.max(0), dur_ns)
             }
-            Action::Put => {
-                let bytes = x.sent.max(0);
-                let mut calls = vec![Call {
-                    flags: Some(WRITE_NEW),
-                    ..Call::new(Op::Open, fd as i64)
-                }];
-                if bytes > 0 {
-                    calls.push(
-                        Call {
-                            offset: Some(0),
-                            size: Some(bytes),
-                            dur_ns,
-                            ..Call::new(Op::Write, bytes)
-                        }
-                        .on(fd),
-                    );
-                }
-                calls.push(Call::new(Op::Close, 0).on(fd));
-                calls
-            }
+            Action::Put => put_calls(x.sent.max(0), dur_ns),
             Action::CreateUpload => {
                 let upload = self.begin_upload(pid, &object);
                 vec![Call {
-                    flags: Some(WRITE_NEW),
-                    via: VIA_MULTIPART,
                     dur_ns,
-                    ..Call::new(Op::Open, upload.fd as i64)
+                    ..upload_open(upload)
                 }]
             }
             Action::UploadPart { number } => {
-                let bytes = x.sent.max(0);
-                let mut calls = Vec::new();
-                let upload = match self.uploads.get(&(pid, object.clone())) {
-                    Some(u) => *u,
-                    // The capture began after the upload did.
-                    None => {
-                        let u = self.begin_upload(pid, &object);
-                        calls.push(Call {
-                            flags: Some(WRITE_NEW),
-                            via: VIA_MULTIPART,
-                            ..Call::new(Op::Open, u.fd as i64)
-                        });
-                        u
-                    }
-                };
-                let part_size = *self
-                    .uploads
-                    .get_mut(&(pid, object.clone()))
-                    .expect("begun")
-                    .part_size
-                    .get_or_insert(bytes);
-                calls.push(
-                    Call {
-                        offset: Some(i64::from(number.max(1) - 1) * part_size),
-                        size: Some(bytes),
-                        dur_ns,
-                        via: VIA_MULTIPART,
-                        ..Call::new(Op::Write, bytes)
-                    }
-                    .on(upload.fd),
-                );
-                calls
+                self.part_calls((pid, &object), number, x.sent.max(0), dur_ns)
             }
             Action::CompleteUpload => {
                 let upload = self.uploads.remove(&(pid, object.clone()))?;
@@ -295,29 +218,7 @@ impl RequestCalls {
                 ..Call::new(Op::Unlink, 0)
             }],
             Action::List { prefix } => {
-                let dir = match prefix.rfind('/') {
-                    Some(at) => format!("/{}/{}", request.bucket, &prefix[..at]),
-                    None => format!("/{}", request.bucket),
-                };
-                let on_dir = |c: Call| Call {
-                    path: Some(dir.clone()),
-                    ..c
-                };
-                vec![
-                    on_dir(Call {
-                        flags: Some(libc::O_RDONLY | libc::O_DIRECTORY),
-                        ..Call::new(Op::Open, fd as i64)
-                    }),
-                    on_dir(
-                        Call {
-                            size: Some(LISTING_BUFFER),
-                            dur_ns,
-                            ..Call::new(Op::Getdents, x.received.max(0))
-                        }
-                        .on(fd),
-                    ),
-                    on_dir(Call::new(Op::Close, 0).on(fd)),
-                ]
+                listing_calls(&request.bucket, &prefix, x.received.max(0), dur_ns)
             }
             Action::AbortUpload => {
                 // The replay would complete what the job threw away.
@@ -327,6 +228,45 @@ impl RequestCalls {
             Action::DeleteMany | Action::Other => return None,
         };
         Some((object, calls))
+    }
+
+    /// A part of an upload: a write at its place in the object, the part
+    /// size being the upload's first part's. An upload the capture saw no
+    /// beginning of (it began before the capture) is opened first.
+    fn part_calls(
+        &mut self,
+        (pid, object): (i32, &str),
+        number: u32,
+        bytes: i64,
+        dur_ns: i64,
+    ) -> Vec<Call> {
+        let key = (pid, object.to_string());
+        let mut calls = Vec::new();
+        let upload = match self.uploads.get(&key) {
+            Some(u) => *u,
+            None => {
+                let u = self.begin_upload(pid, object);
+                calls.push(upload_open(u));
+                u
+            }
+        };
+        let part_size = *self
+            .uploads
+            .get_mut(&key)
+            .expect("begun")
+            .part_size
+            .get_or_insert(bytes);
+        calls.push(
+            Call {
+                offset: Some(i64::from(number.max(1) - 1) * part_size),
+                size: Some(bytes),
+                dur_ns,
+                via: VIA_MULTIPART,
+                ..Call::new(Op::Write, bytes)
+            }
+            .on(upload.fd),
+        );
+        calls
     }
 
     /// A new upload's descriptor: one of its own, as it stays open while
@@ -340,6 +280,103 @@ impl RequestCalls {
         self.uploads.insert((pid, object.to_string()), upload);
         upload
     }
+}
+
+/// A GET, HEAD or DELETE answered 404: the open, stat or unlink that
+/// failed with ENOENT, so that the replay meets the same absence.
+fn missing_calls(action: &Action, dur_ns: i64) -> Vec<Call> {
+    let op = match action {
+        Action::Get => Op::Open,
+        Action::Head => Op::Stat,
+        _ => Op::Unlink,
+    };
+    vec![Call {
+        flags: (op == Op::Open).then_some(libc::O_RDONLY),
+        dur_ns,
+        ..Call::new(op, -(libc::ENOENT as i64))
+    }]
+}
+
+/// A GET of `bytes` from `offset`: open, the read (which takes the
+/// request's time), close.
+fn get_calls(offset: i64, bytes: i64, dur_ns: i64) -> Vec<Call> {
+    let fd = REQUEST_FD;
+    vec![
+        Call {
+            flags: Some(libc::O_RDONLY),
+            ..Call::new(Op::Open, fd as i64)
+        },
+        Call {
+            offset: Some(offset),
+            size: Some(bytes),
+            dur_ns,
+            ..Call::new(Op::Read, bytes)
+        }
+        .on(fd),
+        Call::new(Op::Close, 0).on(fd),
+    ]
+}
+
+/// A PUT of `bytes`: open for writing, the write of the body (none for an
+/// empty object, which the open alone makes), close.
+fn put_calls(bytes: i64, dur_ns: i64) -> Vec<Call> {
+    let fd = REQUEST_FD;
+    let mut calls = vec![Call {
+        flags: Some(WRITE_NEW),
+        ..Call::new(Op::Open, fd as i64)
+    }];
+    if bytes > 0 {
+        calls.push(
+            Call {
+                offset: Some(0),
+                size: Some(bytes),
+                dur_ns,
+                ..Call::new(Op::Write, bytes)
+            }
+            .on(fd),
+        );
+    }
+    calls.push(Call::new(Op::Close, 0).on(fd));
+    calls
+}
+
+/// The open an upload begins with: held on the upload's own descriptor
+/// until the upload completes.
+fn upload_open(upload: Upload) -> Call {
+    Call {
+        flags: Some(WRITE_NEW),
+        via: VIA_MULTIPART,
+        ..Call::new(Op::Open, upload.fd as i64)
+    }
+}
+
+/// A listing of `prefix` in `bucket`: the open, getdents and close of the
+/// prefix's directory, the getdents bringing what the listing received.
+fn listing_calls(bucket: &str, prefix: &str, received: i64, dur_ns: i64) -> Vec<Call> {
+    let fd = REQUEST_FD;
+    let dir = match prefix.rfind('/') {
+        Some(at) => format!("/{bucket}/{}", &prefix[..at]),
+        None => format!("/{bucket}"),
+    };
+    let on_dir = |c: Call| Call {
+        path: Some(dir.clone()),
+        ..c
+    };
+    vec![
+        on_dir(Call {
+            flags: Some(libc::O_RDONLY | libc::O_DIRECTORY),
+            ..Call::new(Op::Open, fd as i64)
+        }),
+        on_dir(
+            Call {
+                size: Some(LISTING_BUFFER),
+                dur_ns,
+                ..Call::new(Op::Getdents, received)
+            }
+            .on(fd),
+        ),
+        on_dir(Call::new(Op::Close, 0).on(fd)),
+    ]
 }
 
 #[cfg(test)]

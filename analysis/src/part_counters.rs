@@ -101,8 +101,8 @@ impl Depth {
 }
 
 /// A row's process id stands for its rank only where it has none (see
-/// [`writer_of`]): row groups whose every row has a rank are scanned
-/// without decoding `pid`.
+/// [`crate::activity::writer_of`]): row groups whose every row has a rank
+/// are scanned without decoding `pid`.
 pub const PID_WHERE_NO_RANK: OnlyWhereNull = OnlyWhereNull {
     column: COL_PID,
     where_null: COL_RANK,
@@ -403,7 +403,7 @@ impl Tally {
         let names: &StringArray = values.as_string();
         let mut ids: Vec<u32> = (0..names.len())
             .map(|i| {
-                // A request's URL is no file (see `crate::requests`).
+                // A request's URL is no file (see `crate::requests_by_object`).
                 if names.is_valid(i) && !is_url(names.value(i)) {
                     self.files.id(names.value(i))
                 } else {

@@ -325,14 +325,13 @@ struct AnswerHead {
 
 /// The request line and the headers that matter, from a send's head.
 fn parse_request(head: &[u8]) -> Option<RequestHead<'_>> {
-    let (line, headers, header_len) = split_head(head)?;
-    let mut words = line.split(' ');
-    let method = words.next()?;
-    let method = METHODS.iter().copied().find(|m| *m == method)?;
-    let target = words.next()?;
-    if !words.next()?.starts_with("HTTP/1.") {
-        return None;
-    }
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    let header_len = head_len(parser().parse_request(&mut request, head))?;
+    let method = METHODS.into_iter().find(|m| request.method == Some(*m))?;
+    let target = request.path?;
+    // A request line cut before its version is no request read.
+    request.version?;
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     // A request to a proxy names the whole URL: keep its path.
     let (host_in_target, path) = match path.strip_prefix("http://") {
@@ -357,7 +356,7 @@ fn parse_request(head: &[u8]) -> Option<RequestHead<'_>> {
         chunked: false,
         header_len,
     };
-    for (name, value) in headers {
+    for (name, value) in read_headers(request.headers) {
         if name.eq_ignore_ascii_case("host") && out.host.is_none() {
             out.host = Some(value);
         } else if name.eq_ignore_ascii_case("range") {
@@ -373,18 +372,14 @@ fn parse_request(head: &[u8]) -> Option<RequestHead<'_>> {
 
 /// An answer's status line and length, from a receive's head.
 fn parse_answer(head: &[u8]) -> Option<AnswerHead> {
-    let (line, headers, header_len) = split_head(head)?;
-    let mut words = line.split(' ');
-    if !words.next()?.starts_with("HTTP/1.") {
-        return None;
-    }
-    let status = words.next()?.parse().ok()?;
-    let mut content_length = None;
-    for (name, value) in headers {
-        if name.eq_ignore_ascii_case("content-length") {
-            content_length = value.parse().ok();
-        }
-    }
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut answer = httparse::Response::new(&mut headers);
+    let header_len = head_len(parser().parse_response(&mut answer, head))?;
+    let status = answer.code?;
+    let content_length = read_headers(answer.headers)
+        .filter(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .last()
+        .and_then(|(_, value)| value.parse().ok());
     Some(AnswerHead {
         status,
         content_length,
@@ -392,32 +387,44 @@ fn parse_answer(head: &[u8]) -> Option<AnswerHead> {
     })
 }
 
-/// A head's first line, its header lines as (name, value), and its length
-/// up to and with the blank line (`None` when the head was cut before it).
-/// A header line cut at the head's end is left out.
-type Split<'a> = (&'a str, Vec<(&'a str, &'a str)>, Option<usize>);
+/// The most header lines a head is read for (a head of more, each under
+/// 16 bytes on average, is not read): far more than a client or a store
+/// sends in the bytes a head holds.
+const MAX_HEADERS: usize = 128;
 
-fn split_head(head: &[u8]) -> Option<Split<'_>> {
-    let end = head.windows(4).position(|w| w == b"\r\n\r\n");
-    let text = match end {
-        Some(e) => &head[..e],
-        None => &head[..head.iter().rposition(|&b| b == b'\n').unwrap_or(0)],
-    };
-    let text = std::str::from_utf8(text)
-        .or_else(|e| std::str::from_utf8(&text[..e.valid_up_to()]))
-        .ok()?;
-    let mut lines = text.split("\r\n");
-    let first = lines.next()?;
-    if first.is_empty() && end.is_none() {
-        // Not even the first line is whole: read it as far as it goes.
-        let line = std::str::from_utf8(head).ok()?;
-        return Some((line.trim_end(), Vec::new(), None));
+/// httparse, passing over a header line it cannot read rather than the
+/// whole head.
+fn parser() -> httparse::ParserConfig {
+    let mut config = httparse::ParserConfig::default();
+    config
+        .ignore_invalid_headers_in_requests(true)
+        .ignore_invalid_headers_in_responses(true);
+    config
+}
+
+/// A head's length up to and with the blank line after its headers
+/// (`Some(None)` when the head was cut before it, as a head is at
+/// [`REQUEST_HEAD`](iorepro_common::REQUEST_HEAD) bytes); `None` for
+/// bytes that are no HTTP head.
+fn head_len(parsed: httparse::Result<usize>) -> Option<Option<usize>> {
+    match parsed {
+        Ok(httparse::Status::Complete(len)) => Some(Some(len)),
+        Ok(httparse::Status::Partial) => Some(None),
+        Err(_) => None,
     }
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim(), v.trim()))
-        .collect();
-    Some((first, headers, end.map(|e| e + 4)))
+}
+
+/// The headers httparse read, as (name, value) text. Of a head cut short,
+/// these are the lines whole before the cut (httparse leaves them first in
+/// the array, the places it did not fill with an empty name), so a header
+/// line cut at the head's end is left out.
+fn read_headers<'h, 'b>(
+    headers: &'h [httparse::Header<'b>],
+) -> impl Iterator<Item = (&'b str, &'b str)> + 'h {
+    headers
+        .iter()
+        .take_while(|h| !h.name.is_empty())
+        .filter_map(|h| Some((h.name, std::str::from_utf8(h.value).ok()?.trim())))
 }
 
 /// The query parameters a request row keeps: what an S3 request does, never
@@ -497,6 +504,35 @@ mod tests {
         let cut = &GET[..GET.len() - 60];
         let h = parse_request(cut).unwrap();
         assert_eq!((h.range, h.header_len), (Some((1048576, 2097151)), None));
+    }
+
+    #[test]
+    fn heads_cut_short_give_what_they_hold_whole() {
+        let cut = b"HTTP/1.1 206 Partial Content\r\nContent-Length: 1048576\r\nETag: \"ab";
+        let whole = AnswerHead {
+            status: 206,
+            content_length: Some(1048576),
+            header_len: None,
+        };
+        assert_eq!(parse_answer(cut), Some(whole));
+        let length_cut = parse_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 10").unwrap();
+        assert_eq!((length_cut.status, length_cut.content_length), (200, None));
+        assert_eq!(parse_answer(b"HTTP/1.1 404").unwrap().status, 404);
+        assert!(parse_answer(b"\x17\x03\x03\x00\x20").is_none());
+        // A line it cannot read is passed over, not the head.
+        let odd = b"HTTP/1.1 200 OK\r\nX Odd: 1\r\nContent-Length: 5\r\n\r\nhello";
+        let h = parse_answer(odd).unwrap();
+        assert_eq!(
+            (h.content_length, h.header_len),
+            (Some(5), Some(odd.len() - 5))
+        );
+        // A request line cut before its version is no request; a whole one is.
+        assert!(parse_request(b"GET /bucket/key?X-Amz-Signature=ab").is_none());
+        let h = parse_request(b"GET /b/k HTTP/1.1").unwrap();
+        assert_eq!(
+            (h.path.as_str(), h.host, h.header_len),
+            ("/b/k", None, None)
+        );
     }
 
     #[test]
