@@ -193,6 +193,10 @@ impl<'a> Capture<'a> {
             opts.path_prefixes.clone(),
             opts.all_files,
             wall_offset_ns(),
+            probes
+                .capabilities
+                .hooks
+                .contains(&crate::probes::FILL_HOOK),
         );
         if let Some(an) = &opts.anonymize {
             session.anonymize(Masker::new(an.anonymizer.clone(), &host));
@@ -466,6 +470,7 @@ fn record_losses(
                 let op = match op_of(*k) {
                     Some(o) => o.as_str(),
                     None if *k == DROPPED_NAME => "thread_name",
+                    None if *k == iorepro_common::kind::FILL => "page_cache_fill",
                     None if *k == iorepro_common::DROPPED_BUSY => "busy_thread_slots",
                     None => "unknown",
                 };

@@ -24,6 +24,7 @@ use crate::procs::{self, ProcTable};
 use crate::request_rows::{Finished, Mark, Requests, SocketCall};
 use crate::ring::Ring;
 use crate::rows::{op_of, row_from_event, Reorder};
+use crate::storage_fills::Fills;
 
 /// Everything needed to turn records into rows.
 pub struct Decoder {
@@ -46,6 +47,8 @@ pub struct Decoder {
     pub written: Written,
     /// Object-storage requests under way.
     requests: Requests,
+    /// Page-cache fills made inside calls, waiting for their rows.
+    fills: Fills,
 }
 
 /// The longest rows are held back for a request under way.
@@ -75,7 +78,15 @@ impl Named {
 }
 
 impl Decoder {
-    pub fn new(host: String, prefixes: Vec<String>, all_files: bool, wall_offset_ns: i64) -> Self {
+    /// `fills_watched`: whether the page-cache fill hook is attached (rows
+    /// then say what the storage served of them).
+    pub fn new(
+        host: String,
+        prefixes: Vec<String>,
+        all_files: bool,
+        wall_offset_ns: i64,
+        fills_watched: bool,
+    ) -> Self {
         Decoder {
             files: FileTable::default(),
             procs: ProcTable::default(),
@@ -88,6 +99,7 @@ impl Decoder {
             pending: FxHashMap::default(),
             written: Written::default(),
             requests: Requests::default(),
+            fills: Fills::new(fills_watched),
         }
     }
 
@@ -267,6 +279,9 @@ impl Decoder {
 
     /// A call on a descriptor (or a run of them, or a page-cache fill).
     pub fn on_io(&mut self, ev: &IoEvent) {
+        if ev.kind == kind::FILL {
+            return self.fills.add(ev);
+        }
         let Some(op) = op_of(ev.kind) else { return };
         if ev.via == VIA_IO_URING && matches!(op, Op::Open | Op::Stat) {
             return self.on_uring_result(ev, op);
@@ -276,7 +291,15 @@ impl Decoder {
         let path = self
             .files
             .path_of(key, tgid, if op == Op::Fault { -1 } else { ev.fd });
-        self.keep(ev, op, path);
+        // Taken whether or not the row is kept: they are the call's alone.
+        let from_storage = self.fills.take(ev, op);
+        if !self.wanted(path.as_ref()) {
+            return;
+        }
+        let rank = self.procs.rank_of_row(tgid);
+        let mut row = row_from_event(ev, op, rank, path, self.wall_offset_ns);
+        row.from_storage = from_storage;
+        self.rows.push(row);
     }
 
     /// The result of an io_uring open or statx whose path came at submission.
@@ -375,15 +398,6 @@ impl Decoder {
         let mut row = row_from_event(&ev.io, op, rank, Some(path), self.wall_offset_ns);
         row.path2 = path2.map(Rc::from);
         self.rows.push(row);
-    }
-
-    fn keep(&mut self, ev: &IoEvent, op: Op, path: Option<Rc<str>>) {
-        if !self.wanted(path.as_ref()) {
-            return;
-        }
-        let rank = self.procs.rank_of_row((ev.pid_tgid >> 32) as u32);
-        self.rows
-            .push(row_from_event(ev, op, rank, path, self.wall_offset_ns));
     }
 
     /// Whether rows of an open file's path are kept; decided once per path

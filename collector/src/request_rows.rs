@@ -289,6 +289,7 @@ fn finish(r: Request, wall_offset_ns: i64) -> Finished {
             sent: r.sent as i64,
             received: received as i64,
         })),
+        from_storage: None,
     };
     Finished {
         pid_tgid: r.pid_tgid,

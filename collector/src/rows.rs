@@ -97,6 +97,7 @@ pub fn row_from_event(
         path2: None,
         via: via_name(ev.via),
         exchange: None,
+        from_storage: None,
     }
 }
 

@@ -113,6 +113,26 @@ impl Events {
         self.batch.column(idx::PATH2_TRAITS).as_primitive()
     }
 
+    /// What the storage served of each row (see
+    /// [`crate::schema::COL_STORAGE_BYTES`]): null where the capture did not
+    /// watch the page cache, or the row is not a read or a fill.
+    pub fn storage_bytes(&self) -> &Int64Array {
+        self.batch.column(idx::STORAGE_BYTES).as_primitive()
+    }
+
+    pub fn readahead_bytes(&self) -> &Int64Array {
+        self.batch.column(idx::READAHEAD_BYTES).as_primitive()
+    }
+
+    /// What the storage served of the row, where the trace says.
+    pub fn from_storage_at(&self, row: usize) -> Option<crate::event::FromStorage> {
+        let (bytes, ahead) = (self.storage_bytes(), self.readahead_bytes());
+        bytes.is_valid(row).then(|| crate::event::FromStorage {
+            bytes: bytes.value(row),
+            read_ahead: Self::opt_i64(ahead, row).unwrap_or(0),
+        })
+    }
+
     /// What a request row exchanged (see [`crate::schema::COL_METHOD`]);
     /// `None` for every other row.
     pub fn exchange_at(&self, row: usize) -> Option<crate::event::Exchange<'_>> {

@@ -40,6 +40,17 @@ pub struct EventRow<'a> {
     /// What an object-storage request exchanged (op `request` only); by
     /// reference, so that every other row stays as small as it was.
     pub exchange: Option<&'a Exchange<'a>>,
+    /// What the storage served of the row (see
+    /// [`crate::schema::COL_STORAGE_BYTES`]); `None` where not watched.
+    pub from_storage: Option<FromStorage>,
+}
+
+/// The bytes the storage served for a row: all of them, and the part that
+/// read-ahead brought in beyond the row's own range.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FromStorage {
+    pub bytes: i64,
+    pub read_ahead: i64,
 }
 
 /// The columns of an object-storage request row (see
@@ -91,6 +102,7 @@ pub struct OwnedRow<P> {
     pub via: Option<&'static str>,
     /// Boxed: rows wait in the collector's reorder window, and few are requests.
     pub exchange: Option<Box<Exchange<'static>>>,
+    pub from_storage: Option<FromStorage>,
 }
 
 impl<P: AsRef<str>> OwnedRow<P> {
@@ -116,6 +128,7 @@ impl<P: AsRef<str>> OwnedRow<P> {
             path2: self.path2.as_ref().map(AsRef::as_ref),
             via: self.via,
             exchange: self.exchange.as_deref(),
+            from_storage: self.from_storage,
         }
     }
 }
@@ -144,6 +157,7 @@ impl EventRow<'_> {
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         }
     }
 }
@@ -175,6 +189,8 @@ pub struct EventBatchBuilder {
     first_byte_ns: Int64Builder,
     sent: Int64Builder,
     received: Int64Builder,
+    storage_bytes: Int64Builder,
+    readahead_bytes: Int64Builder,
     rows: usize,
     sorted: bool,
     last_ts: i64,
@@ -208,6 +224,8 @@ impl EventBatchBuilder {
             first_byte_ns: Int64Builder::new(),
             sent: Int64Builder::new(),
             received: Int64Builder::new(),
+            storage_bytes: Int64Builder::new(),
+            readahead_bytes: Int64Builder::new(),
             rows: 0,
             sorted: true,
             last_ts: i64::MIN,
@@ -248,6 +266,9 @@ impl EventBatchBuilder {
             .append_option(x.and_then(|x| x.first_byte_ns));
         self.sent.append_option(x.map(|x| x.sent));
         self.received.append_option(x.map(|x| x.received));
+        let f = e.from_storage;
+        self.storage_bytes.append_option(f.map(|f| f.bytes));
+        self.readahead_bytes.append_option(f.map(|f| f.read_ahead));
         self.rows += 1;
         self.sorted &= e.ts_ns >= self.last_ts;
         self.last_ts = e.ts_ns;
@@ -294,6 +315,8 @@ impl EventBatchBuilder {
             Arc::new(self.first_byte_ns.finish()),
             Arc::new(self.sent.finish()),
             Arc::new(self.received.finish()),
+            Arc::new(self.storage_bytes.finish()),
+            Arc::new(self.readahead_bytes.finish()),
         ];
         self.rows = 0;
         self.sorted = true;

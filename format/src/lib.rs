@@ -62,7 +62,7 @@ pub mod writer;
 
 pub use columns::Events;
 pub use error::{TraceError, TraceResult};
-pub use event::{EventBatchBuilder, EventRow, Exchange, RowTraits};
+pub use event::{EventBatchBuilder, EventRow, Exchange, FromStorage, RowTraits};
 pub use manifest::{Anonymized, Manifest, Source};
 pub use mounts::{Mount, MountTable};
 pub use reader::TraceReader;

@@ -95,6 +95,22 @@ pub const COL_FIRST_BYTE_NS: &str = "first_byte_ns";
 pub const COL_SENT: &str = "sent";
 pub const COL_RECEIVED: &str = "received";
 
+/// Where a row's bytes came from, on traces whose capture watched the page
+/// cache (the collector's `capabilities.hooks` names
+/// `filemap:mm_filemap_add_to_page_cache`); null elsewhere, never a guess:
+///
+/// - [`COL_STORAGE_BYTES`]: bytes the storage served for the call: on a
+///   `read` row, the page-cache fills the kernel made while the call ran
+///   (read-ahead it started included), or every byte read for a file opened
+///   `O_DIRECT`; on a `fault` row, the fill itself. 0 on a read the page cache
+///   served whole. Read-ahead's fills serve later calls, so a file's or a
+///   phase's sum is what the storage served, and a single call's share may
+///   exceed its `size`.
+/// - [`COL_READAHEAD_BYTES`]: the part of `storage_bytes` beyond the row's
+///   own range (`offset` .. `offset + size`), on the same file.
+pub const COL_STORAGE_BYTES: &str = "storage_bytes";
+pub const COL_READAHEAD_BYTES: &str = "readahead_bytes";
+
 /// The bits of [`COL_PATH_TRAITS`]: each says that one of the name rules of
 /// `iorepro-analysis`'s roles held on the original name (spelled
 /// canonically). What the directory structure, the numbers in a name, its
@@ -130,7 +146,7 @@ pub const REQUIRED_COLUMNS: [&str; 14] = [
 /// Every column of the canonical schema, in order: the required ones, then
 /// those added later, which a trace may lack (readers fill them in: `calls`
 /// with 1, the others with nulls).
-pub const COLUMNS: [&str; 25] = [
+pub const COLUMNS: [&str; 27] = [
     COL_TS,
     COL_DUR_NS,
     COL_HOST,
@@ -156,6 +172,8 @@ pub const COLUMNS: [&str; 25] = [
     COL_FIRST_BYTE_NS,
     COL_SENT,
     COL_RECEIVED,
+    COL_STORAGE_BYTES,
+    COL_READAHEAD_BYTES,
 ];
 
 /// Position of each column in [`trace_schema`].
@@ -185,6 +203,8 @@ pub mod idx {
     pub const FIRST_BYTE_NS: usize = 22;
     pub const SENT: usize = 23;
     pub const RECEIVED: usize = 24;
+    pub const STORAGE_BYTES: usize = 25;
+    pub const READAHEAD_BYTES: usize = 26;
 }
 
 pub fn ts_type() -> DataType {
@@ -234,6 +254,8 @@ fn build_schema() -> Schema {
         Field::new(COL_FIRST_BYTE_NS, DataType::Int64, true),
         Field::new(COL_SENT, DataType::Int64, true),
         Field::new(COL_RECEIVED, DataType::Int64, true),
+        Field::new(COL_STORAGE_BYTES, DataType::Int64, true),
+        Field::new(COL_READAHEAD_BYTES, DataType::Int64, true),
     ])
 }
 

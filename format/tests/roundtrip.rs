@@ -108,6 +108,7 @@ fn event_row(r: &Row) -> EventRow<'_> {
         path2: None,
         via: None,
         exchange: None,
+        from_storage: None,
     }
 }
 

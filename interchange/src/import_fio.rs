@@ -195,6 +195,7 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         }
     });
     write_imported(out, opts.segment_rows, "fio-iolog", input, rows)

@@ -98,6 +98,7 @@ fn job(dir: &Path) -> PathBuf {
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         })
         .unwrap();
     }

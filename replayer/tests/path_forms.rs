@@ -48,6 +48,7 @@ fn trace_of(dir: &Path, rows: &[R<'_>]) -> std::path::PathBuf {
             path2,
             via: None,
             exchange: None,
+            from_storage: None,
         })
         .unwrap();
     }

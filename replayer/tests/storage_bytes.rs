@@ -15,11 +15,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 
 use common::*;
 use iorepro_replayer::io::engine::EngineKind;
+use iorepro_tests::loop_mount::LoopMount;
 use iorepro_tests::samples::{sample, TORCH_DDP_SHARDS};
 use serde_json::Value;
 
@@ -32,116 +32,11 @@ const IMAGE_BYTES: u64 = 768 << 20;
 /// of the device's.
 const TOLERANCE: f64 = 0.02;
 
-/// An ext4 file system on a loop device, mounted at `dir`; unmounted,
-/// detached and its image removed when dropped, however the test ended.
-struct LoopMount {
-    image: PathBuf,
-    dir: PathBuf,
-    /// `/dev/loopN`, once attached.
-    device: Option<String>,
-    mounted: bool,
-}
-
-/// Runs `cmd`, saying what failed where it does.
-fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-impl LoopMount {
-    /// Makes one in `scratch`; `Err` says why this machine cannot.
-    fn make(scratch: &Path) -> Result<LoopMount, String> {
-        let mut m = LoopMount {
-            image: scratch.join("ext4.img"),
-            dir: scratch.join("mnt"),
-            device: None,
-            mounted: false,
-        };
-        std::fs::File::create(&m.image)
-            .and_then(|f| f.set_len(IMAGE_BYTES))
-            .map_err(|e| format!("{}: {e}", m.image.display()))?;
-        // Inode tables and journal made now: no lazy initialisation
-        // writing behind the test's back.
-        run(Command::new("mkfs.ext4")
-            .args(["-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
-            .arg(&m.image))?;
-        let device = run(Command::new("losetup").args(["-f", "--show"]).arg(&m.image))?;
-        m.device = Some(device.clone());
-        std::fs::create_dir_all(&m.dir).map_err(|e| e.to_string())?;
-        run(Command::new("mount").arg(&device).arg(&m.dir))?;
-        m.mounted = true;
-        Ok(m)
-    }
-
-    /// The device's own count of bytes read and written so far: sectors
-    /// of 512 bytes, the third and seventh fields of its `stat`.
-    fn device_bytes(&self) -> (u64, u64) {
-        let name = self.device.as_deref().unwrap().trim_start_matches("/dev/");
-        let stat = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
-        let fields: Vec<u64> = stat
-            .split_whitespace()
-            .map(|f| f.parse().unwrap())
-            .collect();
-        (fields[2] * 512, fields[6] * 512)
-    }
-}
-
-impl Drop for LoopMount {
-    fn drop(&mut self) {
-        if self.mounted && run(Command::new("umount").arg(&self.dir)).is_err() {
-            // Something still holds it (a replay killed mid-way): detach
-            // it now, it goes once released.
-            let _ = run(Command::new("umount").arg("-l").arg(&self.dir));
-        }
-        if let Some(d) = &self.device {
-            let _ = run(Command::new("losetup").arg("-d").arg(d));
-        }
-        let _ = std::fs::remove_file(&self.image);
-    }
-}
-
-/// Every dirty page written, and the pages of every file on the test's
-/// mount dropped from the page cache. Not the node's whole cache: the
-/// replayer's own program, its libraries and the trace would then be read
-/// again from the node's disk while it runs, into the process's count
-/// where that count stands for the run's (io_uring).
-fn cold_caches(fs: &LoopMount) {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
-    let mut dirs = vec![fs.dir.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.is_file() {
-                let file = std::fs::File::open(&path).unwrap();
-                // SAFETY: the descriptor is this open file's.
-                let r = unsafe {
-                    libc::posix_fadvise(
-                        std::os::fd::AsRawFd::as_raw_fd(&file),
-                        0,
-                        0,
-                        libc::POSIX_FADV_DONTNEED,
-                    )
-                };
-                assert_eq!(r, 0, "{}: posix_fadvise", path.display());
-            }
-        }
-    }
-}
-
 /// What the device read and was written while `args`' replay of the
 /// prepared target ran from cold caches, and the replay's report. The
 /// writes are counted once they reached the device (after a sync).
 fn replay_cold(fs: &LoopMount, trace: &Path, target: &Path, args: &[&str]) -> (Value, u64, u64) {
-    cold_caches(fs);
+    fs.drop_own_pages();
     let before = fs.device_bytes();
     let mut all = vec!["--prepare", "skip", "--timing", "afap", "--json"];
     all.extend_from_slice(args);
@@ -166,17 +61,6 @@ fn agree(what: &str, counted: u64, device: u64) {
     );
 }
 
-/// The loop mount, or `None` having said why this machine cannot make one.
-fn loop_mount(scratch: &Path) -> Option<LoopMount> {
-    if !iorepro_format::host::is_root() {
-        iorepro_tests::skip::cannot_run("a loop device and a mount need root");
-        return None;
-    }
-    LoopMount::make(scratch)
-        .map_err(|why| iorepro_tests::skip::cannot_run(format!("no ext4 loop mount here: {why}")))
-        .ok()
-}
-
 /// Held by each test for its whole run: the two tests' replays, run
 /// together, would share the machine's memory and disk time.
 static CACHES: Mutex<()> = Mutex::new(());
@@ -185,7 +69,7 @@ static CACHES: Mutex<()> = Mutex::new(());
 /// `None` having said why this machine cannot make one.
 fn prepared(name: &str) -> Option<(LoopMount, PathBuf, PathBuf)> {
     let scratch = iorepro_tests::bins::scratch(name);
-    let fs = loop_mount(&scratch)?;
+    let fs = LoopMount::for_test(&scratch, IMAGE_BYTES)?;
     let trace = sample(TORCH_DDP_SHARDS);
     let target = fs.dir.join("replay");
     let out = replay_into(&trace, &target, &["--prepare", "only"]);

@@ -23,6 +23,7 @@ pub mod browser;
 pub mod capture;
 pub mod http;
 pub mod job;
+pub mod loop_mount;
 pub mod python;
 pub mod rgw;
 pub mod rows;

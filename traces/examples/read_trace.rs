@@ -54,6 +54,7 @@ fn call(
         path2: None,
         via: None,
         exchange: None,
+        from_storage: None,
     }
 }
 

@@ -157,6 +157,7 @@ fn main() -> anyhow::Result<()> {
         path2: None,
         via: None,
         exchange: None,
+        from_storage: None,
     };
 
     let start = Instant::now();

@@ -80,6 +80,7 @@ fn with_log_noise(src: &Path, dst: &Path) {
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         })
         .unwrap();
         off += size;
@@ -362,6 +363,7 @@ fn save_after_a_lookup(dir: &Path) -> std::path::PathBuf {
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         })
         .unwrap();
     }

@@ -30,6 +30,7 @@ fn good_trace(dir: &Path) {
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         })
         .unwrap();
     }

@@ -34,6 +34,7 @@ fn row(i: i64) -> EventRow<'static> {
         path2: None,
         via: None,
         exchange: None,
+        from_storage: None,
     }
 }
 

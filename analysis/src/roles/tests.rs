@@ -52,6 +52,7 @@ fn both_ways(rows: &[(i64, Row<'_>)]) -> (FileRoles, FileRoles) {
             path2,
             via: None,
             exchange: None,
+            from_storage: None,
         })
         .unwrap();
     }

@@ -223,6 +223,7 @@ mod tests {
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         }
     }
 

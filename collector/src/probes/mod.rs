@@ -45,6 +45,7 @@ use crate::ring::Ring;
 pub use capabilities::{Capabilities, Missing};
 pub use kernel::kernel_release;
 pub use load::load_floor;
+pub use optional::FILL_HOOK;
 pub use privileges::check_privileges;
 
 /// How the programs are set up before loading.

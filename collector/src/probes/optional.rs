@@ -26,9 +26,12 @@ pub(super) type Uring = Result<(Programs, Vec<(&'static str, u64)>), String>;
 /// be followed.
 pub(super) type Fill = Result<Vec<(&'static str, u64)>, String>;
 
-/// The page-cache fill tracepoint (`fault` rows under mmap).
+/// The page-cache fill tracepoint (`fault` rows under mmap, and what the
+/// storage served of each read).
 const FILL_CATEGORY: &str = "filemap";
 const FILL_EVENT: &str = "mm_filemap_add_to_page_cache";
+/// How [`Capabilities::hooks`] names it when attached.
+pub const FILL_HOOK: &str = "tracepoint:filemap:mm_filemap_add_to_page_cache";
 
 /// What io_uring needs from this kernel's BTF: its programs and offsets.
 pub(super) fn uring(btf: &Btf) -> Uring {
@@ -70,12 +73,11 @@ pub(super) fn attach_fill(ebpf: &mut Ebpf, fill: Fill, caps: &mut Capabilities) 
         Ok(())
     });
     match fill {
-        Ok(_) => caps
-            .hooks
-            .push("tracepoint:filemap:mm_filemap_add_to_page_cache"),
+        Ok(_) => caps.hooks.push(FILL_HOOK),
         Err(why) => caps.missing.push(Missing {
             what: "page_faults",
-            effect: "pages read in by faults under mmap not captured (no `fault` rows)",
+            effect: "pages read in by faults under mmap not captured (no `fault` rows), \
+                     and no row says what the storage served (`storage_bytes` null)",
             why,
         }),
     }

@@ -51,6 +51,11 @@ pub mod kind {
     /// Bytes received on such a socket (`read`, `recvfrom`): the head of
     /// the first answer after a send, none for the rest.
     pub const RECV: u32 = 21;
+    /// A page-cache fill made while a recorded call was in flight (read-ahead
+    /// it started included): `offset`/`size` in bytes, `ino`/`dev` the file
+    /// filled. User space adds it to the row of the thread's call whose time
+    /// covers `ts_ns`, so the row says how many of its bytes storage served.
+    pub const FILL: u32 = 22;
 }
 
 /// What a [`ProcEvent`] describes.
@@ -108,6 +113,8 @@ pub struct IoEvent {
     pub dev: u32,
     pub fd: i32,
     pub kind: u32,
+    /// The op's flags argument (open, mmap, lseek, ...); for a read or a
+    /// write, the file's `f_flags` (O_DIRECT among them).
     pub flags: u32,
     /// Syscalls this record stands for: 1, or a run's length.
     pub calls: u32,
@@ -226,6 +233,9 @@ pub struct Run {
     pub kind: u32,
     /// 0 when no run is open.
     pub calls: u32,
+    /// The file's `f_flags` (the same for every call of a run).
+    pub flags: u32,
+    pub _pad: u32,
 }
 
 impl Run {
@@ -244,7 +254,7 @@ impl Run {
             dev: self.dev,
             fd: self.fd,
             kind: self.kind,
-            flags: 0,
+            flags: self.flags,
             calls: self.calls,
             via: VIA_SYSCALL,
         }
@@ -398,8 +408,8 @@ mod pod {
 
 const _: () = assert!(IO_EVENT_SIZE == 88);
 const _: () = assert!(PATH_EVENT_SIZE == 88 + 40);
-const _: () = assert!(core::mem::size_of::<Run>() == 72);
-const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 32 + 72 + 40 * CACHED_FILES + 256);
+const _: () = assert!(core::mem::size_of::<Run>() == 80);
+const _: () = assert!(core::mem::size_of::<Slot>() == 48 + 32 + 80 + 40 * CACHED_FILES + 256);
 const _: () = assert!(FILE_WINDOW <= SCRATCH_WORDS * 4 && INODE_WINDOW <= SCRATCH_WORDS * 4);
 const _: () = assert!(NAME_EVENT_SIZE == 24);
 const _: () = assert!(core::mem::size_of::<ProcEvent>() == 24);

@@ -228,8 +228,9 @@ pub fn io_uring_complete(ctx: BtfTracePointContext) -> u32 {
 }
 
 /// A folio added to the page cache: a read from storage. Fills made inside a
-/// recorded syscall belong to that call's row; the others were caused by a
-/// fault under a mapping (including the readahead it triggered).
+/// recorded syscall are sent as `FILL` records, which user space adds to that
+/// call's row; the others were caused by a fault under a mapping (including
+/// the readahead it triggered) and are rows of their own.
 #[tracepoint(category = "filemap", name = "mm_filemap_add_to_page_cache")]
 pub fn filemap_add(ctx: TracePointContext) -> u32 {
     page_cache_fill(&ctx);
@@ -240,13 +241,17 @@ const PAGE_SHIFT: u32 = 12;
 
 fn page_cache_fill(ctx: &TracePointContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced(pid_tgid) || slots::in_flight(pid_tgid).is_some() || kernel::io_worker() {
+    if !is_traced(pid_tgid) || kernel::io_worker() {
         return;
     }
-    // The thread must be named before its first record.
-    if slots::claim(pid_tgid).is_none() {
+    let what = if slots::in_flight(pid_tgid).is_some() {
+        kind::FILL
+    } else if slots::claim(pid_tgid).is_some() {
+        // (Claimed first: the thread must be named before its first record.)
+        kind::FAULT
+    } else {
         return;
-    }
+    };
     // Field offsets from the tracepoint's format file (set by the loader);
     // kernels before 6.x have no `order` field (single pages).
     let at = |g: &'static u64| kernel::global(g) as usize;
@@ -264,7 +269,7 @@ fn page_cache_fill(ctx: &TracePointContext) {
             },
         )
     };
-    let Some(mut entry) = records::reserve::<IoEvent>(kind::FAULT) else {
+    let Some(mut entry) = records::reserve::<IoEvent>(what) else {
         return;
     };
     entry.write(IoEvent {
@@ -279,7 +284,7 @@ fn page_cache_fill(ctx: &TracePointContext) {
         ino,
         dev,
         fd: -1,
-        kind: kind::FAULT,
+        kind: what,
         flags: 0,
         calls: 1,
         via: iorepro_common::VIA_SYSCALL,

@@ -35,6 +35,7 @@ pub fn record(run: &mut Run, io: &IoEvent) {
             && run.ino == io.ino
             && run.dev == io.dev
             && run.size == io.size
+            && run.flags == io.flags
             && io.offset
                 == run
                     .offset
@@ -65,6 +66,8 @@ pub fn record(run: &mut Run, io: &IoEvent) {
         fd: io.fd,
         kind: io.kind,
         calls: 1,
+        flags: io.flags,
+        _pad: 0,
     };
 }
 

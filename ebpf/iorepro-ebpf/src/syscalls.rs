@@ -488,6 +488,9 @@ fn data_op(op: u32, nr: u64, regs: *const u8, s: &mut Slot, mut io: IoEvent) {
     };
     io.kind = op;
     io.fd = fd as i32;
+    // User space tells O_DIRECT calls by it: every byte they move is the
+    // storage's, with no page-cache fill to see.
+    io.flags = s.file_flags;
     runs::record(&mut s.run, &io);
 }
 

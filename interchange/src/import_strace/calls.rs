@@ -102,6 +102,7 @@ fn row(
         path2: None,
         via: None,
         exchange: None,
+        from_storage: None,
     }
 }
 

@@ -150,6 +150,7 @@ impl<'w> Generator<'w> {
             path2: None,
             via: None,
             exchange: None,
+            from_storage: None,
         };
         self.step_rows.push((comm, row));
     }

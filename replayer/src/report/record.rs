@@ -169,6 +169,7 @@ impl RankRecorder {
             path2: path2.as_deref(),
             via: uring.then_some(VIA_IO_URING),
             exchange: None,
+            from_storage: None,
         });
         if self.builder.len() >= RECORD_BATCH_ROWS
             || self.last_flush.elapsed() >= RECORD_FLUSH_EVERY

@@ -205,6 +205,7 @@ pub fn write_process_rows(dir: &Path, rows: &[(i32, TimedRow<'_>)], renamed_to: 
             path2: (op == iorepro_format::Op::Rename).then_some(renamed_to),
             via: None,
             exchange: None,
+            from_storage: None,
         })
         .unwrap();
     }

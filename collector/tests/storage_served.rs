@@ -1,0 +1,146 @@
+//! Where a read's bytes came from: a 256 MiB file read twice (its pages
+//! dropped before the first pass only) is served by the storage in the
+//! first pass and by the page cache in the second. The trace's
+//! `storage_bytes` say so, row by row, and their sum over the first pass
+//! is the block device's own count (`/sys/block/loopN/stat` of an ext4
+//! file system of the test's own on a loop device), within [`TOLERANCE`]:
+//! the device also reads the file's inode and extent blocks, and a second
+//! process start reads nothing of the file.
+//!
+//! And a file opened `O_DIRECT` (dd's `iflag=direct`) is all storage, with
+//! no fill to see. Needs root (the probes, a loop device and a mount).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::*;
+use iorepro_format::{FromStorage, Op, TraceReader};
+use iorepro_tests::loop_mount::LoopMount;
+
+const FILE_BYTES: i64 = 256 << 20;
+const IMAGE_BYTES: u64 = 384 << 20;
+
+/// How far the first pass's count and the device's may be apart, as a
+/// share of the device's.
+const TOLERANCE: f64 = 0.02;
+
+/// The most the second pass may take from the storage: the page cache
+/// held the whole file.
+const WARM_SLACK: i64 = 1 << 20;
+
+/// What the storage served of the reads of `file`, per process, in the
+/// order the processes first read it; every such row must say.
+fn served_per_process(trace: &Path, file: &Path) -> Vec<(i32, FromStorage, i64)> {
+    let reader = TraceReader::open(trace).unwrap_or_else(|e| panic!("{e}"));
+    let mut by_pid: BTreeMap<i32, (i64, FromStorage, i64)> = BTreeMap::new();
+    let want = file.to_str().unwrap();
+    for batch in reader.events().unwrap() {
+        let ev = batch.unwrap();
+        for i in 0..ev.len() {
+            if ev.op(i) != Op::Read || ev.path_at(i) != Some(want) {
+                continue;
+            }
+            let from = ev
+                .from_storage_at(i)
+                .unwrap_or_else(|| panic!("read row {i} of {want} does not say where from"));
+            let pid = ev.pid().value(i);
+            let e = by_pid
+                .entry(pid)
+                .or_insert((ev.ts().value(i), FromStorage::default(), 0));
+            e.1.bytes += from.bytes;
+            e.1.read_ahead += from.read_ahead;
+            e.2 += ev.ret().value(i).max(0);
+        }
+    }
+    let mut out: Vec<_> = by_pid.into_iter().collect();
+    out.sort_by_key(|(_, (first, ..))| *first);
+    out.into_iter()
+        .map(|(pid, (_, from, read))| (pid, from, read))
+        .collect()
+}
+
+/// The loop mount holding a fresh `FILE_BYTES` file, or `None` where this
+/// machine cannot trace or mount.
+fn prepared(scratch: &Path) -> Option<(LoopMount, std::path::PathBuf)> {
+    if !can_trace() {
+        return None;
+    }
+    let fs = LoopMount::for_test(scratch, IMAGE_BYTES)?;
+    let data = fs.dir.join("data.bin");
+    write_file(&data, FILE_BYTES as usize);
+    Some((fs, data))
+}
+
+#[test]
+fn a_file_read_twice_comes_from_storage_once() {
+    let scratch = scratch();
+    let Some((fs, data)) = prepared(scratch.path()) else {
+        return;
+    };
+    fs.drop_own_pages();
+    let before = fs.device_bytes().0;
+    let trace = scratch.path().join("trace");
+    let job = format!("cat {0} > /dev/null && cat {0} > /dev/null", data.display());
+    let prefix = fs.dir.to_str().unwrap();
+    let out = collect(&trace, &["--path-prefix", prefix], &["sh", "-c", &job]);
+    assert!(out.status.success(), "{out:?}");
+    let device = (fs.device_bytes().0 - before) as i64;
+
+    let passes = served_per_process(&trace, &data);
+    assert_eq!(passes.len(), 2, "two processes read the file: {passes:?}");
+    let (cold, warm) = (passes[0].1, passes[1].1);
+    eprintln!(
+        "device read {device} bytes; the trace: first pass {} from storage ({} of them \
+         read-ahead), second pass {}",
+        cold.bytes, cold.read_ahead, warm.bytes
+    );
+    assert_eq!(
+        passes[0].2, FILE_BYTES,
+        "the first pass read the whole file"
+    );
+    assert_eq!(
+        passes[1].2, FILE_BYTES,
+        "the second pass read the whole file"
+    );
+    let off = (cold.bytes - device).abs() as f64 / device as f64;
+    assert!(
+        off <= TOLERANCE,
+        "first pass: {} from storage, the device read {device} ({:.2} % apart)",
+        cold.bytes,
+        off * 100.0
+    );
+    assert!(
+        cold.read_ahead > 0 && cold.read_ahead < cold.bytes,
+        "read-ahead counted apart: {cold:?}"
+    );
+    assert!(
+        warm.bytes <= WARM_SLACK,
+        "second pass: {} bytes from storage, the page cache held the file",
+        warm.bytes
+    );
+}
+
+#[test]
+fn direct_reads_are_all_storage() {
+    let scratch = scratch();
+    let Some((fs, data)) = prepared(scratch.path()) else {
+        return;
+    };
+    let trace = scratch.path().join("trace");
+    let input = format!("if={}", data.display());
+    let prefix = fs.dir.to_str().unwrap();
+    let out = collect(
+        &trace,
+        &["--path-prefix", prefix],
+        &["dd", &input, "of=/dev/null", "bs=1M", "iflag=direct"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let passes = served_per_process(&trace, &data);
+    assert_eq!(passes.len(), 1, "{passes:?}");
+    let (_, from, read) = passes[0];
+    assert_eq!(read, FILE_BYTES);
+    assert_eq!(from.bytes, FILE_BYTES, "O_DIRECT: every byte from storage");
+    assert_eq!(from.read_ahead, 0);
+}
