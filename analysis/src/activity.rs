@@ -373,6 +373,9 @@ pub struct Activity {
     /// mkdir calls, with their writers (also in `metadata`): where a save
     /// that makes its own directory began.
     pub dirs_made: Runs,
+    /// Bytes the storage served the job's reads (a row's `storage_bytes`):
+    /// `None` for a trace that never says.
+    pub from_storage: Option<Runs>,
     /// Entry `ts` of the first call (any op), Unix ns; `i64::MAX` when none.
     pub first_ns: i64,
     /// Latest `ts + dur_ns` of any call; `i64::MIN` when none.
@@ -422,6 +425,7 @@ impl Default for Activity {
             syncs: Runs::default(),
             metadata: Runs::default(),
             dirs_made: Runs::default(),
+            from_storage: None,
             first_ns: i64::MAX,
             end_ns: i64::MIN,
             rankless_readers: Processes::default(),
@@ -469,8 +473,23 @@ impl Activity {
         }
     }
 
+    /// Takes in what the storage served of a row that says: `bytes` of
+    /// the row from `ts` to `end`.
+    #[inline]
+    pub fn observe_storage(&mut self, ts: i64, end: i64, bytes: i64) {
+        let runs = self.from_storage.get_or_insert_with(Runs::default);
+        runs.add(ts, end, bytes.max(0) as u64, None);
+    }
+
     /// Takes in the activity of another part of the trace.
     pub fn merge(&mut self, other: Activity) {
+        self.from_storage = match (self.from_storage.take(), other.from_storage) {
+            (Some(mut a), Some(b)) => {
+                a.merge(b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
         self.reads.merge(other.reads);
         self.writes.merge(other.writes);
         self.syncs.merge(other.syncs);
@@ -502,6 +521,9 @@ impl Activity {
         self.syncs.finish();
         self.metadata.finish();
         self.dirs_made.finish();
+        if let Some(s) = &mut self.from_storage {
+            s.finish();
+        }
     }
 
     pub fn is_sorted(&self) -> bool {
@@ -510,6 +532,7 @@ impl Activity {
             && self.syncs.is_sorted()
             && self.metadata.is_sorted()
             && self.dirs_made.is_sorted()
+            && self.from_storage.as_ref().is_none_or(Runs::is_sorted)
     }
 
     /// Whether any call was seen.

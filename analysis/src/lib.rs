@@ -32,5 +32,6 @@ pub mod part_counters;
 pub mod phases;
 pub mod requests_by_object;
 pub mod roles;
+pub mod served;
 pub mod summary;
 pub mod timeline;

@@ -42,6 +42,10 @@ pub struct Overview {
     /// ... and in its busiest 1 s window (aligned to the first call).
     pub peak_metadata_calls_per_s: f64,
     pub phases: Vec<Phase>,
+    /// Of the bytes read, those the storage served (see [`crate::served`]);
+    /// absent where the trace does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_read_bytes: Option<u64>,
     /// Bytes per 100 ms window, for plots.
     #[serde(skip)]
     pub timeline: Timeline,
@@ -118,6 +122,7 @@ impl Overview {
             },
             peak_metadata_calls_per_s: peak_metadata,
             phases,
+            storage_read_bytes: crate::served::total(&t.activity),
             timeline: t.timeline.clone(),
         }
     }

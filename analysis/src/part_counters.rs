@@ -24,7 +24,7 @@ use iorepro_format::runs::{CallsOf, SpanOf};
 use iorepro_format::scan::{Fold, OnlyWhereNull, ScanBatch};
 use iorepro_format::schema::{
     Op, COL_CALLS, COL_DUR_NS, COL_HOST, COL_OFFSET, COL_OP, COL_PATH, COL_PID, COL_RANK,
-    COL_RECEIVED, COL_RET, COL_SENT, COL_SIZE, COL_SPAN_NS, COL_TS,
+    COL_RECEIVED, COL_RET, COL_SENT, COL_SIZE, COL_SPAN_NS, COL_STORAGE_BYTES, COL_TS,
 };
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -47,6 +47,11 @@ pub struct FileStats {
     pub events: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Of the bytes read, those the storage served (see
+    /// `iorepro_format::schema::COL_STORAGE_BYTES`); absent where the trace
+    /// does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_read_bytes: Option<u64>,
 }
 
 /// How much a tally counts: everything `summary` reports, or only what
@@ -66,6 +71,9 @@ impl Depth {
         let mut columns = self.columns().to_vec();
         if reader.may_hold_requests() {
             columns.extend([COL_SENT, COL_RECEIVED]);
+        }
+        if reader.may_hold_storage() {
+            columns.push(COL_STORAGE_BYTES);
         }
         columns
     }
@@ -177,6 +185,7 @@ impl Files {
                 events: c.events,
                 read_bytes: c.read,
                 write_bytes: c.write,
+                storage_read_bytes: None,
             })
             .collect()
     }
@@ -198,6 +207,8 @@ pub(crate) struct FileCounts {
     pub write: u64,
     /// Bytes page faults filled from the file.
     pub faulted: u64,
+    /// Bytes the storage served of its reads and faults, where rows say.
+    pub from_storage: u64,
     /// The start of the first read or fault that moved bytes (`i64::MAX`: none).
     pub first_read_ns: i64,
     /// Calls that failed: all of them failed when this equals `events`.
@@ -211,6 +222,7 @@ impl Default for FileCounts {
             read: 0,
             write: 0,
             faulted: 0,
+            from_storage: 0,
             first_read_ns: i64::MAX,
             failed: 0,
         }
@@ -223,6 +235,7 @@ impl FileCounts {
         self.read += other.read;
         self.write += other.write;
         self.faulted += other.faulted;
+        self.from_storage += other.from_storage;
         self.first_read_ns = self.first_read_ns.min(other.first_read_ns);
         self.failed += other.failed;
     }
@@ -269,6 +282,7 @@ impl Default for KeyCounts {
 struct RareCounts {
     faulted: u64,
     failed: u64,
+    from_storage: u64,
 }
 
 /// What only a full tally reads of a batch.
@@ -290,6 +304,8 @@ pub(crate) struct TallyBatch<'a> {
     full: Option<FullColumns<'a>>,
     /// Request rows' body bytes sent and received, where they were read.
     exchanged: Option<(&'a Int64Array, &'a Int64Array)>,
+    /// What the storage served of each row, where the trace says.
+    storage: Option<&'a Int64Array>,
 }
 
 impl Fold for Tally {
@@ -387,6 +403,7 @@ impl Tally {
             span: SpanOf::new(b.span_ns(), b.dur_ns()),
             full,
             exchanged: b.exchanged(),
+            storage: b.storage_bytes(),
         }
     }
 
@@ -431,6 +448,7 @@ impl Tally {
                     read: c.read,
                     write: c.write,
                     faulted: r.faulted,
+                    from_storage: r.from_storage,
                     first_read_ns: c.first_read_ns,
                     failed: r.failed,
                 });
@@ -508,6 +526,7 @@ impl Tally {
         self.events += n;
         self.activity
             .observe_row(ts, c.span.at(i), op, ret, caller, n);
+        self.served_by_storage(c, i);
         let st = &mut self.ops[op as usize];
         st.count += n;
         if ret > 0 {
@@ -519,6 +538,16 @@ impl Tally {
                 self.timeline.add_write(ts, ret as u64);
             }
         }
+    }
+
+    /// Takes in what the storage served of row `i`, where it says; the bytes.
+    #[inline(always)]
+    fn served_by_storage(&mut self, c: &TallyBatch, i: usize) -> Option<u64> {
+        let s = c.storage.filter(|s| s.is_valid(i))?;
+        let (ts, bytes) = (c.ts[i], s.value(i));
+        let end = ts.saturating_add(c.span.at(i).max(0));
+        self.activity.observe_storage(ts, end, bytes);
+        Some(bytes.max(0) as u64)
     }
 
     #[inline(always)]
@@ -557,6 +586,9 @@ impl Tally {
         } else {
             full.no_key
         };
+        if let Some(b) = self.served_by_storage(c, i) {
+            self.by_key.rare[key].from_storage += b;
+        }
         let per_file = &mut self.by_key.counts[key];
         per_file.events += n;
         if write {
@@ -673,7 +705,13 @@ impl Tally {
 
     /// Every file seen, in the order first seen.
     pub fn files(&self) -> Vec<FileStats> {
-        self.files.stats()
+        let mut files = self.files.stats();
+        if self.activity.from_storage.is_some() {
+            for (f, c) in files.iter_mut().zip(&self.files.counts) {
+                f.storage_read_bytes = Some(c.from_storage);
+            }
+        }
+        files
     }
 
     /// Every file seen and what its rows add up to (a full tally's, once

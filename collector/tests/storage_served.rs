@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::*;
+use iorepro_analysis::summary::Summary;
 use iorepro_format::{FromStorage, Op, TraceReader};
 use iorepro_tests::loop_mount::LoopMount;
 
@@ -82,7 +83,11 @@ fn a_file_read_twice_comes_from_storage_once() {
     fs.drop_own_pages();
     let before = fs.device_bytes().0;
     let trace = scratch.path().join("trace");
-    let job = format!("cat {0} > /dev/null && cat {0} > /dev/null", data.display());
+    // The pause between the passes makes them two reading phases.
+    let job = format!(
+        "cat {0} > /dev/null && sleep 2 && cat {0} > /dev/null",
+        data.display()
+    );
     let prefix = fs.dir.to_str().unwrap();
     let out = collect(&trace, &["--path-prefix", prefix], &["sh", "-c", &job]);
     assert!(out.status.success(), "{out:?}");
@@ -119,6 +124,29 @@ fn a_file_read_twice_comes_from_storage_once() {
         warm.bytes <= WARM_SLACK,
         "second pass: {} bytes from storage, the page cache held the file",
         warm.bytes
+    );
+
+    // The summary says so: a line per reading phase, and the warning.
+    let reader = TraceReader::open(&trace).unwrap();
+    let text = Summary::compute(&reader).unwrap().render();
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("from storage"))
+        .collect();
+    eprintln!("{}", lines.join("\n"));
+    assert!(
+        lines[0].starts_with("from storage 256.00 MiB of 512.00 MiB read"),
+        "{text}"
+    );
+    let phases: Vec<&&str> = lines.iter().filter(|l| l.starts_with("  ")).collect();
+    assert_eq!(phases.len(), 2, "a line per pass: {text}");
+    assert!(phases[0].ends_with("(0.0 % page cache)"), "{text}");
+    assert!(phases[1].ends_with("(100.0 % page cache)"), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("warning: the page cache served the reads after the first pass")),
+        "{text}"
     );
 }
 

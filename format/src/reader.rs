@@ -18,7 +18,9 @@ use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
 use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::partitions::{combine, partition_name, partitions};
-use crate::schema::{COLUMNS, COL_METHOD, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION};
+use crate::schema::{
+    COLUMNS, COL_METHOD, COL_STORAGE_BYTES, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
+};
 use crate::segment_file::{guard, SegmentFile};
 
 use crate::batches::SequentialBatches;
@@ -51,6 +53,10 @@ pub struct SegmentInfo {
     /// where they are missing). Analyses of requests skip the others
     /// without reading a row.
     pub may_hold_requests: bool,
+    /// Whether the segment may say what the storage served of its reads:
+    /// its `storage_bytes` column has a value somewhere, by the same
+    /// statistics.
+    pub may_hold_storage: bool,
 }
 
 impl TraceReader {
@@ -147,6 +153,12 @@ impl TraceReader {
         self.segments.iter().any(|s| s.may_hold_requests)
     }
 
+    /// Whether any segment may say what the storage served (see
+    /// [`SegmentInfo::may_hold_storage`]).
+    pub fn may_hold_storage(&self) -> bool {
+        self.segments.iter().any(|s| s.may_hold_storage)
+    }
+
     /// Total rows according to the segment footers.
     pub fn rows(&self) -> u64 {
         self.segments.iter().map(|s| s.rows).sum()
@@ -232,18 +244,24 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
             _ => have_stats = false,
         }
     }
-    let method_col = meta
-        .file_metadata()
-        .schema_descr()
-        .columns()
-        .iter()
-        .position(|c| c.name() == COL_METHOD);
-    let may_hold_requests = method_col.is_some_and(|c| {
-        meta.row_groups().iter().any(|rg| {
-            let nulls = rg.column(c).statistics().and_then(|s| s.null_count_opt());
-            nulls.is_none_or(|n| n < rg.num_rows() as u64)
+    // Whether a column has a value somewhere, by the footer's statistics
+    // (true where they are missing).
+    let has_values = |name: &str| {
+        let col = meta
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|c| c.name() == name);
+        col.is_some_and(|c| {
+            meta.row_groups().iter().any(|rg| {
+                let nulls = rg.column(c).statistics().and_then(|s| s.null_count_opt());
+                nulls.is_none_or(|n| n < rg.num_rows() as u64)
+            })
         })
-    });
+    };
+    let may_hold_requests = has_values(COL_METHOD);
+    let may_hold_storage = has_values(COL_STORAGE_BYTES);
     let rows = meta.file_metadata().num_rows().max(0) as u64;
     let ts_range = if have_stats {
         range.or(Some((0, 0)))
@@ -267,6 +285,7 @@ fn inspect_segment(path: &Path) -> TraceResult<SegmentInfo> {
         ts_ns_range: ts_range
             .map(|(a, b)| (a.saturating_mul(ns_per_unit), b.saturating_mul(ns_per_unit))),
         may_hold_requests,
+        may_hold_storage,
     })
 }
 

@@ -162,6 +162,13 @@ impl ScanBatch {
         ))
     }
 
+    /// What the storage served of each row (see
+    /// [`crate::schema::COL_STORAGE_BYTES`]), where the scan read that column.
+    pub fn storage_bytes(&self) -> Option<&Int64Array> {
+        (self.at[idx::STORAGE_BYTES] != usize::MAX)
+            .then(|| self.col(idx::STORAGE_BYTES).as_primitive())
+    }
+
     /// The op of every row as (dictionary key per row, op per key): rows cost an index.
     pub fn ops(&self) -> (&[i32], Vec<Op>) {
         let dict = self.col(idx::OP).as_dictionary::<Int32Type>();

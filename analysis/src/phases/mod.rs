@@ -69,6 +69,10 @@ pub struct Phase {
     /// started in the phase.
     #[serde(default)]
     pub metadata_calls: u64,
+    /// Of `read_bytes`, those the storage served rather than the page cache
+    /// (the rows' `storage_bytes`); absent where the trace does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_read_bytes: Option<u64>,
     /// The same edges in wall-clock Unix ns, to join with the rows' `ts`.
     pub start_unix_ns: i64,
     pub end_unix_ns: i64,
@@ -151,6 +155,7 @@ pub fn fold_startup(phases: Vec<Phase>, first_data_ns: Option<i64>) -> Vec<Phase
         write_bytes: folded.iter().map(|p| p.write_bytes).sum(),
         max_writers: folded.iter().map(|p| p.max_writers).max().unwrap_or(0),
         metadata_calls: folded.iter().map(|p| p.metadata_calls).sum(),
+        storage_read_bytes: sum_known(folded.iter().map(|p| p.storage_read_bytes)),
         start_unix_ns: folded[0].start_unix_ns,
         end_unix_ns: last.end_unix_ns,
     };
@@ -236,10 +241,19 @@ pub fn begin_saves_where_named(
             save.read_bytes += p.read_bytes;
             save.write_bytes += p.write_bytes;
             save.metadata_calls += p.metadata_calls;
+            save.storage_read_bytes = sum_known([save.storage_read_bytes, p.storage_read_bytes]);
         }
         i += 1;
     }
     phases
+}
+
+/// The sum of figures each of which may be unknown: known where any is.
+pub fn sum_known(figures: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
+    figures.into_iter().fold(None, |acc, f| match (acc, f) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    })
 }
 
 /// How many phases of a kind there are.

@@ -271,6 +271,7 @@ mod tests {
             write_bytes: 0,
             max_writers: 1,
             metadata_calls: 0,
+            storage_read_bytes: None,
             start_unix_ns: start_ms * MS,
             end_unix_ns: end_ms * MS,
         }

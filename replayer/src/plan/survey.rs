@@ -484,6 +484,7 @@ impl Survey {
                 write_bytes: 0,
                 max_writers: 0,
                 metadata_calls: 0,
+                storage_read_bytes: None,
                 start_unix_ns: self.start_ns,
                 end_unix_ns: self.end_ns.max(self.start_ns + 1),
             });

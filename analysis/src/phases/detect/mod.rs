@@ -439,6 +439,7 @@ fn account(spans: Vec<Mark>, activity: &Activity, t0: i64) -> Vec<Phase> {
             write_bytes: 0,
             max_writers: 0,
             metadata_calls: 0,
+            storage_read_bytes: activity.from_storage.as_ref().map(|_| 0),
             start_unix_ns: m.start,
             end_unix_ns: m.end,
         })
@@ -450,6 +451,12 @@ fn account(spans: Vec<Mark>, activity: &Activity, t0: i64) -> Vec<Phase> {
     for r in activity.reads.runs() {
         let i = super::phase_at(&phases, r.start);
         phases[i].read_bytes += r.bytes;
+    }
+    for r in activity.from_storage.iter().flat_map(|s| s.runs()) {
+        let i = super::phase_at(&phases, r.start);
+        if let Some(b) = &mut phases[i].storage_read_bytes {
+            *b += r.bytes;
+        }
     }
     let mut writers: Vec<Vec<Writer>> = vec![Vec::new(); phases.len()];
     for r in activity.writes.runs() {

@@ -160,6 +160,7 @@ mod tests {
             write_bytes: 0,
             max_writers: 0,
             metadata_calls: 0,
+            storage_read_bytes: None,
             start_unix_ns: 0,
             end_unix_ns: 0,
         }

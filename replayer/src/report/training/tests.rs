@@ -9,6 +9,7 @@ fn phase(kind: PhaseKind) -> Phase {
         write_bytes: 0,
         max_writers: 0,
         metadata_calls: 0,
+        storage_read_bytes: None,
         start_unix_ns: 0,
         end_unix_ns: 0,
     }

@@ -1,0 +1,160 @@
+//! Where a trace's reads came from: the storage or the page cache, from the
+//! rows' `storage_bytes` (see `iorepro_format::schema::COL_STORAGE_BYTES`).
+//! The summary gives the whole trace's share and each reading phase's, and
+//! one warning where the job read its data from storage once and from
+//! memory afterwards: its later passes then say nothing of the storage, and
+//! a replay at N on nodes that do not hold the data asks the storage for
+//! every one of them.
+
+use std::fmt::Write;
+
+use iorepro_format::units::fmt_bytes;
+
+use crate::activity::Activity;
+use crate::phases::{Phase, PhaseKind};
+
+/// A reading phase counts as served from storage at or above this share of
+/// its bytes...
+const FROM_STORAGE_SHARE: f64 = 0.5;
+/// ... and as served from memory below this one.
+const FROM_MEMORY_SHARE: f64 = 0.2;
+/// Phases that read less than this are too small to judge.
+const JUDGED_BYTES: u64 = 1 << 20;
+
+/// Bytes the storage served the whole trace, where its rows say.
+pub fn total(activity: &Activity) -> Option<u64> {
+    let runs = activity.from_storage.as_ref()?;
+    Some(runs.runs().iter().map(|r| r.bytes).sum())
+}
+
+/// The share of `read` bytes the storage served, in 0..=1.
+fn share(from_storage: u64, read: u64) -> f64 {
+    if read == 0 {
+        return 0.0;
+    }
+    (from_storage as f64 / read as f64).min(1.0)
+}
+
+/// The phases that read data, with what the storage served of each.
+fn reading(phases: &[Phase]) -> impl Iterator<Item = (&Phase, u64)> {
+    phases.iter().filter_map(|p| {
+        let reads = matches!(p.kind, PhaseKind::Load | PhaseKind::Read);
+        (reads && p.read_bytes > 0).then_some((p, p.storage_read_bytes?))
+    })
+}
+
+/// The summary's lines: the trace's share, a line per reading phase, and
+/// the warning where it applies. Empty for a trace that does not say.
+pub fn render(read_bytes: u64, from_storage: Option<u64>, phases: &[Phase]) -> String {
+    let Some(from_storage) = from_storage else {
+        return String::new();
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "from storage {} of {} read ({:.1} % served by the page cache)",
+        fmt_bytes(from_storage as f64),
+        fmt_bytes(read_bytes as f64),
+        (1.0 - share(from_storage, read_bytes)) * 100.0
+    );
+    for (p, b) in reading(phases) {
+        let span = format!("{:.3}-{:.3} s", p.start_s, p.end_s);
+        let _ = writeln!(
+            s,
+            "  {:<5} {span:<19}  read {:>10}  from storage {:>10}  ({:.1} % page cache)",
+            p.kind.as_str(),
+            fmt_bytes(p.read_bytes as f64),
+            fmt_bytes(b as f64),
+            (1.0 - share(b, p.read_bytes)) * 100.0
+        );
+    }
+    if let Some(w) = memory_warning(phases) {
+        let _ = writeln!(s, "{w}");
+    }
+    s
+}
+
+/// One line where the first judged reading phase came from storage and
+/// later ones from memory; `None` otherwise.
+pub fn memory_warning(phases: &[Phase]) -> Option<String> {
+    let judged: Vec<(&Phase, u64)> = reading(phases)
+        .filter(|(p, _)| p.read_bytes >= JUDGED_BYTES)
+        .collect();
+    let (first, first_b) = *judged.first()?;
+    if share(first_b, first.read_bytes) < FROM_STORAGE_SHARE {
+        return None;
+    }
+    let later: Vec<&(&Phase, u64)> = judged[1..]
+        .iter()
+        .filter(|(p, b)| share(*b, p.read_bytes) < FROM_MEMORY_SHARE)
+        .collect();
+    if later.is_empty() {
+        return None;
+    }
+    let read: u64 = later.iter().map(|(p, _)| p.read_bytes).sum();
+    let served: u64 = later.iter().map(|(_, b)| *b).sum();
+    Some(format!(
+        "warning: the page cache served the reads after the first pass: {} of {} later reading \
+         phases ({} read) took {:.1} % from storage, the first {:.1} %; nodes that do not hold \
+         the data in memory read it all from storage (replay with --evict-reads or --direct=reads)",
+        later.len(),
+        judged.len() - 1,
+        fmt_bytes(read as f64),
+        share(served, read) * 100.0,
+        share(first_b, first.read_bytes) * 100.0
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(kind: PhaseKind, start_s: f64, read: u64, from_storage: Option<u64>) -> Phase {
+        Phase {
+            kind,
+            start_s,
+            end_s: start_s + 1.0,
+            read_bytes: read,
+            write_bytes: 0,
+            max_writers: 0,
+            metadata_calls: 0,
+            storage_read_bytes: from_storage,
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_job_that_reads_from_memory_after_its_first_pass_is_named() {
+        let phases = [
+            phase(PhaseKind::Load, 0.0, 256 * MIB, Some(256 * MIB)),
+            phase(PhaseKind::Idle, 1.0, 0, Some(0)),
+            phase(PhaseKind::Read, 2.0, 256 * MIB, Some(0)),
+        ];
+        let text = render(512 * MIB, Some(256 * MIB), &phases);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].contains("50.0 % served by the page cache"),
+            "{text}"
+        );
+        assert!(lines[1].contains("(0.0 % page cache)"), "{text}");
+        assert!(lines[2].contains("(100.0 % page cache)"), "{text}");
+        assert!(
+            lines[3].starts_with("warning: the page cache served"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn storage_all_along_or_no_word_at_all_warns_of_nothing() {
+        let cold = [
+            phase(PhaseKind::Load, 0.0, 256 * MIB, Some(250 * MIB)),
+            phase(PhaseKind::Read, 2.0, 256 * MIB, Some(240 * MIB)),
+        ];
+        assert_eq!(memory_warning(&cold), None);
+        assert_eq!(render(512 * MIB, None, &cold), "");
+    }
+}
