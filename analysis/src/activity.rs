@@ -376,6 +376,10 @@ pub struct Activity {
     /// Bytes the storage served the job's reads (a row's `storage_bytes`):
     /// `None` for a trace that never says.
     pub from_storage: Option<Runs>,
+    /// Bytes the job's writes and syncs sent to the device in the calls
+    /// themselves (not write-back's, later): `None` for a trace that never
+    /// says.
+    pub to_storage: Option<Runs>,
     /// Entry `ts` of the first call (any op), Unix ns; `i64::MAX` when none.
     pub first_ns: i64,
     /// Latest `ts + dur_ns` of any call; `i64::MIN` when none.
@@ -426,6 +430,7 @@ impl Default for Activity {
             metadata: Runs::default(),
             dirs_made: Runs::default(),
             from_storage: None,
+            to_storage: None,
             first_ns: i64::MAX,
             end_ns: i64::MIN,
             rankless_readers: Processes::default(),
@@ -481,15 +486,25 @@ impl Activity {
         runs.add(ts, end, bytes.max(0) as u64, None);
     }
 
+    /// Takes in what a write or a sync sent to the device: `bytes` of the
+    /// row from `ts` to `end`.
+    #[inline]
+    pub fn observe_device_writes(&mut self, ts: i64, end: i64, bytes: i64) {
+        let runs = self.to_storage.get_or_insert_with(Runs::default);
+        runs.add(ts, end, bytes.max(0) as u64, None);
+    }
+
     /// Takes in the activity of another part of the trace.
     pub fn merge(&mut self, other: Activity) {
-        self.from_storage = match (self.from_storage.take(), other.from_storage) {
+        let both = |a: Option<Runs>, b: Option<Runs>| match (a, b) {
             (Some(mut a), Some(b)) => {
                 a.merge(b);
                 Some(a)
             }
             (a, b) => a.or(b),
         };
+        self.from_storage = both(self.from_storage.take(), other.from_storage);
+        self.to_storage = both(self.to_storage.take(), other.to_storage);
         self.reads.merge(other.reads);
         self.writes.merge(other.writes);
         self.syncs.merge(other.syncs);
@@ -521,7 +536,10 @@ impl Activity {
         self.syncs.finish();
         self.metadata.finish();
         self.dirs_made.finish();
-        if let Some(s) = &mut self.from_storage {
+        for s in [&mut self.from_storage, &mut self.to_storage]
+            .into_iter()
+            .flatten()
+        {
             s.finish();
         }
     }
@@ -533,6 +551,7 @@ impl Activity {
             && self.metadata.is_sorted()
             && self.dirs_made.is_sorted()
             && self.from_storage.as_ref().is_none_or(Runs::is_sorted)
+            && self.to_storage.as_ref().is_none_or(Runs::is_sorted)
     }
 
     /// Whether any call was seen.

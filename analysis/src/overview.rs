@@ -46,6 +46,10 @@ pub struct Overview {
     /// absent where the trace does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_read_bytes: Option<u64>,
+    /// Of the bytes written, those the job's own writes and syncs sent to
+    /// the device (see [`crate::served`]); absent where the trace does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_write_bytes: Option<u64>,
     /// Bytes per 100 ms window, for plots.
     #[serde(skip)]
     pub timeline: Timeline,
@@ -123,6 +127,7 @@ impl Overview {
             peak_metadata_calls_per_s: peak_metadata,
             phases,
             storage_read_bytes: crate::served::total(&t.activity),
+            storage_write_bytes: crate::served::sent(&t.activity),
             timeline: t.timeline.clone(),
         }
     }

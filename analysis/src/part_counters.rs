@@ -526,7 +526,7 @@ impl Tally {
         self.events += n;
         self.activity
             .observe_row(ts, c.span.at(i), op, ret, caller, n);
-        self.served_by_storage(c, i);
+        self.served_by_storage(c, i, op);
         let st = &mut self.ops[op as usize];
         st.count += n;
         if ret > 0 {
@@ -540,14 +540,24 @@ impl Tally {
         }
     }
 
-    /// Takes in what the storage served of row `i`, where it says; the bytes.
+    /// Takes in what the storage served of row `i`, a read, or was sent by
+    /// it, a write or a sync, where it says; the bytes the storage served a
+    /// read.
     #[inline(always)]
-    fn served_by_storage(&mut self, c: &TallyBatch, i: usize) -> Option<u64> {
+    fn served_by_storage(&mut self, c: &TallyBatch, i: usize, op: Op) -> Option<u64> {
         let s = c.storage.filter(|s| s.is_valid(i))?;
-        let (ts, bytes) = (c.ts[i], s.value(i));
+        let (ts, ret, bytes) = (c.ts[i], c.ret[i], s.value(i));
         let end = ts.saturating_add(c.span.at(i).max(0));
-        self.activity.observe_storage(ts, end, bytes);
-        Some(bytes.max(0) as u64)
+        // The rows the reads' own runs take (see `Activity::observe_row`),
+        // so that a phase's reads and their storage share one edge.
+        if op.reads_file() && ret > 0 {
+            self.activity.observe_storage(ts, end, bytes);
+            return Some(bytes.max(0) as u64);
+        }
+        if matches!(op, Op::Write | Op::Fsync | Op::Fdatasync) {
+            self.activity.observe_device_writes(ts, end, bytes);
+        }
+        None
     }
 
     #[inline(always)]
@@ -586,7 +596,7 @@ impl Tally {
         } else {
             full.no_key
         };
-        if let Some(b) = self.served_by_storage(c, i) {
+        if let Some(b) = self.served_by_storage(c, i, op) {
             self.by_key.rare[key].from_storage += b;
         }
         let per_file = &mut self.by_key.counts[key];

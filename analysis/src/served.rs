@@ -11,6 +11,7 @@ use std::fmt::Write;
 use iorepro_format::units::fmt_bytes;
 
 use crate::activity::Activity;
+use crate::overview::Overview;
 use crate::phases::{Phase, PhaseKind};
 
 /// A reading phase counts as served from storage at or above this share of
@@ -21,9 +22,16 @@ const FROM_MEMORY_SHARE: f64 = 0.2;
 /// Phases that read less than this are too small to judge.
 const JUDGED_BYTES: u64 = 1 << 20;
 
-/// Bytes the storage served the whole trace, where its rows say.
+/// Bytes the storage served the whole trace's reads, where its rows say.
 pub fn total(activity: &Activity) -> Option<u64> {
     let runs = activity.from_storage.as_ref()?;
+    Some(runs.runs().iter().map(|r| r.bytes).sum())
+}
+
+/// Bytes the trace's writes and syncs sent to the device themselves, where
+/// its rows say.
+pub fn sent(activity: &Activity) -> Option<u64> {
+    let runs = activity.to_storage.as_ref()?;
     Some(runs.runs().iter().map(|r| r.bytes).sum())
 }
 
@@ -43,13 +51,30 @@ fn reading(phases: &[Phase]) -> impl Iterator<Item = (&Phase, u64)> {
     })
 }
 
-/// The summary's lines: the trace's share, a line per reading phase, and
+/// The summary's lines: what the job's own calls sent to the device of what
+/// it wrote, the reads' share from storage, a line per reading phase, and
 /// the warning where it applies. Empty for a trace that does not say.
-pub fn render(read_bytes: u64, from_storage: Option<u64>, phases: &[Phase]) -> String {
-    let Some(from_storage) = from_storage else {
-        return String::new();
-    };
+pub fn render(o: &Overview) -> String {
     let mut s = String::new();
+    if let Some(sent) = o.storage_write_bytes.filter(|_| o.write_bytes > 0) {
+        let _ = writeln!(
+            s,
+            "sent to the device {} of {} written, by the job's own calls (fsync, O_DIRECT); \
+             write-back sends the rest later",
+            fmt_bytes(sent as f64),
+            fmt_bytes(o.write_bytes as f64),
+        );
+    }
+    s.push_str(&render_reads(o.read_bytes, o.storage_read_bytes, &o.phases));
+    s
+}
+
+/// The reads' lines of [`render`].
+fn render_reads(read_bytes: u64, from_storage: Option<u64>, phases: &[Phase]) -> String {
+    let mut s = String::new();
+    let Some(from_storage) = from_storage else {
+        return s;
+    };
     let _ = writeln!(
         s,
         "from storage {} of {} read ({:.1} % served by the page cache)",
@@ -133,7 +158,7 @@ mod tests {
             phase(PhaseKind::Idle, 1.0, 0, Some(0)),
             phase(PhaseKind::Read, 2.0, 256 * MIB, Some(0)),
         ];
-        let text = render(512 * MIB, Some(256 * MIB), &phases);
+        let text = render_reads(512 * MIB, Some(256 * MIB), &phases);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(
@@ -155,6 +180,6 @@ mod tests {
             phase(PhaseKind::Read, 2.0, 256 * MIB, Some(240 * MIB)),
         ];
         assert_eq!(memory_warning(&cold), None);
-        assert_eq!(render(512 * MIB, None, &cold), "");
+        assert_eq!(render_reads(512 * MIB, None, &cold), "");
     }
 }

@@ -174,11 +174,7 @@ impl Summary {
         }
         s.push('\n');
         s.push_str(&crate::phases::render(&self.overview.phases));
-        s.push_str(&crate::served::render(
-            self.overview.read_bytes,
-            self.overview.storage_read_bytes,
-            &self.overview.phases,
-        ));
+        s.push_str(&crate::served::render(&self.overview));
         s
     }
 

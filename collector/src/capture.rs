@@ -193,10 +193,14 @@ impl<'a> Capture<'a> {
             opts.path_prefixes.clone(),
             opts.all_files,
             wall_offset_ns(),
-            probes
-                .capabilities
-                .hooks
-                .contains(&crate::probes::FILL_HOOK),
+            crate::storage_served::Watched {
+                fills: probes
+                    .capabilities
+                    .hooks
+                    .contains(&crate::probes::FILL_HOOK),
+                device_writes: (probes.capabilities.hooks)
+                    .contains(&crate::probes::DEVICE_WRITE_HOOK),
+            },
         );
         if let Some(an) = &opts.anonymize {
             session.anonymize(Masker::new(an.anonymizer.clone(), &host));
@@ -471,6 +475,7 @@ fn record_losses(
                     Some(o) => o.as_str(),
                     None if *k == DROPPED_NAME => "thread_name",
                     None if *k == iorepro_common::kind::FILL => "page_cache_fill",
+                    None if *k == iorepro_common::kind::DEVICE_WRITE => "device_write",
                     None if *k == iorepro_common::DROPPED_BUSY => "busy_thread_slots",
                     None => "unknown",
                 };

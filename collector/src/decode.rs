@@ -24,7 +24,7 @@ use crate::procs::{self, ProcTable};
 use crate::request_rows::{Finished, Mark, Requests, SocketCall};
 use crate::ring::Ring;
 use crate::rows::{op_of, row_from_event, Reorder};
-use crate::storage_fills::Fills;
+use crate::storage_served::{StorageServed, Watched};
 
 /// Everything needed to turn records into rows.
 pub struct Decoder {
@@ -47,8 +47,9 @@ pub struct Decoder {
     pub written: Written,
     /// Object-storage requests under way.
     requests: Requests,
-    /// Page-cache fills made inside calls, waiting for their rows.
-    fills: Fills,
+    /// Page-cache fills and device writes made inside calls, waiting for
+    /// their rows.
+    served: StorageServed,
 }
 
 /// The longest rows are held back for a request under way.
@@ -78,14 +79,14 @@ impl Named {
 }
 
 impl Decoder {
-    /// `fills_watched`: whether the page-cache fill hook is attached (rows
-    /// then say what the storage served of them).
+    /// `watched`: which of the hooks that say what the storage served of a
+    /// call are attached.
     pub fn new(
         host: String,
         prefixes: Vec<String>,
         all_files: bool,
         wall_offset_ns: i64,
-        fills_watched: bool,
+        watched: Watched,
     ) -> Self {
         Decoder {
             files: FileTable::default(),
@@ -99,7 +100,7 @@ impl Decoder {
             pending: FxHashMap::default(),
             written: Written::default(),
             requests: Requests::default(),
-            fills: Fills::new(fills_watched),
+            served: StorageServed::new(watched),
         }
     }
 
@@ -279,8 +280,8 @@ impl Decoder {
 
     /// A call on a descriptor (or a run of them, or a page-cache fill).
     pub fn on_io(&mut self, ev: &IoEvent) {
-        if ev.kind == kind::FILL {
-            return self.fills.add(ev);
+        if matches!(ev.kind, kind::FILL | kind::DEVICE_WRITE) {
+            return self.served.add(ev);
         }
         let Some(op) = op_of(ev.kind) else { return };
         if ev.via == VIA_IO_URING && matches!(op, Op::Open | Op::Stat) {
@@ -292,7 +293,7 @@ impl Decoder {
             .files
             .path_of(key, tgid, if op == Op::Fault { -1 } else { ev.fd });
         // Taken whether or not the row is kept: they are the call's alone.
-        let from_storage = self.fills.take(ev, op);
+        let from_storage = self.served.take(ev, op);
         if !self.wanted(path.as_ref()) {
             return;
         }

@@ -122,7 +122,7 @@ pub mod rows;
 pub mod salvage;
 pub mod signals;
 pub mod spawn;
-pub mod storage_fills;
+pub mod storage_served;
 
 pub use capture::{run, Outcome};
 pub use cli::{CaptureOptions, Opts, Target};

@@ -11,7 +11,7 @@ use iorepro_common::globals;
 
 use super::kernel::{ensure_tracefs, raise_memlock};
 use super::maps::{pid_limit, slot_count};
-use super::optional::{self, Fill, Uring};
+use super::optional::{self, Fields, Uring};
 use super::programs::{attach_btf, load_btf_programs, load_failure, prog_err, program, Program};
 use super::{Capabilities, ProbeConfig};
 use crate::btf::{kernel_offsets, Btf};
@@ -72,7 +72,7 @@ pub(super) fn load_object(
     cfg: &ProbeConfig<'_>,
     btf: &AyaBtf,
     kernel: &KernelBtf,
-    fill: &Fill,
+    tracepoints: &[&Fields],
 ) -> CollectResult<Ebpf> {
     let by_cgroup = cfg.cgroup.is_some() as u64;
     let all_files = cfg.all_files as u64;
@@ -86,7 +86,7 @@ pub(super) fn load_object(
         .offsets
         .iter()
         .chain(kernel.uring.iter().flat_map(|(_, offsets)| offsets))
-        .chain(fill.iter().flatten())
+        .chain(tracepoints.iter().flat_map(|f| f.iter().flatten()))
     {
         loader.override_global(name, value, true);
     }

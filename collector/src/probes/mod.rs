@@ -45,7 +45,7 @@ use crate::ring::Ring;
 pub use capabilities::{Capabilities, Missing};
 pub use kernel::kernel_release;
 pub use load::load_floor;
-pub use optional::FILL_HOOK;
+pub use optional::{DEVICE_WRITE_HOOK, FILL_HOOK};
 pub use privileges::check_privileges;
 
 /// How the programs are set up before loading.
@@ -91,14 +91,16 @@ impl Probes {
         kernel::prepare()?;
         let (kernel_btf, btf) = load::read_btf()?;
         let fill = optional::fill_offsets();
+        let bio = optional::bio_offsets();
         let mut caps = Capabilities {
             kernel: kernel_release(),
             ..Capabilities::default()
         };
-        let mut ebpf = load::load_object(cfg, &btf, &kernel_btf, &fill)?;
+        let mut ebpf = load::load_object(cfg, &btf, &kernel_btf, &[&fill, &bio])?;
         load::attach_required(&mut ebpf, &btf, &mut caps)?;
         optional::attach_uring(&mut ebpf, &btf, kernel_btf.uring, &mut caps);
         optional::attach_fill(&mut ebpf, fill, &mut caps);
+        optional::attach_device_writes(&mut ebpf, bio, &mut caps);
         let tls = if cfg.requests {
             tls::Tls::start(&mut ebpf, &mut caps)
         } else {

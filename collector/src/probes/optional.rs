@@ -22,9 +22,10 @@ type Programs = [Program; 2];
 /// io_uring cannot be followed.
 pub(super) type Uring = Result<(Programs, Vec<(&'static str, u64)>), String>;
 
-/// Where the page-cache fill tracepoint keeps its fields, or why it cannot
-/// be followed.
-pub(super) type Fill = Result<Vec<(&'static str, u64)>, String>;
+/// Where a tracepoint keeps the fields a program reads (the globals to set),
+/// or why it cannot be followed: the page-cache fills ([`fill_offsets`]),
+/// the block layer's writes ([`bio_offsets`]).
+pub(super) type Fields = Result<Vec<(&'static str, u64)>, String>;
 
 /// The page-cache fill tracepoint (`fault` rows under mmap, and what the
 /// storage served of each read).
@@ -32,6 +33,12 @@ const FILL_CATEGORY: &str = "filemap";
 const FILL_EVENT: &str = "mm_filemap_add_to_page_cache";
 /// How [`Capabilities::hooks`] names it when attached.
 pub const FILL_HOOK: &str = "tracepoint:filemap:mm_filemap_add_to_page_cache";
+
+/// The block layer's tracepoint for a bio queued (what a call wrote to its
+/// file's device).
+const BIO_CATEGORY: &str = "block";
+const BIO_EVENT: &str = "block_bio_queue";
+pub const DEVICE_WRITE_HOOK: &str = "tracepoint:block:block_bio_queue";
 
 /// What io_uring needs from this kernel's BTF: its programs and offsets.
 pub(super) fn uring(btf: &Btf) -> Uring {
@@ -63,15 +70,8 @@ pub(super) fn attach_uring(ebpf: &mut Ebpf, btf: &AyaBtf, uring: Uring, caps: &m
 
 /// Loads and attaches the page-cache fill program where this kernel has
 /// its tracepoint with the fields it reads; otherwise says why not.
-pub(super) fn attach_fill(ebpf: &mut Ebpf, fill: Fill, caps: &mut Capabilities) {
-    let fill = fill.and_then(|_| {
-        let p: &mut TracePoint = program(ebpf, "filemap_add").map_err(|e| e.to_string())?;
-        p.load()
-            .map_err(|e| format!("the kernel refused `filemap_add`: {e:#}"))?;
-        p.attach(FILL_CATEGORY, FILL_EVENT)
-            .map_err(|e| format!("attaching `filemap_add`: {e:#}"))?;
-        Ok(())
-    });
+pub(super) fn attach_fill(ebpf: &mut Ebpf, fill: Fields, caps: &mut Capabilities) {
+    let fill = fill.and_then(|_| attach_tracepoint(ebpf, "filemap_add", FILL_CATEGORY, FILL_EVENT));
     match fill {
         Ok(_) => caps.hooks.push(FILL_HOOK),
         Err(why) => caps.missing.push(Missing {
@@ -81,6 +81,37 @@ pub(super) fn attach_fill(ebpf: &mut Ebpf, fill: Fill, caps: &mut Capabilities) 
             why,
         }),
     }
+}
+
+/// Loads and attaches the program on the block layer's queued bios where
+/// this kernel has that tracepoint with the fields it reads; otherwise says
+/// why not.
+pub(super) fn attach_device_writes(ebpf: &mut Ebpf, bio: Fields, caps: &mut Capabilities) {
+    let bio = bio.and_then(|_| attach_tracepoint(ebpf, "bio_queue", BIO_CATEGORY, BIO_EVENT));
+    match bio {
+        Ok(_) => caps.hooks.push(DEVICE_WRITE_HOOK),
+        Err(why) => caps.missing.push(Missing {
+            what: "device_writes",
+            effect: "no write, fsync or fdatasync row says what it sent to the device \
+                     (`storage_bytes` null on them)",
+            why,
+        }),
+    }
+}
+
+/// Loads the tracepoint program `name` and attaches it to `category:event`.
+fn attach_tracepoint(
+    ebpf: &mut Ebpf,
+    name: &str,
+    category: &str,
+    event: &str,
+) -> Result<(), String> {
+    let p: &mut TracePoint = program(ebpf, name).map_err(|e| e.to_string())?;
+    p.load()
+        .map_err(|e| format!("the kernel refused `{name}`: {e:#}"))?;
+    p.attach(category, event)
+        .map_err(|e| format!("attaching `{name}`: {e:#}"))?;
+    Ok(())
 }
 
 /// The io_uring programs that read this kernel's tracepoints, or why there
@@ -137,29 +168,9 @@ fn uring_programs(btf: &Btf) -> Result<Programs, String> {
 
 /// Where the page-cache fill tracepoint keeps its fields on this kernel
 /// (from its format file), or why it cannot be followed.
-pub(super) fn fill_offsets() -> Fill {
-    let rel = format!("events/{FILL_CATEGORY}/{FILL_EVENT}/format");
-    let text = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .find_map(|root| std::fs::read_to_string(Path::new(root).join(&rel)).ok())
-        .ok_or_else(|| format!("this kernel has no tracepoint {FILL_CATEGORY}:{FILL_EVENT}"))?;
-    let field = |name: &str| -> Option<u64> {
-        text.lines().find_map(|l| {
-            let l = l.trim().strip_prefix("field:")?;
-            let (decl, rest) = l.split_once(';')?;
-            let ident = decl.trim().rsplit([' ', '*']).next()?;
-            if ident != name {
-                return None;
-            }
-            let off = rest.trim().strip_prefix("offset:")?.split(';').next()?;
-            off.trim().parse().ok()
-        })
-    };
-    let need = |name: &str| {
-        field(name).ok_or_else(|| {
-            format!("the tracepoint {FILL_CATEGORY}:{FILL_EVENT} has no field `{name}` here")
-        })
-    };
+pub(super) fn fill_offsets() -> Fields {
+    let format = TracepointFormat::read(FILL_CATEGORY, FILL_EVENT)?;
+    let (field, need) = (|n| format.field(n), |n| format.need(n));
     Ok(vec![
         (globals::FILL_INO, need("i_ino")?),
         (globals::FILL_INDEX, need("index")?),
@@ -167,4 +178,55 @@ pub(super) fn fill_offsets() -> Fill {
         // Kernels before the folio `order` field fill single pages.
         (globals::FILL_ORDER, field("order").unwrap_or(0)),
     ])
+}
+
+/// Where the block-layer tracepoint for queued bios keeps its fields on this
+/// kernel, or why it cannot be followed.
+pub(super) fn bio_offsets() -> Fields {
+    let format = TracepointFormat::read(BIO_CATEGORY, BIO_EVENT)?;
+    Ok(vec![
+        (globals::BIO_DEV, format.need("dev")?),
+        (globals::BIO_SECTORS, format.need("nr_sector")?),
+        (globals::BIO_RWBS, format.need("rwbs")?),
+    ])
+}
+
+/// A tracepoint's format file (`events/CATEGORY/EVENT/format` under tracefs):
+/// where each field of its record is.
+struct TracepointFormat {
+    name: String,
+    text: String,
+}
+
+impl TracepointFormat {
+    fn read(category: &str, event: &str) -> Result<TracepointFormat, String> {
+        let rel = format!("events/{category}/{event}/format");
+        let name = format!("{category}:{event}");
+        let text = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .find_map(|root| std::fs::read_to_string(Path::new(root).join(&rel)).ok())
+            .ok_or_else(|| format!("this kernel has no tracepoint {name}"))?;
+        Ok(TracepointFormat { name, text })
+    }
+
+    /// The offset of field `name` (an array field by its name alone).
+    fn field(&self, name: &str) -> Option<u64> {
+        self.text.lines().find_map(|l| {
+            let l = l.trim().strip_prefix("field:")?;
+            let (decl, rest) = l.split_once(';')?;
+            let decl = decl.trim();
+            let decl = decl.split_once('[').map_or(decl, |(d, _)| d);
+            let ident = decl.rsplit([' ', '*']).next()?;
+            if ident != name {
+                return None;
+            }
+            let off = rest.trim().strip_prefix("offset:")?.split(';').next()?;
+            off.trim().parse().ok()
+        })
+    }
+
+    fn need(&self, name: &str) -> Result<u64, String> {
+        self.field(name)
+            .ok_or_else(|| format!("the tracepoint {} has no field `{name}` here", self.name))
+    }
 }

@@ -56,6 +56,11 @@ pub mod kind {
     /// filled. User space adds it to the row of the thread's call whose time
     /// covers `ts_ns`, so the row says how many of its bytes storage served.
     pub const FILL: u32 = 22;
+    /// Bytes a recorded call sent to its file's block device for writing
+    /// (a bio queued while the call was in flight: the pages an `fsync`
+    /// flushed, an `O_DIRECT` or `O_SYNC` write): `size` in bytes, `dev`
+    /// the device. User space adds it to the call's row as [`FILL`] is.
+    pub const DEVICE_WRITE: u32 = 23;
 }
 
 /// What a [`ProcEvent`] describes.
@@ -382,6 +387,10 @@ pub mod globals {
     pub const FILL_INDEX: &str = "OFF_FILL_INDEX";
     pub const FILL_DEV: &str = "OFF_FILL_DEV";
     pub const FILL_ORDER: &str = "OFF_FILL_ORDER";
+    /// Fields of the `block:block_bio_queue` record, from its format file.
+    pub const BIO_DEV: &str = "OFF_BIO_DEV";
+    pub const BIO_SECTORS: &str = "OFF_BIO_SECTORS";
+    pub const BIO_RWBS: &str = "OFF_BIO_RWBS";
 }
 
 /// Per-thread slots: the loader sizes the map to the smallest power of two

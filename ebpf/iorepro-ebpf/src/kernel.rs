@@ -76,6 +76,9 @@ globals!(
     OFF_FILL_INDEX,
     OFF_FILL_DEV,
     OFF_FILL_ORDER,
+    OFF_BIO_DEV,
+    OFF_BIO_SECTORS,
+    OFF_BIO_RWBS,
 );
 
 #[inline(always)]

@@ -13,7 +13,10 @@
 //!   followed in the kernel, so a child is traced from its first instruction;
 //!   `task_rename` keeps thread names current.
 //! - tracepoint `filemap:mm_filemap_add_to_page_cache`: page-cache fills
-//!   (reads from storage) caused by faults under a file mapping.
+//!   (reads from storage) caused by faults under a file mapping, or made
+//!   inside a recorded call.
+//! - tracepoint `block:block_bio_queue`: bytes a recorded call sent to its
+//!   file's device for writing.
 //!
 //! The BTF tracepoints give typed pointers (the saved registers, `current`),
 //! which the verifier lets the programs read with plain loads; member offsets
@@ -285,6 +288,70 @@ fn page_cache_fill(ctx: &TracePointContext) {
         dev,
         fd: -1,
         kind: what,
+        flags: 0,
+        calls: 1,
+        via: iorepro_common::VIA_SYSCALL,
+    });
+    records::submit(entry);
+}
+
+/// A bio queued for a block device: where a recorded call of a traced
+/// thread queued it to write, its bytes reached the storage in that call.
+#[tracepoint(category = "block", name = "block_bio_queue")]
+pub fn bio_queue(ctx: TracePointContext) -> u32 {
+    device_write(&ctx);
+    0
+}
+
+const SECTOR_SHIFT: u32 = 9;
+
+fn device_write(ctx: &TracePointContext) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_traced(pid_tgid) {
+        return;
+    }
+    let Some(slot) = slots::in_flight(pid_tgid) else {
+        return;
+    };
+    let at = |g: &'static u64| kernel::global(g) as usize;
+    // SAFETY: offsets inside the tracepoint record.
+    let (dev, sectors, rwbs) = unsafe {
+        (
+            ctx.read_at::<u32>(at(&kernel::OFF_BIO_DEV)).unwrap_or(0),
+            ctx.read_at::<u32>(at(&kernel::OFF_BIO_SECTORS)).unwrap_or(0),
+            ctx.read_at::<[u8; 2]>(at(&kernel::OFF_BIO_RWBS))
+                .unwrap_or([0; 2]),
+        )
+    };
+    // A write, or a write behind a cache flush ("FW..."); nothing else.
+    let write = rwbs[0] == b'W' || (rwbs[0] == b'F' && rwbs[1] == b'W');
+    if !write || sectors == 0 {
+        return;
+    }
+    // SAFETY: the slot belongs to this thread.
+    let (file_dev, ino) = unsafe { ((*slot).dev, (*slot).ino) };
+    // A stacked device (dm, md) queues each bio again on the devices below
+    // it: counted on the file system's own device only, unless that is no
+    // block device (major 0: btrfs, overlay), where every write counts.
+    if file_dev >> 20 != 0 && dev != file_dev {
+        return;
+    }
+    let Some(mut entry) = records::reserve::<IoEvent>(kind::DEVICE_WRITE) else {
+        return;
+    };
+    entry.write(IoEvent {
+        // SAFETY: helper without arguments.
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        dur_ns: 0,
+        span_ns: 0,
+        pid_tgid,
+        ret: 0,
+        offset: -1,
+        size: (sectors as u64) << SECTOR_SHIFT,
+        ino,
+        dev,
+        fd: -1,
+        kind: kind::DEVICE_WRITE,
         flags: 0,
         calls: 1,
         via: iorepro_common::VIA_SYSCALL,
