@@ -173,7 +173,7 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
     if static_collector().is_none() {
         unavailable("no static collector in target/dist/ (`cargo xtask dist` builds it)");
     }
-    eprintln!("| kernel | loads | load time | dd writes | static build's dd writes | tests | not captured |");
+    eprintln!("| kernel | loads | load time | dd writes | static build's dd writes | storage_bytes (reads, writes) | tests | not captured |");
     let mut failures = Vec::new();
     for r in &reports {
         let g = &r.guest;
@@ -187,12 +187,14 @@ fn every_kernel_of_the_matrix_loads_and_captures_exactly() {
             .unwrap_or_default();
         let passed = r.results.iter().filter(|(_, rc)| *rc == 0).count();
         eprintln!(
-            "| {} | {} | {:.2} s | {} | {} | {passed}/{} passed | {} | ({:.0} s in the VM)",
+            "| {} | {} | {:.2} s | {} | {} | {}, {} | {passed}/{} passed | {} | ({:.0} s in the VM)",
             r.kernel,
             if g["loads"] == true { "yes" } else { "no" },
             g["load_s"].as_f64().unwrap_or(f64::NAN),
             g["dd_write_calls"],
             g["static_dd_write_calls"],
+            g["storage_bytes"]["reads"],
+            g["storage_bytes"]["writes"],
             r.results.len(),
             if missing.is_empty() {
                 "—".to_string()
@@ -380,6 +382,15 @@ fn guest_checks() {
         assert_eq!(m.dropped_events, 0);
         offsets
     });
+    // What the storage served: the dd's writes and a read of its file fill
+    // `storage_bytes`, or the capture declares the hook missing.
+    let dd_file = dir.path().join("dd.dat");
+    let storage_writes = storage_column(&dir.path().join("dd"), &dd_file, Op::Write, &manifest);
+    let read_trace = dir.path().join("cat");
+    let o = collect(&read_trace, &[], &["cat", dd_file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (read_manifest, _) = read_rows(&read_trace);
+    let storage_reads = storage_column(&read_trace, &dd_file, Op::Read, &read_manifest);
     let caps = manifest.extra["capabilities"].clone();
     let missing = caps["missing"].as_array().cloned().unwrap_or_default();
     for m in &missing {
@@ -396,6 +407,7 @@ fn guest_checks() {
         "hooks": caps["hooks"],
         "missing": missing,
         "dd_write_calls": offsets.len(),
+        "storage_bytes": { "reads": storage_reads, "writes": storage_writes },
         "static_dd_write_calls": static_dd.as_ref().map(Vec::len),
         "dropped_events": manifest.dropped_events,
     });
@@ -428,6 +440,40 @@ fn static_collector() -> Option<PathBuf> {
 /// Captures `dd` writing 2,000 blocks of 4 KiB into `dir/NAME.dat` with
 /// the collector `exe`, into `dir/NAME`: the manifest, the offsets of the
 /// writes (each checked to be of 4 KiB), and the collector's stderr.
+/// Whether the rows of `op` on `file` in `trace` say what the storage
+/// served (`filled`), or the capture declared the hook that would say
+/// missing (`declared missing`); a trace that does neither fails.
+fn storage_column(trace: &Path, file: &Path, op: Op, manifest: &Manifest) -> &'static str {
+    let what = if op == Op::Read {
+        "page_faults"
+    } else {
+        "device_writes"
+    };
+    let declared = missing_capability(manifest, what).is_some();
+    let want = file.to_str().unwrap();
+    let (mut filled, mut null) = (0, 0);
+    let reader = iorepro_format::TraceReader::open(trace).unwrap();
+    for batch in reader.events().unwrap() {
+        let ev = batch.unwrap();
+        for i in 0..ev.len() {
+            if ev.op(i) == op && ev.path_at(i) == Some(want) {
+                match ev.from_storage_at(i) {
+                    Some(_) => filled += 1,
+                    None => null += 1,
+                }
+            }
+        }
+    }
+    assert!(filled + null > 0, "no {op:?} row of {want}");
+    if declared {
+        assert_eq!(filled, 0, "{what} declared missing, yet {op:?} rows say");
+        "declared missing"
+    } else {
+        assert_eq!(null, 0, "{op:?} rows of {want} without `storage_bytes`");
+        "filled"
+    }
+}
+
 fn capture_dd(exe: &Path, dir: &Path, name: &str) -> (Manifest, Vec<i64>, String) {
     let file = dir.join(format!("{name}.dat"));
     let trace = dir.join(name);

@@ -255,3 +255,104 @@ fn a_save_reaches_the_device_in_its_fsync_or_its_direct_writes() {
         }
     }
 }
+
+/// Pages of `file` in the page cache, by util-linux's `fincore`.
+fn resident_bytes(file: &Path) -> i64 {
+    let out = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(file)
+        .output()
+        .expect("run fincore");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// fio's own runs, each captured alone, against the device's counts of
+/// bytes read and written while it ran, and `fincore`'s count of the
+/// file's pages in memory before it: a cold sequential read (fio's
+/// `invalidate=1` drops the file's pages first), the same read warm, a
+/// cold random read of 4 KiB blocks (read-ahead barely helps), an
+/// `O_DIRECT` read, and a buffered save that fio syncs at its end.
+#[test]
+fn fio_runs_agree_with_the_device() {
+    const FILE: i64 = 64 << 20;
+    let scratch = scratch();
+    if !can_trace() || !have("fio") || !have("fincore") {
+        return;
+    }
+    let Some(fs) = LoopMount::for_test(scratch.path(), IMAGE_BYTES) else {
+        return;
+    };
+    let data = fs.dir.join("fio.dat");
+    write_file(&data, FILE as usize);
+    fs.drop_own_pages();
+    let prefix = fs.dir.to_str().unwrap();
+    // (name, fio's options, reads from storage as a share of the file)
+    let runs: [(&str, &[&str], f64); 5] = [
+        ("cold", &["--rw=read", "--bs=128k", "--invalidate=1"], 1.0),
+        ("warm", &["--rw=read", "--bs=128k", "--invalidate=0"], 0.0),
+        (
+            "random",
+            &["--rw=randread", "--bs=4k", "--io_size=8m", "--invalidate=1"],
+            -1.0, // whatever the device read
+        ),
+        ("direct", &["--rw=read", "--bs=1m", "--direct=1"], 1.0),
+        (
+            "save",
+            &["--rw=write", "--bs=1m", "--end_fsync=1", "--invalidate=1"],
+            0.0,
+        ),
+    ];
+    for (name, options, share) in runs {
+        let trace = scratch.path().join(format!("trace-{name}"));
+        let resident = resident_bytes(&data);
+        let before = fs.device_bytes();
+        let mut job = vec![
+            "fio".to_string(),
+            format!("--name={name}"),
+            format!("--filename={}", data.display()),
+            format!("--size={FILE}"),
+            "--ioengine=psync".to_string(),
+        ];
+        job.extend(options.iter().map(|o| o.to_string()));
+        let job: Vec<&str> = job.iter().map(String::as_str).collect();
+        let out = collect(&trace, &["--path-prefix", prefix], &job);
+        assert!(out.status.success(), "{name}: {out:?}");
+        let after = fs.device_bytes();
+        let (device_read, device_written) =
+            ((after.0 - before.0) as i64, (after.1 - before.1) as i64);
+        let read: i64 = served_per_process(&trace, &data)
+            .iter()
+            .map(|(_, from, _)| from.bytes)
+            .sum();
+        let sent = sent_to_device(&trace, &data);
+        eprintln!(
+            "{name}: {resident} bytes resident before; the device read {device_read} and \
+             wrote {device_written}; the trace: {read} read from storage, {sent} sent"
+        );
+        let near = |trace: i64, device: i64| {
+            (trace - device).abs() as f64 <= TOLERANCE * (device.max(FILE) as f64)
+        };
+        assert!(
+            near(read, device_read),
+            "{name}: reads {read} against {device_read}"
+        );
+        assert!(
+            near(sent, device_written),
+            "{name}: writes {sent} against {device_written}"
+        );
+        if share >= 0.0 {
+            let expected = (share * FILE as f64) as i64;
+            assert!(
+                near(read, expected),
+                "{name}: {read} read from storage, expected {expected}"
+            );
+        }
+        if name == "warm" {
+            assert_eq!(resident, FILE, "the warm read found the file in memory");
+        }
+        if name == "save" {
+            assert!(near(sent, FILE), "the save's fsync sent it: {sent}");
+        }
+    }
+}

@@ -211,7 +211,9 @@ pub struct CachedFile {
     pub gen: u64,
     pub ino: u64,
     pub dev: u32,
-    pub _pad: u32,
+    /// The file's `f_flags` when the entry was made (O_DIRECT among them;
+    /// a later `fcntl(F_SETFL)` is not seen by calls that find the entry).
+    pub flags: u32,
 }
 
 /// A run being built: back-to-back reads (or writes) of one thread on one

@@ -139,11 +139,11 @@ fn forget_files(s: &mut Slot) {
     }
 }
 
-/// The file at descriptor `fd` and its identity, if a trustworthy entry
-/// has them; `traced` is the process's `TRACED` value read before anything
-/// else in this syscall.
+/// The file at descriptor `fd`, its identity and its flags, if a
+/// trustworthy entry has them; `traced` is the process's `TRACED` value read
+/// before anything else in this syscall.
 #[inline(always)]
-pub fn cached(s: &Slot, fd: u64, traced: Traced) -> Option<(u64, Identity)> {
+pub fn cached(s: &Slot, fd: u64, traced: Traced) -> Option<(u64, Identity, u32)> {
     let c = &s.cache[fd as usize % CACHED_FILES];
     let hit = c.file != 0 && c.fd as u64 == fd && c.gen == traced && traced & SHARED_FILES == 0;
     hit.then_some((
@@ -153,11 +153,12 @@ pub fn cached(s: &Slot, fd: u64, traced: Traced) -> Option<(u64, Identity)> {
             dev: c.dev,
             mode: c.mode,
         },
+        c.flags,
     ))
 }
 
 #[inline(always)]
-pub fn remember(s: &mut Slot, fd: u64, file: u64, id: &Identity, traced: Traced) {
+pub fn remember(s: &mut Slot, fd: u64, file: u64, id: &Identity, flags: u32, traced: Traced) {
     s.cache[fd as usize % CACHED_FILES] = CachedFile {
         fd: fd as u32,
         mode: id.mode,
@@ -165,7 +166,7 @@ pub fn remember(s: &mut Slot, fd: u64, file: u64, id: &Identity, traced: Traced)
         gen: traced,
         ino: id.ino,
         dev: id.dev,
-        _pad: 0,
+        flags,
     };
 }
 

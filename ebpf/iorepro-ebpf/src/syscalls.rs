@@ -289,7 +289,7 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
         READ | WRITE | READV | WRITEV | PREADV2 | PWRITEV2 | SENDFILE | SPLICE | COPY_FILE_RANGE
     );
     let (file, id) = match slots::cached(s, fd, traced) {
-        Some((file, id)) => {
+        Some((file, id, flags)) => {
             if id.is_socket() && on_socket(s, nr, &id) {
                 return false;
             }
@@ -302,6 +302,8 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
                 };
                 s.pos = w.pos;
                 s.file_flags = w.flags;
+            } else {
+                s.file_flags = flags;
             }
             (file, id)
         }
@@ -315,7 +317,7 @@ fn learn_file(s: &mut Slot, nr: u64, fd: u64, traced: Traced, dirs: bool) -> boo
             let Some(id) = identity(w.inode, &mut s.scratch) else {
                 return false;
             };
-            slots::remember(s, fd, file, &id, traced);
+            slots::remember(s, fd, file, &id, w.flags, traced);
             if id.is_socket() && on_socket(s, nr, &id) {
                 return false;
             }
@@ -752,7 +754,7 @@ fn open_exit(name: Name, flags: u32, s: &mut Slot, io: IoEvent) {
         let Some(id) = identity(w.inode, &mut s.scratch) else {
             return;
         };
-        slots::remember(s, fd, file, &id, traced);
+        slots::remember(s, fd, file, &id, w.flags, traced);
         // Directories are sent too: they name the start of later relative paths.
         if !id.wanted() && !id.is_dir() {
             return;
