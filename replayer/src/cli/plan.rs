@@ -112,6 +112,13 @@ pub struct ScalingArgs {
     /// (MLPerf Storage's bar is 90).
     #[arg(long, value_name = "PERCENT", default_value = "90")]
     pub au: f64,
+    /// What the page cache spares the storage in the plan's what-if: none
+    /// (every read reaches the storage), cold (the first epoch's all do,
+    /// later epochs' as traced) or as-traced (each epoch's as the traced
+    /// job's did); cold and as-traced need a trace that says what the
+    /// storage served.
+    #[arg(long, value_enum, default_value = "none", hide_possible_values = true)]
+    pub cache: crate::plan::scale::cache::CacheMode,
 }
 
 impl ScalingArgs {
@@ -149,6 +156,7 @@ impl ScalingArgs {
             bandwidth,
             write_bandwidth,
             au_threshold: self.au,
+            cache: self.cache,
         })
     }
 

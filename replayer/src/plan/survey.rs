@@ -16,8 +16,9 @@ use iorepro_analysis::roles::{FileRoles, Role as FileRole};
 use iorepro_format::processes::{Forks, ProcessStart};
 use iorepro_format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_HOST, COL_METHOD, COL_OFFSET, COL_OP, COL_PATH,
-    COL_PATH2, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_RECEIVED, COL_RET,
-    COL_SENT, COL_SIZE, COL_SPAN_NS, COL_STATUS, COL_TS, COL_VIA,
+    COL_PATH2, COL_PATH2_TRAITS, COL_PATH_TRAITS, COL_PID, COL_RANK, COL_READAHEAD_BYTES,
+    COL_RECEIVED, COL_RET, COL_SENT, COL_SIZE, COL_SPAN_NS, COL_STATUS, COL_STORAGE_BYTES, COL_TS,
+    COL_VIA,
 };
 use iorepro_format::{Events, Op, TraceReader};
 
@@ -191,6 +192,9 @@ pub fn open_reader(trace: &Path) -> ReplayResult<TraceReader> {
     let mut columns = REPLAY_COLUMNS.to_vec();
     if reader.may_hold_requests() {
         columns.extend([COL_METHOD, COL_STATUS, COL_SENT, COL_RECEIVED]);
+    }
+    if reader.may_hold_storage() {
+        columns.extend([COL_STORAGE_BYTES, COL_READAHEAD_BYTES]);
     }
     Ok(reader.with_columns(&columns))
 }
@@ -404,6 +408,10 @@ impl Survey {
         activity.observe_row(t, end - t, op, r, caller, calls);
         if r > 0 && op.reads_file() {
             self.read_times.observe(rank, t, end);
+            // What the traced storage served of it, for `--cache`.
+            if let Some(f) = ev.from_storage_at(row) {
+                activity.observe_storage(t, end, f.bytes);
+            }
         }
         if matches!(op, Op::Fsync | Op::Fdatasync) {
             self.flushes.add(t, end, 0, None);

@@ -266,7 +266,7 @@ impl Verdict {
                 per_rank_gib_s: forecast.demand.per_rank_read_gib_s,
                 window_s: None,
             },
-            reads_from: "the plan takes every read to reach the storage".into(),
+            reads_from: forecast.reads_from.clone(),
             cache_served_percent: None,
             saves_traced: forecast.saves.traced.len(),
             saves_made: forecast.saves.traced.len() - forecast.saves.dropped.len(),

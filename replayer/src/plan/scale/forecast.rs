@@ -143,6 +143,10 @@ pub struct Forecast {
     /// every epoch at it.
     pub au_threshold_percent: f64,
     pub bandwidth_for_au_gib_s: Option<f64>,
+    /// What the page cache spares the storage (`--cache`), and the
+    /// verdict's line on it.
+    pub cache: super::cache::CacheMode,
+    pub reads_from: String,
     /// Each epoch's time at N on storage that keeps the job fed.
     pub epochs_fed_s: Vec<f64>,
     /// When checkpoints happen.
@@ -452,9 +456,15 @@ impl Forecast {
             BatchMode::Global => survey.step_compute_s / speedup.max(1.0),
         };
         let phases = survey.phases_from_first_data();
+        // What of the reads at N reaches the storage (`--cache`).
+        let first_epoch = super::what_if::stretches(&phases, &[]).into_iter().next();
+        let stored = model
+            .options
+            .cache
+            .from_storage(&phases, &reads, first_epoch);
         let at = |b: f64| {
             let au = model.options.au_threshold;
-            super::what_if::epochs(&phases, &reads, speedup, last_step_s, b, au)
+            super::what_if::epochs(&phases, &reads, &stored, speedup, last_step_s, b, au)
         };
         // The epochs on storage that keeps up: their compute, and the
         // bandwidth each needs for the AU asked for, which no bandwidth
@@ -493,6 +503,8 @@ impl Forecast {
             epochs_fed_s: fed.iter().map(|e| e.seconds).collect(),
             epochs_at_bandwidth,
             au_threshold_percent: model.options.au_threshold,
+            cache: model.options.cache,
+            reads_from: model.options.cache.reads_from(&phases),
             checkpoint_timing: timing_note(model),
             saves: model.saves.clone(),
             meetings: survey.meetings.clone(),

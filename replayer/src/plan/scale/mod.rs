@@ -17,6 +17,7 @@
 //! scaling: target rank t replays source rank t mod R in full.
 
 pub mod au;
+pub mod cache;
 pub mod forecast;
 pub mod model;
 pub mod roles;
@@ -88,4 +89,6 @@ pub struct ScaleOptions {
     pub write_bandwidth: Option<f64>,
     /// The AU (percent) the plan finds the bandwidth for (`--au`).
     pub au_threshold: f64,
+    /// How much of the reads at N the page cache serves (`--cache`).
+    pub cache: cache::CacheMode,
 }

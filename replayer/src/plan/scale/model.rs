@@ -539,6 +539,7 @@ impl Model {
         world: u32,
         options: &ScaleOptions,
     ) -> ReplayResult<Model> {
+        options.cache.check(&survey.phases)?;
         let sources = survey.sources.clone();
         let r = sources.len() as u32;
         let source_index: HashMap<i32, usize> =

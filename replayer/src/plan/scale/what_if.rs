@@ -39,6 +39,8 @@ pub struct EpochForecast {
     pub last_step_s: f64,
     /// Dataset bytes all N ranks read in it.
     pub read_bytes: u64,
+    /// Of those, the bytes that reach the storage (see [`super::cache`]).
+    pub storage_read_bytes: u64,
     /// Its time at N on storage of the given bandwidth, and the AU as
     /// MLPerf Storage computes it.
     pub seconds: f64,
@@ -82,11 +84,13 @@ pub fn stretches(phases: &[Phase], replayed: &[bool]) -> Vec<(usize, usize)> {
 }
 
 /// Each epoch at `bandwidth` (bytes/s), given the dataset bytes read at N
-/// in each phase, the speed-up `k` of a rank's clock in read phases and a
-/// step's compute at N (`last_step_s`).
+/// in each phase and those of them that reach the storage (`stored`), the
+/// speed-up `k` of a rank's clock in read phases and a step's compute at N
+/// (`last_step_s`).
 pub fn epochs(
     phases: &[Phase],
     read_at_n: &[u64],
+    stored: &[u64],
     k: f64,
     last_step_s: f64,
     bandwidth: f64,
@@ -102,9 +106,10 @@ pub fn epochs(
                 .map(|p| (p.end_s - p.start_s).max(0.0))
                 .sum();
             let read_bytes: u64 = read_at_n[a..=b].iter().sum();
+            let storage_read_bytes: u64 = stored[a..=b].iter().sum();
             let compute_s = traced_s / k.max(1.0);
             let last_step_s = last_step_s.clamp(0.0, compute_s);
-            let io_s = read_bytes as f64 / bandwidth;
+            let io_s = storage_read_bytes as f64 / bandwidth;
             let seconds = compute_s.max(io_s + last_step_s);
             let whole = if seconds > 0.0 {
                 100.0 * compute_s / seconds
@@ -117,6 +122,7 @@ pub fn epochs(
                 compute_s,
                 last_step_s,
                 read_bytes,
+                storage_read_bytes,
                 seconds,
                 au_percent: mlperf_au(compute_s, last_step_s, io_s, seconds).unwrap_or(whole),
                 au_whole_epoch_percent: whole,
@@ -124,7 +130,7 @@ pub fn epochs(
                 au_threshold_gib_s: if compute_s > 0.0 {
                     let reading_s =
                         (compute_s * 100.0 / au_threshold - last_step_s).max(f64::MIN_POSITIVE);
-                    read_bytes as f64 / reading_s / iorepro_format::units::GIB
+                    storage_read_bytes as f64 / reading_s / iorepro_format::units::GIB
                 } else {
                     0.0
                 },
@@ -177,14 +183,14 @@ mod tests {
         let read = [128 * mib, 0, 128 * mib];
         // At twice the traced ranks, 1 s of compute per epoch; 128 MiB at
         // 80 MiB/s takes 1.6 s.
-        let e = epochs(&phases, &read, 2.0, 0.0, 80.0 * mib as f64, 90.0);
+        let e = epochs(&phases, &read, &read, 2.0, 0.0, 80.0 * mib as f64, 90.0);
         assert_eq!(e.len(), 2);
         assert!((e[0].compute_s - 1.0).abs() < 1e-9);
         assert!((e[0].seconds - 1.6).abs() < 1e-9);
         assert!((e[0].au_percent - 62.5).abs() < 1e-9);
         // 90 % AU needs 128 MiB in 1/0.9 s: 115.2 MiB/s.
         assert!((e[0].au_threshold_gib_s * 1024.0 - 115.2).abs() < 1e-6);
-        let fast = epochs(&phases, &read, 2.0, 0.0, 1e12, 90.0);
+        let fast = epochs(&phases, &read, &read, 2.0, 0.0, 1e12, 90.0);
         assert!((fast[1].seconds - 1.0).abs() < 1e-9 && fast[1].au_percent == 100.0);
     }
 
@@ -197,11 +203,11 @@ mod tests {
         let mib = iorepro_format::units::MIB_BYTES;
         let read = [64 * mib, 0];
         // At twice the ranks a rank computes 1 s an epoch, 0.2 s a step.
-        let e = epochs(&phases, &read, 2.0, 0.2, 80.0 * mib as f64, 90.0);
+        let e = epochs(&phases, &read, &read, 2.0, 0.2, 80.0 * mib as f64, 90.0);
         // 64 MiB at 80 MiB/s is 0.8 s, then the last step: 1.0 s.
         assert!((e[0].seconds - 1.0).abs() < 1e-9, "{}", e[0].seconds);
         // Slower storage: 1.6 s of reading and 0.2 s after it.
-        let slow = epochs(&phases, &read, 2.0, 0.2, 40.0 * mib as f64, 90.0);
+        let slow = epochs(&phases, &read, &read, 2.0, 0.2, 40.0 * mib as f64, 90.0);
         assert!((slow[0].seconds - 1.8).abs() < 1e-9);
         assert!((slow[0].au_whole_epoch_percent - 100.0 / 1.8).abs() < 1e-9);
         // MLPerf's: 5 steps of 0.2 s, the first reading 0.32 s then
@@ -211,7 +217,7 @@ mod tests {
         let need = 64.0 / (1.0 / 0.9 - 0.2);
         assert!((slow[0].au_threshold_gib_s * 1024.0 - need).abs() < 1e-6);
         // Fast storage: compute bounds it.
-        let fast = epochs(&phases, &read, 2.0, 0.2, 1e12, 90.0);
+        let fast = epochs(&phases, &read, &read, 2.0, 0.2, 1e12, 90.0);
         assert!((fast[0].seconds - 1.0).abs() < 1e-9);
     }
 }
