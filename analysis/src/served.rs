@@ -10,9 +10,14 @@ use std::fmt::Write;
 
 use iorepro_format::units::fmt_bytes;
 
+use iorepro_format::error::TraceResult;
+use iorepro_format::reader::TraceReader;
+
 use crate::activity::Activity;
-use crate::overview::Overview;
+use crate::overview::{tally_with_roles, Overview};
+use crate::part_counters::{Depth, FileStats};
 use crate::phases::{Phase, PhaseKind};
+use crate::timeline::BASE_WINDOW_NS;
 
 /// A reading phase counts as served from storage at or above this share of
 /// its bytes...
@@ -33,6 +38,50 @@ pub fn total(activity: &Activity) -> Option<u64> {
 pub fn sent(activity: &Activity) -> Option<u64> {
     let runs = activity.to_storage.as_ref()?;
     Some(runs.runs().iter().map(|r| r.bytes).sum())
+}
+
+/// Per file read, the bytes read and those the storage served, where the
+/// trace says (`None` where it does not): a full tally's pass, made only
+/// for traces whose segments hold the column.
+pub fn per_file(reader: &TraceReader) -> TraceResult<Option<Vec<FileStats>>> {
+    if !reader.may_hold_storage() {
+        return Ok(None);
+    }
+    let (t, _) = tally_with_roles(reader, Depth::Full, BASE_WINDOW_NS)?;
+    let mut files: Vec<FileStats> = t
+        .files()
+        .into_iter()
+        .filter(|f| f.read_bytes > 0 && f.storage_read_bytes.is_some())
+        .collect();
+    files.sort_by(|a, b| b.read_bytes.cmp(&a.read_bytes).then(a.path.cmp(&b.path)));
+    Ok(Some(files))
+}
+
+/// The files that read most, with what the storage served of each.
+pub fn render_files(files: &[FileStats], most: usize) -> String {
+    let mut s = format!(
+        "{:>14} {:>14} {:>11}  file\n",
+        "read", "from storage", "page cache"
+    );
+    for f in files.iter().take(most) {
+        let stored = f.storage_read_bytes.unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "{:>14} {:>14} {:>9.1} %  {}",
+            fmt_bytes(f.read_bytes as f64),
+            fmt_bytes(stored as f64),
+            (1.0 - share(stored, f.read_bytes)) * 100.0,
+            f.path
+        );
+    }
+    if files.len() > most {
+        let _ = writeln!(
+            s,
+            "  ... {} more files (--json lists all)",
+            files.len() - most
+        );
+    }
+    s
 }
 
 /// The share of `read` bytes the storage served, in 0..=1.

@@ -28,8 +28,8 @@ const IMAGE_BYTES: u64 = 384 << 20;
 const TOLERANCE: f64 = 0.02;
 
 /// The most the second pass may take from the storage: the page cache
-/// held the whole file.
-const WARM_SLACK: i64 = 1 << 20;
+/// held the whole file (but for pages the machine reclaimed meanwhile).
+const WARM_SLACK: i64 = FILE_BYTES / 50;
 
 /// What the storage served of the reads of `file`, per process, in the
 /// order the processes first read it; every such row must say.
@@ -109,12 +109,19 @@ fn a_file_read_twice_comes_from_storage_once() {
         passes[1].2, FILE_BYTES,
         "the second pass read the whole file"
     );
-    let off = (cold.bytes - device).abs() as f64 / device as f64;
+    // Both passes against the device: a page the machine reclaimed between
+    // them is read again, by the device and in the trace alike.
+    let both = cold.bytes + warm.bytes;
+    let off = (both - device).abs() as f64 / device as f64;
     assert!(
         off <= TOLERANCE,
-        "first pass: {} from storage, the device read {device} ({:.2} % apart)",
-        cold.bytes,
+        "{both} from storage in all, the device read {device} ({:.2} % apart)",
         off * 100.0
+    );
+    assert!(
+        cold.bytes >= FILE_BYTES - FILE_BYTES / 50,
+        "first pass: {} from storage",
+        cold.bytes
     );
     assert!(
         cold.read_ahead > 0 && cold.read_ahead < cold.bytes,
@@ -139,20 +146,36 @@ fn a_file_read_twice_comes_from_storage_once() {
         "{text}"
     );
     // A line per reading phase (the detector may cut a pass in two): those
-    // of the first pass from storage, the last pass's from memory.
+    // of the first pass from storage, the last pass's from memory. Where
+    // the detector cuts a pass, read-ahead made at the end of one phase
+    // serves the next: the share moves by what it read ahead.
     let phases: Vec<&&str> = lines.iter().filter(|l| l.starts_with("  ")).collect();
     let (last, first_pass) = phases.split_last().expect("reading phases");
     assert!(!first_pass.is_empty(), "a line per pass: {text}");
+    let cached = |line: &str| -> f64 {
+        let share = line.rsplit('(').next().unwrap();
+        share.split(' ').next().unwrap().parse().unwrap()
+    };
     for line in first_pass {
-        assert!(line.ends_with("(0.0 % page cache)"), "{text}");
+        assert!(cached(line) <= 15.0, "{text}");
     }
-    assert!(last.ends_with("(100.0 % page cache)"), "{text}");
+    assert_eq!(cached(last), 100.0, "{text}");
     assert!(
         lines
             .iter()
             .any(|l| l.starts_with("warning: the page cache served the reads after the first pass")),
         "{text}"
     );
+    // And `files`, per file: read twice, served once.
+    let files = iorepro_analysis::served::per_file(&reader)
+        .unwrap()
+        .unwrap();
+    let file = files
+        .iter()
+        .find(|f| f.path == data.to_str().unwrap())
+        .unwrap();
+    assert_eq!(file.read_bytes, 2 * FILE_BYTES as u64);
+    assert_eq!(file.storage_read_bytes, Some(cold.bytes as u64));
 }
 
 #[test]

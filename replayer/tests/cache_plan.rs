@@ -123,6 +123,28 @@ fn each_cache_mode_sends_its_share_of_the_reads_to_the_storage() {
     // Memory-served epochs take their compute, not the storage's time.
     let secs = |plan: &[Value], e: usize| plan[e]["seconds"].as_f64().unwrap();
     assert!(secs(&cold, 2) < secs(&none, 2), "{cold:?} / {none:?}");
+
+    // A replay that reads everything from storage (--evict-reads) says it
+    // asked the storage for more than the traced job did.
+    let target = scratch.join("target");
+    let report = replay_ok(
+        &trace,
+        &target,
+        &[
+            "--ranks",
+            "2",
+            "--timing",
+            "afap",
+            "--evict-reads",
+            "--json",
+        ],
+    );
+    let line = report["verdict"]["reads_from"].as_str().unwrap_or_default();
+    eprintln!("the replay's reads came from: {line}");
+    assert!(
+        line.contains("the replay asks the storage for more than the job did"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -261,16 +261,22 @@ pub fn count(phases: &[Phase], kind: PhaseKind) -> usize {
     phases.iter().filter(|p| p.kind == kind).count()
 }
 
-/// The phases as a table, one line each.
+/// The phases as a table, one line each; with a column of the bytes the
+/// storage served the reads where the trace says (see [`crate::served`]).
 pub fn render(phases: &[Phase]) -> String {
     use iorepro_format::units::fmt_bytes;
+    let says = phases.iter().any(|p| p.storage_read_bytes.is_some());
     let mut s = format!(
-        "{:<11} {:>10} {:>10} {:>10} {:>12} {:>12} {:>9} {:>10}\n",
+        "{:<11} {:>10} {:>10} {:>10} {:>12} {:>12} {:>9} {:>10}",
         "phase", "start s", "end s", "dur s", "read", "write", "GiB/s", "meta/s"
     );
+    if says {
+        s.push_str(&format!(" {:>13}", "from storage"));
+    }
+    s.push('\n');
     for p in phases {
         s.push_str(&format!(
-            "{:<11} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>12} {:>9.3} {:>10.0}\n",
+            "{:<11} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>12} {:>9.3} {:>10.0}",
             p.kind.as_str(),
             p.start_s,
             p.end_s,
@@ -280,6 +286,13 @@ pub fn render(phases: &[Phase]) -> String {
             p.gib_s(),
             p.metadata_calls_per_s()
         ));
+        if says {
+            let stored = p
+                .storage_read_bytes
+                .map_or("-".into(), |b| fmt_bytes(b as f64));
+            s.push_str(&format!(" {stored:>13}"));
+        }
+        s.push('\n');
     }
     s
 }

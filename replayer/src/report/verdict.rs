@@ -205,7 +205,7 @@ impl Verdict {
             },
             reads_from: match report.bucket {
                 true => "the object store (every read a request)".into(),
-                false => reads_from(report),
+                false => reads_from(report, forecast.traced_storage_percent),
             },
             cache_served_percent: report.storage.cache_served_percent,
             saves_traced: forecast.saves.traced.len(),
@@ -415,20 +415,36 @@ impl Verdict {
 
 /// Where a replay's reads came from: as the kernel counted the storage's
 /// bytes, or else as far as its options tell.
-fn reads_from(m: &Measured) -> String {
+fn reads_from(m: &Measured, traced_storage_percent: Option<f64>) -> String {
     let (Some(fetched), Some(cached)) = (m.storage.read_bytes, m.storage.cache_served_percent)
     else {
         return reads_from_options(m.direct, m.evict_reads);
     };
     let fetched = fmt_bytes(fetched as f64);
+    // The traced job's own share, where its trace says: a replay that
+    // differs from it measures another storage load than the job's.
+    let traced = traced_storage_percent.map(|t| (t, 100.0 - t));
     if cached > CACHE_SERVED_WARN_PERCENT {
+        let job = match traced {
+            Some((t, _)) if t > 100.0 - CACHE_SERVED_WARN_PERCENT => {
+                format!(" where the traced job's came from the storage ({t:.0} %)")
+            }
+            _ => String::new(),
+        };
         format!(
-            "memory for {cached:.0} % of the bytes, the storage {fetched}: the page cache's \
-             result, not the storage's (--evict-reads or --direct=reads, or a dataset larger \
-             than the node's memory, make it the storage's)"
+            "memory for {cached:.0} % of the bytes, the storage {fetched}{job}: the page \
+             cache's result, not the storage's (--evict-reads or --direct=reads, or a dataset \
+             larger than the node's memory, make it the storage's)"
         )
     } else {
-        format!("the storage ({fetched} fetched; {cached:.0} % from memory)")
+        match traced {
+            Some((t, from_memory)) if from_memory > CACHE_SERVED_WARN_PERCENT => format!(
+                "the storage ({fetched} fetched; {cached:.0} % from memory), where the traced \
+                 job's page cache served {from_memory:.0} % ({t:.0} % from storage): the replay \
+                 asks the storage for more than the job did (--cache in the plan)"
+            ),
+            _ => format!("the storage ({fetched} fetched; {cached:.0} % from memory)"),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Subcommands that read a trace and say what is in it: `summary`, `files`,
 //! `phases`, `compare` and `validate` (with `--repair`).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -10,7 +11,8 @@ use iorepro_analysis::overview::{rank_count, Overview};
 use iorepro_analysis::phases;
 use iorepro_analysis::requests_by_object::RequestTotals;
 use iorepro_analysis::roles::{self, FileRoles};
-use iorepro_analysis::summary::Summary;
+use iorepro_analysis::served;
+use iorepro_analysis::summary::{Summary, TOP_FILES};
 use iorepro_format::error::TraceError;
 use iorepro_format::reader::TraceReader;
 use iorepro_format::validate;
@@ -36,8 +38,24 @@ pub(super) fn files(out: &mut dyn Write, trace: &Path, json: bool) -> Result<()>
     let roles = FileRoles::compute(&reader)?;
     // A bucket's objects, each with its role, as files have theirs.
     let objects = RequestTotals::compute_listing(&reader, usize::MAX)?;
+    // What the storage served of each file read, where the trace says.
+    let served = served::per_file(&reader)?;
     if json {
-        let files: Vec<_> = roles.files().collect();
+        let stored: HashMap<&str, Option<u64>> = served
+            .iter()
+            .flatten()
+            .map(|f| (f.path.as_str(), f.storage_read_bytes))
+            .collect();
+        let files: Vec<serde_json::Value> = roles
+            .files()
+            .map(|f| {
+                let mut v = serde_json::to_value(f).expect("a file's role serializes");
+                if let Some(b) = stored.get(f.path.as_str()).copied().flatten() {
+                    v["storage_read_bytes"] = b.into();
+                }
+                v
+            })
+            .collect();
         return json_line(
             out,
             &serde_json::json!({
@@ -50,6 +68,9 @@ pub(super) fn files(out: &mut dyn Write, trace: &Path, json: bool) -> Result<()>
         );
     }
     write!(out, "{}", roles::render(&roles))?;
+    if let Some(files) = served {
+        write!(out, "\n{}", served::render_files(&files, TOP_FILES))?;
+    }
     if let Some(o) = objects {
         write!(
             out,

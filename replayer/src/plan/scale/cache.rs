@@ -76,13 +76,7 @@ impl CacheMode {
 
     /// The verdict's line on where the plan's reads come from.
     pub fn reads_from(self, phases: &[Phase]) -> String {
-        let read: u64 = phases.iter().map(|p| p.read_bytes).sum();
-        let stored: u64 = phases.iter().filter_map(|p| p.storage_read_bytes).sum();
-        let traced = if read > 0 {
-            100.0 * (stored as f64 / read as f64).min(1.0)
-        } else {
-            100.0
-        };
+        let traced = traced_percent(phases).unwrap_or(100.0);
         match self {
             CacheMode::None => {
                 "the plan takes every read to reach the storage (--cache none)".into()
@@ -97,6 +91,21 @@ impl CacheMode {
             ),
         }
     }
+}
+
+/// The share of the traced job's reads its storage served (percent), where
+/// the trace says.
+pub fn traced_percent(phases: &[Phase]) -> Option<f64> {
+    let said: Vec<&Phase> = phases
+        .iter()
+        .filter(|p| p.storage_read_bytes.is_some())
+        .collect();
+    let read: u64 = said.iter().map(|p| p.read_bytes).sum();
+    if said.is_empty() || read == 0 {
+        return None;
+    }
+    let stored: u64 = said.iter().filter_map(|p| p.storage_read_bytes).sum();
+    Some(100.0 * (stored as f64 / read as f64).min(1.0))
 }
 
 /// The share of a phase's reads the traced storage served: all of them

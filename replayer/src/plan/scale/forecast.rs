@@ -147,6 +147,10 @@ pub struct Forecast {
     /// verdict's line on it.
     pub cache: super::cache::CacheMode,
     pub reads_from: String,
+    /// The share of the traced job's reads its storage served (percent),
+    /// where the trace says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traced_storage_percent: Option<f64>,
     /// Each epoch's time at N on storage that keeps the job fed.
     pub epochs_fed_s: Vec<f64>,
     /// When checkpoints happen.
@@ -505,6 +509,7 @@ impl Forecast {
             au_threshold_percent: model.options.au_threshold,
             cache: model.options.cache,
             reads_from: model.options.cache.reads_from(&phases),
+            traced_storage_percent: super::cache::traced_percent(&phases),
             checkpoint_timing: timing_note(model),
             saves: model.saves.clone(),
             meetings: survey.meetings.clone(),
