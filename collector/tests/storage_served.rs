@@ -21,6 +21,17 @@ use iorepro_format::{FromStorage, Op, TraceReader};
 use iorepro_tests::loop_mount::LoopMount;
 
 const FILE_BYTES: i64 = 256 << 20;
+
+/// Per process, in the order they started: bytes read and those the
+/// storage served, as DuckDB sums the trace's columns.
+const DUCKDB_PER_PROCESS: &str = r#"
+import duckdb, json
+rows = duckdb.sql('''
+    SELECT sum(ret)::BIGINT, sum(storage_bytes)::BIGINT FROM read_parquet('@DIR@/*.parquet')
+    WHERE op = 'read' AND path LIKE '%/data.bin' GROUP BY pid ORDER BY min(ts)
+''').fetchall()
+print(json.dumps([list(r) for r in rows]))
+"#;
 const IMAGE_BYTES: u64 = 384 << 20;
 
 /// How far the first pass's count and the device's may be apart, as a
@@ -166,6 +177,12 @@ fn a_file_read_twice_comes_from_storage_once() {
             .any(|l| l.starts_with("warning: the page cache served the reads after the first pass")),
         "{text}"
     );
+    // DuckDB reads the columns as they are: the pass of each process.
+    let script = DUCKDB_PER_PROCESS.replace("@DIR@", trace.to_str().unwrap());
+    if let Some(text) = iorepro_tests::python::require_python(&script, &["duckdb"]) {
+        let duck: Vec<(i64, i64)> = serde_json::from_str(&text).unwrap();
+        assert_eq!(duck, [(FILE_BYTES, cold.bytes), (FILE_BYTES, warm.bytes)]);
+    }
     // And `files`, per file: read twice, served once.
     let files = iorepro_analysis::served::per_file(&reader)
         .unwrap()
