@@ -134,26 +134,37 @@ fn pictures(page: &mut Page, reader: &TraceReader, s: &Summary, name: &str) -> R
     Ok(())
 }
 
+/// The phases, with the bytes the storage served their reads where the
+/// trace says.
 fn phases(page: &mut Page, s: &Summary) {
+    let says = s.overview.storage_read_bytes.is_some();
     let rows = s
         .overview
         .phases
         .iter()
         .map(|p| {
-            vec![
+            let mut row = vec![
                 p.kind.as_str().to_string(),
                 format!("{:.3}", p.start_s),
                 format!("{:.3}", p.end_s),
                 fmt_bytes(p.read_bytes as f64),
                 fmt_bytes(p.write_bytes as f64),
                 format!("{:.3}", p.gib_s()),
-            ]
+            ];
+            if says {
+                row.push(
+                    p.storage_read_bytes
+                        .map_or("-".into(), |b| fmt_bytes(b as f64)),
+                );
+            }
+            row
         })
         .collect();
-    page.section("Phases").table(
-        &["phase", "start s", "end s", "read", "written", "GiB/s"],
-        rows,
-    );
+    let mut head = vec!["phase", "start s", "end s", "read", "written", "GiB/s"];
+    if says {
+        head.push("read from storage");
+    }
+    page.section("Phases").table(&head, rows);
 }
 
 fn op_mix(page: &mut Page, s: &Summary) {
