@@ -494,6 +494,19 @@ impl Activity {
         runs.add(ts, end, bytes.max(0) as u64, None);
     }
 
+    /// Bytes the storage served the reads, where the rows say.
+    pub fn storage_read_total(&self) -> Option<u64> {
+        let runs = self.from_storage.as_ref()?;
+        Some(runs.runs().iter().map(|r| r.bytes).sum())
+    }
+
+    /// Bytes the writes and syncs sent to the device themselves, where the
+    /// rows say.
+    pub fn storage_write_total(&self) -> Option<u64> {
+        let runs = self.to_storage.as_ref()?;
+        Some(runs.runs().iter().map(|r| r.bytes).sum())
+    }
+
     /// Takes in the activity of another part of the trace.
     pub fn merge(&mut self, other: Activity) {
         let both = |a: Option<Runs>, b: Option<Runs>| match (a, b) {

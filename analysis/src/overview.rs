@@ -42,12 +42,13 @@ pub struct Overview {
     /// ... and in its busiest 1 s window (aligned to the first call).
     pub peak_metadata_calls_per_s: f64,
     pub phases: Vec<Phase>,
-    /// Of the bytes read, those the storage served (see [`crate::served`]);
-    /// absent where the trace does not say.
+    /// Of the bytes read, those the storage served (see
+    /// `iorepro_format::schema::COL_STORAGE_BYTES`); absent where the trace
+    /// does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_read_bytes: Option<u64>,
     /// Of the bytes written, those the job's own writes and syncs sent to
-    /// the device (see [`crate::served`]); absent where the trace does not say.
+    /// the device; absent where the trace does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_write_bytes: Option<u64>,
     /// Bytes per 100 ms window, for plots.
@@ -126,8 +127,8 @@ impl Overview {
             },
             peak_metadata_calls_per_s: peak_metadata,
             phases,
-            storage_read_bytes: crate::served::total(&t.activity),
-            storage_write_bytes: crate::served::sent(&t.activity),
+            storage_read_bytes: t.activity.storage_read_total(),
+            storage_write_bytes: t.activity.storage_write_total(),
             timeline: t.timeline.clone(),
         }
     }

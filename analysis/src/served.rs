@@ -13,7 +13,6 @@ use iorepro_format::units::fmt_bytes;
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
 
-use crate::activity::Activity;
 use crate::overview::{tally_with_roles, Overview};
 use crate::part_counters::{Depth, FileStats};
 use crate::phases::{Phase, PhaseKind};
@@ -26,19 +25,6 @@ const FROM_STORAGE_SHARE: f64 = 0.5;
 const FROM_MEMORY_SHARE: f64 = 0.2;
 /// Phases that read less than this are too small to judge.
 const JUDGED_BYTES: u64 = 1 << 20;
-
-/// Bytes the storage served the whole trace's reads, where its rows say.
-pub fn total(activity: &Activity) -> Option<u64> {
-    let runs = activity.from_storage.as_ref()?;
-    Some(runs.runs().iter().map(|r| r.bytes).sum())
-}
-
-/// Bytes the trace's writes and syncs sent to the device themselves, where
-/// its rows say.
-pub fn sent(activity: &Activity) -> Option<u64> {
-    let runs = activity.to_storage.as_ref()?;
-    Some(runs.runs().iter().map(|r| r.bytes).sum())
-}
 
 /// Per file read, the bytes read and those the storage served, where the
 /// trace says (`None` where it does not): a full tally's pass, made only

@@ -272,6 +272,14 @@ fn page_cache_fill(ctx: &TracePointContext) {
             },
         )
     };
+    let bytes = 1u64 << (PAGE_SHIFT + order as u32);
+    send_moment(what, pid_tgid, (index << PAGE_SHIFT) as i64, bytes, ino, dev);
+}
+
+/// Sends a record of something that happened at one moment (no call of its
+/// own): `bytes` at `offset` of the file `ino` on `dev`.
+#[inline(always)]
+fn send_moment(what: u32, pid_tgid: u64, offset: i64, bytes: u64, ino: u64, dev: u32) {
     let Some(mut entry) = records::reserve::<IoEvent>(what) else {
         return;
     };
@@ -282,8 +290,8 @@ fn page_cache_fill(ctx: &TracePointContext) {
         span_ns: 0,
         pid_tgid,
         ret: 0,
-        offset: (index << PAGE_SHIFT) as i64,
-        size: 1u64 << (PAGE_SHIFT + order as u32),
+        offset,
+        size: bytes,
         ino,
         dev,
         fd: -1,
@@ -336,27 +344,8 @@ fn device_write(ctx: &TracePointContext) {
     if file_dev >> 20 != 0 && dev != file_dev {
         return;
     }
-    let Some(mut entry) = records::reserve::<IoEvent>(kind::DEVICE_WRITE) else {
-        return;
-    };
-    entry.write(IoEvent {
-        // SAFETY: helper without arguments.
-        ts_ns: unsafe { bpf_ktime_get_ns() },
-        dur_ns: 0,
-        span_ns: 0,
-        pid_tgid,
-        ret: 0,
-        offset: -1,
-        size: (sectors as u64) << SECTOR_SHIFT,
-        ino,
-        dev,
-        fd: -1,
-        kind: kind::DEVICE_WRITE,
-        flags: 0,
-        calls: 1,
-        via: iorepro_common::VIA_SYSCALL,
-    });
-    records::submit(entry);
+    let bytes = (sectors as u64) << SECTOR_SHIFT;
+    send_moment(kind::DEVICE_WRITE, pid_tgid, -1, bytes, ino, dev);
 }
 
 #[cfg(not(test))]
