@@ -380,6 +380,9 @@ pub struct Activity {
     /// themselves (not write-back's, later): `None` for a trace that never
     /// says.
     pub to_storage: Option<Runs>,
+    /// Bytes of the job's written files the kernel wrote back later, outside
+    /// its calls (`writeback` rows): `None` for a trace that has none.
+    pub written_back: Option<u64>,
     /// Entry `ts` of the first call (any op), Unix ns; `i64::MAX` when none.
     pub first_ns: i64,
     /// Latest `ts + dur_ns` of any call; `i64::MIN` when none.
@@ -431,6 +434,7 @@ impl Default for Activity {
             dirs_made: Runs::default(),
             from_storage: None,
             to_storage: None,
+            written_back: None,
             first_ns: i64::MAX,
             end_ns: i64::MIN,
             rankless_readers: Processes::default(),
@@ -494,6 +498,12 @@ impl Activity {
         runs.add(ts, end, bytes.max(0) as u64, None);
     }
 
+    /// Takes in a `writeback` row's bytes.
+    #[inline]
+    pub fn observe_written_back(&mut self, bytes: i64) {
+        *self.written_back.get_or_insert(0) += bytes.max(0) as u64;
+    }
+
     /// Bytes the storage served the reads, where the rows say.
     pub fn storage_read_total(&self) -> Option<u64> {
         let runs = self.from_storage.as_ref()?;
@@ -518,6 +528,10 @@ impl Activity {
         };
         self.from_storage = both(self.from_storage.take(), other.from_storage);
         self.to_storage = both(self.to_storage.take(), other.to_storage);
+        self.written_back = match (self.written_back, other.written_back) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         self.reads.merge(other.reads);
         self.writes.merge(other.writes);
         self.syncs.merge(other.syncs);

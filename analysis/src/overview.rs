@@ -51,6 +51,11 @@ pub struct Overview {
     /// the device; absent where the trace does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_write_bytes: Option<u64>,
+    /// Of the bytes written, those the kernel wrote back to the device later,
+    /// outside the job's calls (`writeback` rows); absent where the capture
+    /// did not follow write-back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_written_back_bytes: Option<u64>,
     /// Bytes per 100 ms window, for plots.
     #[serde(skip)]
     pub timeline: Timeline,
@@ -129,6 +134,7 @@ impl Overview {
             phases,
             storage_read_bytes: t.activity.storage_read_total(),
             storage_write_bytes: t.activity.storage_write_total(),
+            storage_written_back_bytes: t.activity.written_back,
             timeline: t.timeline.clone(),
         }
     }

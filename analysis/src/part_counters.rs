@@ -536,6 +536,9 @@ impl Tally {
             } else if op.is_write_data() {
                 st.bytes += ret as u64;
                 self.timeline.add_write(ts, ret as u64);
+            } else if op == Op::Writeback {
+                // The kernel's bytes, not the job's: in the op's line only.
+                st.bytes += ret as u64;
             }
         }
     }
@@ -554,8 +557,12 @@ impl Tally {
             self.activity.observe_storage(ts, end, bytes);
             return Some(bytes.max(0) as u64);
         }
-        if matches!(op, Op::Write | Op::Fsync | Op::Fdatasync) {
-            self.activity.observe_device_writes(ts, end, bytes);
+        match op {
+            Op::Write | Op::Fsync | Op::Fdatasync => {
+                self.activity.observe_device_writes(ts, end, bytes)
+            }
+            Op::Writeback => self.activity.observe_written_back(bytes),
+            _ => {}
         }
         None
     }
@@ -577,7 +584,12 @@ impl Tally {
         let moved = if data && ret > 0 { ret as u64 } else { 0 };
         let st = &mut self.ops[op as usize];
         st.count += n;
-        st.bytes += moved;
+        // (The kernel's write-back bytes are in the op's line, not the job's.)
+        st.bytes += if op == Op::Writeback {
+            ret.max(0) as u64
+        } else {
+            moved
+        };
         match r {
             Some(rk) => {
                 let slot = self.ranks.slot(rk);

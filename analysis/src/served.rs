@@ -86,16 +86,43 @@ fn reading(phases: &[Phase]) -> impl Iterator<Item = (&Phase, u64)> {
     })
 }
 
-/// The summary's lines: what the job's own calls sent to the device of what
-/// it wrote, the reads' share from storage, a line per reading phase, and
-/// the warning where it applies. Empty for a trace that does not say.
+/// Whether the capture of `reader` followed the kernel's write-back of the
+/// job's files (its manifest's `capabilities.hooks` names the hook): then
+/// no `writeback` row means none was written back, not that none was seen.
+pub fn follows_write_back(reader: &TraceReader) -> bool {
+    let caps = reader.manifest().extra.get("capabilities");
+    let hooks = caps.and_then(|c| c.get("hooks")).and_then(|h| h.as_array());
+    hooks.is_some_and(|h| {
+        h.iter()
+            .any(|x| x.as_str().is_some_and(|x| x.ends_with(WRITE_BACK_HOOK)))
+    })
+}
+
+/// The tracepoint the collector follows write-back on, as its hooks end.
+const WRITE_BACK_HOOK: &str = "writeback:writeback_single_inode";
+
+/// The summary's lines: what reached the device of what the job wrote (in
+/// its own calls, and by write-back later), the reads' share from storage,
+/// a line per reading phase, and the warning where it applies. Empty for a
+/// trace that does not say.
 pub fn render(o: &Overview) -> String {
     let mut s = String::new();
     if let Some(sent) = o.storage_write_bytes.filter(|_| o.write_bytes > 0) {
+        let later = match o.storage_written_back_bytes {
+            Some(back) => {
+                let unseen = o.write_bytes.saturating_sub(sent + back);
+                format!(
+                    "; {} written back by the kernel later, {} not seen on the device by the \
+                     capture's end",
+                    fmt_bytes(back as f64),
+                    fmt_bytes(unseen as f64)
+                )
+            }
+            None => "; write-back (not followed) sends the rest later".to_string(),
+        };
         let _ = writeln!(
             s,
-            "sent to the device {} of {} written, by the job's own calls (fsync, O_DIRECT); \
-             write-back sends the rest later",
+            "sent to the device {} of {} written by the job's own calls (fsync, O_DIRECT){later}",
             fmt_bytes(sent as f64),
             fmt_bytes(o.write_bytes as f64),
         );

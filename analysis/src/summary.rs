@@ -73,7 +73,11 @@ pub struct Summary {
 impl Summary {
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
         let (mut t, roles) = tally_with_roles(reader, Depth::Full, BASE_WINDOW_NS)?;
-        let overview = Overview::with_startup(&mut t, &roles);
+        let mut overview = Overview::with_startup(&mut t, &roles);
+        if crate::served::follows_write_back(reader) {
+            // A capture that followed write-back and saw none: 0, not unknown.
+            overview.storage_written_back_bytes.get_or_insert(0);
+        }
         let mut hosts = t.hosts.clone();
         hosts.sort();
         let (per_rank, unranked_events) = t.ranks();

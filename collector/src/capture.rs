@@ -200,6 +200,7 @@ impl<'a> Capture<'a> {
                     .contains(&crate::probes::FILL_HOOK),
                 device_writes: (probes.capabilities.hooks)
                     .contains(&crate::probes::DEVICE_WRITE_HOOK),
+                write_back: (probes.capabilities.hooks).contains(&crate::probes::WRITEBACK_HOOK),
             },
         );
         if let Some(an) = &opts.anonymize {

@@ -25,6 +25,7 @@ use crate::request_rows::{Finished, Mark, Requests, SocketCall};
 use crate::ring::Ring;
 use crate::rows::{op_of, row_from_event, Reorder};
 use crate::storage_served::{StorageServed, Watched};
+use crate::write_back::WriteBack;
 
 /// Everything needed to turn records into rows.
 pub struct Decoder {
@@ -50,6 +51,8 @@ pub struct Decoder {
     /// Page-cache fills and device writes made inside calls, waiting for
     /// their rows.
     served: StorageServed,
+    /// The written files whose later write-back the kernel side follows.
+    write_back: WriteBack,
 }
 
 /// The longest rows are held back for a request under way.
@@ -101,6 +104,7 @@ impl Decoder {
             written: Written::default(),
             requests: Requests::default(),
             served: StorageServed::new(watched),
+            write_back: WriteBack::new(watched.write_back),
         }
     }
 
@@ -190,6 +194,9 @@ impl Decoder {
         });
         for tgid in forked {
             probes.forked(tgid);
+        }
+        for (ino, written) in self.write_back.take() {
+            probes.follow_write_back(ino, written);
         }
         Ok(n + late)
     }
@@ -284,6 +291,9 @@ impl Decoder {
             return self.served.add(ev);
         }
         let Some(op) = op_of(ev.kind) else { return };
+        if op == Op::Writeback {
+            return self.on_write_back(ev);
+        }
         if ev.via == VIA_IO_URING && matches!(op, Op::Open | Op::Stat) {
             return self.on_uring_result(ev, op);
         }
@@ -300,6 +310,28 @@ impl Decoder {
         let rank = self.procs.rank_of_row(tgid);
         let mut row = row_from_event(ev, op, rank, path, self.wall_offset_ns);
         row.from_storage = from_storage;
+        self.rows.push(row);
+        if op == Op::Write {
+            self.write_back.note_write(ev);
+        }
+    }
+
+    /// Pages of a written file the kernel wrote back: a row of the file's
+    /// last writer, all of it storage. (Its process may have exited: the
+    /// file's path was learnt from its writes.)
+    fn on_write_back(&mut self, ev: &IoEvent) {
+        let tgid = (ev.pid_tgid >> 32) as u32;
+        let path = self.files.path_of((user_dev(ev.dev), ev.ino), tgid, -1);
+        if path.is_none() || !self.wanted(path.as_ref()) {
+            return;
+        }
+        let rank = self.procs.rank_of_row(tgid);
+        let mut row = row_from_event(ev, Op::Writeback, rank, path, self.wall_offset_ns);
+        row.ret = ev.size as i64;
+        row.from_storage = Some(iorepro_format::FromStorage {
+            bytes: ev.size as i64,
+            read_ahead: 0,
+        });
         self.rows.push(row);
     }
 

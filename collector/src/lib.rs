@@ -123,6 +123,7 @@ pub mod salvage;
 pub mod signals;
 pub mod spawn;
 pub mod storage_served;
+pub mod write_back;
 
 pub use capture::{run, Outcome};
 pub use cli::{CaptureOptions, Opts, Target};

@@ -41,6 +41,7 @@ pub fn op_of(kind: u32) -> Option<Op> {
         kind::GETDENTS => Op::Getdents,
         kind::LINK => Op::Link,
         kind::SYMLINK => Op::Symlink,
+        kind::WRITEBACK => Op::Writeback,
         _ => return None,
     })
 }
@@ -64,7 +65,7 @@ pub fn row_from_event(
             (op == Op::Mmap).then_some(ev.flags as i32),
         ),
         Op::Lseek => (Some(ev.offset), None, Some(ev.flags as i32)),
-        Op::Truncate => (None, Some(ev.size as i64), None),
+        Op::Truncate | Op::Writeback => (None, Some(ev.size as i64), None),
         Op::Getdents => (None, Some(ev.size as i64), None),
         // Open flags; the AT_* flags of a stat, unlink, rename or link; the
         // mode of an access or mkdir.

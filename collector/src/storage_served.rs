@@ -35,6 +35,8 @@ pub struct StorageServed {
 pub struct Watched {
     pub fills: bool,
     pub device_writes: bool,
+    /// The flusher's write-back of the job's files (`writeback` rows).
+    pub write_back: bool,
 }
 
 /// Records waiting for their row, by thread.
@@ -180,6 +182,7 @@ mod tests {
     const ALL: Watched = Watched {
         fills: true,
         device_writes: true,
+        write_back: true,
     };
 
     fn event(kind: u32, ts: u64, span: u64, offset: i64, size: u64) -> IoEvent {

@@ -312,6 +312,106 @@ fn a_save_reaches_the_device_in_its_fsync_or_its_direct_writes() {
     }
 }
 
+/// The `writeback` rows of `file`: their bytes, and the processes they
+/// name (the file's writer).
+fn written_back(trace: &Path, file: &Path) -> (i64, Vec<i32>) {
+    let reader = TraceReader::open(trace).unwrap_or_else(|e| panic!("{e}"));
+    let want = file.to_str().unwrap();
+    let (mut bytes, mut pids) = (0, Vec::new());
+    for batch in reader.events().unwrap() {
+        let ev = batch.unwrap();
+        for i in 0..ev.len() {
+            if ev.op(i) != Op::Writeback || ev.path_at(i) != Some(want) {
+                continue;
+            }
+            let from = ev
+                .from_storage_at(i)
+                .unwrap_or_else(|| panic!("writeback row {i} of {want} does not say its bytes"));
+            assert_eq!(from.bytes, ev.ret().value(i), "row {i}");
+            bytes += from.bytes;
+            pids.push(ev.pid().value(i));
+        }
+    }
+    pids.dedup();
+    (bytes, pids)
+}
+
+/// The pid of the first process that wrote `file`.
+fn first_writer(trace: &Path, file: &Path) -> i32 {
+    let reader = TraceReader::open(trace).unwrap_or_else(|e| panic!("{e}"));
+    for batch in reader.events().unwrap() {
+        let ev = batch.unwrap();
+        for i in 0..ev.len() {
+            if ev.op(i) == Op::Write && ev.path_at(i) == Some(file.to_str().unwrap()) {
+                return ev.pid().value(i);
+            }
+        }
+    }
+    panic!("no write of {}", file.display())
+}
+
+/// A 64 MiB save written through the page cache with no fsync, then a
+/// `sync` a second later (by another process, as a job's launcher or the
+/// flusher's timer would): no call of the writer's sent a byte, and the
+/// kernel's write-back of it is in the trace as `writeback` rows of the
+/// writer's, whose bytes are the device's own count of what it wrote
+/// (within [`TOLERANCE`]: the journal's commit and the inode); the summary
+/// says so.
+#[test]
+fn a_save_without_fsync_is_written_back_by_the_kernel_later() {
+    const SAVE_BYTES: i64 = 64 << 20;
+    let scratch = scratch();
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = LoopMount::for_test(scratch.path(), IMAGE_BYTES) else {
+        return;
+    };
+    let file = fs.dir.join("later.ckpt");
+    let trace = scratch.path().join("trace-later");
+    let before = fs.device_bytes().1 as i64;
+    let job = format!(
+        "dd if=/dev/zero of={} bs=1M count=64 status=none && sleep 1 && sync",
+        file.display()
+    );
+    let out = collect(
+        &trace,
+        &["--path-prefix", fs.dir.to_str().unwrap()],
+        &["sh", "-c", &job],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let device = fs.device_bytes().1 as i64 - before;
+    let sent = sent_to_device(&trace, &file);
+    let (back, pids) = written_back(&trace, &file);
+    eprintln!("sent by the calls {sent}, written back {back}, the device wrote {device}");
+    assert_eq!(sent, 0, "the writes were buffered");
+    assert!(
+        (SAVE_BYTES..=SAVE_BYTES + (SAVE_BYTES / 50)).contains(&device),
+        "the device wrote {device}"
+    );
+    let off = (back - device).abs() as f64 / device as f64;
+    assert!(
+        off <= TOLERANCE,
+        "{back} written back against the device's {device}"
+    );
+    assert_eq!(
+        pids,
+        vec![first_writer(&trace, &file)],
+        "rows of the writer's"
+    );
+    let reader = TraceReader::open(&trace).unwrap();
+    let summary = Summary::compute(&reader).unwrap();
+    assert_eq!(
+        summary.overview.storage_written_back_bytes,
+        Some(back as u64)
+    );
+    let text = summary.render();
+    assert!(
+        text.contains("written back by the kernel later"),
+        "the summary says what write-back sent:\n{text}"
+    );
+}
+
 /// Pages of `file` in the page cache, by util-linux's `fincore`.
 fn resident_bytes(file: &Path) -> i64 {
     let out = std::process::Command::new("fincore")

@@ -105,7 +105,9 @@ pub const COL_RECEIVED: &str = "received";
 ///   `O_DIRECT`; on a `fault` row, the fill itself. 0 on a read the page cache
 ///   served whole. Read-ahead's fills serve later calls, so a file's or a
 ///   phase's sum is what the storage served, and a single call's share may
-///   exceed its `size`.
+///   exceed its `size`. On a `write`, `fsync` or `fdatasync` row (where the
+///   capture watched the block layer), the bytes the call sent to its file's
+///   device; on a `writeback` row, the bytes the kernel wrote back later.
 /// - [`COL_READAHEAD_BYTES`]: the part of `storage_bytes` beyond the row's
 ///   own range (`offset` .. `offset + size`), on the same file.
 pub const COL_STORAGE_BYTES: &str = "storage_bytes";
@@ -292,12 +294,18 @@ pub enum Op {
     /// An object-storage request over HTTP: `path` is its URL, and the
     /// request columns ([`COL_METHOD`] and those after it) say the rest.
     Request,
+    /// Pages of a file the job wrote that the kernel wrote back to its
+    /// device later, outside any call of the job's (a save without `fsync`):
+    /// `size` and `ret` the bytes, [`COL_STORAGE_BYTES`] too. The pid, tid
+    /// and rank are those of the file's last writer; not a call, so never
+    /// replayed.
+    Writeback,
     /// An op name this version does not know (kept by readers, counted as-is).
     Other,
 }
 
 impl Op {
-    pub const ALL: [Op; 21] = [
+    pub const ALL: [Op; 22] = [
         Op::Open,
         Op::Close,
         Op::Read,
@@ -318,6 +326,7 @@ impl Op {
         Op::Link,
         Op::Symlink,
         Op::Request,
+        Op::Writeback,
         Op::Other,
     ];
 
@@ -343,6 +352,7 @@ impl Op {
             Op::Link => "link",
             Op::Symlink => "symlink",
             Op::Request => "request",
+            Op::Writeback => "writeback",
             Op::Other => "other",
         }
     }
@@ -461,11 +471,12 @@ mod op_tests {
 
     /// A new op must be placed: it names a path, or acts on a descriptor,
     /// never both (the replay decides by these which failed calls to make).
-    /// A request is neither: it names a URL, not a file.
+    /// A request is neither: it names a URL, not a file; nor is the
+    /// kernel's write-back, which is no call.
     #[test]
     fn every_known_op_names_a_path_or_acts_on_a_descriptor() {
         for op in Op::ALL {
-            let known = op != Op::Other && op != Op::Request;
+            let known = !matches!(op, Op::Other | Op::Request | Op::Writeback);
             assert_eq!(
                 op.always_names_path() ^ op.acts_on_descriptor(),
                 known,

@@ -638,7 +638,7 @@ impl RolesBuilder {
 fn quiet(op: Op, ret: impl FnOnce() -> i64, flags: impl FnOnce() -> i32) -> bool {
     match op {
         Op::Read | Op::Fault | Op::Close | Op::Lseek => true,
-        Op::Fsync | Op::Fdatasync | Op::Mmap | Op::Other => true,
+        Op::Fsync | Op::Fdatasync | Op::Mmap | Op::Writeback | Op::Other => true,
         Op::Stat | Op::Access => ret() >= 0,
         Op::Open => ret() >= 0 && flags() & (O_CREAT | O_TRUNC | libc::O_DIRECTORY) == 0,
         _ => false,

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeSet;
 
-use aya::maps::{Array, CgroupArray, Map, MapData, MapError, PerCpuArray};
+use aya::maps::{Array, CgroupArray, HashMap, Map, MapData, MapError, PerCpuArray};
 use aya::Ebpf;
-use iorepro_common::{IoEvent, DROPPED_PROC, MAX_SLOTS};
+use iorepro_common::{IoEvent, Written, DROPPED_PROC, MAX_SLOTS};
 
 use super::{Capabilities, Probes};
 use crate::error::{CollectError, CollectResult};
@@ -39,6 +39,8 @@ impl Probes {
         let dropped =
             PerCpuArray::try_from(take_map(&mut ebpf, "DROPPED")?).map_err(map_err("DROPPED"))?;
         let slots = Array::try_from(take_map(&mut ebpf, "SLOTS")?).map_err(map_err("SLOTS"))?;
+        let written =
+            HashMap::try_from(take_map(&mut ebpf, "WRITTEN")?).map_err(map_err("WRITTEN"))?;
         Ok(Probes {
             ebpf: Some(ebpf),
             events,
@@ -47,6 +49,7 @@ impl Probes {
             traced_set: BTreeSet::new(),
             dropped,
             slots,
+            written,
             capabilities,
             tls: Default::default(),
         })
@@ -70,6 +73,13 @@ impl Probes {
             }
         }
         runs
+    }
+
+    /// Has the kernel side follow the write-back of the inode `ino` (see
+    /// [`crate::write_back`]). A failed update costs that file's
+    /// `writeback` rows only: the map is an LRU, so it is never full.
+    pub fn follow_write_back(&mut self, ino: u64, written: Written) {
+        let _ = self.written.insert(ino, written, 0);
     }
 
     pub fn trace(&mut self, tgid: u32) -> CollectResult<()> {

@@ -34,10 +34,10 @@ mod tls;
 
 use std::collections::BTreeSet;
 
-use aya::maps::{Array, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::BtfTracePoint;
 use aya::Ebpf;
-use iorepro_common::Slot;
+use iorepro_common::{Slot, Written};
 
 use crate::error::CollectResult;
 use crate::ring::Ring;
@@ -45,7 +45,7 @@ use crate::ring::Ring;
 pub use capabilities::{Capabilities, Missing};
 pub use kernel::kernel_release;
 pub use load::load_floor;
-pub use optional::{DEVICE_WRITE_HOOK, FILL_HOOK};
+pub use optional::{DEVICE_WRITE_HOOK, FILL_HOOK, WRITEBACK_HOOK};
 pub use privileges::check_privileges;
 
 /// How the programs are set up before loading.
@@ -75,6 +75,8 @@ pub struct Probes {
     traced_set: BTreeSet<u32>,
     dropped: PerCpuArray<MapData, u64>,
     slots: Array<MapData, Slot>,
+    /// The job's written files whose write-back the kernel side follows.
+    written: HashMap<MapData, u64, Written>,
     /// What this kernel lets the capture record, and what it does not.
     pub capabilities: Capabilities,
     /// The OpenSSL libraries the TLS uprobes are attached to.
@@ -92,15 +94,17 @@ impl Probes {
         let (kernel_btf, btf) = load::read_btf()?;
         let fill = optional::fill_offsets();
         let bio = optional::bio_offsets();
+        let wb = optional::writeback_offsets();
         let mut caps = Capabilities {
             kernel: kernel_release(),
             ..Capabilities::default()
         };
-        let mut ebpf = load::load_object(cfg, &btf, &kernel_btf, &[&fill, &bio])?;
+        let mut ebpf = load::load_object(cfg, &btf, &kernel_btf, &[&fill, &bio, &wb])?;
         load::attach_required(&mut ebpf, &btf, &mut caps)?;
         optional::attach_uring(&mut ebpf, &btf, kernel_btf.uring, &mut caps);
         optional::attach_fill(&mut ebpf, fill, &mut caps);
         optional::attach_device_writes(&mut ebpf, bio, &mut caps);
+        optional::attach_writeback(&mut ebpf, wb, &mut caps);
         let tls = if cfg.requests {
             tls::Tls::start(&mut ebpf, &mut caps)
         } else {

@@ -40,6 +40,11 @@ const BIO_CATEGORY: &str = "block";
 const BIO_EVENT: &str = "block_bio_queue";
 pub const DEVICE_WRITE_HOOK: &str = "tracepoint:block:block_bio_queue";
 
+/// The write-back tracepoint: pages the kernel's flusher wrote of an inode.
+const WRITEBACK_CATEGORY: &str = "writeback";
+const WRITEBACK_EVENT: &str = "writeback_single_inode";
+pub const WRITEBACK_HOOK: &str = "tracepoint:writeback:writeback_single_inode";
+
 /// What io_uring needs from this kernel's BTF: its programs and offsets.
 pub(super) fn uring(btf: &Btf) -> Uring {
     uring_programs(btf).and_then(|programs| Ok((programs, uring_offsets(btf)?)))
@@ -94,6 +99,24 @@ pub(super) fn attach_device_writes(ebpf: &mut Ebpf, bio: Fields, caps: &mut Capa
             what: "device_writes",
             effect: "no write, fsync or fdatasync row says what it sent to the device \
                      (`storage_bytes` null on them)",
+            why,
+        }),
+    }
+}
+
+/// Loads and attaches the program on the flusher's write-back of an inode
+/// where this kernel has that tracepoint with the fields it reads;
+/// otherwise says why not.
+pub(super) fn attach_writeback(ebpf: &mut Ebpf, wb: Fields, caps: &mut Capabilities) {
+    let wb = wb.and_then(|_| {
+        attach_tracepoint(ebpf, "writeback_inode", WRITEBACK_CATEGORY, WRITEBACK_EVENT)
+    });
+    match wb {
+        Ok(_) => caps.hooks.push(WRITEBACK_HOOK),
+        Err(why) => caps.missing.push(Missing {
+            what: "writeback",
+            effect: "no `writeback` rows: what the kernel wrote back of the job's files \
+                     after their calls (a save without fsync) is not seen",
             why,
         }),
     }
@@ -188,6 +211,17 @@ pub(super) fn bio_offsets() -> Fields {
         (globals::BIO_DEV, format.need("dev")?),
         (globals::BIO_SECTORS, format.need("nr_sector")?),
         (globals::BIO_RWBS, format.need("rwbs")?),
+    ])
+}
+
+/// Where the write-back tracepoint keeps its fields on this kernel, or why
+/// it cannot be followed (`wrote` is in pages).
+pub(super) fn writeback_offsets() -> Fields {
+    let format = TracepointFormat::read(WRITEBACK_CATEGORY, WRITEBACK_EVENT)?;
+    Ok(vec![
+        (globals::WB_NAME, format.need("name")?),
+        (globals::WB_INO, format.need("ino")?),
+        (globals::WB_WROTE, format.need("wrote")?),
     ])
 }
 

@@ -61,6 +61,11 @@ pub mod kind {
     /// flushed, an `O_DIRECT` or `O_SYNC` write): `size` in bytes, `dev`
     /// the device. User space adds it to the call's row as [`FILL`] is.
     pub const DEVICE_WRITE: u32 = 23;
+    /// Pages of a file the traced job wrote that the kernel's flusher wrote
+    /// back to its device later, outside any call of the job's (a save
+    /// without `fsync`): `size` in bytes, `ino`/`dev` the file, `pid_tgid`
+    /// the thread that last wrote it. A row of its own (`writeback`).
+    pub const WRITEBACK: u32 = 24;
 }
 
 /// What a [`ProcEvent`] describes.
@@ -393,7 +398,30 @@ pub mod globals {
     pub const BIO_DEV: &str = "OFF_BIO_DEV";
     pub const BIO_SECTORS: &str = "OFF_BIO_SECTORS";
     pub const BIO_RWBS: &str = "OFF_BIO_RWBS";
+    /// Fields of the `writeback:writeback_single_inode` record, from its
+    /// format file.
+    pub const WB_NAME: &str = "OFF_WB_NAME";
+    pub const WB_INO: &str = "OFF_WB_INO";
+    pub const WB_WROTE: &str = "OFF_WB_WROTE";
 }
+
+/// A file the traced job wrote, as the `WRITTEN` map holds it (keyed by its
+/// inode number): who last wrote it, its device as records carry it, and
+/// the name of its device's write-back queue (the `bdi` the write-back
+/// tracepoint names, such as `8:0` for `/dev/sda1`; all zero to match any,
+/// where the file system has no block device), so an inode of the same
+/// number on another file system is not taken for it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub pid_tgid: u64,
+    pub dev: u32,
+    pub _pad: u32,
+    pub bdi: [u8; BDI_NAME],
+}
+
+/// Bytes of a write-back queue's name compared (`MAJ:MIN` of a disk fits).
+pub const BDI_NAME: usize = 16;
 
 /// Per-thread slots: the loader sizes the map to the smallest power of two
 /// at least `pid_max`, at most this many.
@@ -415,6 +443,7 @@ mod pod {
     unsafe impl aya::Pod for super::NameEvent {}
     unsafe impl aya::Pod for super::ProcEvent {}
     unsafe impl aya::Pod for super::Slot {}
+    unsafe impl aya::Pod for super::Written {}
 }
 
 const _: () = assert!(IO_EVENT_SIZE == 88);

@@ -79,6 +79,9 @@ globals!(
     OFF_BIO_DEV,
     OFF_BIO_SECTORS,
     OFF_BIO_RWBS,
+    OFF_WB_NAME,
+    OFF_WB_INO,
+    OFF_WB_WROTE,
 );
 
 #[inline(always)]

@@ -17,6 +17,8 @@
 //!   inside a recorded call.
 //! - tracepoint `block:block_bio_queue`: bytes a recorded call sent to its
 //!   file's device for writing.
+//! - tracepoint `writeback:writeback_single_inode`: pages of a file the job
+//!   wrote that the kernel's flusher wrote back later (see `writeback`).
 //!
 //! The BTF tracepoints give typed pointers (the saved registers, `current`),
 //! which the verifier lets the programs read with plain loads; member offsets
@@ -40,6 +42,7 @@ mod syscalls;
 mod tls;
 mod uring;
 mod work;
+mod writeback;
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
@@ -279,7 +282,7 @@ fn page_cache_fill(ctx: &TracePointContext) {
 /// Sends a record of something that happened at one moment (no call of its
 /// own): `bytes` at `offset` of the file `ino` on `dev`.
 #[inline(always)]
-fn send_moment(what: u32, pid_tgid: u64, offset: i64, bytes: u64, ino: u64, dev: u32) {
+pub(crate) fn send_moment(what: u32, pid_tgid: u64, offset: i64, bytes: u64, ino: u64, dev: u32) {
     let Some(mut entry) = records::reserve::<IoEvent>(what) else {
         return;
     };

@@ -98,7 +98,7 @@ pub fn replayed(op: Op, failed: bool, named: bool) -> bool {
     match op {
         _ if op.always_names_path() => true,
         Op::Stat => named || !failed,
-        Op::Lseek | Op::Mmap | Op::Other | Op::Request => false,
+        Op::Lseek | Op::Mmap | Op::Other | Op::Request | Op::Writeback => false,
         // The other calls on a descriptor (`Op::acts_on_descriptor`).
         _ => !failed,
     }
