@@ -381,8 +381,9 @@ pub struct Activity {
     /// says.
     pub to_storage: Option<Runs>,
     /// Bytes of the job's written files the kernel wrote back later, outside
-    /// its calls (`writeback` rows): `None` for a trace that has none.
-    pub written_back: Option<u64>,
+    /// its calls (`writeback` rows), at the time each was written back:
+    /// `None` for a trace that has none.
+    pub written_back: Option<Runs>,
     /// Entry `ts` of the first call (any op), Unix ns; `i64::MAX` when none.
     pub first_ns: i64,
     /// Latest `ts + dur_ns` of any call; `i64::MIN` when none.
@@ -498,10 +499,17 @@ impl Activity {
         runs.add(ts, end, bytes.max(0) as u64, None);
     }
 
-    /// Takes in a `writeback` row's bytes.
+    /// Takes in a `writeback` row: `bytes` written back at `ts`.
     #[inline]
-    pub fn observe_written_back(&mut self, bytes: i64) {
-        *self.written_back.get_or_insert(0) += bytes.max(0) as u64;
+    pub fn observe_written_back(&mut self, ts: i64, bytes: i64) {
+        let runs = self.written_back.get_or_insert_with(Runs::default);
+        runs.add(ts, ts, bytes.max(0) as u64, None);
+    }
+
+    /// Bytes the kernel wrote back of the job's files, where rows say.
+    pub fn written_back_total(&self) -> Option<u64> {
+        let runs = self.written_back.as_ref()?;
+        Some(runs.runs().iter().map(|r| r.bytes).sum())
     }
 
     /// Bytes the storage served the reads, where the rows say.
@@ -528,10 +536,7 @@ impl Activity {
         };
         self.from_storage = both(self.from_storage.take(), other.from_storage);
         self.to_storage = both(self.to_storage.take(), other.to_storage);
-        self.written_back = match (self.written_back, other.written_back) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
+        self.written_back = both(self.written_back.take(), other.written_back);
         self.reads.merge(other.reads);
         self.writes.merge(other.writes);
         self.syncs.merge(other.syncs);
@@ -563,9 +568,13 @@ impl Activity {
         self.syncs.finish();
         self.metadata.finish();
         self.dirs_made.finish();
-        for s in [&mut self.from_storage, &mut self.to_storage]
-            .into_iter()
-            .flatten()
+        for s in [
+            &mut self.from_storage,
+            &mut self.to_storage,
+            &mut self.written_back,
+        ]
+        .into_iter()
+        .flatten()
         {
             s.finish();
         }
@@ -579,6 +588,7 @@ impl Activity {
             && self.dirs_made.is_sorted()
             && self.from_storage.as_ref().is_none_or(Runs::is_sorted)
             && self.to_storage.as_ref().is_none_or(Runs::is_sorted)
+            && self.written_back.as_ref().is_none_or(Runs::is_sorted)
     }
 
     /// Whether any call was seen.

@@ -134,7 +134,7 @@ impl Overview {
             phases,
             storage_read_bytes: t.activity.storage_read_total(),
             storage_write_bytes: t.activity.storage_write_total(),
-            storage_written_back_bytes: t.activity.written_back,
+            storage_written_back_bytes: t.activity.written_back_total(),
             timeline: t.timeline.clone(),
         }
     }

@@ -561,7 +561,7 @@ impl Tally {
             Op::Write | Op::Fsync | Op::Fdatasync => {
                 self.activity.observe_device_writes(ts, end, bytes)
             }
-            Op::Writeback => self.activity.observe_written_back(bytes),
+            Op::Writeback => self.activity.observe_written_back(ts, bytes),
             _ => {}
         }
         None

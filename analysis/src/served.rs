@@ -8,11 +8,14 @@
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
 use iorepro_format::units::fmt_bytes;
 
 use iorepro_format::error::TraceResult;
 use iorepro_format::reader::TraceReader;
 
+use crate::activity::{Activity, Runs};
 use crate::overview::{tally_with_roles, Overview};
 use crate::part_counters::{Depth, FileStats};
 use crate::phases::{Phase, PhaseKind};
@@ -102,10 +105,11 @@ pub fn follows_write_back(reader: &TraceReader) -> bool {
 const WRITE_BACK_HOOK: &str = "writeback:writeback_single_inode";
 
 /// The summary's lines: what reached the device of what the job wrote (in
-/// its own calls, and by write-back later), the reads' share from storage,
+/// its own calls, and by write-back later), and of each save's bytes, the
+/// reads' share from storage,
 /// a line per reading phase, and the warning where it applies. Empty for a
 /// trace that does not say.
-pub fn render(o: &Overview) -> String {
+pub fn render(o: &Overview, saves: &[SaveOnDevice]) -> String {
     let mut s = String::new();
     if let Some(sent) = o.storage_write_bytes.filter(|_| o.write_bytes > 0) {
         let later = match o.storage_written_back_bytes {
@@ -127,7 +131,94 @@ pub fn render(o: &Overview) -> String {
             fmt_bytes(o.write_bytes as f64),
         );
     }
+    s.push_str(&render_saves(saves));
     s.push_str(&render_reads(o.read_bytes, o.storage_read_bytes, &o.phases));
+    s
+}
+
+/// What reached the device of one save's bytes: in the job's own calls
+/// during the save, and by the kernel's write-back afterwards.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SaveOnDevice {
+    /// The checkpoint phase's edges, seconds from the trace's first call.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub write_bytes: u64,
+    /// Sent to the device by the job's writes and syncs inside the save
+    /// (fsync, O_DIRECT); `null` where the trace does not say.
+    pub in_calls_bytes: Option<u64>,
+    /// Written back by the kernel from the save's start until the next
+    /// save's (the trace's end for the last): the save's pages, and those
+    /// of any other file the job wrote meanwhile; `null` where the capture
+    /// did not follow write-back.
+    pub written_back_bytes: Option<u64>,
+}
+
+/// Each save's [`SaveOnDevice`], where the trace says anything of it; empty
+/// otherwise. `written_back`: whether a capture that followed write-back
+/// and saw none means 0.
+pub fn saves_on_device(
+    phases: &[Phase],
+    activity: &Activity,
+    follows_write_back: bool,
+) -> Vec<SaveOnDevice> {
+    if activity.to_storage.is_none() && activity.written_back.is_none() && !follows_write_back {
+        return Vec::new();
+    }
+    let saves: Vec<&Phase> = phases
+        .iter()
+        .filter(|p| p.kind == PhaseKind::Checkpoint)
+        .collect();
+    let within = |runs: &Option<Runs>, from: i64, to: i64| {
+        runs.as_ref().map(|r| {
+            let r = r.runs();
+            r.iter()
+                .filter(|s| from <= s.start && s.start < to)
+                .map(|s| s.bytes)
+                .sum::<u64>()
+        })
+    };
+    saves
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let next = saves.get(i + 1).map_or(i64::MAX, |n| n.start_unix_ns);
+            let back = within(&activity.written_back, p.start_unix_ns, next);
+            SaveOnDevice {
+                start_s: p.start_s,
+                end_s: p.end_s,
+                write_bytes: p.write_bytes,
+                in_calls_bytes: within(&activity.to_storage, p.start_unix_ns, p.end_unix_ns),
+                written_back_bytes: back.or(follows_write_back.then_some(0)),
+            }
+        })
+        .collect()
+}
+
+/// The most saves the summary lists one by one.
+const SAVES_LISTED: usize = 10;
+
+/// A line per save of what reached the device (at most [`SAVES_LISTED`]).
+fn render_saves(saves: &[SaveOnDevice]) -> String {
+    let mut s = String::new();
+    let known = |b: Option<u64>| b.map_or("-".to_string(), |b| fmt_bytes(b as f64));
+    for v in saves.iter().take(SAVES_LISTED) {
+        let span = format!("{:.3}-{:.3} s", v.start_s, v.end_s);
+        let _ = writeln!(
+            s,
+            "  save  {span:<19}  wrote {:>10}  sent in its calls {:>10}  written back later {:>10}",
+            fmt_bytes(v.write_bytes as f64),
+            known(v.in_calls_bytes),
+            known(v.written_back_bytes),
+        );
+    }
+    if saves.len() > SAVES_LISTED {
+        let _ = writeln!(
+            s,
+            "  ... {} more saves (--json lists all)",
+            saves.len() - SAVES_LISTED
+        );
+    }
     s
 }
 
@@ -212,6 +303,51 @@ mod tests {
     }
 
     const MIB: u64 = 1 << 20;
+
+    /// Each save takes the write-back from its start to the next save's,
+    /// and the bytes its own calls sent inside it; a capture that followed
+    /// write-back and saw none says 0, one that did not says nothing.
+    #[test]
+    fn a_save_takes_the_write_back_until_the_next_save() {
+        const S: i64 = 1_000_000_000;
+        let save = |at: i64| Phase {
+            kind: PhaseKind::Checkpoint,
+            write_bytes: 64 * MIB,
+            start_unix_ns: at * S,
+            end_unix_ns: at * S + S,
+            ..phase(PhaseKind::Checkpoint, at as f64, 0, None)
+        };
+        let phases = [
+            phase(PhaseKind::Idle, 0.0, 0, None),
+            save(10),
+            phase(PhaseKind::Idle, 11.0, 0, None),
+            save(60),
+        ];
+        let mut a = Activity::default();
+        a.observe_device_writes(10 * S + S / 2, 10 * S + S / 2, 4096);
+        a.observe_written_back(40 * S, 32 * MIB as i64);
+        a.observe_written_back(59 * S, 32 * MIB as i64);
+        a.observe_written_back(61 * S, 64 * MIB as i64);
+        a.finish();
+        let saves = saves_on_device(&phases, &a, true);
+        let got: Vec<_> = saves
+            .iter()
+            .map(|s| (s.in_calls_bytes, s.written_back_bytes))
+            .collect();
+        assert_eq!(
+            got,
+            [(Some(4096), Some(64 * MIB)), (Some(0), Some(64 * MIB))]
+        );
+        let mut none_back = Activity::default();
+        none_back.observe_device_writes(10 * S, 10 * S, 0);
+        let saves = saves_on_device(&phases, &none_back, true);
+        assert_eq!(saves[0].written_back_bytes, Some(0));
+        let saves = saves_on_device(&phases, &none_back, false);
+        assert_eq!(saves[0].written_back_bytes, None);
+        assert!(saves_on_device(&phases, &Activity::default(), false).is_empty());
+        let text = render_saves(&saves);
+        assert!(text.contains("written back later          -"), "{text}");
+    }
 
     #[test]
     fn a_job_that_reads_from_memory_after_its_first_pass_is_named() {

@@ -68,16 +68,23 @@ pub struct Summary {
     /// The job's object-storage requests (absent when it made none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestTotals>,
+    /// Per save, what reached the device in the job's calls and by the
+    /// kernel's write-back after it; absent where the trace does not say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub saves_on_device: Vec<crate::served::SaveOnDevice>,
 }
 
 impl Summary {
     pub fn compute(reader: &TraceReader) -> TraceResult<Summary> {
         let (mut t, roles) = tally_with_roles(reader, Depth::Full, BASE_WINDOW_NS)?;
         let mut overview = Overview::with_startup(&mut t, &roles);
-        if crate::served::follows_write_back(reader) {
+        let follows_write_back = crate::served::follows_write_back(reader);
+        if follows_write_back {
             // A capture that followed write-back and saw none: 0, not unknown.
             overview.storage_written_back_bytes.get_or_insert(0);
         }
+        let saves_on_device =
+            crate::served::saves_on_device(&overview.phases, &t.activity, follows_write_back);
         let mut hosts = t.hosts.clone();
         hosts.sort();
         let (per_rank, unranked_events) = t.ranks();
@@ -123,6 +130,7 @@ impl Summary {
             roles: roles.totals().clone(),
             mounts: roles.per_mount(),
             requests: RequestTotals::compute(reader)?,
+            saves_on_device,
             overview,
         })
     }
@@ -178,7 +186,10 @@ impl Summary {
         }
         s.push('\n');
         s.push_str(&crate::phases::render(&self.overview.phases));
-        s.push_str(&crate::served::render(&self.overview));
+        s.push_str(&crate::served::render(
+            &self.overview,
+            &self.saves_on_device,
+        ));
         s
     }
 
