@@ -24,6 +24,7 @@ pub mod activity;
 pub mod anonymize;
 mod by_op;
 pub mod compare;
+pub mod dlio_workload;
 pub mod filter;
 pub mod histogram;
 mod intern;

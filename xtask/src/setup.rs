@@ -129,6 +129,7 @@ pub fn run(root: &Path) -> Result<()> {
     ebpf_toolchain(root)?;
     static_target()?;
     python()?;
+    dlio()?;
     crate::kernels::fetch(root)?;
     tracefs();
     println!("setup: done");
@@ -286,6 +287,74 @@ fn python() -> Result<()> {
     sh(Command::new("python3")
         .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
         .args(&missing))
+}
+
+/// DLIO 2.0.0, MLPerf Storage's benchmark, which the exported workloads are
+/// checked by running (tests/tests/dlio_roundtrip.rs): in a venv of its own,
+/// `$HOME/` and this path (where tests/src/dlio.rs looks), that sees the
+/// system's PyTorch and numpy. Installed without its declared dependencies,
+/// which pull TensorFlow, torchvision and torchaudio that a PyTorch loader
+/// over npz files never uses; its profiler factory imports TensorFlow at
+/// start-up for a profiler that is off, so that import is moved into the
+/// branch that uses it.
+const DLIO_VENV: &str = ".cache/iorepro/dlio-2.0.0";
+const DLIO: &str = "dlio-benchmark==2.0.0";
+/// What DLIO imports besides PyTorch and numpy, at the versions it was
+/// checked with.
+const DLIO_NEEDS: &[&str] = &[
+    "mpi4py==4.1.2",
+    "hydra-core==1.3.8",
+    "omegaconf==2.3.1",
+    "h5py==3.16.0",
+    "pandas==3.1.1",
+    "psutil==7.2.2",
+    "pydftracer==1.0.2",
+];
+/// The profiler factory's module-level TensorFlow import, and where it goes
+/// (the file's lines end in CR LF; Python takes a lone LF as well).
+const DLIO_TF_IMPORT: &str = "from dlio_benchmark.profiler.tf_profiler import TFProfiler";
+const DLIO_TF_USE: &str = "            return TFProfiler.get_instance()";
+
+fn dlio() -> Result<()> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let venv = Path::new(&home).join(DLIO_VENV);
+    let py = venv.join("bin/python");
+    let ready = Command::new(&py)
+        .args(["-c", "import dlio_benchmark.main"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ready {
+        return Ok(());
+    }
+    println!("setup: installing {DLIO} in {}", venv.display());
+    sh(Command::new("python3")
+        .args(["-m", "venv", "--system-site-packages"])
+        .arg(&venv))?;
+    let pip = |args: &[&str]| {
+        sh(Command::new(&py)
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .args(args))
+    };
+    pip(&["--no-deps", DLIO])?;
+    pip(DLIO_NEEDS)?;
+    let out = Command::new(&py)
+        .args([
+            "-c",
+            "import dlio_benchmark, os; print(os.path.dirname(dlio_benchmark.__file__))",
+        ])
+        .output()?;
+    let factory =
+        Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("profiler/profiler_factory.py");
+    let text = std::fs::read_to_string(&factory)
+        .with_context(|| format!("reading {}", factory.display()))?;
+    // At a line's start: the module-level import (the moved one is indented).
+    let top = format!("\n{DLIO_TF_IMPORT}");
+    if text.contains(&top) {
+        let lazy = format!("            {DLIO_TF_IMPORT}\n{DLIO_TF_USE}");
+        let text = text.replacen(&top, "\n", 1).replacen(DLIO_TF_USE, &lazy, 1);
+        std::fs::write(&factory, text)?;
+    }
+    sh(Command::new(&py).args(["-c", "import dlio_benchmark.main"]))
 }
 
 /// The collector needs tracefs for tracepoint ids; mount it if it is absent.

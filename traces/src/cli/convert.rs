@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::inspect::json_line;
 use iorepro_analysis::filter::Filter;
@@ -118,6 +118,75 @@ pub(super) fn export_perfetto(
         r.threads
     )?;
     Ok(())
+}
+
+/// DLIO's workload YAML and its note, in `dir`.
+pub(super) fn export_dlio(
+    out: &mut dyn Write,
+    trace: &Path,
+    dir: &Path,
+    name: Option<String>,
+    ranks: Option<u64>,
+    step_overhead_s: f64,
+    json: bool,
+) -> Result<()> {
+    use iorepro_analysis::dlio_workload::{self, render, Ask};
+    if ranks == Some(0) {
+        anyhow::bail!("--ranks must be at least 1");
+    }
+    if !(0.0..3600.0).contains(&step_overhead_s) {
+        anyhow::bail!("--step-overhead is seconds a step, from 0 to 3600");
+    }
+    let name = name.unwrap_or_else(|| workload_name(trace));
+    let reader = iorepro_format::TraceReader::open(trace)?;
+    let ask = Ask {
+        name: name.clone(),
+        ranks,
+        step_overhead_s,
+    };
+    let w = dlio_workload::infer(&reader, &ask)?;
+    let yaml = dir.join("workload").join(format!("{name}.yaml"));
+    let note = dir.join(format!("{name}.md"));
+    std::fs::create_dir_all(dir.join("workload"))
+        .with_context(|| format!("creating {}", dir.join("workload").display()))?;
+    std::fs::write(&yaml, render::yaml(&w))
+        .with_context(|| format!("writing {}", yaml.display()))?;
+    std::fs::write(&note, render::note(&w))
+        .with_context(|| format!("writing {}", note.display()))?;
+    if json {
+        return json_line(out, &w);
+    }
+    writeln!(
+        out,
+        "{}: DLIO workload `{name}` ({} settings; how each was told: {})
+run: mpirun -np {} \
+         dlio_benchmark --config-dir {} workload={name}",
+        yaml.display(),
+        w.fields.len(),
+        note.display(),
+        w.processes,
+        dir.display()
+    )?;
+    Ok(())
+}
+
+/// A workload name from the trace directory's name: letters, digits and
+/// `_` (Hydra takes it as a file name and a config key).
+fn workload_name(trace: &Path) -> String {
+    let base = trace
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_default();
+    let name: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if name.is_empty() {
+        "traced".into()
+    } else {
+        name
+    }
 }
 
 pub(super) fn export_fio(

@@ -118,12 +118,28 @@ pub enum Cmd {
         json: bool,
     },
     /// fio iologs (v3), one per rank, replayable with `fio --read_iolog` (or
-    /// `fio job.fio` in DIR); or trace-event JSON for ui.perfetto.dev.
-    #[command(group(clap::ArgGroup::new("format").required(true).args(["fio_iolog", "perfetto"])))]
+    /// `fio job.fio` in DIR); trace-event JSON for ui.perfetto.dev; or a
+    /// DLIO workload (DIR/workload/NAME.yaml) with a note of how each
+    /// setting was told.
+    #[command(group(clap::ArgGroup::new("format").required(true).args(["fio_iolog", "perfetto", "dlio"])))]
     Export {
         trace: PathBuf,
         #[arg(long = "fio-iolog", value_name = "DIR")]
         fio_iolog: Option<PathBuf>,
+        /// DLIO's workload YAML for `dlio_benchmark --config-dir DIR workload=NAME`.
+        #[arg(long, value_name = "DIR")]
+        dlio: Option<PathBuf>,
+        /// DLIO: the workload's name (default: the trace directory's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// DLIO: the processes to run at (default: the traced ranks).
+        #[arg(long)]
+        ranks: Option<u64>,
+        /// DLIO: its own time per step on the machine that runs it, in
+        /// seconds (a run's `proc` less `compute` in RANK_output.json),
+        /// taken from the traced step time to give `computation_time`.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+        step_overhead: f64,
         /// One complete event per call, a track per rank and thread (Chrome/Perfetto JSON).
         #[arg(long, value_name = "OUT.json")]
         perfetto: Option<PathBuf>,
@@ -237,6 +253,15 @@ pub fn run(cli: Cli) -> Result<()> {
             json,
             ..
         } => convert::export_perfetto(out, &trace, &file, json),
+        Cmd::Export {
+            trace,
+            dlio: Some(dir),
+            name,
+            ranks,
+            step_overhead,
+            json,
+            ..
+        } => convert::export_dlio(out, &trace, &dir, name, ranks, step_overhead, json),
         Cmd::Export {
             trace,
             fio_iolog,

@@ -1,0 +1,254 @@
+//! A data loader's rhythm in its visits of the dataset's files: each loader
+//! worker (or the training loop itself, without workers) reads a batch's
+//! files back to back and then waits until the loop takes a batch, so its
+//! visits come in bursts of one batch; the rank's bursts, all its readers
+//! together, come one training step apart.
+//!
+//! Bursts are told apart by the gaps between visits: the gaps inside a
+//! batch (a file's read) and those between batches (a step) differ by a
+//! large factor; the split is at the largest such factor among the sorted
+//! gaps, where enough gaps lie above it to be the steps.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::observe::Visit;
+
+/// The smallest factor between the gaps inside a batch and those between
+/// batches that counts as a rhythm at all.
+const RHYTHM_FACTOR: f64 = 4.0;
+
+/// Gaps shorter than this are taken as this (a clock's step, 1 µs), so
+/// that ratios stay finite.
+const SHORTEST_GAP_NS: i64 = 1_000;
+
+/// The loader's rhythm, where one was found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rhythm {
+    /// Files read per batch, per reader: the most common burst's size.
+    pub batch_files: u64,
+    /// How many bursts that count is taken from.
+    pub bursts: usize,
+    /// Per rank, the readers of its files besides its first process (its
+    /// loader's workers), at most over the ranks; 0 where the training loop
+    /// read alone. `threads`: the readers are threads of one process.
+    pub workers: u64,
+    pub threads: bool,
+    /// A rank's time from one batch to the next in steady state, the median
+    /// over its steps (seconds): its compute and the framework's own time
+    /// per step, where the loader kept up.
+    pub step_s: Option<f64>,
+}
+
+/// The split between the gaps inside a burst and those between bursts, or
+/// `None` where the gaps show no rhythm (each visit its own burst).
+///
+/// The gaps are two groups on a log scale (a file's read; a step's wait),
+/// but not cleanly: a loader that reads ahead at an epoch's start takes its
+/// next batch at once. So the split is the one that best separates the
+/// logs of the gaps (Otsu's: the largest variance between the two groups),
+/// taken where the groups' typical gaps differ by [`RHYTHM_FACTOR`] or more
+/// and enough gaps lie above it to be the steps.
+pub fn split_ns(gaps: &[i64]) -> Option<i64> {
+    let mut g: Vec<f64> = gaps
+        .iter()
+        .map(|&x| (x.max(SHORTEST_GAP_NS) as f64).ln())
+        .collect();
+    g.sort_unstable_by(f64::total_cmp);
+    let n = g.len();
+    // The gaps between bursts: at least two, and at least one in a
+    // hundred (a batch of up to a hundred files).
+    let fewest_above = (n / 100).max(2);
+    let total: f64 = g.iter().sum();
+    let mut below = 0.0;
+    let mut best: Option<(f64, usize)> = None;
+    for i in 1..n {
+        below += g[i - 1];
+        let above_n = n - i;
+        if above_n < fewest_above {
+            break;
+        }
+        let (m0, m1) = (below / i as f64, (total - below) / above_n as f64);
+        if m1 - m0 < RHYTHM_FACTOR.ln() || g[i] == g[i - 1] {
+            continue;
+        }
+        let between = (i as f64) * (above_n as f64) * (m1 - m0).powi(2);
+        if best.is_none_or(|(b, _)| between > b) {
+            best = Some((between, i));
+        }
+    }
+    best.map(|(_, i)| ((g[i - 1] + g[i]) / 2.0).exp() as i64)
+}
+
+/// The bursts of sorted times `ts`: their sizes and start times.
+fn bursts(ts: &[i64], split: i64) -> Vec<(u64, i64)> {
+    let mut out: Vec<(u64, i64)> = Vec::new();
+    let mut last = None;
+    for &t in ts {
+        match (last, out.last_mut()) {
+            (Some(l), Some(b)) if t - l <= split => b.0 += 1,
+            _ => out.push((1, t)),
+        }
+        last = Some(t);
+    }
+    out
+}
+
+/// The rhythm of `visits` (sorted by time); `first_process`: each rank's
+/// training loop's pid.
+pub fn rhythm(visits: &[Visit], first_process: &BTreeMap<i32, (i64, i32)>) -> Option<Rhythm> {
+    let mut by_reader: BTreeMap<(i32, i32, i32), Vec<i64>> = BTreeMap::new();
+    let mut by_rank: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for v in visits {
+        by_reader
+            .entry((v.rank, v.pid, v.tid))
+            .or_default()
+            .push(v.ts);
+        by_rank.entry(v.rank).or_default().push(v.ts);
+    }
+    let gaps: Vec<i64> = by_reader
+        .values()
+        .flat_map(|ts| ts.windows(2).map(|w| w[1] - w[0]))
+        .collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    let split = split_ns(&gaps);
+    // Burst sizes over every reader; without a rhythm each visit is one.
+    let mut sizes: BTreeMap<u64, usize> = BTreeMap::new();
+    for ts in by_reader.values() {
+        for (n, _) in bursts(ts, split.unwrap_or(-1)) {
+            *sizes.entry(n).or_default() += 1;
+        }
+    }
+    let (batch_files, bursts_seen) = sizes
+        .iter()
+        .max_by_key(|(n, count)| (**count, **n))
+        .map(|(n, c)| (*n, *c))?;
+    let (workers, threads) = workers(visits, first_process);
+    let step_s = step_s(&by_rank, split.unwrap_or(-1));
+    Some(Rhythm {
+        batch_files,
+        bursts: bursts_seen,
+        workers,
+        threads,
+        step_s,
+    })
+}
+
+/// The readers of each rank's files besides its training loop, at most
+/// over the ranks, and whether they are threads of one process.
+fn workers(visits: &[Visit], first_process: &BTreeMap<i32, (i64, i32)>) -> (u64, bool) {
+    let mut pids: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+    let mut tids: BTreeMap<i32, BTreeSet<(i32, i32)>> = BTreeMap::new();
+    for v in visits {
+        pids.entry(v.rank).or_default().insert(v.pid);
+        tids.entry(v.rank).or_default().insert((v.pid, v.tid));
+    }
+    let mut most = (0u64, false);
+    for (rank, p) in &pids {
+        let main = first_process.get(rank).map(|&(_, pid)| pid);
+        let forked = p.iter().filter(|&&pid| Some(pid) != main).count() as u64;
+        let n = if forked > 0 {
+            (forked, false)
+        } else {
+            // One process: its reading threads, other than its first.
+            let t = tids[rank].len() as u64;
+            if t > 1 {
+                (t, true)
+            } else {
+                (0, false)
+            }
+        };
+        most = most.max(n);
+    }
+    most
+}
+
+/// The median time between the starts of a rank's batches (each visit one
+/// where no rhythm was found), over every rank's steps, leaving out the long gaps where the ranks did something
+/// else (an evaluation, a save, an epoch's end: more than three times the
+/// median).
+fn step_s(by_rank: &BTreeMap<i32, Vec<i64>>, split: i64) -> Option<f64> {
+    let mut steps: Vec<i64> = Vec::new();
+    for ts in by_rank.values() {
+        let b = bursts(ts, split);
+        steps.extend(b.windows(2).map(|w| w[1].1 - w[0].1));
+    }
+    if steps.is_empty() {
+        return None;
+    }
+    steps.sort_unstable();
+    let median = steps[steps.len() / 2];
+    let steady: Vec<i64> = steps.into_iter().filter(|&s| s <= 3 * median).collect();
+    Some(steady[steady.len() / 2] as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// Visits of `readers` per rank, each reading `batch` files 1 ms apart
+    /// every `step` ms in turn, for `steps` steps per rank.
+    fn loader(ranks: i32, readers: i32, batch: i64, step: i64, steps: i64) -> Vec<Visit> {
+        let mut v = Vec::new();
+        for rank in 0..ranks {
+            for s in 0..steps {
+                let pid = 100 + rank * 10 + 1 + (s % readers as i64) as i32;
+                for f in 0..batch {
+                    v.push(Visit {
+                        ts: s * step * MS + f * MS + rank as i64,
+                        rank,
+                        pid,
+                        tid: pid,
+                        file: 0,
+                    });
+                }
+            }
+        }
+        v.sort_unstable();
+        v
+    }
+
+    fn first(ranks: i32) -> BTreeMap<i32, (i64, i32)> {
+        (0..ranks).map(|r| (r, (0, 100 + r * 10))).collect()
+    }
+
+    #[test]
+    fn batches_workers_and_steps_are_told() {
+        for (batch, readers) in [(2, 2), (4, 4), (1, 2), (16, 3)] {
+            let v = loader(2, readers, batch, 60, 48);
+            let r = rhythm(&v, &first(2)).unwrap();
+            assert_eq!(
+                r.batch_files, batch as u64,
+                "batch {batch}, {readers} readers"
+            );
+            assert_eq!(r.workers, readers as u64);
+            assert!(!r.threads);
+            let step = r.step_s.unwrap();
+            assert!((step - 0.060).abs() < 0.002, "step {step}");
+        }
+    }
+
+    #[test]
+    fn a_loop_that_reads_itself_has_no_workers() {
+        let mut v = loader(1, 1, 2, 50, 20);
+        for x in &mut v {
+            x.pid = 100;
+            x.tid = 100;
+        }
+        let r = rhythm(&v, &first(1)).unwrap();
+        assert_eq!((r.batch_files, r.workers), (2, 0));
+    }
+
+    #[test]
+    fn no_rhythm_no_split() {
+        let gaps: Vec<i64> = (0..50).map(|i| (10 + i % 3) * MS).collect();
+        assert_eq!(split_ns(&gaps), None);
+        let mut two: Vec<i64> = vec![MS; 30];
+        two.extend([100 * MS; 30]);
+        let s = split_ns(&two).unwrap();
+        assert!(MS < s && s < 100 * MS);
+    }
+}
