@@ -21,6 +21,7 @@ pub mod anon;
 pub mod bins;
 pub mod browser;
 pub mod capture;
+pub mod dlio;
 pub mod http;
 pub mod job;
 pub mod loop_mount;

@@ -1,0 +1,201 @@
+//! A DLIO workload told from a trace, checked by running it: DLIO 2.0.0's
+//! own run at 2 processes (npz files, a PyTorch loader with 2 workers, a
+//! rank-0 checkpoint at each epoch's end) is captured, `iorepro-trace export
+//! --dlio` tells its workload, and the settings must be the ones it ran
+//! (equal, or within 5 %). Then DLIO runs what was told, and that run must
+//! read the dataset's bytes and write the checkpoints' within 1 % of the
+//! first, with as many saves, and take each epoch within 10 % of the
+//! first's, by DLIO's own record of both (`per_epoch_stats.json`).
+//!
+//! The step time in a trace holds DLIO's own time per step besides its
+//! `computation_time` (its barrier and bookkeeping): the first run of the
+//! told workload measures it (its traced step less the computation it was
+//! told), and the workload is told again with `--step-overhead` that much,
+//! as a user of another machine would calibrate it. The figures are printed.
+
+use std::path::Path;
+use std::process::Command;
+
+use iorepro_format::{Op, TraceReader};
+use iorepro_tests::bins::{bin, run_json, scratch};
+use iorepro_tests::capture::{can_capture, capture};
+use iorepro_tests::dlio::{epoch_durations, Dlio};
+
+const PROCESSES: u32 = 2;
+const FILES: u64 = 64;
+const RECORD: u64 = 256 << 10;
+const BATCH: u64 = 2;
+const WORKERS: u64 = 2;
+const EPOCHS: u64 = 3;
+const COMPUTE_S: f64 = 0.05;
+const MODEL: u64 = 4 << 20;
+
+/// The workload DLIO runs first, as MLPerf Storage's are written.
+fn workload(data: &Path, ckpt: &Path) -> String {
+    format!(
+        "model: ran\nframework: pytorch\n\nworkflow:\n  generate_data: False\n  train: True\n  \
+         checkpoint: True\n\ndataset:\n  data_folder: {}\n  format: npz\n  num_files_train: \
+         {FILES}\n  num_samples_per_file: 1\n  record_length: {RECORD}\n\nreader:\n  \
+         data_loader: pytorch\n  batch_size: {BATCH}\n  read_threads: {WORKERS}\n  \
+         file_shuffle: seed\n  sample_shuffle: seed\n\ntrain:\n  epochs: {EPOCHS}\n  \
+         computation_time: {COMPUTE_S}\n\ncheckpoint:\n  checkpoint_folder: {}\n  \
+         epochs_between_checkpoints: 1\n  model_size: {MODEL}\n\nmetric:\n  au: 0.90\n",
+        data.display(),
+        ckpt.display()
+    )
+}
+
+/// `iorepro-trace export --dlio` of `trace` into `conf`, as workload
+/// `name`: the settings, by key.
+fn export(trace: &Path, conf: &Path, name: &str, overhead_s: f64) -> serde_json::Value {
+    let w = run_json(
+        Command::new(bin("iorepro-trace"))
+            .args(["export", "--dlio"])
+            .arg(conf)
+            .args(["--name", name, "--json", "--step-overhead"])
+            .arg(overhead_s.to_string())
+            .arg(trace),
+    );
+    let mut by_key = serde_json::Map::new();
+    for f in w["fields"].as_array().unwrap() {
+        by_key.insert(f["key"].as_str().unwrap().to_string(), f["value"].clone());
+    }
+    serde_json::Value::Object(by_key)
+}
+
+/// Bytes read from the dataset and written to the checkpoints, in a trace.
+fn bytes(trace: &Path, data: &Path, ckpt: &Path) -> (u64, u64) {
+    let reader = TraceReader::open(trace).unwrap();
+    let (data, ckpt) = (data.to_str().unwrap(), ckpt.to_str().unwrap());
+    let (mut read, mut written) = (0, 0);
+    for batch in reader.events().unwrap() {
+        let ev = batch.unwrap();
+        for i in 0..ev.len() {
+            let (Some(p), ret) = (ev.path_at(i), ev.ret().value(i).max(0) as u64) else {
+                continue;
+            };
+            match ev.op(i) {
+                Op::Read if p.starts_with(data) => read += ret,
+                Op::Write if p.starts_with(ckpt) => written += ret,
+                _ => {}
+            }
+        }
+    }
+    (read, written)
+}
+
+/// Runs DLIO's workload `name` in `conf` under the collector into `trace`,
+/// its own record into `out`.
+fn run_captured(dlio: &Dlio, conf: &Path, name: &str, trace: &Path, out: &Path, dirs: [&Path; 2]) {
+    let argv = dlio.command(PROCESSES, conf, name, out, &[]);
+    let o = capture(trace, &dirs, &argv);
+    assert!(
+        o.status.success(),
+        "DLIO under the collector failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn off(got: f64, want: f64) -> f64 {
+    (got - want).abs() / want
+}
+
+#[test]
+fn dlio_own_run_comes_back_and_what_was_told_runs_like_it() {
+    let s = scratch("dlio_roundtrip");
+    if !can_capture(&s) {
+        return;
+    }
+    let Some(dlio) = Dlio::find() else { return };
+    let (data, ckpt) = (s.join("data"), s.join("ckpt"));
+    let conf = s.join("conf");
+    std::fs::create_dir_all(conf.join("workload")).unwrap();
+    std::fs::write(conf.join("workload/ran.yaml"), workload(&data, &ckpt)).unwrap();
+    dlio.generate(PROCESSES, &conf, "ran", &s.join("gen"));
+    // Once uncaptured first, so that every run compared writes its saves
+    // over the last run's files: a first write into memory the machine
+    // has not used yet costs more on a VM that returns free pages to its
+    // host (0.13 s against 0.03 s for these saves), which is no setting's.
+    let argv = dlio.command(PROCESSES, &conf, "ran", &s.join("out-warm"), &[]);
+    iorepro_tests::bins::run_ok(Command::new(&argv[0]).args(&argv[1..]));
+
+    // DLIO's own run, captured, and what the trace tells of it.
+    let (traced, out1) = (s.join("traced"), s.join("out-ran"));
+    run_captured(&dlio, &conf, "ran", &traced, &out1, [&data, &ckpt]);
+    let told = s.join("told");
+    let w = export(&traced, &told, "told", 0.0);
+    eprintln!("told: {}", serde_json::to_string(&w).unwrap());
+    for (key, want) in [
+        ("dataset.num_files_train", FILES),
+        ("reader.batch_size", BATCH),
+        ("reader.read_threads", WORKERS),
+        ("train.epochs", EPOCHS),
+        ("checkpoint.checkpoint_after_epoch", 1),
+        ("checkpoint.epochs_between_checkpoints", 1),
+        ("checkpoint.model_size", MODEL),
+        // DLIO's default: one layer file a save.
+        ("checkpoint.num_layers", 1),
+    ] {
+        assert_eq!(w[key].as_u64(), Some(want), "{key}");
+    }
+    for (key, want) in [
+        ("dataset.format", "npz"),
+        ("dataset.data_folder", data.to_str().unwrap()),
+        ("checkpoint.checkpoint_folder", ckpt.to_str().unwrap()),
+        ("checkpoint.type", "rank_zero"),
+        ("reader.file_shuffle", "seed"),
+    ] {
+        assert_eq!(w[key].as_str(), Some(want), "{key}");
+    }
+    let record = w["dataset.record_length"].as_u64().unwrap();
+    assert!(
+        off(record as f64, RECORD as f64) <= 0.05,
+        "record_length {record}"
+    );
+    let told_step = w["train.computation_time"].as_f64().unwrap();
+
+    // DLIO's own time a step on this machine: a run of what was told, its
+    // traced step less the computation it was told.
+    let (trace2, out2) = (s.join("run-told"), s.join("out-told"));
+    run_captured(&dlio, &told, "told", &trace2, &out2, [&data, &ckpt]);
+    let again = export(&trace2, &s.join("told-again"), "again", 0.0);
+    let overhead = (again["train.computation_time"].as_f64().unwrap() - told_step).max(0.0);
+    let w = export(&traced, &told, "told", overhead);
+    let compute = w["train.computation_time"].as_f64().unwrap();
+    eprintln!(
+        "computation_time: {told_step} s told uncalibrated, DLIO's own time a step {overhead:.4} \
+         s, {compute} s told calibrated, {COMPUTE_S} s ran ({:.1} % off)",
+        100.0 * off(compute, COMPUTE_S)
+    );
+    assert!(
+        off(compute, COMPUTE_S) <= 0.05,
+        "computation_time {compute}"
+    );
+
+    // What was told, run: the same bytes, saves and epoch times.
+    let (trace3, out3) = (s.join("run-calibrated"), s.join("out-calibrated"));
+    run_captured(&dlio, &told, "told", &trace3, &out3, [&data, &ckpt]);
+    let (r1, w1) = bytes(&traced, &data, &ckpt);
+    let (r3, w3) = bytes(&trace3, &data, &ckpt);
+    let (e1, e3) = (epoch_durations(&out1), epoch_durations(&out3));
+    eprintln!(
+        "dataset bytes {r1} -> {r3}, checkpoint bytes {w1} -> {w3}, epochs {e1:?} s -> {e3:?} s"
+    );
+    assert!(
+        off(r3 as f64, r1 as f64) <= 0.01,
+        "dataset bytes {r1} -> {r3}"
+    );
+    assert!(
+        off(w3 as f64, w1 as f64) <= 0.01,
+        "checkpoint bytes {w1} -> {w3}"
+    );
+    assert_eq!(e1.len(), EPOCHS as usize);
+    assert_eq!(e3.len(), e1.len());
+    for (i, (a, b)) in e1.iter().zip(&e3).enumerate() {
+        assert!(
+            off(*b, *a) <= 0.10,
+            "epoch {}: {a} s ran, {b} s told",
+            i + 1
+        );
+    }
+}
