@@ -93,9 +93,19 @@ fn bursts(ts: &[i64], split: i64) -> Vec<(u64, i64)> {
     out
 }
 
-/// The rhythm of `visits` (sorted by time); `first_process`: each rank's
-/// training loop's pid.
-pub fn rhythm(visits: &[Visit], first_process: &BTreeMap<i32, (i64, i32)>) -> Option<Rhythm> {
+/// Who the training loop of each rank is, for telling its loader's workers.
+pub struct Family<'a> {
+    /// Each rank's processes (every pid with a row of it).
+    pub processes: &'a BTreeMap<i32, BTreeSet<i32>>,
+    /// Each process's parent, where the capture recorded forks.
+    pub parents: &'a BTreeMap<i32, i32>,
+    /// Each rank's first process (its earliest row): the training loop
+    /// where no fork was recorded.
+    pub first_process: &'a BTreeMap<i32, (i64, i32)>,
+}
+
+/// The rhythm of `visits` (sorted by time).
+pub fn rhythm(visits: &[Visit], family: &Family) -> Option<Rhythm> {
     let mut by_reader: BTreeMap<(i32, i32, i32), Vec<i64>> = BTreeMap::new();
     let mut by_rank: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for v in visits {
@@ -124,7 +134,7 @@ pub fn rhythm(visits: &[Visit], first_process: &BTreeMap<i32, (i64, i32)>) -> Op
         .iter()
         .max_by_key(|(n, count)| (**count, **n))
         .map(|(n, c)| (*n, *c))?;
-    let (workers, threads) = workers(visits, first_process);
+    let (workers, threads) = workers(visits, family);
     let step_s = step_s(&by_rank, split.unwrap_or(-1));
     Some(Rhythm {
         batch_files,
@@ -137,17 +147,48 @@ pub fn rhythm(visits: &[Visit], first_process: &BTreeMap<i32, (i64, i32)>) -> Op
 
 /// The readers of each rank's files besides its training loop, at most
 /// over the ranks, and whether they are threads of one process.
-fn workers(visits: &[Visit], first_process: &BTreeMap<i32, (i64, i32)>) -> (u64, bool) {
-    let mut pids: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+///
+/// Where the capture recorded forks, a reader is a worker when its parent
+/// made rows of its rank (the training loop) or forked another reader of it
+/// (a loop that made no row in a trace scoped to the data). Elsewhere a
+/// lone reader is the loop where it is the rank's first process or its
+/// only one, and of several readers each is a worker but a first process
+/// that read far less than the others (a loop that looked at a few files).
+fn workers(visits: &[Visit], family: &Family) -> (u64, bool) {
+    let mut pids: BTreeMap<i32, BTreeMap<i32, u64>> = BTreeMap::new();
     let mut tids: BTreeMap<i32, BTreeSet<(i32, i32)>> = BTreeMap::new();
     for v in visits {
-        pids.entry(v.rank).or_default().insert(v.pid);
+        *pids.entry(v.rank).or_default().entry(v.pid).or_default() += 1;
         tids.entry(v.rank).or_default().insert((v.pid, v.tid));
     }
     let mut most = (0u64, false);
     for (rank, p) in &pids {
-        let main = first_process.get(rank).map(|&(_, pid)| pid);
-        let forked = p.iter().filter(|&&pid| Some(pid) != main).count() as u64;
+        let own = family.processes.get(rank);
+        let forked = if family.parents.is_empty() {
+            let main = family.first_process.get(rank).map(|&(_, pid)| pid);
+            let mean = p.values().sum::<u64>() as f64 / p.len() as f64;
+            match p.len() {
+                1 => {
+                    let only = *p.keys().next().expect("one reader");
+                    let alone = own.is_none_or(|o| o.len() == 1);
+                    u64::from(Some(only) != main && !alone)
+                }
+                _ => p
+                    .iter()
+                    .filter(|&(pid, n)| !(Some(*pid) == main && (*n as f64) < 0.25 * mean))
+                    .count() as u64,
+            }
+        } else {
+            let parent = |pid: &i32| family.parents.get(pid).copied();
+            p.keys()
+                .filter(|pid| {
+                    parent(pid).is_some_and(|pp| {
+                        own.is_some_and(|o| o.contains(&pp))
+                            || p.keys().any(|q| q != *pid && parent(q) == Some(pp))
+                    })
+                })
+                .count() as u64
+        };
         let n = if forked > 0 {
             (forked, false)
         } else {
@@ -211,15 +252,50 @@ mod tests {
         v
     }
 
-    fn first(ranks: i32) -> BTreeMap<i32, (i64, i32)> {
-        (0..ranks).map(|r| (r, (0, 100 + r * 10))).collect()
+    /// Each rank's loop is pid 100 + 10 rank; its workers the pids after
+    /// it. `forks`: whether the capture recorded who forked them.
+    struct Fam {
+        processes: BTreeMap<i32, BTreeSet<i32>>,
+        parents: BTreeMap<i32, i32>,
+        first: BTreeMap<i32, (i64, i32)>,
+    }
+
+    fn fam(ranks: i32, forks: bool) -> Fam {
+        let mut f = Fam {
+            processes: BTreeMap::new(),
+            parents: BTreeMap::new(),
+            first: (0..ranks).map(|r| (r, (0, 100 + r * 10))).collect(),
+        };
+        for r in 0..ranks {
+            // A scoped trace: the loop itself made no row.
+            f.processes
+                .insert(r, (1..10).map(|i| 100 + r * 10 + i).collect());
+            if forks {
+                for i in 1..10 {
+                    f.parents.insert(100 + r * 10 + i, 100 + r * 10);
+                }
+            }
+        }
+        f
+    }
+
+    fn family(f: &Fam) -> Family<'_> {
+        Family {
+            processes: &f.processes,
+            parents: &f.parents,
+            first_process: &f.first,
+        }
     }
 
     #[test]
     fn batches_workers_and_steps_are_told() {
-        for (batch, readers) in [(2, 2), (4, 4), (1, 2), (16, 3)] {
+        for ((batch, readers), forks) in [(2, 2), (4, 4), (1, 2), (16, 3)]
+            .into_iter()
+            .zip([true, false, true, false])
+        {
             let v = loader(2, readers, batch, 60, 48);
-            let r = rhythm(&v, &first(2)).unwrap();
+            let f = fam(2, forks);
+            let r = rhythm(&v, &family(&f)).unwrap();
             assert_eq!(
                 r.batch_files, batch as u64,
                 "batch {batch}, {readers} readers"
@@ -238,7 +314,8 @@ mod tests {
             x.pid = 100;
             x.tid = 100;
         }
-        let r = rhythm(&v, &first(1)).unwrap();
+        let f = fam(1, true);
+        let r = rhythm(&v, &family(&f)).unwrap();
         assert_eq!((r.batch_files, r.workers), (2, 0));
     }
 

@@ -292,7 +292,12 @@ pub fn infer(reader: &TraceReader, ask: &Ask) -> TraceResult<Workload> {
         ));
     }
     // The reader.
-    let rhythm = bursts::rhythm(&o.visits, &o.first_process);
+    let family = bursts::Family {
+        processes: &o.processes,
+        parents: &o.parents,
+        first_process: &o.first_process,
+    };
+    let rhythm = bursts::rhythm(&o.visits, &family);
     add(
         "reader.data_loader",
         Value::Str(loader.into()),

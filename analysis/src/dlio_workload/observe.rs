@@ -28,6 +28,10 @@ pub struct Observed {
     /// Per rank (-1 for rows without one), its first process: the pid of
     /// its earliest row.
     pub first_process: BTreeMap<i32, (i64, i32)>,
+    /// Per rank, every process with a row of it.
+    pub processes: BTreeMap<i32, std::collections::BTreeSet<i32>>,
+    /// Each traced process's parent, where the capture recorded the forks.
+    pub parents: BTreeMap<i32, i32>,
 }
 
 /// A dataset file.
@@ -82,7 +86,15 @@ impl Observed {
 /// Reads `reader`'s rows once; `roles` says which files are the dataset's
 /// and which the checkpoints'.
 pub fn observe(reader: &TraceReader, roles: &FileRoles) -> TraceResult<Observed> {
-    let mut o = Observed::default();
+    let mut o = Observed {
+        parents: reader
+            .manifest()
+            .process_starts
+            .iter()
+            .map(|s| (s.pid, s.parent))
+            .collect(),
+        ..Observed::default()
+    };
     let mut read_at_zero: Vec<(String, Visit)> = Vec::new();
     for batch in reader.events()? {
         let ev = batch?;
@@ -94,6 +106,9 @@ pub fn observe(reader: &TraceReader, roles: &FileRoles) -> TraceResult<Observed>
             let first = o.first_process.entry(r).or_insert((t, p));
             if t < first.0 {
                 *first = (t, p);
+            }
+            if o.processes.get(&r).is_none_or(|ps| !ps.contains(&p)) {
+                o.processes.entry(r).or_default().insert(p);
             }
             let Some(path) = ev.path_at(i) else { continue };
             let op = ev.op(i);

@@ -12,6 +12,7 @@ pub mod analysis;
 pub mod collector;
 pub mod collector_jobs;
 pub mod collector_rate;
+pub mod dlio_roundtrip;
 pub mod fidelity;
 pub mod objects;
 pub mod record;
@@ -133,7 +134,7 @@ pub fn run_peak_rss(cmd: &mut Command, stdout: Stdio) -> Result<(Duration, u64)>
 
 type Bench = fn(&Ctx) -> Result<()>;
 
-const BENCHES: [(&str, Bench); 10] = [
+const BENCHES: [(&str, Bench); 11] = [
     ("trace-format", trace_format::run),
     ("collector", collector::run),
     ("replayer", replayer::run),
@@ -144,6 +145,7 @@ const BENCHES: [(&str, Bench); 10] = [
     ("time-fidelity", time_fidelity::run),
     ("object-storage", objects::run),
     ("request-capture", request_capture::run),
+    ("dlio-roundtrip", dlio_roundtrip::run),
 ];
 
 /// Refuses names that are not benchmarks, before anything is built.

@@ -36,7 +36,7 @@ fn python_with_torch() -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn make_dataset(dir: &Path) -> Result<()> {
+pub(super) fn make_dataset(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..FILES {
