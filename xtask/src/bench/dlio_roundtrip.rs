@@ -144,7 +144,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     let job_report: Value = serde_json::from_slice(&std::fs::read(&report)?)?;
     let job_epochs: Vec<f64> = job_report["epoch_times_ns"]
         .as_array()
-        .map(|a| a.iter().map(|x| span_s(x)).collect())
+        .map(|a| a.iter().map(span_s).collect())
         .unwrap_or_default();
     let job_compute: f64 = job_report["epoch_compute_ns"].as_array().map_or(0.0, |a| {
         a.iter().filter_map(Value::as_f64).sum::<f64>() / 1e9
