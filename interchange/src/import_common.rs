@@ -30,22 +30,25 @@ pub(crate) fn files_in(
 
 /// Writes `rows` (already in time order) to a new trace at `out`, in segments
 /// of `segment_rows`, noting in the manifest the command line and that it was
-/// imported from `input` written in `format`.
+/// imported from `input` written in `format`, and what that format does
+/// not hold (`lacks`, where it says).
 pub(crate) fn write_imported<'a>(
     out: &Path,
     segment_rows: usize,
     format: &str,
     input: &Path,
+    lacks: &[&str],
     rows: impl IntoIterator<Item = EventRow<'a>>,
 ) -> TraceResult<Manifest> {
     let mut wopts = WriterOptions::new(Source::Import);
     wopts.segment_rows = segment_rows.max(1);
     wopts.command = Some(std::env::args().collect());
     let mut w = TraceWriter::create(out, wopts)?;
-    w.set_extra(
-        "imported_from",
-        serde_json::json!({"format": format, "path": input.display().to_string()}),
-    );
+    let mut from = serde_json::json!({"format": format, "path": input.display().to_string()});
+    if !lacks.is_empty() {
+        from["lacks"] = serde_json::json!(lacks);
+    }
+    w.set_extra("imported_from", from);
     for row in rows {
         w.push(&row)?;
     }

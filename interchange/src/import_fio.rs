@@ -198,5 +198,5 @@ pub fn import(input: &Path, out: &Path, opts: &ImportOptions) -> TraceResult<Man
             from_storage: None,
         }
     });
-    write_imported(out, opts.segment_rows, "fio-iolog", input, rows)
+    write_imported(out, opts.segment_rows, "fio-iolog", input, &[], rows)
 }

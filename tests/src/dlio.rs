@@ -43,7 +43,9 @@ impl Dlio {
     }
 
     /// `mpirun -np NP dlio_benchmark --config-dir CONF workload=NAME
-    /// ++workload.output.folder=OUT` and `more` overrides, as argv.
+    /// ++workload.output.folder=OUT` and `more` overrides, as argv. Hydra
+    /// writes the run's configuration into `OUT/dlio_config`, as MLPerf
+    /// Storage's `mlpstorage` has it (not into `./hydra_log`).
     pub fn command(
         &self,
         np: u32,
@@ -69,8 +71,15 @@ impl Dlio {
         argv.push(conf.display().to_string());
         argv.push(format!("workload={name}"));
         argv.push(format!("++workload.output.folder={}", out.display()));
+        argv.push(format!("++hydra.run.dir={}", out.display()));
+        argv.push("++hydra.output_subdir=dlio_config".into());
         argv.extend(more.iter().map(|s| s.to_string()));
         argv
+    }
+
+    /// The venv's Python, which has PyYAML (DLIO reads its configuration with it).
+    pub fn python(&self) -> PathBuf {
+        self.bin.with_file_name("python")
     }
 
     /// Makes the dataset of workload `name` in `conf` (DLIO's generation

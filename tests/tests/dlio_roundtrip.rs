@@ -12,6 +12,12 @@
 //! told workload measures it (its traced step less the computation it was
 //! told), and the workload is told again with `--step-overhead` that much,
 //! as a user of another machine would calibrate it. The figures are printed.
+//!
+//! Last, the captured run is replayed at 2 ranks into MLPerf Storage's
+//! results tree (`--mlperf-results`), which must hold what DLIO's own run
+//! wrote where `mlpstorage` reads it: `summary.json`'s keys and kinds,
+//! `per_epoch_stats.json`'s epochs, blocks and saves, and the workload
+//! under `dlio_config/config.yaml`, read with DLIO's own YAML parser.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,6 +26,7 @@ use iorepro_format::{Op, TraceReader};
 use iorepro_tests::bins::{bin, run_json, scratch};
 use iorepro_tests::capture::{can_capture, capture};
 use iorepro_tests::dlio::{epoch_durations, Dlio};
+use serde_json::Value;
 
 const PROCESSES: u32 = 2;
 const FILES: u64 = 64;
@@ -198,4 +205,181 @@ fn dlio_own_run_comes_back_and_what_was_told_runs_like_it() {
             i + 1
         );
     }
+
+    // The captured run replayed into MLPerf Storage's results tree.
+    let results = s.join("mlperf-results");
+    iorepro_tests::bins::run_ok(
+        Command::new(bin("iorepro-replay"))
+            .arg(&traced)
+            .arg("--target")
+            .arg(s.join("replay-target"))
+            .args(["--ranks", "2", "--timing", "original"])
+            .arg("--mlperf-results")
+            .arg(&results)
+            .args(["--mlperf-model", "unet3d_like"]),
+    );
+    let run = only_run(&results.join("training/unet3d_like/run"));
+    mlperf_run_holds_what_dlio_writes(&dlio, &run, &out1);
+}
+
+/// The one run directory under `dir`.
+fn only_run(dir: &Path) -> std::path::PathBuf {
+    let runs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.into_iter().next().unwrap()
+}
+
+fn json_of(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A JSON value's kind, to hold a key's value against DLIO's.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The replay's run `ours` against DLIO's own run directory `theirs`.
+fn mlperf_run_holds_what_dlio_writes(dlio: &Dlio, ours: &Path, theirs: &Path) {
+    // summary.json: what MLPerf Storage's report generator reads of a run
+    // (its shape, the hosts, when, the metrics), of the kind DLIO writes.
+    let (a, b) = (
+        json_of(&ours.join("summary.json")),
+        json_of(&theirs.join("summary.json")),
+    );
+    for key in [
+        "num_accelerators",
+        "num_hosts",
+        "hostname",
+        "host_memory_GB",
+        "host_cpu_count",
+        "start",
+        "end",
+        "epochs",
+        "num_files_train",
+        "num_samples_per_file",
+        "metric",
+    ] {
+        assert_eq!(
+            kind(&a[key]),
+            kind(&b[key]),
+            "summary.json {key}: {} vs DLIO's {}",
+            a[key],
+            b[key]
+        );
+    }
+    for (key, theirs) in b["metric"].as_object().unwrap() {
+        assert_eq!(
+            kind(&a["metric"][key]),
+            kind(theirs),
+            "metric {key}: {}",
+            a["metric"]
+        );
+    }
+    assert_eq!(a["num_accelerators"], 2);
+    assert_eq!(a["epochs"], b["epochs"]);
+    assert_eq!(a["num_files_train"], b["num_files_train"]);
+    let aus = a["metric"]["train_au_percentage"].as_array().unwrap();
+    assert_eq!(aus.len(), EPOCHS as usize, "{}", a["metric"]);
+    assert!(
+        aus.iter()
+            .all(|au| (0.0..=100.0).contains(&au.as_f64().unwrap())),
+        "{aus:?}"
+    );
+    assert!(
+        a["metric"]["train_throughput_mean_samples_per_second"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    eprintln!(
+        "mlperf results: AU {} (DLIO's own run {}), {} samples/s (DLIO's {})",
+        a["metric"]["train_au_mean_percentage"],
+        b["metric"]["train_au_mean_percentage"],
+        a["metric"]["train_throughput_mean_samples_per_second"],
+        b["metric"]["train_throughput_mean_samples_per_second"]
+    );
+
+    // per_epoch_stats.json: the same epochs, each with its block and save.
+    let (a, b) = (
+        json_of(&ours.join("per_epoch_stats.json")),
+        json_of(&theirs.join("per_epoch_stats.json")),
+    );
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    assert_eq!(keys(&a), keys(&b), "epochs");
+    for (epoch, theirs) in b.as_object().unwrap() {
+        let ours = &a[epoch];
+        let mut want = keys(theirs);
+        want.sort();
+        let mut got = keys(ours);
+        got.sort();
+        assert_eq!(got, want, "epoch {epoch}: {ours}");
+        for part in ["start", "end", "duration"] {
+            assert_eq!(
+                kind(&ours[part]),
+                kind(&theirs[part]),
+                "epoch {epoch} {part}"
+            );
+            assert_eq!(kind(&ours["block1"][part]), kind(&theirs["block1"][part]));
+        }
+        // DLIO's stamps, to the microsecond.
+        let stamp = ours["start"].as_str().unwrap();
+        assert_eq!(
+            stamp.len(),
+            theirs["start"].as_str().unwrap().len(),
+            "{stamp}"
+        );
+    }
+
+    // The workload, read as DLIO and mlpstorage read it (PyYAML).
+    let read = |path: &Path| -> Value {
+        let out = Command::new(dlio.python())
+            .args([
+                "-c",
+                "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+            ])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (a, b) = (
+        read(&ours.join("dlio_config/config.yaml")),
+        read(&theirs.join("dlio_config/config.yaml")),
+    );
+    let (a, b) = (&a["workload"], &b["workload"]);
+    assert_eq!(a["model"]["name"], "unet3d_like", "{a}");
+    for key in ["generate_data", "train", "checkpoint"] {
+        assert_eq!(a["workflow"][key], b["workflow"][key], "workflow.{key}");
+    }
+    for (section, key) in [
+        ("dataset", "num_files_train"),
+        ("dataset", "format"),
+        ("reader", "batch_size"),
+        ("reader", "read_threads"),
+        ("train", "epochs"),
+        ("checkpoint", "model_size"),
+    ] {
+        assert_eq!(a[section][key], b[section][key], "{section}.{key}");
+    }
+    assert!(ours.read_dir().unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with("_metadata.json")));
 }

@@ -77,6 +77,25 @@ impl Workload {
     }
 }
 
+/// A workload name from the trace directory's name: letters, digits and
+/// `_` (Hydra takes it as a file name and a config key).
+pub fn name_from(trace: &std::path::Path) -> String {
+    let base = trace
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_default();
+    let name: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if name.is_empty() {
+        "traced".into()
+    } else {
+        name
+    }
+}
+
 /// What [`infer`] is asked for.
 #[derive(Debug, Clone, Default)]
 pub struct Ask {

@@ -93,6 +93,36 @@ pub fn yaml(w: &Workload) -> String {
     s
 }
 
+/// The workload as MLPerf Storage's report generator reads a run's
+/// `dlio_config/config.yaml`: every setting under `workload:`, the model as
+/// `model.name`, and the record's length also as `record_length_bytes`
+/// (MLPerf Storage 2.0's forms, which its rules read; DLIO 2.0.0's own
+/// workload files give a plain name and `record_length`).
+pub fn mlperf_config(w: &Workload) -> String {
+    let mut s = String::from("workload:\n");
+    // The header's comments say how to run the file alone; not this one's.
+    for line in yaml(w).lines().filter(|l| !l.starts_with('#')) {
+        if let Some(name) = line.strip_prefix("model: ") {
+            let _ = writeln!(s, "  model:\n    name: {name}");
+            continue;
+        }
+        if line.is_empty() {
+            s.push('\n');
+            continue;
+        }
+        let _ = writeln!(s, "  {line}");
+        for (dlio, mlperf) in [
+            ("  record_length: ", "record_length_bytes"),
+            ("  record_length_stdev: ", "record_length_bytes_stdev"),
+        ] {
+            if let Some(value) = line.strip_prefix(dlio) {
+                let _ = writeln!(s, "    {mlperf}: {value}");
+            }
+        }
+    }
+    s
+}
+
 /// The note: how each setting was told, and what DLIO cannot express.
 pub fn note(w: &Workload) -> String {
     let mut s = format!(
@@ -176,5 +206,20 @@ mod tests {
             "{n}"
         );
         assert!(n.contains("## At 4 processes"), "{n}");
+        let c = mlperf_config(&w);
+        assert!(
+            c.starts_with("workload:\n  model:\n    name: job\n\n  dataset:\n    data_folder:"),
+            "{c}"
+        );
+        assert!(c.contains("\n  metric:\n    au: 0.90\n"), "{c}");
+        let w = Workload {
+            fields: vec![f("dataset.record_length", Value::Int(4096))],
+            ..w
+        };
+        let c = mlperf_config(&w);
+        assert!(
+            c.contains("    record_length: 4096\n    record_length_bytes: 4096\n"),
+            "{c}"
+        );
     }
 }

@@ -20,12 +20,12 @@ fn regular(path: &str) -> bool {
 
 /// A row as owned values (paths outlive the line they came from); strace
 /// knows no threads apart from processes, no ranks and no runs.
-pub(super) type Row = OwnedRow<String>;
+pub(crate) type Row = OwnedRow<String>;
 
 /// The rows of one call, added to `rows`: none for calls on anything but a
 /// regular file and for calls the trace has no op for (after following
 /// their effect on descriptors), two for a copy between two files.
-pub(super) fn to_rows(c: &Call<'_>, t: &mut Tracker, rows: &mut Vec<Row>) {
+pub(crate) fn to_rows(c: &Call<'_>, t: &mut Tracker, rows: &mut Vec<Row>) {
     match c.name {
         "sendfile" | "sendfile64" | "copy_file_range" | "splice" => copy(c, t, rows),
         _ => rows.extend(to_row(c, t)),

@@ -30,9 +30,11 @@ use iorepro_format::manifest::Manifest;
 mod calls;
 mod parse;
 
-use calls::{to_rows, Row};
+pub(crate) use calls::{to_rows, Row};
+use parse::parse_line;
 pub use parse::{days_from_civil, parse_date};
-use parse::{parse_line, Tracker};
+// Calls parsed elsewhere (DFTracer's POSIX events) become rows as strace's do.
+pub(crate) use parse::{Call, Tracker};
 
 pub struct StraceOptions {
     pub host: String,
@@ -98,7 +100,7 @@ pub fn import(input: &Path, out: &Path, opts: &StraceOptions) -> TraceResult<Man
         rank: opts.rank,
         ..r.as_event(&opts.host, "strace")
     });
-    write_imported(out, opts.segment_rows, "strace", input, events)
+    write_imported(out, opts.segment_rows, "strace", input, &[], events)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ pub(super) struct FdState {
 }
 
 #[derive(Default)]
-pub(super) struct Tracker {
+pub(crate) struct Tracker {
     pub(super) fds: HashMap<(i32, i32), FdState>,
     pub(super) unfinished: HashMap<i32, (i64, String)>,
     pub(super) last_day_ns: i64,
@@ -21,15 +21,15 @@ pub(super) struct Tracker {
 }
 
 /// A parsed syscall line, before it becomes a row.
-pub(super) struct Call<'a> {
-    pub(super) pid: i32,
-    pub(super) ts_ns: i64,
-    pub(super) name: &'a str,
-    pub(super) args: Vec<&'a str>,
-    pub(super) ret: i64,
+pub(crate) struct Call<'a> {
+    pub(crate) pid: i32,
+    pub(crate) ts_ns: i64,
+    pub(crate) name: &'a str,
+    pub(crate) args: Vec<&'a str>,
+    pub(crate) ret: i64,
     /// The `<path>` strace -y printed after a returned descriptor.
-    pub(super) ret_path: Option<&'a str>,
-    pub(super) dur_ns: i64,
+    pub(crate) ret_path: Option<&'a str>,
+    pub(crate) dur_ns: i64,
 }
 
 pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
@@ -87,7 +87,12 @@ pub(super) fn errno(name: &str) -> i64 {
     -(n as i64)
 }
 
+/// Open flags as strace prints them (`O_WRONLY|O_CREAT`), or as a number
+/// (DFTracer's).
 pub(super) fn open_flags(s: &str) -> i32 {
+    if let Ok(n) = s.trim().parse::<i32>() {
+        return n;
+    }
     s.split('|')
         .map(|f| match f.trim() {
             "O_WRONLY" => libc::O_WRONLY,

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use iorepro_replayer::cli::Cli;
+use iorepro_replayer::report::output::mlperf_tree::{self, MlperfRun};
+use iorepro_replayer::report::output::OutputFormat;
 use iorepro_replayer::report::{page, sweep};
 
 /// musl's allocator made the analyses four times as costly as with glibc's
@@ -62,6 +64,22 @@ fn main() -> ExitCode {
                 .filter(|d| d.join("manifest.json").exists());
             match page::write(file, report, &opts.trace, ops) {
                 Ok(()) => eprintln!("report: {}", file.display()),
+                Err(e) => {
+                    eprintln!("Error: {:#}", anyhow::Error::from(e));
+                    outcome.failed = true;
+                }
+            }
+        }
+        if let Some(results) = &opts.mlperf_results {
+            let run = MlperfRun {
+                results,
+                model: opts.mlperf_model.as_deref(),
+                trace: &opts.trace,
+                command_line: std::env::args().collect(),
+            };
+            let log = OutputFormat::Table.exporter().render(report);
+            match mlperf_tree::write(&run, report, &log) {
+                Ok(dir) => eprintln!("mlperf results: {}", dir.display()),
                 Err(e) => {
                     eprintln!("Error: {:#}", anyhow::Error::from(e));
                     outcome.failed = true;

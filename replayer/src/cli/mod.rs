@@ -102,6 +102,10 @@ pub struct Options {
     /// directory of its own, made for the page and removed after it.
     pub report: Option<PathBuf>,
     pub record_ops_for_report: bool,
+    /// Where to write the replay as a run of MLPerf Storage's results tree
+    /// (`--mlperf-results`), and the model's name in it.
+    pub mlperf_results: Option<PathBuf>,
+    pub mlperf_model: Option<String>,
     /// A progress bar on a terminal.
     pub show_progress: bool,
     /// Status lines and the metrics endpoint while the replay runs.
@@ -179,6 +183,8 @@ impl Cli {
             record_ops,
             report: self.output.report.clone(),
             record_ops_for_report,
+            mlperf_results: self.output.mlperf_results.clone(),
+            mlperf_model: self.output.mlperf_model.clone(),
             show_progress: true,
             trace: self.trace,
         })

@@ -44,6 +44,16 @@ pub struct OutputArgs {
     /// and files) into FILE.html.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// Write the replay as a run of MLPerf Storage's results tree under DIR
+    /// (DIR/training/MODEL/run/DATETIME: summary.json, per_epoch_stats.json,
+    /// the workload as DLIO would run it, the log), for `mlpstorage`'s
+    /// report generator and the dashboards that read its runs.
+    #[arg(long, value_name = "DIR")]
+    pub mlperf_results: Option<PathBuf>,
+    /// The model's name in the --mlperf-results tree (default: the trace
+    /// directory's name).
+    #[arg(long, value_name = "NAME", requires = "mlperf_results")]
+    pub mlperf_model: Option<String>,
 }
 
 impl OutputArgs {
@@ -59,9 +69,37 @@ impl OutputArgs {
     }
 
     /// Refuses a `--report` page that cannot be written: into a directory
-    /// that is not there, or of a plan alone (a replay's page).
+    /// that is not there, or of a plan alone (a replay's page); and an
+    /// `--mlperf-results` tree of a plan, or in a file, or a model's name
+    /// that is no directory's.
     pub fn check_report(&self) -> ReplayResult<()> {
         let usage = ReplayError::Usage;
+        if let Some(dir) = &self.mlperf_results {
+            if self.plan_only {
+                return Err(usage(
+                    "--mlperf-results writes a replay's run; --plan-only replays nothing".into(),
+                ));
+            }
+            if dir.exists() && !dir.is_dir() {
+                return Err(usage(format!(
+                    "--mlperf-results {}: not a directory",
+                    dir.display()
+                )));
+            }
+        }
+        if let Some(model) = &self.mlperf_model {
+            let plain = !model.is_empty()
+                && model
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                && !model.starts_with('.');
+            if !plain {
+                return Err(usage(format!(
+                    "--mlperf-model {model:?}: a model's name is letters, digits, `_`, `-` and `.` \
+                     (a directory of the results tree)"
+                )));
+            }
+        }
         let Some(page) = &self.report else {
             return Ok(());
         };

@@ -137,7 +137,7 @@ pub(super) fn export_dlio(
     if !(0.0..3600.0).contains(&step_overhead_s) {
         anyhow::bail!("--step-overhead is seconds a step, from 0 to 3600");
     }
-    let name = name.unwrap_or_else(|| workload_name(trace));
+    let name = name.unwrap_or_else(|| dlio_workload::name_from(trace));
     let reader = iorepro_format::TraceReader::open(trace)?;
     let ask = Ask {
         name: name.clone(),
@@ -168,25 +168,6 @@ run: mpirun -np {} \
         dir.display()
     )?;
     Ok(())
-}
-
-/// A workload name from the trace directory's name: letters, digits and
-/// `_` (Hydra takes it as a file name and a config key).
-fn workload_name(trace: &Path) -> String {
-    let base = trace
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
-        .unwrap_or_default();
-    let name: String = base
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    if name.is_empty() {
-        "traced".into()
-    } else {
-        name
-    }
 }
 
 pub(super) fn export_fio(
@@ -263,6 +244,22 @@ pub(super) fn import_strace(
         segment_rows: args.segment_events,
     };
     let m = import_strace::import(input, dir, &opts)?;
+    imported(out, dir, m.events, m.duration_s())
+}
+
+pub(super) fn import_dftracer(
+    out: &mut dyn Write,
+    input: &Path,
+    dir: &Path,
+    host: String,
+    segment_events: usize,
+) -> Result<()> {
+    use iorepro_interchange::import_dftracer::{import, DftracerOptions};
+    let opts = DftracerOptions {
+        host,
+        segment_rows: segment_events,
+    };
+    let m = import(input, dir, &opts)?;
     imported(out, dir, m.events, m.duration_s())
 }
 

@@ -149,8 +149,9 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// A trace from fio iologs (v2/v3) or from `strace -f -ttt -T -y` output.
-    #[command(group(clap::ArgGroup::new("input").required(true).args(["fio_iolog", "strace"])))]
+    /// A trace from fio iologs (v2/v3), `strace -f -ttt -T -y` output, or
+    /// DFTracer's traces (.pfw, .pfw.gz).
+    #[command(group(clap::ArgGroup::new("input").required(true).args(["fio_iolog", "strace", "dftracer"])))]
     Import {
         /// An iolog file, or a directory of them (one per rank).
         #[arg(long = "fio-iolog", value_name = "PATH")]
@@ -158,9 +159,13 @@ pub enum Cmd {
         /// strace output: one file (strace -f -o FILE), or a directory of strace -ff files.
         #[arg(long, value_name = "PATH")]
         strace: Option<PathBuf>,
+        /// DFTracer's trace: one .pfw or .pfw.gz file, or a directory of them
+        /// (one per rank, as DLIO writes them; traced with DFTRACER_INC_METADATA=1).
+        #[arg(long, value_name = "PATH")]
+        dftracer: Option<PathBuf>,
         #[arg(short, long)]
         out: PathBuf,
-        /// Host name recorded in the rows.
+        /// Host name recorded in the rows (DFTracer: where its events name none).
         #[arg(long, default_value = "imported")]
         host: String,
         /// strace: rank recorded in every row (strace does not know ranks).
@@ -280,6 +285,13 @@ pub fn run(cli: Cli) -> Result<()> {
             segment_events,
             ..
         } => convert::import_fio(out, &log, &dir, host, start_unix_ns, segment_events),
+        Cmd::Import {
+            dftracer: Some(input),
+            out: dir,
+            host,
+            segment_events,
+            ..
+        } => convert::import_dftracer(out, &input, &dir, host, segment_events),
         Cmd::Import {
             strace,
             out: dir,

@@ -30,72 +30,108 @@ const AU_EXPECTATION: f64 = 90.0;
 
 impl Exporter for Mlperf {
     fn render(&self, report: &Report) -> String {
-        let mut metric = serde_json::Map::new();
-        let t = &report.training;
-        let aus: Vec<f64> = t.epochs.iter().filter_map(|e| e.au_percent).collect();
-        if let (Some(mean), Some(sd)) = (t.au_mean_percent, t.au_stdev_percent) {
-            metric.insert("train_au_percentage".into(), json!(aus));
-            metric.insert("train_au_mean_percentage".into(), json!(mean));
-            metric.insert("train_au_stdev_percentage".into(), json!(sd));
-            metric.insert(
-                "train_au_meet_expectation".into(),
-                json!(if mean >= AU_EXPECTATION {
-                    "success"
-                } else {
-                    "fail"
-                }),
-            );
-        }
-        let list = |f: &dyn Fn(&crate::report::training::EpochFigures) -> f64| -> Vec<f64> {
-            t.epochs.iter().map(f).collect()
-        };
-        let throughput = list(&|e| e.samples_per_s);
-        let io = list(&|e| e.read_mib_s);
-        let (tp, tp_sd) = mean_stdev(&throughput);
-        let (io_mean, io_sd) = mean_stdev(&io);
-        metric.insert(
-            "train_throughput_samples_per_second".into(),
-            json!(throughput),
-        );
-        metric.insert("train_throughput_mean_samples_per_second".into(), json!(tp));
-        metric.insert(
-            "train_throughput_stdev_samples_per_second".into(),
-            json!(tp_sd),
-        );
-        metric.insert("train_io_mean_MB_per_second".into(), json!(io_mean));
-        metric.insert("train_io_stdev_MB_per_second".into(), json!(io_sd));
-        if !t.checkpoints.is_empty() {
-            let saves: Vec<(f64, f64)> = t
-                .checkpoints
-                .iter()
-                .map(|c| (c.gib_s, c.duration_s))
-                .collect();
-            checkpoint_figures(&mut metric, "save", &saves);
-            let sizes: Vec<f64> = t
-                .checkpoints
-                .iter()
-                .map(|c| c.write_bytes as f64 / GIB)
-                .collect();
-            metric.insert("checkpoint_size_GB".into(), json!(mean_stdev(&sizes).0));
-        }
-        if !t.loads.is_empty() {
-            let loads: Vec<(f64, f64)> = t.loads.iter().map(|l| (l.gib_s, l.duration_s)).collect();
-            checkpoint_figures(&mut metric, "load", &loads);
-        }
-        let hostname = report
-            .per_rank
-            .first()
-            .map_or(String::new(), |r| r.host.clone());
-        let doc: Value = json!({
-            "num_accelerators": report.ranks,
-            "num_hosts": report.nodes,
-            "hostname": hostname,
-            "epochs": report.epochs.unwrap_or(1),
-            "metric": metric,
-            "errors": report.errors,
-        });
-        serde_json::to_string_pretty(&doc).expect("summary serialises") + "\n"
+        serde_json::to_string_pretty(&summary(report)).expect("summary serialises") + "\n"
     }
+}
+
+/// The replay's `summary.json` as DLIO writes it: the run's shape, the
+/// hosts (`host_memory_GB` and `host_cpu_count`, one entry a node, as
+/// MLPerf Storage's report generator sums them: the figures of the host
+/// that writes the report, for every node, as MLPerf's rules ask nodes
+/// alike) and the metrics.
+pub fn summary(report: &Report) -> serde_json::Map<String, Value> {
+    let mut metric = serde_json::Map::new();
+    let t = &report.training;
+    let aus: Vec<f64> = t.epochs.iter().filter_map(|e| e.au_percent).collect();
+    if let (Some(mean), Some(sd)) = (t.au_mean_percent, t.au_stdev_percent) {
+        metric.insert("train_au_percentage".into(), json!(aus));
+        metric.insert("train_au_mean_percentage".into(), json!(mean));
+        metric.insert("train_au_stdev_percentage".into(), json!(sd));
+        metric.insert(
+            "train_au_meet_expectation".into(),
+            json!(if mean >= AU_EXPECTATION {
+                "success"
+            } else {
+                "fail"
+            }),
+        );
+    }
+    let list = |f: &dyn Fn(&crate::report::training::EpochFigures) -> f64| -> Vec<f64> {
+        t.epochs.iter().map(f).collect()
+    };
+    let throughput = list(&|e| e.samples_per_s);
+    let io = list(&|e| e.read_mib_s);
+    let (tp, tp_sd) = mean_stdev(&throughput);
+    let (io_mean, io_sd) = mean_stdev(&io);
+    metric.insert(
+        "train_throughput_samples_per_second".into(),
+        json!(throughput),
+    );
+    metric.insert("train_throughput_mean_samples_per_second".into(), json!(tp));
+    metric.insert(
+        "train_throughput_stdev_samples_per_second".into(),
+        json!(tp_sd),
+    );
+    metric.insert("train_io_mean_MB_per_second".into(), json!(io_mean));
+    metric.insert("train_io_stdev_MB_per_second".into(), json!(io_sd));
+    if !t.checkpoints.is_empty() {
+        let saves: Vec<(f64, f64)> = t
+            .checkpoints
+            .iter()
+            .map(|c| (c.gib_s, c.duration_s))
+            .collect();
+        checkpoint_figures(&mut metric, "save", &saves);
+        let sizes: Vec<f64> = t
+            .checkpoints
+            .iter()
+            .map(|c| c.write_bytes as f64 / GIB)
+            .collect();
+        metric.insert("checkpoint_size_GB".into(), json!(mean_stdev(&sizes).0));
+    }
+    if !t.loads.is_empty() {
+        let loads: Vec<(f64, f64)> = t.loads.iter().map(|l| (l.gib_s, l.duration_s)).collect();
+        checkpoint_figures(&mut metric, "load", &loads);
+    }
+    let hostname = report
+        .per_rank
+        .first()
+        .map_or(String::new(), |r| r.host.clone());
+    let nodes = report.nodes.max(1) as usize;
+    let doc: Value = json!({
+        "num_accelerators": report.ranks,
+        "num_hosts": report.nodes,
+        "hostname": hostname,
+        "epochs": report.epochs.unwrap_or(1),
+        "host_memory_GB": vec![host_memory_gib(); nodes],
+        "host_cpu_count": vec![host_cpus(); nodes],
+        "metric": metric,
+        "errors": report.errors,
+    });
+    match doc {
+        Value::Object(map) => map,
+        _ => unreachable!("a JSON object"),
+    }
+}
+
+/// This host's memory in GiB (`MemTotal`), as DLIO reads it; 0 where
+/// `/proc/meminfo` does not say.
+fn host_memory_gib() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(0.0, |kib| kib * 1024.0 / GIB)
+}
+
+/// This host's CPUs, as DLIO counts them (all of them, not this process's share).
+fn host_cpus() -> usize {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| c.lines().filter(|l| l.starts_with("processor")).count())
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// `{kind}_checkpoint_io_*_GB_per_second` and `{kind}_checkpoint_duration_*`

@@ -1,10 +1,12 @@
 //! How the report is printed: a table for people, our JSON for scripts, and
 //! the layouts other tools print, so dashboards built for them read our
-//! results: fio's `--output-format=json` and MLPerf Storage's summary.
+//! results: fio's `--output-format=json` and MLPerf Storage's summary, and
+//! a replay as a run of MLPerf Storage's results tree ([`mlperf_tree`]).
 //! One file per format behind [`Exporter`].
 
 mod fio;
 mod mlperf;
+pub mod mlperf_tree;
 mod table;
 
 use crate::report::summary::Report;
