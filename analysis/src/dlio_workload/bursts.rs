@@ -224,11 +224,53 @@ fn step_s(by_rank: &BTreeMap<i32, Vec<i64>>, split: i64) -> Option<f64> {
     Some(steady[steady.len() / 2] as f64 / 1e9)
 }
 
+/// A rank's time a step from its epochs: from one epoch's first visit to
+/// the next's, less the saves in between (`saves`: their spans, ns), over
+/// the epoch's steps (`steps_per_epoch`), the median over the epochs;
+/// `None` with fewer than two epochs. `visits` sorted by time, `files` the
+/// dataset's.
+///
+/// It holds where the batches' rhythm does not: a loader that reads a whole
+/// epoch ahead at its start shows no step in its visits.
+pub fn step_from_epochs(
+    visits: &[Visit],
+    files: u64,
+    steps_per_epoch: u64,
+    saves: &[(i64, i64)],
+) -> Option<f64> {
+    let files = usize::try_from(files).ok().filter(|f| *f > 0)?;
+    if steps_per_epoch == 0 {
+        return None;
+    }
+    let starts: Vec<i64> = visits.iter().step_by(files).map(|v| v.ts).collect();
+    let mut per_step: Vec<f64> = starts
+        .windows(2)
+        .filter(|w| w.len() == 2)
+        .map(|w| {
+            let saving: i64 = saves
+                .iter()
+                .map(|&(a, b)| (b.min(w[1]) - a.max(w[0])).max(0))
+                .sum();
+            (w[1] - w[0] - saving).max(0) as f64 / 1e9 / steps_per_epoch as f64
+        })
+        .collect();
+    // The last start is a whole epoch's only where the visits fill it.
+    if visits.len() % files != 0 {
+        per_step.pop();
+    }
+    if per_step.is_empty() {
+        return None;
+    }
+    per_step.sort_by(f64::total_cmp);
+    Some(per_step[per_step.len() / 2])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: i64 = 1_000_000;
+    const SEC: i64 = 1_000_000_000;
 
     /// Visits of `readers` per rank, each reading `batch` files 1 ms apart
     /// every `step` ms in turn, for `steps` steps per rank.
@@ -327,5 +369,29 @@ mod tests {
         two.extend([100 * MS; 30]);
         let s = split_ns(&two).unwrap();
         assert!(MS < s && s < 100 * MS);
+    }
+
+    #[test]
+    fn a_loader_that_reads_each_epoch_at_once_still_tells_its_steps() {
+        // 3 epochs of 8 files, all read at each epoch's start; 4 steps of
+        // 0.5 s an epoch, then a save of 1 s at the epoch's end.
+        let mut visits = Vec::new();
+        let mut saves = Vec::new();
+        for e in 0..3i64 {
+            let start = e * 3 * SEC;
+            for f in 0..8 {
+                visits.push(Visit {
+                    ts: start + f * MS,
+                    rank: 0,
+                    pid: 1,
+                    tid: 2,
+                    file: f as u32,
+                });
+            }
+            saves.push((start + 2 * SEC, start + 3 * SEC));
+        }
+        let step = step_from_epochs(&visits, 8, 4, &saves).unwrap();
+        assert!((step - 0.5).abs() < 1e-9, "{step}");
+        assert_eq!(step_from_epochs(&visits[..8], 8, 4, &saves), None);
     }
 }

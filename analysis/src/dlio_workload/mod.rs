@@ -383,7 +383,41 @@ pub fn infer(reader: &TraceReader, ask: &Ask) -> TraceResult<Workload> {
         Sure::Measured,
         format!("{visits} visits of {files} files"),
     );
-    let step = rhythm.as_ref().and_then(|r| r.step_s);
+    let by_rhythm = rhythm.as_ref().and_then(|r| r.step_s);
+    let save_spans: Vec<(i64, i64)> = overview
+        .phases
+        .iter()
+        .filter(|p| p.kind == crate::phases::PhaseKind::Checkpoint)
+        .map(|p| (p.start_unix_ns, p.end_unix_ns))
+        .collect();
+    let steps_per_epoch = files / (batch * w.traced_processes).max(1);
+    let by_epochs = bursts::step_from_epochs(&o.visits, files, steps_per_epoch, &save_spans);
+    // A loader that read far ahead of its steps hides them from the
+    // batches' rhythm; the epochs' time still holds them.
+    let (step, step_how) = match (by_rhythm, by_epochs) {
+        (r, Some(e)) if r.is_none_or(|r| r < 0.5 * e) => (
+            Some(e),
+            format!(
+                "a rank's time an epoch less its saves, over its {steps_per_epoch} steps: \
+                 {e:.4} s a step{}",
+                match r {
+                    Some(r) => format!(
+                        " (its loader read ahead of its steps: {r:.4} s between the \
+                         batches it read)"
+                    ),
+                    None => String::new(),
+                }
+            ),
+        ),
+        (Some(r), _) => (
+            Some(r),
+            format!(
+                "a rank's median time from one batch to the next, {r:.4} s, where the \
+                 loader kept up"
+            ),
+        ),
+        (None, _) => (None, String::new()),
+    };
     add(
         "train.computation_time",
         Value::Float(round_ms(
@@ -395,17 +429,22 @@ pub fn infer(reader: &TraceReader, ask: &Ask) -> TraceResult<Workload> {
             Sure::Default
         },
         match step {
-            Some(s) => format!(
-                "a rank's median time from one batch to the next, {s:.4} s, less \
-                 --step-overhead {:.4} s (DLIO's own time a step): its compute and its \
-                 framework's time, where the loader kept up",
+            Some(_) => format!(
+                "{step_how}, less --step-overhead {:.4} s (DLIO's own time a step): its \
+                 compute and its framework's time",
                 ask.step_overhead_s
             ),
             None => "no steps seen: 0 taken".into(),
         },
     );
     // The saves.
-    let saves = saves::saves(&o, &overview.phases, files, batch, w.traced_processes);
+    let counting = saves::Steps {
+        files,
+        batch,
+        processes: w.traced_processes,
+        step_s: step,
+    };
+    let saves = saves::saves(&o, &overview.phases, counting);
     add(
         "workflow.checkpoint",
         Value::Bool(saves.is_some()),
@@ -490,7 +529,10 @@ fn save_fields(w: &mut Workload, s: &saves::Saves, name: &str) {
             "checkpoint.steps_between_checkpoints",
             Value::Int(between),
             Sure::Inferred,
-            "a rank's steps from one save to the next (files read / batch / ranks)".into(),
+            "a rank's steps from one save to the next: within what its steps over the \
+             run and the saves allow (its files read / batch / ranks, read-ahead counted), \
+             the count whose steps at the traced step time match the time between saves"
+                .into(),
         ),
     }
     match &s.dlio_parts {

@@ -58,25 +58,29 @@ pub enum Cadence {
 /// in epochs (a rank's last batch may be short, or read ahead).
 const EPOCH_EDGE: f64 = 0.05;
 
+/// How the dataset was read, to count steps: its files, files per batch,
+/// the ranks, and a rank's time from one batch to the next where the
+/// rhythm told it.
+#[derive(Debug, Clone, Copy)]
+pub struct Steps {
+    pub files: u64,
+    pub batch: u64,
+    pub processes: u64,
+    pub step_s: Option<f64>,
+}
+
 /// The saves of `o`, cut by the checkpoint phases of `phases`; `None`
-/// where the job saved nothing. `files`: the dataset's files, `batch`:
-/// files per batch, `processes`: ranks (to count steps).
-pub fn saves(
-    o: &Observed,
-    phases: &[Phase],
-    files: u64,
-    batch: u64,
-    processes: u64,
-) -> Option<Saves> {
+/// where the job saved nothing.
+pub fn saves(o: &Observed, phases: &[Phase], steps: Steps) -> Option<Saves> {
     if o.checkpoints.is_empty() {
         return None;
     }
     // Each file to the last checkpoint phase begun by its first write.
-    let starts: Vec<i64> = phases
+    let checkpoint_phases: Vec<&Phase> = phases
         .iter()
         .filter(|p| p.kind == PhaseKind::Checkpoint)
-        .map(|p| p.start_unix_ns)
         .collect();
+    let starts: Vec<i64> = checkpoint_phases.iter().map(|p| p.start_unix_ns).collect();
     let mut by_save: BTreeMap<usize, Vec<(&String, i64, i32, u64)>> = BTreeMap::new();
     for (path, f) in &o.checkpoints {
         let at = starts.partition_point(|&s| s <= f.first_write_ns);
@@ -96,27 +100,38 @@ pub fn saves(
         .values()
         .map(|fs| fs.iter().map(|f| f.1).min().unwrap_or(0))
         .collect();
+    // Where each save's phase ended (its first write where no phase holds it).
+    let save_ends: Vec<i64> = by_save
+        .iter()
+        .zip(&save_starts)
+        .map(|((&at, _), &start)| {
+            at.checked_sub(1)
+                .and_then(|i| checkpoint_phases.get(i))
+                .map_or(start, |p| p.end_unix_ns.max(start))
+        })
+        .collect();
     Some(Saves {
         count,
         writers,
         bytes_per_writer: total / writer_saves.max(1) as u64,
         files_per_save: o.checkpoints.len() as f64 / count as f64,
         dlio_parts: dlio_parts(o, writer_saves),
-        cadence: cadence(o, &save_starts, files, batch, processes),
+        cadence: cadence(o, &save_starts, &save_ends, steps),
         folder: common_folder(o.checkpoints.keys()),
     })
 }
 
-/// When the saves at `save_starts` came, by the dataset's visits before
-/// each.
-fn cadence(o: &Observed, save_starts: &[i64], files: u64, batch: u64, processes: u64) -> Cadence {
+/// When the saves at `save_starts` (ending at `save_ends`) came: at
+/// epochs' ends where the dataset's visits before each are whole epochs,
+/// else every k steps ([`steps_between`]).
+fn cadence(o: &Observed, save_starts: &[i64], save_ends: &[i64], steps: Steps) -> Cadence {
     let before: Vec<u64> = save_starts
         .iter()
         .map(|&t| o.visits.partition_point(|v| v.ts < t) as u64)
         .collect();
     let epochs: Vec<f64> = before
         .iter()
-        .map(|&n| n as f64 / files.max(1) as f64)
+        .map(|&n| n as f64 / steps.files.max(1) as f64)
         .collect();
     let whole = epochs
         .iter()
@@ -129,13 +144,49 @@ fn cadence(o: &Observed, save_starts: &[i64], files: u64, batch: u64, processes:
             between: between.max(1),
         };
     }
-    // A rank's steps before each save.
-    let per_step = (batch * processes).max(1);
-    let steps: Vec<u64> = before.iter().map(|&n| n / per_step).collect();
-    let between = most_common(steps.windows(2).map(|w| w[1].saturating_sub(w[0])))
-        .unwrap_or(steps[0])
+    Cadence::Steps {
+        between: steps_between(o, &before, save_starts, save_ends, steps),
+    }
+}
+
+/// A rank's steps from one save to the next. The visits before each save
+/// count the batches a loader read ahead too, more of them after an
+/// epoch's start than before its end, so they bound it only: `n` saves
+/// every `k` steps in a rank's `s` steps (all its visits over batch and
+/// ranks) put `k` in `s / (n + 1) < k <= s / n`. Within that, the `k`
+/// whose steps at the traced step time come nearest the median time from
+/// one save's end to the next's start; without a step time (or a bound),
+/// the steps counted from the visits between saves, the most common.
+fn steps_between(
+    o: &Observed,
+    before: &[u64],
+    save_starts: &[i64],
+    save_ends: &[i64],
+    steps: Steps,
+) -> u64 {
+    let per_step = (steps.batch * steps.processes).max(1);
+    let counted: Vec<u64> = before.iter().map(|&n| n / per_step).collect();
+    let by_visits = most_common(counted.windows(2).map(|w| w[1].saturating_sub(w[0])))
+        .unwrap_or(counted[0])
         .max(1);
-    Cadence::Steps { between }
+    let (rank_steps, n) = (o.visits.len() as u64 / per_step, before.len() as u64);
+    let (low, high) = (rank_steps / (n + 1), rank_steps / n.max(1));
+    let mut gaps: Vec<f64> = save_starts
+        .iter()
+        .skip(1)
+        .zip(save_ends)
+        .map(|(next, end)| (next - end).max(0) as f64 / 1e9)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    match (steps.step_s.filter(|t| *t > 0.0), gaps.get(gaps.len() / 2)) {
+        (Some(t), Some(gap)) if low < high => (low + 1..=high)
+            .min_by(|a, b| {
+                let off = |k: &u64| (*k as f64 * t - gap).abs();
+                off(a).total_cmp(&off(b))
+            })
+            .unwrap_or(by_visits),
+        _ => by_visits,
+    }
 }
 
 /// The most common value (the larger on a tie).
@@ -206,6 +257,15 @@ mod tests {
 
     const S: i64 = 1_000_000_000;
 
+    fn steps(files: u64, batch: u64, step_s: Option<f64>) -> Steps {
+        Steps {
+            files,
+            batch,
+            processes: 1,
+            step_s,
+        }
+    }
+
     fn save_phase(at: i64) -> Phase {
         Phase {
             kind: PhaseKind::Checkpoint,
@@ -259,7 +319,7 @@ mod tests {
             ]
         };
         let (o, phases) = job(&[8, 16, 24], &names);
-        let s = saves(&o, &phases, 8, 2, 1).unwrap();
+        let s = saves(&o, &phases, steps(8, 2, None)).unwrap();
         assert_eq!(s.count, 3);
         assert_eq!(
             s.cadence,
@@ -282,10 +342,63 @@ mod tests {
         let names = |k: usize| [format!("step{k}.ckpt"), format!("step{k}.opt")];
         // After 4, 8, 12... files: every 2 steps of 2 files.
         let (o, phases) = job(&[4, 8, 12, 20], &names);
-        let s = saves(&o, &phases, 8, 2, 1).unwrap();
+        let s = saves(&o, &phases, steps(8, 2, None)).unwrap();
         assert_eq!(s.cadence, Cadence::Steps { between: 2 });
         assert!(s.dlio_parts.is_none());
         assert_eq!(s.bytes_per_writer, (5 << 20) + 2 * TORCH_SAVE_BYTES);
         assert_eq!(s.files_per_save, 2.0);
+    }
+
+    #[test]
+    fn steps_between_saves_are_told_past_the_loaders_read_ahead() {
+        // 3 epochs of 16 steps of 2 files, a step a second; the loader
+        // reads 4 batches ahead, from each epoch's start; a save of 0.5 s
+        // after every 10th step. The visits before each save run up to 4
+        // batches ahead of the steps, fewer near an epoch's end.
+        let (mut o, mut phases) = (Observed::default(), Vec::new());
+        let (mut clock, mut step) = (0i64, 0u64);
+        let visit = |o: &mut Observed, ts: i64| {
+            for _ in 0..2 {
+                o.visits.push(Visit {
+                    ts,
+                    rank: 0,
+                    pid: 1,
+                    tid: 2,
+                    file: 0,
+                });
+            }
+        };
+        for _epoch in 0..3 {
+            for b in 0..4 {
+                visit(&mut o, clock + b);
+            }
+            for j in 0..16 {
+                clock += S;
+                step += 1;
+                if j + 4 < 16 {
+                    visit(&mut o, clock);
+                }
+                if step % 10 == 0 {
+                    o.checkpoints.insert(
+                        format!("/c/step{step}"),
+                        CheckpointFile {
+                            first_write_ns: clock + 1,
+                            rank: 0,
+                            bytes: 1 << 20,
+                        },
+                    );
+                    let mut p = save_phase(0);
+                    (p.start_unix_ns, p.end_unix_ns) = (clock, clock + S / 2);
+                    phases.push(p);
+                    clock += S / 2;
+                }
+            }
+        }
+        o.visits.sort_by_key(|v| v.ts);
+        let by_visits = saves(&o, &phases, steps(32, 2, None)).unwrap();
+        assert_ne!(by_visits.cadence, Cadence::Steps { between: 10 });
+        let timed = saves(&o, &phases, steps(32, 2, Some(1.0))).unwrap();
+        assert_eq!(timed.count, 4);
+        assert_eq!(timed.cadence, Cadence::Steps { between: 10 });
     }
 }
