@@ -456,6 +456,18 @@ pub fn infer(reader: &TraceReader, ask: &Ask) -> TraceResult<Workload> {
     );
     if let Some(s) = &saves {
         save_fields(&mut w, s, &ask.name);
+        if let saves::Cadence::Steps { between } = s.cadence {
+            // DLIO 2.0.0 counts the steps to a save from each epoch's start.
+            let dlio_saves = steps_per_epoch / between.max(1) * epochs;
+            if dlio_saves != s.count as u64 {
+                w.cannot.push(format!(
+                    "saves every {between} steps counted over the run ({} saves): DLIO \
+                     counts them from each epoch's start ({dlio_saves} saves of \
+                     {steps_per_epoch}-step epochs)",
+                    s.count
+                ));
+            }
+        }
     }
     w.cannot.push(
         "a step's compute that varies from step to step: DLIO sleeps the same time each \

@@ -15,6 +15,7 @@ pub mod collector_rate;
 pub mod dlio_roundtrip;
 pub mod fidelity;
 pub mod objects;
+pub mod plan_scale;
 pub mod record;
 pub mod replayer;
 pub mod request_capture;
@@ -134,7 +135,7 @@ pub fn run_peak_rss(cmd: &mut Command, stdout: Stdio) -> Result<(Duration, u64)>
 
 type Bench = fn(&Ctx) -> Result<()>;
 
-const BENCHES: [(&str, Bench); 11] = [
+const BENCHES: [(&str, Bench); 12] = [
     ("trace-format", trace_format::run),
     ("collector", collector::run),
     ("replayer", replayer::run),
@@ -146,6 +147,7 @@ const BENCHES: [(&str, Bench); 11] = [
     ("object-storage", objects::run),
     ("request-capture", request_capture::run),
     ("dlio-roundtrip", dlio_roundtrip::run),
+    ("plan-scale", plan_scale::run),
 ];
 
 /// Refuses names that are not benchmarks, before anything is built.
