@@ -255,7 +255,7 @@ pub fn step_from_epochs(
         })
         .collect();
     // The last start is a whole epoch's only where the visits fill it.
-    if visits.len() % files != 0 {
+    if !visits.len().is_multiple_of(files) {
         per_step.pop();
     }
     if per_step.is_empty() {
