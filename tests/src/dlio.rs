@@ -82,6 +82,16 @@ impl Dlio {
         self.bin.with_file_name("python")
     }
 
+    /// Writes workload `name` (`yaml`) into `ROOT/conf/workload/NAME.yaml`
+    /// and makes its dataset at `np` processes; returns the config folder.
+    pub fn prepare(&self, np: u32, root: &Path, name: &str, yaml: &str) -> PathBuf {
+        let conf = root.join("conf");
+        std::fs::create_dir_all(conf.join("workload")).unwrap();
+        std::fs::write(conf.join(format!("workload/{name}.yaml")), yaml).unwrap();
+        self.generate(np, &conf, name, &root.join("gen"));
+        conf
+    }
+
     /// Makes the dataset of workload `name` in `conf` (DLIO's generation
     /// step, at `np` processes).
     pub fn generate(&self, np: u32, conf: &Path, name: &str, out: &Path) {

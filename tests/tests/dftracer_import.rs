@@ -80,10 +80,7 @@ fn dftracer_and_the_collector_see_the_same_files_and_bytes_per_epoch() {
     }
     let Some(dlio) = Dlio::find() else { return };
     let (data, ckpt) = (s.join("data"), s.join("ckpt"));
-    let conf = s.join("conf");
-    std::fs::create_dir_all(conf.join("workload")).unwrap();
-    std::fs::write(conf.join("workload/twice.yaml"), workload(&data, &ckpt)).unwrap();
-    dlio.generate(PROCESSES, &conf, "twice", &s.join("gen"));
+    let conf = dlio.prepare(PROCESSES, &s, "twice", &workload(&data, &ckpt));
 
     // DLIO with its DFTracer profiler on, under the collector.
     let out = s.join("out");

@@ -115,10 +115,7 @@ fn dlio_own_run_comes_back_and_what_was_told_runs_like_it() {
     }
     let Some(dlio) = Dlio::find() else { return };
     let (data, ckpt) = (s.join("data"), s.join("ckpt"));
-    let conf = s.join("conf");
-    std::fs::create_dir_all(conf.join("workload")).unwrap();
-    std::fs::write(conf.join("workload/ran.yaml"), workload(&data, &ckpt)).unwrap();
-    dlio.generate(PROCESSES, &conf, "ran", &s.join("gen"));
+    let conf = dlio.prepare(PROCESSES, &s, "ran", &workload(&data, &ckpt));
     // Once uncaptured first, so that every run compared writes its saves
     // over the last run's files: a first write into memory the machine
     // has not used yet costs more on a VM that returns free pages to its
