@@ -280,3 +280,49 @@ fn mlperf_output_counts_the_epochs_and_one_checkpoints_size() {
         "one checkpoint's bytes, not every rank's: {one}"
     );
 }
+
+/// What one rank of a replay in one process may hold, at most: its thread,
+/// its buffers, its latency histograms and its share of the plan.
+const MEMORY_PER_RANK_KIB: u64 = 512;
+
+#[test]
+fn four_thousand_ranks_replay_in_one_process_within_half_a_mib_each() {
+    let trace = sample(TORCH_DDP);
+    let root = scratch("ranks-4096");
+    let out = Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(bin("iorepro-replay"))
+        .arg(&trace)
+        .arg("--target")
+        .arg(root.join("target"))
+        .args(["--ranks", "4096", "--timing", "afap", "--json"])
+        .output()
+        .expect("/usr/bin/time (package time; `cargo xtask setup`)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ranks"], 4096);
+    assert!(
+        report["errors"].as_array().is_some_and(|e| e.is_empty()),
+        "replay errors: {}",
+        report["errors"]
+    );
+    assert_eq!(report["rendezvous"]["mechanism"], "threads");
+    // The ranks share the job's reads out.
+    assert_eq!(report["read_bytes"], report["trace"]["read_bytes"]);
+    let peak_kib: u64 = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("peak memory in /usr/bin/time's output");
+    eprintln!(
+        "4096 ranks in one process: peak {} MiB, {} KiB a rank; barrier release p50 {} ms",
+        peak_kib / 1024,
+        peak_kib / 4096,
+        report["rendezvous"]["barrier_release_ms"]["p50"]
+    );
+    assert!(
+        peak_kib <= 4096 * MEMORY_PER_RANK_KIB,
+        "peak {peak_kib} KiB: more than {MEMORY_PER_RANK_KIB} KiB a rank"
+    );
+}
