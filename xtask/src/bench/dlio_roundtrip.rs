@@ -1,5 +1,7 @@
-//! DLIO round trip of a job DLIO did not write: `tests/jobs/train_ddp.py`
-//! (torchrun, 2 ranks, DataLoader workers, a DCP save every 10 steps) is
+//! DLIO round trip of jobs DLIO did not write: `tests/jobs/train_ddp.py`
+//! (torchrun, 2 ranks, DataLoader workers, a DCP save every 10 steps) and
+//! the DLIO-like `tests/jobs/bench_like.py` (mpirun, 2 ranks, 1 MiB reads
+//! in the training loop, rank 0's synced save at each epoch's end), each
 //! captured, `iorepro-trace export --dlio` tells its DLIO workload, DLIO
 //! 2.0.0 makes that workload's dataset and runs it at the same 2 processes
 //! under the collector, and the two runs are set side by side, field by
@@ -21,6 +23,8 @@ use super::{output_json, Ctx};
 const RANKS: u32 = 2;
 const EPOCHS: u32 = 3;
 const COMPUTE_S: &str = "0.05";
+/// The jobs, by the name of their line.
+const JOBS: [&str; 2] = ["train_ddp.py", "bench_like.py"];
 /// Where `cargo xtask setup` puts DLIO (see `setup::dlio`).
 const DLIO_VENV: &str = ".cache/iorepro/dlio-2.0.0";
 
@@ -30,7 +34,64 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     if !dlio.exists() {
         bail!("DLIO 2.0.0 is not installed (cargo xtask setup installs it)");
     }
-    let root = ctx.dir("dlio-roundtrip")?;
+    for job in JOBS {
+        roundtrip(ctx, &dlio, job)?;
+    }
+    Ok(())
+}
+
+/// The job `script`'s command, at [`RANKS`] under its launcher.
+fn job_command(ctx: &Ctx, script: &str, data: &Path, ckpt: &Path, report: &Path) -> Vec<String> {
+    let path = ctx
+        .root
+        .join("tests/jobs")
+        .join(script)
+        .display()
+        .to_string();
+    let mut argv: Vec<String> = match script {
+        "train_ddp.py" => vec![
+            "python3".into(),
+            "-m".into(),
+            "torch.distributed.run".into(),
+            "--standalone".into(),
+            format!("--nproc_per_node={RANKS}"),
+            path,
+        ],
+        _ => [
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "-np",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([RANKS.to_string(), "python3".into(), path])
+        .collect(),
+    };
+    argv.extend([
+        "--data".into(),
+        data.display().to_string(),
+        "--ckpt".into(),
+        ckpt.display().to_string(),
+        "--epochs".into(),
+        EPOCHS.to_string(),
+        "--compute-s".into(),
+        COMPUTE_S.into(),
+        "--report".into(),
+        report.display().to_string(),
+    ]);
+    argv
+}
+
+/// One job captured, told as a DLIO workload, run by DLIO, and the two
+/// side by side.
+fn roundtrip(ctx: &Ctx, dlio: &Path, script: &str) -> Result<()> {
+    let root = ctx.dir(&format!(
+        "dlio-roundtrip-{}",
+        script.trim_end_matches(".py")
+    ))?;
     let data = root.join("dataset");
     super::scale_fidelity::make_dataset(&data)?;
     let ckpt = root.join("ckpt");
@@ -38,29 +99,14 @@ pub fn run(ctx: &Ctx) -> Result<()> {
 
     // The job, captured.
     let (trace, report) = (root.join("job-trace"), root.join("job-report.json"));
-    let script = ctx.root.join("tests/jobs/train_ddp.py");
     let mut job = Command::new(ctx.bin("iorepro-collect"));
     job.arg("--out").arg(&trace);
     for p in [&data, &ckpt] {
         job.arg("--path-prefix").arg(p);
     }
-    job.args([
-        "--",
-        "python3",
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-    ])
-    .arg(format!("--nproc_per_node={RANKS}"))
-    .arg(&script)
-    .arg("--data")
-    .arg(&data)
-    .arg("--ckpt")
-    .arg(&ckpt)
-    .args(["--epochs", &EPOCHS.to_string(), "--compute-s", COMPUTE_S])
-    .arg("--report")
-    .arg(&report);
-    succeed(&mut job, "train_ddp.py under the collector")?;
+    job.arg("--")
+        .args(job_command(ctx, script, &data, &ckpt, &report));
+    succeed(&mut job, &format!("{script} under the collector"))?;
 
     // What the trace tells, run by DLIO in its own folder.
     let run_dir = root.join("dlio");
@@ -91,7 +137,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
                 "-np",
             ])
             .arg(RANKS.to_string())
-            .arg(&dlio)
+            .arg(dlio)
             .arg("--config-dir")
             .arg(&conf)
             .arg("workload=ddp")
@@ -184,7 +230,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     ctx.line(
         "dlio-roundtrip",
         format!(
-            "train_ddp.py at {RANKS} ranks told as DLIO workload (batch {}, {} workers, \
+            "{script} at {RANKS} ranks told as DLIO workload (batch {}, {} workers, \
              computation_time {} s, {} epochs, model_size {} B): job -> DLIO: {}",
             setting("reader.batch_size"),
             setting("reader.read_threads"),
