@@ -166,6 +166,82 @@ fn mlperf_summary_keys() {
 }
 
 #[test]
+fn mlperf_results_tree_holds_the_run_where_mlpstorage_looks_for_it() {
+    let (tmp, trace, target) = synth_with_target(TWO_RANKS);
+    let results = tmp.path().join("results");
+    let out = replay_into(
+        &trace,
+        &target,
+        &[
+            "--ranks",
+            "4",
+            "--timing",
+            "original",
+            "--mlperf-results",
+            results.to_str().unwrap(),
+            "--mlperf-model",
+            "synth_job",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs: Vec<_> = std::fs::read_dir(results.join("training/synth_job/run"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let run = &runs[0];
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(run.join(name)).unwrap()).unwrap()
+    };
+    let summary = read("summary.json");
+    assert_eq!(summary["num_accelerators"], 4);
+    assert_eq!(summary["host_memory_GB"].as_array().map(Vec::len), Some(1));
+    assert!(summary["start"].as_str().unwrap() < summary["end"].as_str().unwrap());
+    // One AU and one epoch of per_epoch_stats.json per epoch of the replay.
+    let aus = summary["metric"]["train_au_percentage"]
+        .as_array()
+        .unwrap()
+        .len();
+    let epochs = read("per_epoch_stats.json");
+    assert_eq!(keys(&epochs).len(), aus, "{epochs}");
+    for e in epochs.as_object().unwrap().values() {
+        assert!(e["block1"]["duration"].is_string(), "{e}");
+        assert!(e["start"].as_str().unwrap() <= e["end"].as_str().unwrap());
+    }
+    let config = std::fs::read_to_string(run.join("dlio_config/config.yaml")).unwrap();
+    assert!(
+        config.starts_with("workload:\n  model:\n    name: synth_job\n"),
+        "{config}"
+    );
+    let marker = std::fs::read_dir(run)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with("_metadata.json")
+        })
+        .count();
+    assert_eq!(marker, 1);
+    assert!(std::fs::read_to_string(run.join("dlio.log"))
+        .unwrap()
+        .contains("ranks"));
+
+    // A plan replays nothing to write.
+    let plan = replay_into(
+        &trace,
+        &target,
+        &["--plan-only", "--mlperf-results", results.to_str().unwrap()],
+    );
+    assert_eq!(plan.status.code(), Some(2));
+}
+
+#[test]
 fn json_and_output_format_json_agree_and_contradictions_are_refused() {
     let (_tmp, trace, target) = synth_with_target(TWO_RANKS);
     let a = replay_ok(&trace, &target, &["--json"]);

@@ -240,7 +240,7 @@ fn every_flag_is_shown_under_its_groups_heading() {
         );
         shown += 1;
     }
-    assert_eq!(shown, 45, "every flag of the command line");
+    assert_eq!(shown, 47, "every flag of the command line");
     let help = cli.clone().render_help().to_string();
     let at: Vec<usize> = headings.iter().map(|h| help.find(h).unwrap()).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "in the rooms' order");
