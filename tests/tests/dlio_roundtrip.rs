@@ -4,8 +4,9 @@
 //! --dlio` tells its workload, and the settings must be the ones it ran
 //! (equal, or within 5 %). Then DLIO runs what was told, and that run must
 //! read the dataset's bytes and write the checkpoints' within 1 % of the
-//! first, with as many saves, and take each epoch within 10 % of the
-//! first's, by DLIO's own record of both (`per_epoch_stats.json`).
+//! first, with as many saves, and take its epochs within 10 % of the
+//! first's (each within 20 %), by DLIO's own record of both
+//! (`per_epoch_stats.json`).
 //!
 //! The step time in a trace holds DLIO's own time per step besides its
 //! `computation_time` (its barrier and bookkeeping): the first run of the
@@ -195,9 +196,14 @@ fn dlio_own_run_comes_back_and_what_was_told_runs_like_it() {
     );
     assert_eq!(e1.len(), EPOCHS as usize);
     assert_eq!(e3.len(), e1.len());
+    // The epochs' time within 10 %; each epoch (about a second on 2
+    // cores, where one epoch of the same run varies by 0.1 s from run to
+    // run) within 20 %.
+    let (t1, t3) = (e1.iter().sum::<f64>(), e3.iter().sum::<f64>());
+    assert!(off(t3, t1) <= 0.10, "epochs {t1} s ran, {t3} s told");
     for (i, (a, b)) in e1.iter().zip(&e3).enumerate() {
         assert!(
-            off(*b, *a) <= 0.10,
+            off(*b, *a) <= 0.20,
             "epoch {}: {a} s ran, {b} s told",
             i + 1
         );
