@@ -245,7 +245,6 @@ pub fn step_from_epochs(
     let starts: Vec<i64> = visits.iter().step_by(files).map(|v| v.ts).collect();
     let mut per_step: Vec<f64> = starts
         .windows(2)
-        .filter(|w| w.len() == 2)
         .map(|w| {
             let saving: i64 = saves
                 .iter()

@@ -17,9 +17,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use super::Ctx;
 
@@ -92,25 +92,10 @@ write_size = "8MiB"
     )
 }
 
-/// Runs a command under `/usr/bin/time -v`: wall time and max RSS in KiB.
+/// Wall time and max RSS in KiB of a command.
 fn measure(cmd: &mut Command) -> Result<(Duration, u64)> {
-    let mut timed = Command::new("/usr/bin/time");
-    timed.arg("-v").arg(cmd.get_program()).args(cmd.get_args());
-    let start = Instant::now();
-    let out = timed
-        .output()
-        .with_context(|| format!("running {cmd:?} under /usr/bin/time"))?;
-    let took = start.elapsed();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        bail!("{cmd:?} failed ({}): {}", out.status, stderr.trim());
-    }
-    let rss = stderr
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
-        .and_then(|v| v.trim().parse().ok())
-        .context("no max RSS in /usr/bin/time output")?;
-    Ok((took, rss))
+    let m = super::measure(cmd)?;
+    Ok((m.wall, m.rss_kib))
 }
 
 /// Median time and largest RSS of each of two commands over `n` runs, taken

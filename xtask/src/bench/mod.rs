@@ -79,6 +79,43 @@ pub fn time_cmd(cmd: &mut std::process::Command) -> Result<Duration> {
     Ok(took)
 }
 
+/// What `/usr/bin/time -v` said of a command that succeeded.
+pub struct Measured {
+    pub wall: Duration,
+    /// User and system CPU, seconds.
+    pub cpu_s: f64,
+    /// Peak resident memory, KiB.
+    pub rss_kib: u64,
+}
+
+/// Runs a command under `/usr/bin/time -v`; a failure is an error with
+/// its stderr.
+pub fn measure(cmd: &mut Command) -> Result<Measured> {
+    let mut timed = Command::new("/usr/bin/time");
+    timed.arg("-v").arg(cmd.get_program()).args(cmd.get_args());
+    let start = Instant::now();
+    let out = timed
+        .output()
+        .with_context(|| format!("running {cmd:?} under /usr/bin/time"))?;
+    let wall = start.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("{cmd:?} failed ({}): {}", out.status, stderr.trim());
+    }
+    let field = |name: &str| -> Result<f64> {
+        stderr
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .with_context(|| format!("no `{name}` in /usr/bin/time's output"))
+    };
+    Ok(Measured {
+        wall,
+        cpu_s: field("User time (seconds):")? + field("System time (seconds):")?,
+        rss_kib: field("Maximum resident set size (kbytes):")? as u64,
+    })
+}
+
 /// Runs `what` to completion and parses its standard output as JSON; a
 /// failure is an error with its stderr.
 pub fn output_json(cmd: &mut Command, what: &str) -> Result<serde_json::Value> {

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::Ctx;
 
@@ -68,28 +68,10 @@ fn rows_of(dir: &Path) -> Result<u64> {
     m["events"].as_u64().context("manifest without events")
 }
 
-/// A command's CPU time (user + system, seconds) and peak memory (MiB),
-/// by `/usr/bin/time -v`.
+/// A command's CPU time (user + system, seconds) and peak memory (MiB).
 fn cost(cmd: &mut Command) -> Result<(f64, f64)> {
-    let mut timed = Command::new("/usr/bin/time");
-    timed.arg("-v").arg(cmd.get_program()).args(cmd.get_args());
-    let out = timed
-        .output()
-        .with_context(|| format!("running {cmd:?} under /usr/bin/time"))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        bail!("{cmd:?} failed ({}): {}", out.status, stderr.trim());
-    }
-    let field = |name: &str| -> Result<f64> {
-        stderr
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .with_context(|| format!("no `{name}` in /usr/bin/time's output"))
-    };
-    let cpu = field("User time (seconds):")? + field("System time (seconds):")?;
-    let rss_mib = field("Maximum resident set size (kbytes):")? / 1024.0;
-    Ok((cpu, rss_mib))
+    let m = super::measure(cmd)?;
+    Ok((m.cpu_s, m.rss_kib as f64 / 1024.0))
 }
 
 pub fn run(ctx: &Ctx) -> Result<()> {
