@@ -9,33 +9,79 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_select::interleave::interleave_record_batch;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
+use parquet::file::metadata::ParquetMetaData;
 
-use crate::canonical_columns::{normalise, plan_columns};
+use crate::canonical_columns::{normalise, path_as_dictionary, plan_columns};
 use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
+use crate::schema::trace_schema;
 use crate::segment_file::{guard, SegmentFile};
 
 /// Rows per batch handed to consumers.
 pub const READ_BATCH_ROWS: usize = 64 * 1024;
+
+/// Which columns a read decodes, and how it hands `path` over.
+#[derive(Debug, Clone, Default)]
+pub struct ReadShape {
+    /// The canonical columns decoded (all when `None`); the others come
+    /// as nulls.
+    pub projection: Option<Vec<usize>>,
+    /// `path` as a dictionary (see [`crate::TraceReader::with_path_keys`]).
+    pub path_keys: bool,
+}
+
+/// Whether canonical column `i` (at `at` in the file) is null in every row
+/// of the segment, by its footer: an optional column the capture never
+/// filled (`path2`, `via`, a request's columns in a trace of files). A
+/// projected read makes its nulls rather than decode them, which costs as
+/// much as values (for a dictionary column, a hash of every empty slot).
+fn all_null(parquet: &ParquetMetaData, at: Option<usize>, i: usize) -> bool {
+    let Some(at) = at else { return false };
+    trace_schema().field(i).is_nullable()
+        && parquet.row_groups().iter().all(|rg| {
+            let nulls = rg.column(at).statistics().and_then(|s| s.null_count_opt());
+            nulls == Some(rg.num_rows() as u64)
+        })
+}
 
 /// Batches of one segment, normalised.
 pub struct SegmentBatches {
     path: PathBuf,
     /// None once the decoder failed: a reader that panicked is not read again.
     inner: Option<ParquetRecordBatchReader>,
-    projection: Option<Vec<usize>>,
+    shape: ReadShape,
 }
 
 impl SegmentBatches {
-    pub fn open(path: &Path, projection: Option<Vec<usize>>) -> TraceResult<Self> {
+    pub fn open(path: &Path, mut shape: ReadShape) -> TraceResult<Self> {
         let file = SegmentFile::open(path)?;
         let inner = guard(path, || {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+            let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
                 .map_err(|e| TraceError::parquet(path, e))?;
-            let positions = plan_columns(path, builder.schema())?;
-            let wanted: Vec<usize> = match &projection {
+            let positions = plan_columns(path, plain.schema())?;
+            if let Some(p) = &mut shape.projection {
+                let parquet = plain.metadata();
+                p.retain(|&i| !all_null(parquet, positions[i], i));
+            }
+            let hinted = shape
+                .path_keys
+                .then(|| path_as_dictionary(plain.schema()))
+                .flatten();
+            let meta = match hinted {
+                Some(hinted) => ArrowReaderMetadata::try_new(
+                    plain.metadata().clone(),
+                    ArrowReaderOptions::new().with_schema(hinted),
+                )
+                .unwrap_or(plain),
+                None => plain,
+            };
+            let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta);
+            let wanted: Vec<usize> = match &shape.projection {
                 Some(p) => p.iter().filter_map(|&i| positions[i]).collect(),
                 None => positions.into_iter().flatten().collect(),
             };
@@ -49,7 +95,7 @@ impl SegmentBatches {
         Ok(SegmentBatches {
             path: path.to_path_buf(),
             inner: Some(inner),
-            projection,
+            shape,
         })
     }
 }
@@ -72,7 +118,12 @@ impl Iterator for SegmentBatches {
                 return Some(Err(e));
             }
         };
-        Some(normalise(&self.path, &batch, self.projection.as_deref()))
+        Some(normalise(
+            &self.path,
+            &batch,
+            self.shape.projection.as_deref(),
+            self.shape.path_keys,
+        ))
     }
 }
 
@@ -80,15 +131,15 @@ impl Iterator for SegmentBatches {
 pub(crate) struct SequentialBatches {
     pending: std::vec::IntoIter<PathBuf>,
     current: Option<SegmentBatches>,
-    projection: Option<Vec<usize>>,
+    shape: ReadShape,
 }
 
 impl SequentialBatches {
-    pub(crate) fn new(paths: Vec<PathBuf>, projection: Option<Vec<usize>>) -> Self {
+    pub(crate) fn new(paths: Vec<PathBuf>, shape: ReadShape) -> Self {
         SequentialBatches {
             pending: paths.into_iter(),
             current: None,
-            projection,
+            shape,
         }
     }
 }
@@ -105,7 +156,7 @@ impl Iterator for SequentialBatches {
                 }
             }
             let path = self.pending.next()?;
-            match SegmentBatches::open(&path, self.projection.clone()) {
+            match SegmentBatches::open(&path, self.shape.clone()) {
                 Ok(s) => self.current = Some(s),
                 Err(e) => return Some(Err(e)),
             }

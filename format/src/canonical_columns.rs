@@ -11,7 +11,7 @@ use arrow_cast::{cast_with_options, CastOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::error::{TraceError, TraceResult};
-use crate::schema::{trace_schema, COLUMNS, COL_CALLS, REQUIRED_COLUMNS};
+use crate::schema::{dict_type, idx, trace_schema, COLUMNS, COL_CALLS, COL_PATH, REQUIRED_COLUMNS};
 
 /// For each canonical column, where it is in the file (`None` for a column
 /// added after the file was written) and whether it can be cast from what is
@@ -70,10 +70,40 @@ fn describe(t: &DataType) -> &'static str {
     }
 }
 
+/// The file's schema with `path` asked for as a dictionary, when it is a
+/// plain string column (Parquet then hands over its dictionary pages as they
+/// are, instead of copying each row's string out of them).
+pub(crate) fn path_as_dictionary(schema: &Schema) -> Option<Arc<Schema>> {
+    let at = schema.index_of(COL_PATH).ok()?;
+    if schema.field(at).data_type() != &DataType::Utf8 {
+        return None;
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if i == at {
+                f.as_ref().clone().with_data_type(dict_type())
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    Some(Arc::new(Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )))
+}
+
+/// The batch in the canonical schema: `projection`'s columns (all when
+/// `None`) cast to their canonical types, the others all null; with
+/// `path_keys`, `path` as a dictionary (see [`crate::TraceReader::with_path_keys`]).
 pub(crate) fn normalise(
     path: &Path,
     batch: &RecordBatch,
     projection: Option<&[usize]>,
+    path_keys: bool,
 ) -> TraceResult<RecordBatch> {
     let canon = trace_schema();
     let n = batch.num_rows();
@@ -92,16 +122,22 @@ pub(crate) fn normalise(
             fields.push(field.as_ref().clone().with_nullable(true));
             continue;
         };
+        let keyed;
+        let field = if path_keys && i == idx::PATH {
+            keyed = field.as_ref().clone().with_data_type(dict_type());
+            &keyed
+        } else {
+            field.as_ref()
+        };
         let arr = normalise_column(path, field, src)?;
         cols.push(arr);
         fields.push(
             field
-                .as_ref()
                 .clone()
                 .with_nullable(projection.is_some() || field.is_nullable()),
         );
     }
-    let schema = if projection.is_some() {
+    let schema = if projection.is_some() || path_keys {
         Arc::new(Schema::new(fields))
     } else {
         canon

@@ -3,8 +3,10 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
+use std::sync::Arc;
+
 use arrow_array::{
-    Array, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray,
     TimestampNanosecondArray,
 };
 
@@ -64,8 +66,15 @@ impl Events {
     pub fn op_dict(&self) -> &DictionaryArray<Int32Type> {
         self.batch.column(idx::OP).as_dictionary()
     }
+    /// The paths, one string per row. Not for a batch read with
+    /// [`crate::TraceReader::with_path_keys`] (see [`Events::path_keys`]).
     pub fn path(&self) -> &StringArray {
         self.batch.column(idx::PATH).as_string()
+    }
+    /// The paths as a dictionary, when the batch was read with
+    /// [`crate::TraceReader::with_path_keys`].
+    pub fn path_keys(&self) -> Option<&DictionaryArray<Int32Type>> {
+        self.batch.column(idx::PATH).as_dictionary_opt()
     }
     pub fn fd(&self) -> &Int32Array {
         self.batch.column(idx::FD).as_primitive()
@@ -229,8 +238,65 @@ impl Events {
     }
 
     pub fn path_at(&self, row: usize) -> Option<&str> {
+        if let Some(d) = self.path_keys() {
+            let keys = d.keys();
+            let names: &StringArray = d.values().as_string();
+            return keys
+                .is_valid(row)
+                .then(|| names.value(keys.value(row) as usize));
+        }
         let p = self.path();
         p.is_valid(row).then(|| p.value(row))
+    }
+}
+
+/// What a consumer works out from a path (an id, a role), kept per entry of
+/// the batches' path dictionary: each distinct path of a dictionary is
+/// looked at once, however many rows name it, and the entries stay while
+/// batches share the dictionary (Parquet hands one over per row group).
+/// Batches with a path per row are worked out row by row.
+#[derive(Debug)]
+pub struct PerPath<T> {
+    dictionary: Option<ArrayRef>,
+    known: Vec<Option<T>>,
+}
+
+impl<T: Copy> Default for PerPath<T> {
+    fn default() -> Self {
+        PerPath {
+            dictionary: None,
+            known: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> PerPath<T> {
+    /// `work(path)` for row `row`'s path; `None` for a row without one.
+    #[inline]
+    pub fn get(&mut self, ev: &Events, row: usize, work: impl FnOnce(&str) -> T) -> Option<T> {
+        let Some(d) = ev.path_keys() else {
+            return ev.path_at(row).map(work);
+        };
+        if !d.keys().is_valid(row) {
+            return None;
+        }
+        if !self
+            .dictionary
+            .as_ref()
+            .is_some_and(|known| Arc::ptr_eq(known, d.values()))
+        {
+            self.known.clear();
+            self.known.resize(d.values().len(), None);
+            self.dictionary = Some(d.values().clone());
+        }
+        let key = d.keys().value(row) as usize;
+        if let Some(done) = self.known[key] {
+            return Some(done);
+        }
+        let names: &StringArray = d.values().as_string();
+        let done = work(names.value(key));
+        self.known[key] = Some(done);
+        Some(done)
     }
 }
 

@@ -24,7 +24,7 @@ use crate::schema::{
 use crate::segment_file::{guard, SegmentFile};
 
 use crate::batches::SequentialBatches;
-pub use crate::batches::{MergeByTs, SegmentBatches};
+pub use crate::batches::{MergeByTs, ReadShape, SegmentBatches};
 use crate::canonical_columns::plan_columns;
 
 pub use crate::batches::READ_BATCH_ROWS;
@@ -37,7 +37,7 @@ pub struct TraceReader {
     root: PathBuf,
     manifest: Manifest,
     segments: Vec<SegmentInfo>,
-    projection: Option<Vec<usize>>,
+    shape: ReadShape,
 }
 
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ impl TraceReader {
             root: path.to_path_buf(),
             manifest,
             segments,
-            projection: None,
+            shape: ReadShape::default(),
         };
         if !meta.is_dir() {
             r.manifest.events = r.segments.iter().map(|s| s.rows).sum();
@@ -117,7 +117,18 @@ impl TraceReader {
         }
         idx.sort_unstable();
         idx.dedup();
-        self.projection = Some(idx);
+        self.shape.projection = Some(idx);
+        self
+    }
+
+    /// Hands `path` over as a dictionary (keys per row, one string per
+    /// distinct path, as the segment stored it) instead of a string per
+    /// row: a consumer that works something out per path does it once per
+    /// dictionary entry (see [`crate::columns::PerPath`]) and no row's
+    /// string is copied. [`Events::path`] is then not to be called;
+    /// [`Events::path_at`] reads either kind.
+    pub fn with_path_keys(mut self) -> Self {
+        self.shape.path_keys = true;
         self
     }
 
@@ -175,15 +186,15 @@ impl TraceReader {
                 .windows(2)
                 .all(|w| w[0].ts_range.unwrap().1 <= w[1].ts_range.unwrap().0)
         };
-        let proj = self.projection.clone();
+        let shape = self.shape.clone();
         if disjoint || order.len() <= 1 {
             let paths: Vec<PathBuf> = order.iter().map(|s| s.path.clone()).collect();
-            Ok(Box::new(SequentialBatches::new(paths, proj)))
+            Ok(Box::new(SequentialBatches::new(paths, shape)))
         } else {
             let streams = order
                 .iter()
                 .map(|s| {
-                    Ok(Box::new(SegmentBatches::open(&s.path, proj.clone())?)
+                    Ok(Box::new(SegmentBatches::open(&s.path, shape.clone())?)
                         as Box<
                             dyn Iterator<Item = TraceResult<RecordBatch>> + Send,
                         >)

@@ -17,7 +17,7 @@ use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
 use crate::manifest::{Manifest, Source, MANIFEST_FILE};
 use crate::partitions::partitions;
-use crate::reader::{SegmentBatches, TraceReader};
+use crate::reader::{ReadShape, SegmentBatches, TraceReader};
 use crate::schema::SCHEMA_VERSION;
 
 /// A segment's file name ends so; while its writer has it open, so.
@@ -452,7 +452,7 @@ fn read_segment(path: &Path) -> TraceResult<SegmentCheck> {
         hosts: Vec::new(),
     };
     let mut hosts = BTreeSet::new();
-    for b in SegmentBatches::open(path, None)? {
+    for b in SegmentBatches::open(path, ReadShape::default())? {
         let ev = Events::new(b?);
         for &t in ev.ts().values().iter() {
             check.first_ts = check.first_ts.min(t);

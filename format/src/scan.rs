@@ -26,14 +26,14 @@ use arrow_array::{
     StringArray,
 };
 use arrow_cast::cast;
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{Field, Schema};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::file::statistics::Statistics;
 
-use crate::canonical_columns::{absent_column, normalise_column, plan_columns};
+use crate::canonical_columns::{absent_column, normalise_column, path_as_dictionary, plan_columns};
 use crate::error::{TraceError, TraceResult};
 use crate::reader::TraceReader;
 use crate::schema::{dict_type, idx, trace_schema, Op, COLUMNS, COL_PATH};
@@ -196,31 +196,6 @@ impl ScanBatch {
     pub fn path(&self) -> &DictionaryArray<Int32Type> {
         self.col(idx::PATH).as_dictionary()
     }
-}
-
-/// The file's schema with `path` asked for as a dictionary, when it is a
-/// plain string column (Parquet then hands over its dictionary pages as they are).
-fn path_as_dictionary(schema: &Schema) -> Option<Arc<Schema>> {
-    let at = schema.index_of(COL_PATH).ok()?;
-    if schema.field(at).data_type() != &DataType::Utf8 {
-        return None;
-    }
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            if i == at {
-                f.as_ref().clone().with_data_type(dict_type())
-            } else {
-                f.as_ref().clone()
-            }
-        })
-        .collect();
-    Some(Arc::new(Schema::new_with_metadata(
-        fields,
-        schema.metadata().clone(),
-    )))
 }
 
 fn open_meta(path: &Path) -> TraceResult<SegmentMeta> {

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::columns::Events;
 use crate::error::{TraceError, TraceResult};
 use crate::partitions::{partition_name, partitions};
-use crate::reader::{SegmentBatches, TraceReader};
+use crate::reader::{ReadShape, SegmentBatches, TraceReader};
 
 use crate::repair::{file_names, PARTIAL_SUFFIX, SEGMENT_SUFFIX};
 pub use crate::repair::{repair, repair_all, Repair, SetAside};
@@ -39,7 +39,7 @@ pub fn validate(path: &Path) -> TraceResult<Validation> {
     for seg in reader.segments() {
         let mut prev = i64::MIN;
         let mut unordered = 0u64;
-        for b in SegmentBatches::open(&seg.path, None)? {
+        for b in SegmentBatches::open(&seg.path, ReadShape::default())? {
             let ev = Events::new(b?);
             for &t in ev.ts().values().iter() {
                 unordered += (t < prev) as u64;

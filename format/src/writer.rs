@@ -23,7 +23,8 @@ use crate::event::{EventBatchBuilder, EventRow, RowTraits};
 use crate::manifest::{Manifest, Source};
 use crate::private_file::TRACE_FILE_MODE;
 use crate::schema::{
-    idx, trace_schema, COL_DUR_NS, COL_OFFSET, COL_TS, PARQUET_VERSION_KEY, SCHEMA_VERSION,
+    idx, trace_schema, COL_DUR_NS, COL_OFFSET, COL_PATH, COL_TS, PARQUET_VERSION_KEY,
+    SCHEMA_VERSION,
 };
 
 #[derive(Debug, Clone)]
@@ -53,6 +54,10 @@ impl WriterOptions {
     }
 }
 
+/// The largest `path` dictionary of a row group: 32 MiB holds half a
+/// million paths of 64 bytes, a dataset's files many times over.
+pub const PATH_DICTIONARY_BYTES: usize = 32 << 20;
+
 /// The one place Parquet writer settings live: zstd, dictionary-encoded strings
 /// and small-domain integers (Parquet's default), delta-encoded timestamps and
 /// durations, and byte-stream-split offsets. Measured on a capture-like mix of
@@ -65,7 +70,11 @@ impl WriterOptions {
 /// `summary`'s CPU, for 3.5 % more bytes per event. Offsets stay split: they
 /// are null in most rows, and delta encoding would cost 8 % more bytes.
 /// Rows are sorted by `ts` and the footer says so (`sorting_columns`), so
-/// engines that read it can skip a sort or a merge.
+/// engines that read it can skip a sort or a merge. `path` keeps its
+/// dictionary up to [`PATH_DICTIONARY_BYTES`] (Parquet's 1 MiB default is
+/// some 20,000 paths): past it the pages fall back to plain strings, and a
+/// reader that wants the paths as a dictionary (the replay's plan, the
+/// scan) must hash every row's string to make one again.
 pub fn writer_properties(opts: &WriterOptions) -> WriterProperties {
     let level = ZstdLevel::try_new(opts.zstd_level).unwrap_or_default();
     let mut b = WriterProperties::builder()
@@ -91,7 +100,8 @@ pub fn writer_properties(opts: &WriterOptions) -> WriterProperties {
             .set_column_dictionary_enabled(path.clone(), false)
             .set_column_encoding(path, encoding);
     }
-    b.build()
+    b.set_column_dictionary_page_size_limit(ColumnPath::from(COL_PATH), PATH_DICTIONARY_BYTES)
+        .build()
 }
 
 struct OpenSegment {

@@ -403,3 +403,71 @@ fn calls_are_decoded_only_in_row_groups_with_a_run() {
         assert_eq!(decoded, (100..200).contains(&ts), "row {ts}");
     }
 }
+
+/// Paths read as keys (`with_path_keys`) are the paths as written, row by
+/// row; a consumer keeping its work per path with [`PerPath`] does it once
+/// per distinct path of a row group, not per row; and the writer keeps
+/// the dictionary of 30,000 distinct paths (1.9 MB, past Parquet's 1 MiB
+/// default, where pages fall back to plain strings that a keyed read must
+/// hash row by row to make a dictionary again).
+#[test]
+fn paths_read_as_keys_are_the_paths_written_and_are_worked_out_once_each() {
+    use iorepro_format::columns::PerPath;
+    use iorepro_format::schema::{COL_OP, COL_PATH, COL_TS};
+    let names: Vec<String> = (0..30_000)
+        .map(|i| format!("/data/train/shard-{i:08}/sample-with-a-long-name.npz"))
+        .collect();
+    let rows: Vec<Row> = (0..60_000)
+        .map(|i| Row {
+            path: (i % 11 != 0).then(|| names[(i * 7) % names.len()].clone()),
+            ..bare_row(i as i64)
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t");
+    write(&trace, &rows, 100_000, 4096).finish().unwrap();
+
+    let reader = TraceReader::open(&trace).unwrap();
+    let seg = &reader.segments()[0].path;
+    let file = std::fs::File::open(seg).unwrap();
+    let meta = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+    use parquet::file::reader::FileReader;
+    let group = meta.metadata().row_group(0);
+    let path_chunk = (0..group.num_columns())
+        .map(|c| group.column(c))
+        .find(|c| c.column_path().string() == COL_PATH)
+        .unwrap();
+    assert!(
+        !path_chunk
+            .encodings()
+            .any(|e| e == parquet::basic::Encoding::DELTA_BYTE_ARRAY
+                || e == parquet::basic::Encoding::DELTA_LENGTH_BYTE_ARRAY),
+        "path pages fell back from the dictionary: {:?}",
+        path_chunk.encodings().collect::<Vec<_>>()
+    );
+
+    let keyed = reader
+        .clone()
+        .with_columns(&[COL_TS, COL_OP, COL_PATH])
+        .with_path_keys();
+    let mut per_path: PerPath<usize> = PerPath::default();
+    let mut worked = 0usize;
+    let mut back: Vec<Option<String>> = Vec::new();
+    for ev in keyed.events().unwrap() {
+        let ev = ev.unwrap();
+        assert!(ev.path_keys().is_some(), "path handed over as keys");
+        for i in 0..ev.len() {
+            let len = per_path.get(&ev, i, |p| {
+                worked += 1;
+                p.len()
+            });
+            assert_eq!(len, ev.path_at(i).map(str::len));
+            back.push(ev.path_at(i).map(str::to_string));
+        }
+    }
+    let written: Vec<Option<String>> = rows.iter().map(|r| r.path.clone()).collect();
+    assert_eq!(back, written);
+    let distinct: std::collections::HashSet<&String> =
+        rows.iter().filter_map(|r| r.path.as_ref()).collect();
+    assert_eq!(worked, distinct.len(), "once per distinct path");
+}

@@ -16,7 +16,7 @@ use arrow_array::{Array, ArrayRef, Int32Array, StringArray};
 
 use crate::by_op::by_op;
 use crate::intern::Interner;
-use iorepro_format::columns::Events;
+use iorepro_format::columns::{Events, PerPath};
 use iorepro_format::paths::is_url;
 use iorepro_format::runs::CallsOf;
 use iorepro_format::scan::{Fold, ScanBatch};
@@ -268,6 +268,8 @@ pub struct RolesBuilder {
     hot_by_key: Vec<Hot>,
     /// The `op` dictionary last seen (of [`Events`]) and its ops.
     op_table: Option<(ArrayRef, Vec<Op>)>,
+    /// The slot of each path of [`Events`] read with path keys.
+    slot_of_path: PerPath<u32>,
 }
 
 impl RolesBuilder {
@@ -320,7 +322,11 @@ impl RolesBuilder {
             flags: Events::opt_i32(ev.flags(), row).unwrap_or(0),
         };
         self.span(r.ts);
-        let slot = ev.path_at(row).map_or(NO_SLOT, |p| self.slot(p));
+        let mut slot_of_path = std::mem::take(&mut self.slot_of_path);
+        let slot = slot_of_path
+            .get(ev, row, |p| self.slot(p))
+            .unwrap_or(NO_SLOT);
+        self.slot_of_path = slot_of_path;
         self.note_traits(slot, Events::opt_i32(ev.path_traits(), row));
         let second = ev.path2_at(row);
         self.count_hot(r.op, slot, r.ret, r.calls, r.ts);

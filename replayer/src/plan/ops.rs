@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use iorepro_format::columns::PerPath;
 use iorepro_format::{Events, Op, Run};
 
 use crate::error::ReplayResult;
@@ -116,6 +117,7 @@ pub fn for_each_op(
     let reader = open_reader(trace)?;
     let mut phase = 0usize;
     let phases = &survey.phases;
+    let mut ids = PerPath::default();
     for ev in crate::plan::requests_as_calls::replay_events(&reader)? {
         let ev = ev?;
         let ops = ev.ops();
@@ -132,8 +134,9 @@ pub fn for_each_op(
             }
             let source = rank_or_zero(&ev, row);
             // Rows on paths the replay leaves out (crate::plan::scope) are not sent.
+            let path = ev.path_at(row).zip(ids.get(&ev, row, |p| survey.known(p)));
             let Some((path, path2)) =
-                crate::plan::survey::row_paths(survey, op, fd, ev.path_at(row), ev.path2_at(row))
+                crate::plan::survey::row_paths(survey, op, fd, path, ev.path2_at(row))
             else {
                 continue;
             };

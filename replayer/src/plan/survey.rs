@@ -13,6 +13,7 @@ use iorepro_analysis::activity::{Activity, Caller, Runs};
 use iorepro_analysis::phases::{self, Phase, PhaseKind};
 use iorepro_analysis::roles::RolesBuilder;
 use iorepro_analysis::roles::{FileRoles, Role as FileRole};
+use iorepro_format::columns::PerPath;
 use iorepro_format::processes::{Forks, ProcessStart};
 use iorepro_format::schema::{
     COL_CALLS, COL_DUR_NS, COL_FD, COL_FLAGS, COL_HOST, COL_METHOD, COL_OFFSET, COL_OP, COL_PATH,
@@ -165,7 +166,7 @@ pub struct Survey {
     /// When each traced process made its first call, by source rank and
     /// pid: where its start-up ends (see [`crate::plan::timing::Schedule::start_of_process`]);
     /// and the host it ran on.
-    process_starts: HashMap<(i32, i32), FirstCall>,
+    process_starts: FxHashMap<(i32, i32), FirstCall>,
     /// When each traced process was forked, by source rank and pid, where
     /// the trace records it (see [`iorepro_format::processes`]).
     process_forks: HashMap<(i32, i32), i64>,
@@ -196,7 +197,7 @@ pub fn open_reader(trace: &Path) -> ReplayResult<TraceReader> {
     if reader.may_hold_storage() {
         columns.extend([COL_STORAGE_BYTES, COL_READAHEAD_BYTES]);
     }
-    Ok(reader.with_columns(&columns))
+    Ok(reader.with_columns(&columns).with_path_keys())
 }
 
 impl Survey {
@@ -339,6 +340,15 @@ impl Survey {
         (id, names_dir)
     }
 
+    /// A path the survey has seen, however the row spells it: its id and
+    /// whether the replay leaves it out.
+    pub fn known(&self, path: &str) -> Option<Known> {
+        self.find_path(path).map(|id| Known {
+            id,
+            skipped: self.paths[id as usize].skip.is_some(),
+        })
+    }
+
     /// The id of a path the survey has seen, however the row spells it.
     pub fn find_path(&self, path: &str) -> Option<u32> {
         match self.spelled.get(path) {
@@ -356,11 +366,12 @@ impl Survey {
         };
         let mut activity = Activity::default();
         let mut roles = RolesBuilder::default();
+        let mut ids = PerPath::default();
         for ev in crate::plan::requests_as_calls::replay_events(&reader)? {
             let ev = ev?;
             for (row, &op) in ev.ops().iter().enumerate() {
                 roles.observe(&ev, row);
-                s.observe_row(&ev, row, op, &mut activity);
+                s.observe_row(&ev, row, op, &mut activity, &mut ids);
             }
         }
         s.roles = roles.finish();
@@ -377,8 +388,16 @@ impl Survey {
     }
 
     /// One row: its time, its bytes, its rank's calls, its path(s), and
-    /// what the phase detector needs of it.
-    fn observe_row(&mut self, ev: &Events, row: usize, op: Op, activity: &mut Activity) {
+    /// what the phase detector needs of it. `ids` keeps each path's id and
+    /// spelling (see [`Survey::intern`]).
+    fn observe_row(
+        &mut self,
+        ev: &Events,
+        row: usize,
+        op: Op,
+        activity: &mut Activity,
+        ids: &mut PerPath<(u32, bool)>,
+    ) {
         let t = ev.ts().value(row);
         // A run of calls lasts its span; its calls are counted one by one.
         let end = t + ev.dur_ns().value(row).max(ev.span_at(row)).max(0);
@@ -421,11 +440,13 @@ impl Survey {
         }
         let flags = Events::opt_i32(ev.flags(), row);
         let fd = Events::opt_i32(ev.fd(), row);
-        let path = ev
+        let named = ev
             .path_at(row)
-            .filter(|p| !pathforms::on_descriptor(p, op, fd));
-        if let Some(path) = path {
-            let (id, names_dir) = self.intern(path);
+            .is_some_and(|p| !pathforms::on_descriptor(p, op, fd));
+        if named {
+            let (id, names_dir) = ids
+                .get(ev, row, |p| self.intern(p))
+                .expect("a row with a path");
             let info = &mut self.paths[id as usize];
             info.observe(op, Role::First, r, flags, rank, names_dir);
             match info.calls.iter_mut().find(|(k, _)| *k == rank) {
@@ -625,25 +646,38 @@ pub fn shared_by_replicas(info: &PathInfo) -> bool {
         )
 }
 
+/// What the survey knows of a path a row names (see [`Survey::known`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Known {
+    pub id: u32,
+    /// The replay leaves its calls out ([`PathInfo::skip`]).
+    pub skipped: bool,
+}
+
 /// The path ids a row's calls are made on ([`NO_PATH`] for
 /// none, or for a call on a descriptor); `None` when the row is left out.
+/// `path` comes with what [`Survey::known`] says of it, which the caller
+/// may have kept per distinct path.
 pub fn row_paths(
     survey: &Survey,
     op: iorepro_format::Op,
     fd: Option<i32>,
-    path: Option<&str>,
+    path: Option<(&str, Option<Known>)>,
     path2: Option<&str>,
 ) -> Option<(u32, u32)> {
-    let id = |p: Option<&str>| -> Option<u32> {
-        let Some(p) = p else { return Some(NO_PATH) };
+    let id = |p: Option<(&str, Option<Known>)>| -> Option<u32> {
+        let Some((p, known)) = p else {
+            return Some(NO_PATH);
+        };
         if crate::plan::pathforms::on_descriptor(p, op, fd) {
             return Some(NO_PATH);
         }
-        match survey.find_path(p) {
-            Some(id) if survey.paths[id as usize].skip.is_some() => None,
-            Some(id) => Some(id),
+        match known {
+            Some(Known { skipped: true, .. }) => None,
+            Some(Known { id, .. }) => Some(id),
             None => Some(NO_PATH),
         }
     };
+    let path2 = path2.map(|p| (p, survey.known(p)));
     Some((id(path)?, id(path2)?))
 }
