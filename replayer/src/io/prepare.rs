@@ -108,7 +108,7 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
         let source = map.source_rank(t);
         let mut steps: Vec<(Step, u32)> = Vec::new();
         for (id, info) in survey.paths.iter().enumerate() {
-            if info.users.binary_search(&source).is_err() || !prepared(info) {
+            if !info.users.contains(source) || !prepared(info) {
                 continue;
             }
             let changed = info.written.then(|| start_step(info)).flatten();
@@ -143,7 +143,7 @@ pub fn tasks(survey: &Survey, map: &RankMap, world: u32) -> Vec<PrepareTask> {
                 || info.users.iter().any(|r| {
                     map.sources
                         .iter()
-                        .position(|s| s == r)
+                        .position(|&s| s == r)
                         .is_some_and(|si| map.replica_has_source(world, replica, si))
                 });
             if needed {
