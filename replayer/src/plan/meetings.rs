@@ -27,6 +27,11 @@ const JOIN_NS: i64 = 1_000_000;
 /// Ranks whose reads are kept for the judgement: enough to judge by, and a
 /// bound on the memory of a trace of thousands of ranks.
 const RANKS_KEPT: usize = 64;
+/// Stretches kept in all (16 bytes each): a long trace's ranks each read
+/// once a step, so past this the ranks kept are halved (the higher-numbered
+/// half dropped) until they fit, and fewer ranks judge instead of memory
+/// growing with the trace. 4 Mi stretches are 65,536 steps of 64 ranks.
+const STRETCHES_KEPT: usize = 1 << 22;
 /// Points per read phase at which a rank's usual gap is taken.
 const POINTS_PER_PHASE: i64 = 16;
 /// A rank waited at a save when its pause there is its usual gap and at
@@ -35,19 +40,40 @@ const WAIT_SHARE: f64 = 0.5;
 
 /// When each of the first [`RANKS_KEPT`] ranks read: its stretches of
 /// reading (calls closer than [`JOIN_NS`] joined), one per step for a job
-/// that reads in bursts, one in all for a rank that reads without a pause.
-#[derive(Debug, Default)]
+/// that reads in bursts, one in all for a rank that reads without a pause;
+/// at most [`STRETCHES_KEPT`] stretches in all.
+#[derive(Debug)]
 pub struct ReadTimes {
     ranks: HashMap<i32, (Vec<(i64, i64)>, bool)>,
+    /// Ranks that may be kept: [`RANKS_KEPT`], halved each time the
+    /// stretches pass `budget`.
+    room: usize,
+    stretches: usize,
+    budget: usize,
+}
+
+impl Default for ReadTimes {
+    fn default() -> Self {
+        ReadTimes::with_budget(STRETCHES_KEPT)
+    }
 }
 
 impl ReadTimes {
+    fn with_budget(budget: usize) -> Self {
+        ReadTimes {
+            ranks: HashMap::new(),
+            room: RANKS_KEPT,
+            stretches: 0,
+            budget,
+        }
+    }
+
     /// A read by `rank` from `start` to `end` (Unix ns).
     pub fn observe(&mut self, rank: i32, start: i64, end: i64) {
         let kept = self.ranks.len();
         let (runs, sorted) = match self.ranks.entry(rank) {
             Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(_) if kept >= RANKS_KEPT => return,
+            Entry::Vacant(_) if kept >= self.room => return,
             Entry::Vacant(e) => e.insert((Vec::new(), true)),
         };
         match runs.last_mut() {
@@ -55,9 +81,27 @@ impl ReadTimes {
             Some(last) => {
                 *sorted &= start >= last.0;
                 runs.push((start, end));
+                self.stretches += 1;
             }
-            None => runs.push((start, end)),
+            None => {
+                runs.push((start, end));
+                self.stretches += 1;
+            }
         }
+        while self.stretches > self.budget && self.ranks.len() > 1 {
+            self.keep_lower_half();
+        }
+    }
+
+    /// Drops the higher-numbered half of the kept ranks, for good.
+    fn keep_lower_half(&mut self) {
+        let mut ranks: Vec<i32> = self.ranks.keys().copied().collect();
+        ranks.sort_unstable();
+        self.room = ranks.len().div_ceil(2);
+        for r in &ranks[self.room..] {
+            self.ranks.remove(r);
+        }
+        self.stretches = self.ranks.values().map(|(runs, _)| runs.len()).sum();
     }
 
     /// Puts each rank's stretches in time order, joined.
@@ -261,6 +305,25 @@ mod tests {
     use super::*;
 
     const MS: i64 = 1_000_000;
+
+    /// Past its budget of stretches the reads keep the lower-numbered half
+    /// of the ranks, whole, and take no new rank.
+    #[test]
+    fn read_times_past_their_budget_keep_the_lower_half_of_the_ranks() {
+        let mut reads = ReadTimes::with_budget(40);
+        for step in 0..10 {
+            for rank in 0..8 {
+                let t = step * 100 * MS;
+                reads.observe(rank, t, t + MS);
+            }
+        }
+        reads.observe(9, 0, MS);
+        let kept = reads.finish();
+        let mut ranks: Vec<i32> = kept.0.keys().copied().collect();
+        ranks.sort_unstable();
+        assert_eq!(ranks, [0, 1, 2, 3], "8 ranks x 10 stretches halved once");
+        assert!(kept.0.values().all(|runs| runs.len() == 10), "kept whole");
+    }
 
     fn phase(kind: PhaseKind, start_ms: i64, end_ms: i64) -> Phase {
         Phase {
