@@ -10,6 +10,8 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 
+use arrow_schema::{DataType, Field, Schema};
+
 use crate::runs::{calls_in, span_in, Run};
 use crate::schema::{idx, Op};
 
@@ -70,6 +72,21 @@ impl Events {
     /// [`crate::TraceReader::with_path_keys`] (see [`Events::path_keys`]).
     pub fn path(&self) -> &StringArray {
         self.batch.column(idx::PATH).as_string()
+    }
+    /// The same rows with `path` as one string per row, as
+    /// [`crate::EventBatchBuilder`] makes them (to be mixed with built rows).
+    pub fn with_plain_paths(self) -> Result<Events, arrow_schema::ArrowError> {
+        if self.path_keys().is_none() {
+            return Ok(self);
+        }
+        let plain = arrow_cast::cast(self.batch.column(idx::PATH), &DataType::Utf8)?;
+        let schema = self.batch.schema();
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields[idx::PATH] = fields[idx::PATH].clone().with_data_type(DataType::Utf8);
+        let mut columns = self.batch.columns().to_vec();
+        columns[idx::PATH] = plain;
+        let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+        RecordBatch::try_new(Arc::new(schema), columns).map(Events::new)
     }
     /// The paths as a dictionary, when the batch was read with
     /// [`crate::TraceReader::with_path_keys`].

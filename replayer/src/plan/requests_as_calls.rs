@@ -127,6 +127,13 @@ impl RequestCalls {
         if !ops.contains(&Op::Request) {
             return Ok(ev);
         }
+        // Built rows have a path per row: the batch's go the same way.
+        let ev = ev
+            .with_plain_paths()
+            .map_err(|e| iorepro_format::TraceError::Invalid {
+                path: self.trace.clone(),
+                problem: format!("its requests as file calls: {e}"),
+            })?;
         let mut built = EventBatchBuilder::with_capacity(ops.len());
         let mut order: Vec<(usize, usize)> = Vec::with_capacity(ops.len());
         for (row, &op) in ops.iter().enumerate() {
