@@ -241,7 +241,7 @@ fn a_loader_worker_forked_before_its_first_call_begins_the_first_epoch_at_its_fo
     let (main, worker, code, ckpt) = (100, 200, "/venv/lib/site.py", "/ckpt/model.pt");
     // (pid, when, call, path, descriptor, bytes)
     let mut calls: Vec<JobCall> = Vec::new();
-    // 300 ms of the main process's start-up; its worker is forked at 150 ms
+    // 300 ms of the main process's start-up; its worker is forked at 50 ms
     // and opens its first sample at 300 ms (a persistent DataLoader
     // worker's first call is its first read).
     for k in 0..60 {
@@ -291,13 +291,17 @@ fn a_loader_worker_forked_before_its_first_call_begins_the_first_epoch_at_its_fo
         );
         r["training"]["epochs"][0]["duration_s"].as_f64().unwrap()
     };
-    // From the worker's first call to the save: 0.4 s; from its fork, 0.55 s.
-    let from_fork = first_epoch(Some(150 * ms));
+    // From the worker's first call to the save: 0.4 s; from its fork, 0.65 s.
+    // A replay running behind its schedule on a busy machine forks late and
+    // catches up by the save, so the bounds lean low.
+    let from_fork = first_epoch(Some(50 * ms));
+    eprintln!("first epoch from the fork {from_fork} s");
     assert!(
-        (0.52..0.65).contains(&from_fork),
+        (0.56..0.75).contains(&from_fork),
         "first epoch {from_fork} s"
     );
     let from_first_call = first_epoch(None);
+    eprintln!("first epoch from the first call {from_first_call} s");
     assert!(
         (0.37..0.5).contains(&from_first_call),
         "first epoch {from_first_call} s"
