@@ -3,7 +3,7 @@
 //! streams batches and keeps only per-file and per-phase state, so its memory
 //! grows with the number of files, never with the number of events.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -80,8 +80,8 @@ pub struct PathInfo {
     pub skip: Option<Skip>,
     /// Left out itself, but a directory holding paths the replay keeps.
     pub keeps: bool,
-    /// Calls naming it first, per source rank.
-    pub calls: Vec<(i32, u64)>,
+    /// Calls naming it first (what leaving it out leaves out).
+    pub calls: u64,
     /// What its first telling call found it to be (true: a directory).
     first_form: Option<bool>,
     /// A path beneath it was found (a call on it did not fail with ENOTDIR).
@@ -157,7 +157,8 @@ impl PathInfo {
 #[derive(Debug, Default)]
 pub struct Survey {
     pub sources: Vec<i32>,
-    pub ops_per_source: BTreeMap<i32, u64>,
+    /// The source ranks that made calls, gathered row by row.
+    seen_sources: RankSet,
     pub paths: Vec<PathInfo>,
     pub path_ids: HashMap<Arc<str>, u32>,
     /// Each spelling the rows used, with the path id and form it stands for:
@@ -439,7 +440,7 @@ impl Survey {
         self.events += calls;
         let r = ev.ret().value(row);
         let rank = rank_or_zero(ev, row);
-        *self.ops_per_source.entry(rank).or_default() += calls;
+        self.seen_sources.add(rank);
         self.process_starts
             .entry((rank, ev.pid().value(row)))
             .and_modify(|first| first.ts = first.ts.min(t))
@@ -481,10 +482,7 @@ impl Survey {
                 .expect("a row with a path");
             let info = &mut self.paths[id as usize];
             info.observe(op, Role::First, r, flags, rank, names_dir);
-            match info.calls.iter_mut().find(|(k, _)| *k == rank) {
-                Some((_, n)) => *n += calls,
-                None => info.calls.push((rank, calls)),
-            }
+            info.calls += calls;
             if r >= 0 && op.reads_file() {
                 let off = Events::opt_i64(ev.offset(), row).unwrap_or(0).max(0) as u64;
                 info.read_extent = info.read_extent.max(off + bytes);
@@ -525,7 +523,7 @@ impl Survey {
             self.start_ns = 0;
             self.end_ns = 0;
         }
-        self.sources = self.ops_per_source.keys().copied().collect();
+        self.sources = self.seen_sources.iter().collect();
         if self.sources.is_empty() {
             self.sources.push(0);
         }
@@ -582,8 +580,7 @@ impl Survey {
 /// The path id of no path: a call on a descriptor, or one that names none.
 pub const NO_PATH: u32 = u32::MAX;
 
-/// Decides every path of the survey and counts what is left out. Calls
-/// left out no longer count among the ops each source rank replays.
+/// Decides every path of the survey and counts what is left out.
 pub fn apply_scope(survey: &mut Survey, scope: &Scope) -> LeftOut {
     let mut left = LeftOut {
         scope: scope.describe(),
@@ -599,18 +596,12 @@ pub fn apply_scope(survey: &mut Survey, scope: &Scope) -> LeftOut {
         info.role = Some(role);
         info.skip = skip;
         let Some(skip) = skip else { continue };
-        let own_calls: u64 = info.calls.iter().map(|(_, n)| n).sum();
         let t = LeftOutCount {
             files: 1,
-            calls: own_calls,
+            calls: info.calls,
             read_bytes,
             write_bytes,
         };
-        for (rank, n) in &info.calls {
-            if let Some(ops) = survey.ops_per_source.get_mut(rank) {
-                *ops = ops.saturating_sub(*n);
-            }
-        }
         left.total.add(&t);
         left.roles.entry(role.to_string()).or_default().add(&t);
         left.reasons.entry(skip.key()).or_default().add(&t);
