@@ -76,7 +76,7 @@ impl Caller {
 /// Calls of one kind, back to back: a stretch of reading, writing or
 /// syncing in time (not a run of calls folded into one row, which is the
 /// format's `Run`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stretch {
     /// Entry `ts` of the first call, Unix ns.
     pub start: i64,
@@ -207,6 +207,11 @@ impl Runs {
                 self.sorted = false;
             }
         }
+        // Joined before the list would pass its bound, so that its buffer
+        // never doubles beyond it (1 Mi runs more, some 60 MB, for a moment).
+        if self.runs.len() >= MAX_RUNS {
+            self.coarsen();
+        }
         self.runs.push(Stretch {
             start,
             end,
@@ -214,9 +219,6 @@ impl Runs {
             who: writer.map(|w| (w, bytes)).into_iter().collect(),
             crowded: false,
         });
-        if self.runs.len() > MAX_RUNS {
-            self.coarsen();
-        }
     }
 
     /// Joins runs pairwise in time: half the runs, half the resolution.
@@ -226,15 +228,16 @@ impl Runs {
         self.cell = (i64::MIN, i64::MIN);
         self.normalise();
         if self.runs.len() > MAX_RUNS / 2 {
-            let mut out = Vec::with_capacity(self.runs.len() / 2 + 1);
-            let mut it = std::mem::take(&mut self.runs).into_iter();
-            while let Some(mut a) = it.next() {
-                if let Some(b) = it.next() {
-                    a.absorb(b, self.most_callers);
+            // In place, pairs joined into the first of each.
+            let mut odd = false;
+            let most = self.most_callers;
+            self.runs.dedup_by(|b, a| {
+                odd = !odd;
+                if odd {
+                    a.absorb(std::mem::take(b), most);
                 }
-                out.push(a);
-            }
-            self.runs = out;
+                odd
+            });
         }
     }
 
@@ -244,20 +247,16 @@ impl Runs {
             self.runs.sort_by_key(|r| r.start);
             self.sorted = true;
         }
-        let mut out: Vec<Stretch> = Vec::with_capacity(self.runs.len());
-        for r in std::mem::take(&mut self.runs) {
-            match out.last_mut() {
-                Some(last)
-                    if r.start <= last.end.saturating_add(self.join_ns)
-                        && r.start.div_euclid(self.max_ns)
-                            == last.start.div_euclid(self.max_ns) =>
-                {
-                    last.absorb(r, self.most_callers)
-                }
-                _ => out.push(r),
+        // In place: a copy of a long list would double it for a moment.
+        let (join_ns, max_ns, most) = (self.join_ns, self.max_ns, self.most_callers);
+        self.runs.dedup_by(|r, last| {
+            let joins = r.start <= last.end.saturating_add(join_ns)
+                && r.start.div_euclid(max_ns) == last.start.div_euclid(max_ns);
+            if joins {
+                last.absorb(std::mem::take(r), most);
             }
-        }
-        self.runs = out;
+            joins
+        });
     }
 
     /// Takes in the runs of another part of the trace (any time order).
@@ -602,6 +601,24 @@ mod tests {
     use super::*;
 
     const MS: i64 = 1_000_000;
+
+    #[test]
+    fn runs_past_their_bound_are_joined_in_place_and_keep_every_byte() {
+        let mut r = Runs::default();
+        let calls = MAX_RUNS as i64 * 3 / 2;
+        // Each call a run of its own (20 ms apart, past the 10 ms cells).
+        for k in 0..calls {
+            r.add(k * 20 * MS, k * 20 * MS + MS, 1, Some(0));
+        }
+        r.finish();
+        assert!(r.len() <= MAX_RUNS, "{} runs", r.len());
+        // Its buffer never grew past the bound.
+        assert!(r.runs.capacity() <= MAX_RUNS, "{}", r.runs.capacity());
+        assert_eq!(r.runs().iter().map(|s| s.bytes).sum::<u64>(), calls as u64);
+        assert!(r.runs().windows(2).all(|w| w[0].end < w[1].start));
+        assert_eq!(r.runs()[0].start, 0);
+        assert_eq!(r.runs().last().unwrap().end, (calls - 1) * 20 * MS + MS);
+    }
 
     fn spans(r: &mut Runs) -> Vec<(i64, i64, u64)> {
         r.finish();
