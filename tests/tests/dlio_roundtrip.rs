@@ -219,23 +219,16 @@ fn dlio_own_run_comes_back_and_what_was_told_runs_like_it() {
     // pair is judged.
     if let Err(why) = epochs_alike(&e1, &e3) {
         eprintln!("{why}: both run again, back to back");
-        let again = |name: &str, conf: &Path, workload: &str| {
+        // A workload's name is its file's in `conf`, and names its outputs.
+        let again = |conf: &Path, name: &str| {
             let out = s.join(format!("out-{name}-rerun"));
-            run_captured(
-                &dlio,
-                conf,
-                workload,
-                &s.join(format!("{name}-rerun")),
-                &out,
-                [&data, &ckpt],
-            );
+            let trace = s.join(format!("{name}-rerun"));
+            run_captured(&dlio, conf, name, &trace, &out, [&data, &ckpt]);
             epoch_durations(&out)
         };
-        let (e1, e3) = (again("ran", &conf, "ran"), again("told", &told, "told"));
+        let (e1, e3) = (again(&conf, "ran"), again(&told, "told"));
         eprintln!("epochs {e1:?} s -> {e3:?} s");
-        if let Err(why) = epochs_alike(&e1, &e3) {
-            panic!("{why}");
-        }
+        epochs_alike(&e1, &e3).unwrap_or_else(|why| panic!("{why}"));
     }
 
     // The captured run replayed into MLPerf Storage's results tree.
