@@ -30,8 +30,9 @@ const RANKS_KEPT: usize = 64;
 /// Stretches kept in all (16 bytes each): a long trace's ranks each read
 /// once a step, so past this the ranks kept are halved (the higher-numbered
 /// half dropped) until they fit, and fewer ranks judge instead of memory
-/// growing with the trace. 4 Mi stretches are 65,536 steps of 64 ranks.
-const STRETCHES_KEPT: usize = 1 << 22;
+/// growing with the trace. 2 Mi stretches (32 MiB) are 32,768 steps of 64
+/// ranks; a 12-hour capture of 200,000 steps is judged by its first 8.
+const STRETCHES_KEPT: usize = 1 << 21;
 /// Points per read phase at which a rank's usual gap is taken.
 const POINTS_PER_PHASE: i64 = 16;
 /// A rank waited at a save when its pause there is its usual gap and at

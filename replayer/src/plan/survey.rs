@@ -407,6 +407,17 @@ impl Survey {
                 s.observe_row(&ev, row, op, &mut activity, &mut ids);
             }
         }
+        // The phases are found first and the run lists only they needed
+        // (name-space calls, the storage's bytes) dropped before the roles
+        // are judged: on a long trace both at once were the plan's peak of
+        // memory.
+        activity.finish();
+        let detected = phases::detect(&activity);
+        let runs = SaveRuns {
+            reads: activity.reads,
+            writes: activity.writes,
+            syncs: activity.syncs,
+        };
         s.roles = roles.finish();
         s.find_forks(&reader.manifest().process_starts);
         for (&(rank, _), first) in &s.process_starts {
@@ -416,7 +427,7 @@ impl Survey {
         if let Some(m) = &reader.manifest().mounts {
             s.roles.assign_mounts(&iorepro_format::MountTable::new(m));
         }
-        s.settle(activity);
+        s.settle(detected, runs);
         Ok(s)
     }
 
@@ -517,7 +528,7 @@ impl Survey {
 
     /// After the last row: the paths settled, the source ranks and the
     /// phases (a trace without calls replays as one idle phase).
-    fn settle(&mut self, mut activity: Activity) {
+    fn settle(&mut self, detected: Vec<Phase>, runs: SaveRuns) {
         self.settle_paths();
         if self.events == 0 {
             self.start_ns = 0;
@@ -527,10 +538,9 @@ impl Survey {
         if self.sources.is_empty() {
             self.sources.push(0);
         }
-        activity.finish();
         self.phases = phases::as_the_job_ran(
-            phases::detect(&activity),
-            activity.reads.runs(),
+            detected,
+            runs.reads.runs(),
             self.roles.first_data_ns(),
             &self.roles.checkpoints_named(),
         );
@@ -550,14 +560,24 @@ impl Survey {
         }
         // What of each save's time the storage's speed does not change,
         // measured once here for the scaling model.
-        let (writes, syncs) = (activity.writes.runs(), activity.syncs.runs());
+        drop(runs.reads);
+        let (writes, syncs) = (runs.writes.runs(), runs.syncs.runs());
         self.flushes.finish();
         let flushes = self.flushes.runs();
         self.saves = save_time::per_phase(&self.phases, writes, syncs, flushes);
         let reads = std::mem::take(&mut self.read_times).finish();
         self.step_compute_s = reads.step_pause_ns(&self.phases).unwrap_or(0) as f64 / 1e9;
-        self.meetings = Meetings::judge(&self.phases, &reads, &activity.writes);
+        self.meetings = Meetings::judge(&self.phases, &reads, &runs.writes);
     }
+}
+
+/// What of the trace's activity the plan keeps past finding the phases:
+/// the reads (where a save began), and the writes and syncs (what a save's
+/// time is made of, whether the ranks met at it).
+struct SaveRuns {
+    reads: Runs,
+    writes: Runs,
+    syncs: Runs,
 }
 
 impl Survey {

@@ -182,19 +182,83 @@ struct PhaseCount {
 #[derive(Default)]
 struct Writes {
     bytes: u64,
-    writers: BTreeMap<u32, u64>,
+    writers: ByWriter,
     files: HashSet<(u32, u32)>,
 }
 
 impl Writes {
     fn add(&mut self, writer: u32, file: (u32, u32), bytes: u64) {
         self.bytes += bytes;
-        *self.writers.entry(writer).or_default() += bytes;
+        self.writers.add(writer, bytes);
         self.files.insert(file);
     }
 }
 
+/// Bytes by writer.
+enum ByWriter {
+    /// Any numbers (the trace's source ranks).
+    Sparse(BTreeMap<u32, u64>),
+    /// The target ranks `0..world`, a slot each, made at the first write:
+    /// the rank's bytes plus one, 0 where it wrote nothing. Every save of a
+    /// long trace keeps one, so 8 bytes a rank, not a map's ~21.
+    Dense { world: u32, slots: Vec<u64> },
+}
+
+impl Default for ByWriter {
+    fn default() -> Self {
+        ByWriter::Sparse(BTreeMap::new())
+    }
+}
+
+impl ByWriter {
+    fn add(&mut self, writer: u32, bytes: u64) {
+        match self {
+            ByWriter::Sparse(m) => *m.entry(writer).or_default() += bytes,
+            ByWriter::Dense { world, slots } => {
+                if slots.is_empty() {
+                    slots.resize(*world as usize, 0);
+                }
+                let slot = &mut slots[writer as usize];
+                *slot = (*slot).max(1) + bytes;
+            }
+        }
+    }
+
+    /// What each writer wrote, in writer order.
+    fn bytes(&self) -> Vec<u64> {
+        match self {
+            ByWriter::Sparse(m) => m.values().copied().collect(),
+            ByWriter::Dense { slots, .. } => {
+                slots.iter().filter(|&&b| b > 0).map(|b| b - 1).collect()
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            ByWriter::Sparse(m) => m.len(),
+            ByWriter::Dense { slots, .. } => slots.iter().filter(|&&b| b > 0).count(),
+        }
+    }
+}
+
 impl PhaseCount {
+    /// A phase's count at N, its writers being target ranks below `world`.
+    fn at_world(world: u32) -> PhaseCount {
+        let writes = || Writes {
+            writers: ByWriter::Dense {
+                world,
+                slots: Vec::new(),
+            },
+            ..Writes::default()
+        };
+        PhaseCount {
+            read: 0,
+            saved: writes(),
+            other: writes(),
+        }
+    }
+
     fn writes(&mut self, saved: bool) -> &mut Writes {
         match saved {
             true => &mut self.saved,
@@ -240,17 +304,17 @@ impl Counts {
         phase_selected: &[bool],
     ) -> ReplayResult<Counts> {
         let n = model.world as usize;
-        let phases = || {
+        let phases = |count: &dyn Fn() -> PhaseCount| {
             let mut v: Vec<PhaseCount> = Vec::new();
-            v.resize_with(survey.phases.len(), Default::default);
+            v.resize_with(survey.phases.len(), count);
             v
         };
         let mut c = Counts {
             ops: vec![0; n],
             read: vec![0; n],
             write: vec![0; n],
-            traced_phase: phases(),
-            at_n: phases(),
+            traced_phase: phases(&PhaseCount::default),
+            at_n: phases(&|| PhaseCount::at_world(model.world)),
             traced_data: 0,
             data_at_n: 0,
             traced_visits: 0,
@@ -341,8 +405,8 @@ impl Counts {
             let written = phase_at_n.saved.bytes + other.bytes;
             let phase = &survey.phases[i];
             let traced_time = survey.saves.get(i).copied().unwrap_or_default();
-            let bytes_per_writer = Range::of(&scaled.writers.values().copied().collect::<Vec<_>>());
-            let busiest_traced = traced.writers.values().copied().max().unwrap_or(0);
+            let bytes_per_writer = Range::of(&scaled.writers.bytes());
+            let busiest_traced = traced.writers.bytes().into_iter().max().unwrap_or(0);
             let copy_s = if busiest_traced > 0 {
                 traced_time.copy_s * bytes_per_writer.max as f64 / busiest_traced as f64
             } else {
@@ -737,5 +801,34 @@ fn layout_name(l: CheckpointLayout) -> &'static str {
         CheckpointLayout::RankZero => "one writer",
         CheckpointLayout::Lead => "one writer's bulk, the rest sharded over the others",
         CheckpointLayout::Replicated => "each rank its own copy",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writers_counted_by_slot_are_the_writers_a_map_counts() {
+        let writes = [(3u32, 10u64), (0, 0), (3, 5), (7, 1), (0, 2)];
+        let mut map = ByWriter::default();
+        let mut dense = ByWriter::Dense {
+            world: 8,
+            slots: Vec::new(),
+        };
+        for (w, b) in writes {
+            map.add(w, b);
+            dense.add(w, b);
+        }
+        // A writer whose only write moved nothing is still a writer.
+        assert_eq!(dense.len(), 3);
+        assert_eq!(dense.len(), map.len());
+        assert_eq!(dense.bytes(), vec![2, 15, 1]);
+        assert_eq!(dense.bytes(), map.bytes());
+        let none = ByWriter::Dense {
+            world: 8,
+            slots: Vec::new(),
+        };
+        assert_eq!((none.len(), none.bytes()), (0, vec![]));
     }
 }

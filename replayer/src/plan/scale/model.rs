@@ -54,10 +54,6 @@ pub struct Family {
     /// A save the job at N does not make (a step-bound job makes fewer
     /// saves at a larger N): its calls are left out.
     pub dropped: bool,
-    /// Target rank, the source rank whose calls it makes, and the bytes it
-    /// writes.
-    #[serde(skip)]
-    pub writers: Vec<(u32, i32, u64)>,
 }
 
 /// What a traced path is to the router.
@@ -388,7 +384,6 @@ fn grouped_family(
         bytes: traced_bytes,
         phase,
         dropped: false,
-        writers: Vec::new(),
     }
 }
 
@@ -430,7 +425,6 @@ fn shared_family(survey: &Survey, w: &Written, id: u32) -> Family {
         bytes: w.by.values().sum(),
         phase: w.phase,
         dropped: false,
-        writers: Vec::new(),
     }
 }
 
@@ -447,9 +441,9 @@ fn resize_checkpoints(families: &mut [Family], size: u64) {
     }
 }
 
-/// Who writes a family at N, and how much: fills `f.writers` and returns,
-/// by traced writer, the target ranks that replay its calls with their
-/// byte budgets.
+/// Who writes a family at N, and how much: by traced writer, the target
+/// ranks that replay its calls with their byte budgets (a replicated
+/// family's `bytes` set to what its clones write in all).
 fn assign_writers(
     f: &mut Family,
     world: u32,
@@ -471,7 +465,6 @@ fn assign_writers(
                     writers[t as usize % writers.len()]
                 };
                 let budget = split(f.bytes, world, t);
-                f.writers.push((t, pattern, budget));
                 map.entry(pattern).or_default().push((t, budget));
             }
         }
@@ -481,7 +474,6 @@ fn assign_writers(
             let lead_t = shares[source_index[&lead]][0];
             let lead_budget =
                 (lead_bytes as u128 * f.bytes as u128 / f.traced_bytes.max(1) as u128) as u64;
-            f.writers.push((lead_t, lead, lead_budget));
             map.entry(lead).or_default().push((lead_t, lead_budget));
             let others: Vec<i32> = writers.iter().copied().filter(|w| *w != lead).collect();
             let rest = f.bytes - lead_budget;
@@ -493,14 +485,12 @@ fn assign_writers(
                     others[i % others.len()]
                 };
                 let budget = split(rest, world - 1, i as u32);
-                f.writers.push((t, pattern, budget));
                 map.entry(pattern).or_default().push((t, budget));
             }
         }
         CheckpointLayout::RankZero => {
             let w = writers[0];
             let t = shares[source_index[&w]][0];
-            f.writers.push((t, w, f.bytes));
             map.entry(w).or_default().push((t, f.bytes));
         }
         CheckpointLayout::Replicated => {
@@ -508,7 +498,6 @@ fn assign_writers(
             for (s, b) in &f.traced_writers {
                 let b = (*b as u128 * f.bytes as u128 / f.traced_bytes.max(1) as u128) as u64;
                 for &t in &clones[source_index[s]] {
-                    f.writers.push((t, *s, b));
                     map.entry(*s).or_default().push((t, b));
                     total += b;
                 }
@@ -665,7 +654,6 @@ mod tests {
             bytes: traced_bytes,
             phase: 3,
             dropped: false,
-            writers: Vec::new(),
         }
     }
 
@@ -688,17 +676,10 @@ mod tests {
         // At 4 ranks, as the job at 4 writes it: rank 0 the model, the
         // other three a third of rank 1's bytes each, with its calls.
         let third = 1_636_321 / 3;
-        assert_eq!(
-            f.writers,
-            vec![
-                (0, 0, 48 << 20),
-                (1, 1, third + 1),
-                (2, 1, third),
-                (3, 1, third)
-            ]
-        );
         assert_eq!(by_pattern[&0], vec![(0, 48 << 20)]);
-        assert_eq!(f.writers.iter().map(|w| w.2).sum::<u64>(), f.traced_bytes);
+        assert_eq!(by_pattern[&1], vec![(1, third + 1), (2, third), (3, third)]);
+        let written: u64 = by_pattern.values().flatten().map(|w| w.1).sum();
+        assert_eq!(written, f.traced_bytes);
     }
 
     #[test]
