@@ -9,22 +9,29 @@ use common::*;
 
 /// Ranks sharing a traced rank's reads make their steps side by side, as
 /// the job's ranks at N each make a step at once. Two traced ranks read a
-/// sample (1 MiB) every 100 ms for an epoch over 8 files, rank 0 saves
+/// sample (1 MiB) every 200 ms for an epoch over 8 files, rank 0 saves
 /// while rank 1 waits, and they read another epoch. At 4 ranks, each
 /// pair sharing a traced rank reads its first samples after the save
-/// together: before, the second of each pair came one traced step (50 ms
+/// together: before, the second of each pair came one traced step (100 ms
 /// at the doubled pace) after the first, a wait counted as its compute;
-/// and the ranks that did not save sat out the traced save's 40 ms, where
+/// and the ranks that did not save sat out the traced save's 100 ms, where
 /// the writer, on faster storage, was done in a few. The run's first
 /// samples, too, are read together: before, a sharer whose first visit
 /// came after the trace's first load phase began one step late, and
 /// waited for it as the process's start-up, at the traced pace.
+///
+/// Each wrong answer is 100 ms or more late; the bound is half that, so a
+/// rank started late on a busy machine (38 ms was seen with other tests'
+/// replays beside it) is not taken for one.
 #[test]
 fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
     use iorepro_format::Op;
     let tmp = tempfile::tempdir().unwrap();
     let ms = 1_000_000i64;
     let t0 = 1_000_000_000_000i64;
+    // A traced step, and the bound on how late a rank may begin one.
+    let step_every = 200 * ms;
+    let bound_ms = 50.0;
     // (when, rank, call, path, descriptor, bytes)
     let mut calls: Vec<(i64, i32, Op, String, i32, i64)> = Vec::new();
     let epoch = |start: i64, flip: bool, calls: &mut Vec<_>| {
@@ -32,7 +39,7 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
             for rank in 0..2i32 {
                 let file = if flip { 1 - rank } else { rank } as i64 * 4 + step;
                 let path = format!("/data/sample-{file}.bin");
-                let at = start + step * 100 * ms + rank as i64 * 200_000;
+                let at = start + step * step_every + rank as i64 * 200_000;
                 calls.push((at, rank, Op::Open, path.clone(), 10, 0));
                 calls.push((at + 300_000, rank, Op::Read, path.clone(), 10, 1 << 20));
                 calls.push((at + 600_000, rank, Op::Close, path, 10, 0));
@@ -40,23 +47,24 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
         }
     };
     epoch(0, false, &mut calls);
-    // Rank 0 saves 4 MiB in 40 ms from 400 ms, its writes back to back;
-    // rank 1 waits.
+    // Rank 0 saves 4 MiB in 100 ms after the epoch's last step, its
+    // writes back to back; rank 1 waits.
     let ckpt = "/ckpt/model.pt".to_string();
-    calls.push((400 * ms, 0, Op::Open, ckpt.clone(), 11, 0));
+    let save_at = 4 * step_every;
+    calls.push((save_at, 0, Op::Open, ckpt.clone(), 11, 0));
     for k in 0..4 {
-        let at = 400 * ms + 200_000 + k * 10 * ms;
+        let at = save_at + 200_000 + k * 25 * ms;
         calls.push((at, 0, Op::Write, ckpt.clone(), 11, 1 << 20));
     }
-    calls.push((440 * ms + 400_000, 0, Op::Close, ckpt, 11, 0));
-    epoch(441 * ms, true, &mut calls);
+    calls.push((save_at + 100 * ms + 400_000, 0, Op::Close, ckpt, 11, 0));
+    epoch(save_at + 101 * ms, true, &mut calls);
     calls.sort_by_key(|c| c.0);
     let rows: Vec<TimedRow> = calls
         .iter()
         .map(|(at, rank, op, path, fd, bytes)| {
             let data = matches!(op, Op::Read | Op::Write);
-            // The traced storage took 10 ms a save's write.
-            let took = if *op == Op::Write { 10 * ms } else { 100_000 };
+            // The traced storage took 25 ms a save's write.
+            let took = if *op == Op::Write { 25 * ms } else { 100_000 };
             let flags = if path.ends_with(".pt") {
                 O_WRITE_CREATE
             } else {
@@ -113,7 +121,7 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
     let late = |ts: i64| (ts - saved) as f64 / 1e6;
     let (lo, hi) = (first.values().min().unwrap(), first.values().max().unwrap());
     assert!(
-        late(*hi) - late(*lo) < 25.0 && late(*hi) < 25.0,
+        late(*hi) - late(*lo) < bound_ms && late(*hi) < bound_ms,
         "first reads after the save, ms after its last write: {:?}",
         first.values().map(|&t| late(t)).collect::<Vec<_>>()
     );
@@ -128,7 +136,7 @@ fn ranks_sharing_a_traced_rank_begin_their_steps_together() {
     }
     let since = |ts: i64| (ts - begun) as f64 / 1e6;
     assert!(
-        opening.values().all(|&t| since(t) < 25.0),
+        opening.values().all(|&t| since(t) < bound_ms),
         "first reads of the run, ms after its first call: {:?}",
         opening.values().map(|&t| since(t)).collect::<Vec<_>>()
     );
