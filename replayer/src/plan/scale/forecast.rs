@@ -304,17 +304,15 @@ impl Counts {
         phase_selected: &[bool],
     ) -> ReplayResult<Counts> {
         let n = model.world as usize;
-        let phases = |count: &dyn Fn() -> PhaseCount| {
-            let mut v: Vec<PhaseCount> = Vec::new();
-            v.resize_with(survey.phases.len(), count);
-            v
-        };
+        let phases = survey.phases.len();
         let mut c = Counts {
             ops: vec![0; n],
             read: vec![0; n],
             write: vec![0; n],
-            traced_phase: phases(&PhaseCount::default),
-            at_n: phases(&|| PhaseCount::at_world(model.world)),
+            traced_phase: (0..phases).map(|_| PhaseCount::default()).collect(),
+            at_n: (0..phases)
+                .map(|_| PhaseCount::at_world(model.world))
+                .collect(),
             traced_data: 0,
             data_at_n: 0,
             traced_visits: 0,
