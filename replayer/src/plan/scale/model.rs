@@ -51,6 +51,11 @@ pub struct Family {
     pub bytes: u64,
     /// The phase of the trace in which the family was first written.
     pub phase: usize,
+    /// The phase of its last write: past it, the router forgets what each
+    /// writer at N spent of the family (a long trace's saves are thousands
+    /// of families, each with a writer slot per rank at N).
+    #[serde(skip)]
+    pub last_phase: usize,
     /// A save the job at N does not make (a step-bound job makes fewer
     /// saves at a larger N): its calls are left out.
     pub dropped: bool,
@@ -90,6 +95,7 @@ pub struct Model {
 struct Written {
     by: BTreeMap<i32, u64>,
     phase: usize,
+    last_phase: usize,
 }
 
 /// When the traced job saved checkpoints: at the end of an epoch (as
@@ -252,6 +258,7 @@ impl TracedWrites {
                     phase: op.phase as usize,
                     ..Default::default()
                 });
+                w.last_phase = op.phase as usize;
                 *w.by.entry(source).or_default() += op.bytes as u64;
             }
         })?;
@@ -353,9 +360,11 @@ fn grouped_family(
 ) -> Family {
     let mut traced_writers: BTreeMap<i32, u64> = BTreeMap::new();
     let mut phase = usize::MAX;
+    let mut last_phase = 0;
     for id in ids {
         let w = &written[id];
         phase = phase.min(w.phase);
+        last_phase = last_phase.max(w.last_phase);
         for (s, b) in &w.by {
             *traced_writers.entry(*s).or_default() += b;
         }
@@ -383,6 +392,7 @@ fn grouped_family(
         traced_bytes,
         bytes: traced_bytes,
         phase,
+        last_phase,
         dropped: false,
     }
 }
@@ -424,6 +434,7 @@ fn shared_family(survey: &Survey, w: &Written, id: u32) -> Family {
         traced_bytes: w.by.values().sum(),
         bytes: w.by.values().sum(),
         phase: w.phase,
+        last_phase: w.last_phase,
         dropped: false,
     }
 }
@@ -653,6 +664,7 @@ mod tests {
             traced_bytes,
             bytes: traced_bytes,
             phase: 3,
+            last_phase: 3,
             dropped: false,
         }
     }

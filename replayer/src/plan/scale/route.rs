@@ -96,7 +96,12 @@ pub struct Router<'m> {
     /// Per phase, its stretch of steps.
     stretches: Vec<u32>,
     held: HashMap<(i32, i32, i32), Held>,
+    /// Per (target rank, family) written so far; a family's entries go
+    /// when the stream passes its last phase (see
+    /// [`super::model::Family::last_phase`]).
     spent: HashMap<(u32, u32), Spent>,
+    /// The phase of the latest call routed.
+    phase: u16,
     /// Per source index, its visits so far.
     visits: Vec<Visits>,
     /// Per target rank, after its last call of a visit.
@@ -114,6 +119,7 @@ impl<'m> Router<'m> {
             stretches,
             held: HashMap::new(),
             spent: HashMap::new(),
+            phase: 0,
             visits: vec![Visits::default(); model.sources.len()],
             marks: vec![None; model.world as usize],
         }
@@ -144,6 +150,10 @@ impl<'m> Router<'m> {
     /// Appends to `out` each target rank that makes `op` (a call of source
     /// rank `source`), with the call as that rank makes it.
     pub fn route(&mut self, source: i32, op: &PlannedOp, out: &mut Vec<(u32, PlannedOp)>) {
+        if op.phase > self.phase {
+            self.phase = op.phase;
+            self.forget_written_families();
+        }
         let Some(s) = self.model.source_index(source) else {
             return;
         };
@@ -223,6 +233,14 @@ impl<'m> Router<'m> {
             }
         }
         call
+    }
+
+    /// Drops what the writers spent of families no later phase writes:
+    /// the map then holds the saves in progress, not every save so far.
+    fn forget_written_families(&mut self) {
+        let (families, now) = (&self.model.families, self.phase as usize);
+        self.spent
+            .retain(|&(_, f), _| families[f as usize].last_phase >= now);
     }
 
     fn for_writers(
